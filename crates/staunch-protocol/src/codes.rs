@@ -1,0 +1,24 @@
+//! JSON-RPC and MCP error codes.
+//!
+//! The -32700..-32600 block is JSON-RPC 2.0's own. -32000..-32019 are implementation-defined in
+//! MCP; staunch uses a few of them for its limits so a client can tell them apart.
+
+/// The frame is not valid JSON.
+pub const PARSE_ERROR: i64 = -32700;
+/// The JSON is not a valid JSON-RPC request (wrong `jsonrpc`, bad id, missing method, batch …).
+pub const INVALID_REQUEST: i64 = -32600;
+/// No such method.
+pub const METHOD_NOT_FOUND: i64 = -32601;
+/// The method exists but its params are malformed.
+pub const INVALID_PARAMS: i64 = -32602;
+/// The server failed (a handler panicked, a store broke).
+pub const INTERNAL_ERROR: i64 = -32603;
+
+/// staunch: the server is at its concurrency limit; retry later.
+pub const SERVER_BUSY: i64 = -32000;
+/// staunch: the request ran past its own deadline (shorter than the client's timeout).
+pub const DEADLINE_EXCEEDED: i64 = -32001;
+/// MCP (up to 2025-11-25): resource not found.
+pub const RESOURCE_NOT_FOUND: i64 = -32002;
+/// staunch: a message or body is larger than the configured limit.
+pub const MESSAGE_TOO_LARGE: i64 = -32003;

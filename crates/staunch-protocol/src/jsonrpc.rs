@@ -1,0 +1,440 @@
+//! JSON-RPC 2.0 messages: parsing one frame, and serialising what the server sends.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::codes;
+
+/// A request id: a string or an integer, kept exactly as sent (`5` and `"5"` differ).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum RequestId {
+    /// An integer id.
+    Number(i64),
+    /// A string id.
+    String(String),
+}
+
+impl RequestId {
+    /// Reads an id from JSON; `None` for null, floats, objects and the like.
+    pub fn from_value(v: &Value) -> Option<Self> {
+        match v {
+            Value::String(s) => Some(Self::String(s.clone())),
+            Value::Number(n) => n.as_i64().map(Self::Number),
+            _ => None,
+        }
+    }
+
+    /// The id as a JSON value.
+    pub fn to_value(&self) -> Value {
+        match self {
+            Self::Number(n) => Value::from(*n),
+            Self::String(s) => Value::from(s.as_str()),
+        }
+    }
+}
+
+impl fmt::Display for RequestId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Number(n) => write!(f, "{n}"),
+            Self::String(s) => write!(f, "{s:?}"),
+        }
+    }
+}
+
+/// A JSON-RPC error object.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ErrorObject {
+    /// The error code (see [`codes`]).
+    pub code: i64,
+    /// A sentence for a person (or a model) to act on.
+    pub message: String,
+    /// Optional machine-readable detail.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<Value>,
+}
+
+impl ErrorObject {
+    /// An error with a code and message.
+    pub fn new(code: i64, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+            data: None,
+        }
+    }
+
+    /// Attaches `data`.
+    pub fn with_data(mut self, data: Value) -> Self {
+        self.data = Some(data);
+        self
+    }
+
+    /// -32602.
+    pub fn invalid_params(message: impl Into<String>) -> Self {
+        Self::new(codes::INVALID_PARAMS, message)
+    }
+
+    /// -32601 for `method`.
+    pub fn method_not_found(method: &str) -> Self {
+        Self::new(
+            codes::METHOD_NOT_FOUND,
+            format!("method not found: {method}"),
+        )
+    }
+
+    /// -32603.
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(codes::INTERNAL_ERROR, message)
+    }
+}
+
+impl fmt::Display for ErrorObject {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({})", self.message, self.code)
+    }
+}
+
+/// A request: expects exactly one response.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Request {
+    /// The id the response must carry.
+    pub id: RequestId,
+    /// The method name.
+    pub method: String,
+    /// The params (an object or array), if any.
+    pub params: Option<Value>,
+}
+
+/// A notification: no id, no response.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Notification {
+    /// The method name.
+    pub method: String,
+    /// The params, if any.
+    pub params: Option<Value>,
+}
+
+/// A response to a request sent earlier by the other side.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Response {
+    /// The id of the request this answers.
+    pub id: RequestId,
+    /// The result or the error.
+    pub outcome: Result<Value, ErrorObject>,
+}
+
+/// One JSON-RPC message.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Message {
+    /// A request.
+    Request(Request),
+    /// A notification.
+    Notification(Notification),
+    /// A response.
+    Response(Response),
+}
+
+/// Why a frame could not be read as a message; each maps to the error to answer with.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum FrameError {
+    /// Not JSON at all (-32700, id null).
+    #[error("parse error: {0}")]
+    Parse(String),
+    /// JSON, but not a valid JSON-RPC message (-32600). `id` is set when one could be read, so
+    /// the error can be correlated.
+    #[error("invalid request: {reason}")]
+    Invalid {
+        /// The id, when the frame had a usable one.
+        id: Option<RequestId>,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+impl FrameError {
+    /// The id to answer with (null when unknown).
+    pub fn id(&self) -> Option<&RequestId> {
+        match self {
+            Self::Parse(_) => None,
+            Self::Invalid { id, .. } => id.as_ref(),
+        }
+    }
+
+    /// The error object to answer with.
+    pub fn to_error(&self) -> ErrorObject {
+        match self {
+            Self::Parse(m) => ErrorObject::new(codes::PARSE_ERROR, format!("parse error: {m}")),
+            Self::Invalid { reason, .. } => ErrorObject::new(
+                codes::INVALID_REQUEST,
+                format!("invalid request: {reason}"),
+            ),
+        }
+    }
+
+    /// The whole error response as JSON bytes.
+    pub fn to_response_bytes(&self) -> Vec<u8> {
+        error_response_bytes(self.id(), &self.to_error())
+    }
+}
+
+fn invalid(id: Option<RequestId>, reason: impl Into<String>) -> FrameError {
+    FrameError::Invalid {
+        id,
+        reason: reason.into(),
+    }
+}
+
+/// Parses one frame (a stdio line or an HTTP body) into a message.
+///
+/// Batches (JSON arrays) are refused with -32600: they were removed in 2025-06-18 and staunch
+/// does not serve them for 2025-03-26 either (see the README).
+pub fn parse_message(frame: &[u8]) -> Result<Message, FrameError> {
+    let value: Value =
+        serde_json::from_slice(frame).map_err(|e| FrameError::Parse(e.to_string()))?;
+    let obj = match value {
+        Value::Object(obj) => obj,
+        Value::Array(_) => return Err(invalid(None, "JSON-RPC batches are not supported")),
+        _ => return Err(invalid(None, "a message must be a JSON object")),
+    };
+    classify(obj)
+}
+
+fn classify(mut obj: Map<String, Value>) -> Result<Message, FrameError> {
+    // Read the id first so every later error can carry it.
+    let id = match obj.remove("id") {
+        None => None,
+        Some(v) => match RequestId::from_value(&v) {
+            Some(id) => Some(id),
+            None if v.is_null() => {
+                return Err(invalid(None, "id must be a string or an integer, not null"));
+            }
+            None => return Err(invalid(None, "id must be a string or an integer")),
+        },
+    };
+    match obj.get("jsonrpc") {
+        Some(Value::String(s)) if s == "2.0" => {}
+        _ => return Err(invalid(id, "\"jsonrpc\" must be \"2.0\"")),
+    }
+    let params = match obj.remove("params") {
+        None | Some(Value::Null) => None,
+        Some(p @ (Value::Object(_) | Value::Array(_))) => Some(p),
+        Some(_) => return Err(invalid(id, "params must be an object or an array")),
+    };
+    match obj.remove("method") {
+        Some(Value::String(method)) => Ok(match id {
+            Some(id) => Message::Request(Request { id, method, params }),
+            None => Message::Notification(Notification { method, params }),
+        }),
+        Some(_) => Err(invalid(id, "method must be a string")),
+        None => {
+            let Some(id) = id else {
+                return Err(invalid(None, "a message needs a method, or an id with a result"));
+            };
+            match (obj.remove("result"), obj.remove("error")) {
+                (Some(result), None) => Ok(Message::Response(Response {
+                    id,
+                    outcome: Ok(result),
+                })),
+                (None, Some(error)) => match serde_json::from_value::<ErrorObject>(error) {
+                    Ok(e) => Ok(Message::Response(Response { id, outcome: Err(e) })),
+                    Err(e) => Err(invalid(Some(id), format!("malformed error object: {e}"))),
+                },
+                _ => Err(invalid(
+                    Some(id),
+                    "a response needs exactly one of result and error",
+                )),
+            }
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct OutResponse<'a> {
+    jsonrpc: &'static str,
+    id: Option<&'a RequestId>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    result: Option<&'a Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<&'a ErrorObject>,
+}
+
+#[derive(Serialize)]
+struct OutRequest<'a> {
+    jsonrpc: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    id: Option<&'a RequestId>,
+    method: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    params: Option<&'a Value>,
+}
+
+/// Serialises a success response.
+pub fn result_response_bytes(id: &RequestId, result: &Value) -> Vec<u8> {
+    to_bytes(&OutResponse {
+        jsonrpc: "2.0",
+        id: Some(id),
+        result: Some(result),
+        error: None,
+    })
+}
+
+/// Serialises an error response (`id` null when the request's id is unknown).
+pub fn error_response_bytes(id: Option<&RequestId>, error: &ErrorObject) -> Vec<u8> {
+    to_bytes(&OutResponse {
+        jsonrpc: "2.0",
+        id,
+        result: None,
+        error: Some(error),
+    })
+}
+
+/// Serialises a notification.
+pub fn notification_bytes(method: &str, params: Option<&Value>) -> Vec<u8> {
+    to_bytes(&OutRequest {
+        jsonrpc: "2.0",
+        id: None,
+        method,
+        params,
+    })
+}
+
+/// Serialises a request.
+pub fn request_bytes(id: &RequestId, method: &str, params: Option<&Value>) -> Vec<u8> {
+    to_bytes(&OutRequest {
+        jsonrpc: "2.0",
+        id: Some(id),
+        method,
+        params,
+    })
+}
+
+impl Message {
+    /// Serialises this message.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        match self {
+            Message::Request(r) => request_bytes(&r.id, &r.method, r.params.as_ref()),
+            Message::Notification(n) => notification_bytes(&n.method, n.params.as_ref()),
+            Message::Response(r) => match &r.outcome {
+                Ok(v) => result_response_bytes(&r.id, v),
+                Err(e) => error_response_bytes(Some(&r.id), e),
+            },
+        }
+    }
+}
+
+fn to_bytes<T: Serialize>(v: &T) -> Vec<u8> {
+    // Serialising these plain structs into a Vec cannot fail: no maps with non-string keys, no
+    // custom serialisers that error.
+    serde_json::to_vec(v).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn parse(s: &str) -> Result<Message, FrameError> {
+        parse_message(s.as_bytes())
+    }
+
+    #[test]
+    fn reads_requests_with_string_and_number_ids() {
+        let m = parse(r#"{"jsonrpc":"2.0","id":7,"method":"ping"}"#).unwrap();
+        assert_eq!(
+            m,
+            Message::Request(Request {
+                id: RequestId::Number(7),
+                method: "ping".into(),
+                params: None
+            })
+        );
+        let m = parse(r#"{"jsonrpc":"2.0","id":"7","method":"ping","params":{}}"#).unwrap();
+        let Message::Request(r) = m else { panic!() };
+        assert_eq!(r.id, RequestId::String("7".into()));
+        assert_ne!(r.id, RequestId::Number(7));
+    }
+
+    #[test]
+    fn reads_notifications_and_responses() {
+        let m = parse(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#).unwrap();
+        assert!(matches!(m, Message::Notification(n) if n.method == "notifications/initialized"));
+        let m = parse(r#"{"jsonrpc":"2.0","id":1,"result":{"a":1}}"#).unwrap();
+        assert!(matches!(m, Message::Response(Response { outcome: Ok(_), .. })));
+        let m = parse(r#"{"jsonrpc":"2.0","id":1,"error":{"code":-1,"message":"x"}}"#).unwrap();
+        assert!(matches!(m, Message::Response(Response { outcome: Err(e), .. }) if e.code == -1));
+    }
+
+    #[test]
+    fn garbage_is_a_parse_error() {
+        for s in ["", "{", "nope", "{\"jsonrpc\":\"2.0\",}", "\u{0}"] {
+            let e = parse(s).unwrap_err();
+            assert_eq!(e.to_error().code, codes::PARSE_ERROR, "{s:?}");
+            assert_eq!(e.id(), None);
+        }
+    }
+
+    #[test]
+    fn wrong_shapes_are_invalid_requests() {
+        let cases = [
+            r#"[]"#,
+            r#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#,
+            r#"42"#,
+            r#""str""#,
+            r#"{"id":1,"method":"ping"}"#,
+            r#"{"jsonrpc":"1.0","id":1,"method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","id":1.5,"method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","id":{},"method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":5}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"x","params":3}"#,
+            r#"{"jsonrpc":"2.0"}"#,
+            r#"{"jsonrpc":"2.0","id":1}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":1,"error":{"code":1,"message":""}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"error":"bad"}"#,
+        ];
+        for s in cases {
+            let e = parse(s).unwrap_err();
+            assert_eq!(e.to_error().code, codes::INVALID_REQUEST, "{s}");
+        }
+    }
+
+    #[test]
+    fn invalid_request_keeps_a_readable_id() {
+        let e = parse(r#"{"jsonrpc":"1.0","id":"abc","method":"ping"}"#).unwrap_err();
+        assert_eq!(e.id(), Some(&RequestId::String("abc".into())));
+        let bytes = e.to_response_bytes();
+        let v: Value = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(v["id"], json!("abc"));
+        assert_eq!(v["error"]["code"], json!(-32600));
+    }
+
+    #[test]
+    fn serialises_round_trip() {
+        let msgs = [
+            Message::Request(Request {
+                id: RequestId::String("a".into()),
+                method: "tools/call".into(),
+                params: Some(json!({"name":"echo"})),
+            }),
+            Message::Notification(Notification {
+                method: "notifications/progress".into(),
+                params: Some(json!({"progressToken":1,"progress":2})),
+            }),
+            Message::Response(Response {
+                id: RequestId::Number(3),
+                outcome: Ok(json!({})),
+            }),
+            Message::Response(Response {
+                id: RequestId::Number(4),
+                outcome: Err(ErrorObject::new(-32601, "nope").with_data(json!([1]))),
+            }),
+        ];
+        for m in msgs {
+            assert_eq!(parse_message(&m.to_bytes()).unwrap(), m);
+        }
+    }
+}

@@ -1,0 +1,23 @@
+//! JSON-RPC 2.0 framing and the MCP message types staunch serves.
+//!
+//! Pure data: no I/O, no async runtime. The main pieces:
+//!
+//! - [`Message`] with [`Request`], [`Notification`] and [`Response`], parsed from one frame by
+//!   [`parse_message`]; anything malformed becomes a [`FrameError`] that knows the JSON-RPC error
+//!   to answer with (never a panic).
+//! - [`RequestId`], a string or an integer, compared exactly as the client sent it.
+//! - [`ErrorObject`] and the error [`codes`].
+//! - [`mcp`]: the MCP payloads (initialize, tools, progress, cancellation, logging) and
+//!   [`version`] negotiation.
+
+#![forbid(unsafe_code)]
+
+pub mod codes;
+mod jsonrpc;
+pub mod mcp;
+pub mod version;
+
+pub use jsonrpc::{
+    error_response_bytes, notification_bytes, request_bytes, result_response_bytes,
+    ErrorObject, FrameError, Message, Notification, Request, RequestId, Response, parse_message,
+};

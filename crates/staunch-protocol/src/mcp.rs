@@ -1,0 +1,330 @@
+//! MCP payloads: what `initialize`, `tools/*`, progress, cancellation and logging carry.
+//!
+//! Field names follow the spec's camelCase on the wire. Types stay close to the schema of
+//! 2025-11-25; older versions are subsets for what staunch serves.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::RequestId;
+
+/// Method names.
+pub mod methods {
+    pub const INITIALIZE: &str = "initialize";
+    pub const INITIALIZED: &str = "notifications/initialized";
+    pub const PING: &str = "ping";
+    pub const TOOLS_LIST: &str = "tools/list";
+    pub const TOOLS_CALL: &str = "tools/call";
+    pub const LOGGING_SET_LEVEL: &str = "logging/setLevel";
+    pub const CANCELLED: &str = "notifications/cancelled";
+    pub const PROGRESS: &str = "notifications/progress";
+    pub const MESSAGE: &str = "notifications/message";
+    pub const SERVER_DISCOVER: &str = "server/discover";
+}
+
+/// Name and version of a client or server.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Implementation {
+    /// Programmatic name.
+    pub name: String,
+    /// Version string.
+    pub version: String,
+    /// Display name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+}
+
+/// `initialize` params.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InitializeParams {
+    /// The version the client proposes.
+    pub protocol_version: String,
+    /// What the client can do (sampling, elicitation, roots, tasks …).
+    #[serde(default)]
+    pub capabilities: Value,
+    /// Who the client is.
+    #[serde(default)]
+    pub client_info: Option<Implementation>,
+}
+
+/// `initialize` result.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InitializeResult {
+    /// The negotiated version.
+    pub protocol_version: String,
+    /// What the server offers.
+    pub capabilities: Map<String, Value>,
+    /// Who the server is.
+    pub server_info: Implementation,
+    /// Guidance for the model.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub instructions: Option<String>,
+}
+
+/// A progress token: a string or an integer chosen by the requester.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum ProgressToken {
+    /// Integer token.
+    Number(i64),
+    /// String token.
+    String(String),
+}
+
+impl ProgressToken {
+    /// Reads a token from `params._meta.progressToken`, if there is a valid one.
+    pub fn from_params(params: Option<&Value>) -> Option<Self> {
+        let t = params?.get("_meta")?.get("progressToken")?;
+        serde_json::from_value(t.clone()).ok()
+    }
+}
+
+/// `notifications/progress` params.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProgressParams {
+    /// The requester's token.
+    pub progress_token: ProgressToken,
+    /// Work done so far; strictly increasing.
+    pub progress: f64,
+    /// Total, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total: Option<f64>,
+    /// A sentence on what is happening.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// `notifications/cancelled` params.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CancelledParams {
+    /// The request to cancel (absent only for tasks, which use `tasks/cancel`).
+    #[serde(default)]
+    pub request_id: Option<RequestId>,
+    /// Why, for the logs.
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+/// A tool as listed by `tools/list`.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Tool {
+    /// Unique name.
+    pub name: String,
+    /// Display name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// What it does, for the model.
+    pub description: String,
+    /// JSON Schema of the arguments.
+    pub input_schema: Value,
+    /// JSON Schema of `structuredContent`, when the tool returns one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<Value>,
+    /// Hints (readOnlyHint, destructiveHint, idempotentHint …).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub annotations: Option<Value>,
+    /// `{"taskSupport": …}` (2025-11-25).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub execution: Option<Value>,
+}
+
+/// `tools/call` params.
+#[derive(Clone, Debug, Deserialize)]
+pub struct CallToolParams {
+    /// The tool.
+    pub name: String,
+    /// Its arguments (absent = `{}`).
+    #[serde(default)]
+    pub arguments: Option<Map<String, Value>>,
+    /// Task augmentation (2025-11-25).
+    #[serde(default)]
+    pub task: Option<Value>,
+}
+
+/// One content item of a tool result or prompt message.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Content {
+    /// Plain text.
+    Text {
+        /// The text.
+        text: String,
+    },
+    /// An image, base64.
+    Image {
+        /// Base64 data.
+        data: String,
+        /// e.g. `image/png`.
+        #[serde(rename = "mimeType")]
+        mime_type: String,
+    },
+    /// Audio, base64.
+    Audio {
+        /// Base64 data.
+        data: String,
+        /// e.g. `audio/wav`.
+        #[serde(rename = "mimeType")]
+        mime_type: String,
+    },
+    /// An embedded resource (`{uri, mimeType, text|blob}`).
+    Resource {
+        /// The resource contents.
+        resource: Value,
+    },
+    /// A link to a resource.
+    ResourceLink {
+        /// The link fields (`uri`, `name`, …).
+        #[serde(flatten)]
+        link: Map<String, Value>,
+    },
+}
+
+impl Content {
+    /// A text item.
+    pub fn text(text: impl Into<String>) -> Self {
+        Self::Text { text: text.into() }
+    }
+}
+
+/// `tools/call` result.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CallToolResult {
+    /// What the model reads.
+    pub content: Vec<Content>,
+    /// Machine-readable result matching the tool's output schema.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub structured_content: Option<Value>,
+    /// A tool execution error the model can read and correct.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub is_error: Option<bool>,
+}
+
+impl CallToolResult {
+    /// One text item.
+    pub fn text(text: impl Into<String>) -> Self {
+        Self {
+            content: vec![Content::text(text)],
+            ..Self::default()
+        }
+    }
+
+    /// A tool execution error (`isError: true`) with one text item.
+    pub fn error(text: impl Into<String>) -> Self {
+        Self {
+            content: vec![Content::text(text)],
+            is_error: Some(true),
+            ..Self::default()
+        }
+    }
+
+    /// Structured content, mirrored as JSON text for clients that read only `content`.
+    pub fn structured(value: Value) -> Self {
+        Self {
+            content: vec![Content::text(value.to_string())],
+            structured_content: Some(value),
+            is_error: None,
+        }
+    }
+
+    /// The concatenated text items (for tests and logs).
+    pub fn text_joined(&self) -> String {
+        self.content
+            .iter()
+            .filter_map(|c| match c {
+                Content::Text { text } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+/// Log levels, RFC 5424 order (debug lowest).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LoggingLevel {
+    /// Detail for debugging.
+    Debug,
+    /// Normal events.
+    Info,
+    /// Normal but significant.
+    Notice,
+    /// Something unexpected.
+    Warning,
+    /// An operation failed.
+    Error,
+    /// A component failed.
+    Critical,
+    /// Act now.
+    Alert,
+    /// The system is unusable.
+    Emergency,
+}
+
+/// `logging/setLevel` params.
+#[derive(Clone, Debug, Deserialize)]
+pub struct SetLevelParams {
+    /// The minimum level the client wants.
+    pub level: LoggingLevel,
+}
+
+/// `notifications/message` params.
+#[derive(Clone, Debug, Serialize)]
+pub struct LoggingMessageParams {
+    /// Severity.
+    pub level: LoggingLevel,
+    /// Which part of the server.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub logger: Option<String>,
+    /// The message (any JSON).
+    pub data: Value,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn progress_token_is_read_from_meta() {
+        let p = json!({"_meta": {"progressToken": "abc"}});
+        assert_eq!(
+            ProgressToken::from_params(Some(&p)),
+            Some(ProgressToken::String("abc".into()))
+        );
+        let p = json!({"_meta": {"progressToken": 4}});
+        assert_eq!(
+            ProgressToken::from_params(Some(&p)),
+            Some(ProgressToken::Number(4))
+        );
+        assert_eq!(ProgressToken::from_params(Some(&json!({}))), None);
+        let bogus = json!({"_meta": {"progressToken": {"x": 1}}});
+        assert_eq!(ProgressToken::from_params(Some(&bogus)), None);
+    }
+
+    #[test]
+    fn content_serialises_with_spec_field_names() {
+        let v = serde_json::to_value(Content::Image {
+            data: "AA==".into(),
+            mime_type: "image/png".into(),
+        })
+        .unwrap();
+        assert_eq!(v, json!({"type":"image","data":"AA==","mimeType":"image/png"}));
+        let r = serde_json::to_value(CallToolResult::error("bad")).unwrap();
+        assert_eq!(r, json!({"content":[{"type":"text","text":"bad"}],"isError":true}));
+    }
+
+    #[test]
+    fn levels_are_ordered() {
+        assert!(LoggingLevel::Debug < LoggingLevel::Info);
+        assert!(LoggingLevel::Error > LoggingLevel::Warning);
+        let l: SetLevelParams = serde_json::from_value(json!({"level":"warning"})).unwrap();
+        assert_eq!(l.level, LoggingLevel::Warning);
+    }
+}

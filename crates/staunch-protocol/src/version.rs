@@ -1,0 +1,56 @@
+//! Protocol version negotiation.
+//!
+//! A client proposes a version in `initialize`; the server answers in that version when it
+//! supports it, otherwise in its latest. The client then decides whether it can continue.
+
+/// Versions this server speaks, oldest first.
+pub const SUPPORTED: &[&str] = &["2025-03-26", "2025-06-18", "2025-11-25"];
+
+/// The newest supported version.
+pub const LATEST: &str = "2025-11-25";
+
+/// The version a Streamable HTTP request is assumed to speak when it carries no
+/// `MCP-Protocol-Version` header and nothing else tells.
+pub const HTTP_DEFAULT: &str = "2025-03-26";
+
+/// The 2026-07-28 revision (stateless, `server/discover`); not served yet.
+pub const MODERN: &str = "2026-07-28";
+
+/// Picks the version to answer `initialize` with.
+pub fn negotiate(requested: &str) -> &'static str {
+    SUPPORTED
+        .iter()
+        .copied()
+        .find(|v| *v == requested)
+        .unwrap_or(LATEST)
+}
+
+/// Whether `v` is a version this server speaks.
+pub fn is_supported(v: &str) -> bool {
+    SUPPORTED.contains(&v)
+}
+
+/// Whether a negotiated version is at least `min` (versions are ISO dates, so they sort as
+/// strings).
+pub fn at_least(v: &str, min: &str) -> bool {
+    v >= min
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answers_in_the_clients_version_when_supported() {
+        assert_eq!(negotiate("2025-03-26"), "2025-03-26");
+        assert_eq!(negotiate("2025-06-18"), "2025-06-18");
+        assert_eq!(negotiate("2025-11-25"), "2025-11-25");
+    }
+
+    #[test]
+    fn answers_latest_for_unknown_versions() {
+        assert_eq!(negotiate("2024-11-05"), LATEST);
+        assert_eq!(negotiate("2026-07-28"), LATEST);
+        assert_eq!(negotiate("garbage"), LATEST);
+    }
+}
