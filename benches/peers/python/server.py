@@ -1,0 +1,71 @@
+#!/usr/bin/env python3
+"""Python `mcp` (FastMCP) peer server: a fixture for benchmarks and interop tests.
+
+    .tools/py/bin/python server.py stdio
+    .tools/py/bin/python server.py http PORT     # Streamable HTTP on http://127.0.0.1:PORT/mcp
+
+Targets the `mcp` 1.x line (pinned 1.30.0 by scripts/setup-tools), which is what
+most deployed Python MCP servers run: `mcp.server.fastmcp.FastMCP`, tools declared
+with `@mcp.tool()`, the `Context` injected by type annotation.
+
+Tools:
+  echo(text)                  -> text content `text`
+  slow_count(steps, delay_ms) -> per step: `await anyio.sleep(delay_ms/1000)` (a
+                                 cancellation point: a notifications/cancelled from
+                                 the client cancels the handler's scope here) then
+                                 `ctx.report_progress(step+1, steps)` (a no-op when
+                                 the request carried no progressToken); returns
+                                 text `counted N`.
+
+Streamable HTTP runs stateful (FastMCP's default: session ids minted by the SDK,
+no event store) and binds 127.0.0.1 only, where FastMCP enables its own
+DNS-rebinding protection.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import anyio
+from mcp.server.fastmcp import Context, FastMCP
+
+USAGE = "usage: server.py stdio | http PORT"
+
+
+def build_server(port: int = 8000) -> FastMCP:
+    mcp = FastMCP(
+        "staunch-peer-python",
+        host="127.0.0.1",
+        port=port,
+        log_level="WARNING",
+    )
+
+    @mcp.tool()
+    def echo(text: str) -> str:
+        """Echo the given text back."""
+        return text
+
+    @mcp.tool()
+    async def slow_count(steps: int, delay_ms: int, ctx: Context) -> str:
+        """Count to `steps`, sleeping `delay_ms` per step, reporting progress; honours cancellation."""
+        for step in range(steps):
+            await anyio.sleep(delay_ms / 1000)
+            await ctx.report_progress(step + 1, steps)
+        return f"counted {steps}"
+
+    return mcp
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] == "stdio":
+        build_server().run(transport="stdio")
+        return 0
+    if argv[0] == "http" and len(argv) >= 2 and argv[1].isdigit() and 0 < int(argv[1]) < 65536:
+        build_server(int(argv[1])).run(transport="streamable-http")
+        return 0
+    print(USAGE, file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,245 @@
+#!/usr/bin/env node
+// TypeScript SDK peer server (fixture for benchmarks and interop tests).
+//
+//   node server.mjs stdio
+//   node server.mjs http PORT [--tasks]      # Streamable HTTP on http://127.0.0.1:PORT/mcp
+//
+// Written the way the @modelcontextprotocol/sdk 1.x docs recommend (McpServer +
+// registerTool with a zod raw shape; createMcpExpressApp + one stateful
+// StreamableHTTPServerTransport per session, keyed by a randomUUID session id,
+// with an event store for resumability).
+//
+// Tools:
+//   echo {text}                    -> text content `text`
+//   slow_count {steps, delay_ms}   -> cooperative: per step checks extra.signal,
+//                                     sleeps delay_ms (abortable), reports progress
+//                                     step+1/steps if the request carried a
+//                                     progressToken; returns text `counted N`.
+//   slow_count_task {steps, delay_ms}   (only with --tasks; HTTP or stdio)
+//                                  -> same work run as an experimental 2025-11-25
+//                                     task (server.experimental.tasks.registerToolTask,
+//                                     taskSupport "optional"), backed by the SDK's
+//                                     InMemoryTaskStore. Stops when the task is cancelled.
+//
+// The SDK is resolved from ./node_modules, a symlink to .tools/ts/node_modules that
+// scripts/setup-tools creates.
+import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import * as z from 'zod/v4';
+import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import { createMcpExpressApp } from '@modelcontextprotocol/sdk/server/express.js';
+import { isInitializeRequest } from '@modelcontextprotocol/sdk/types.js';
+import { InMemoryTaskStore, InMemoryTaskMessageQueue } from '@modelcontextprotocol/sdk/experimental/tasks/stores/in-memory.js';
+
+const [mode = 'stdio', portArg] = process.argv.slice(2);
+const withTasks = process.argv.includes('--tasks');
+const log = (...args) => console.error('[ts-peer]', ...args); // stderr: stdout is the stdio channel
+
+// ---------------------------------------------------------------------------
+// Event store: the SDK ships InMemoryEventStore only as an example
+// (src/examples/shared/inMemoryEventStore.ts), not as public API, so this is a
+// small one of our own implementing the EventStore interface.
+// Event ids are `<streamId>_<seq>`; replay sends every later event of that stream.
+class InMemoryEventStore {
+  #events = new Map(); // eventId -> { streamId, message }
+  #seq = 0;
+
+  async storeEvent(streamId, message) {
+    const eventId = `${streamId}_${String(++this.#seq).padStart(10, '0')}`;
+    this.#events.set(eventId, { streamId, message });
+    return eventId;
+  }
+
+  async getStreamIdForEventId(eventId) {
+    return this.#events.get(eventId)?.streamId;
+  }
+
+  async replayEventsAfter(lastEventId, { send }) {
+    const last = this.#events.get(lastEventId);
+    if (!last) return '';
+    let after = false;
+    for (const [eventId, { streamId, message }] of this.#events) {
+      if (eventId === lastEventId) { after = true; continue; }
+      if (after && streamId === last.streamId) await send(eventId, message);
+    }
+    return last.streamId;
+  }
+}
+
+// ---------------------------------------------------------------------------
+const countArgs = {
+  steps: z.number().int().min(0).describe('Number of steps'),
+  delay_ms: z.number().int().min(0).describe('Milliseconds to sleep per step'),
+};
+
+// One shared task store for all sessions, as in the SDK's simpleStreamableHttp example.
+const taskStore = withTasks ? new InMemoryTaskStore() : undefined;
+
+function buildServer() {
+  const server = new McpServer(
+    { name: 'staunch-peer-ts', version: '1.0.0' },
+    withTasks
+      ? {
+          capabilities: { tasks: { requests: { tools: { call: {} } }, list: {}, cancel: {} } },
+          taskStore,
+          taskMessageQueue: new InMemoryTaskMessageQueue(),
+        }
+      : {},
+  );
+
+  server.registerTool(
+    'echo',
+    { description: 'Echo the given text back', inputSchema: { text: z.string() } },
+    async ({ text }) => ({ content: [{ type: 'text', text }] }),
+  );
+
+  server.registerTool(
+    'slow_count',
+    {
+      description: 'Count to `steps`, sleeping `delay_ms` per step, reporting progress; honours cancellation',
+      inputSchema: countArgs,
+    },
+    async ({ steps, delay_ms }, extra) => {
+      const progressToken = extra._meta?.progressToken;
+      for (let step = 0; step < steps; step++) {
+        extra.signal.throwIfAborted();
+        await sleep(delay_ms, undefined, { signal: extra.signal });
+        if (progressToken !== undefined) {
+          await extra.sendNotification({
+            method: 'notifications/progress',
+            params: { progressToken, progress: step + 1, total: steps },
+          });
+        }
+      }
+      return { content: [{ type: 'text', text: `counted ${steps}` }] };
+    },
+  );
+
+  if (withTasks) {
+    server.experimental.tasks.registerToolTask(
+      'slow_count_task',
+      {
+        description: 'slow_count run as a task (experimental tasks API)',
+        inputSchema: countArgs,
+        execution: { taskSupport: 'optional' },
+      },
+      {
+        async createTask({ steps, delay_ms }, { taskStore: store, taskRequestedTtl }) {
+          const task = await store.createTask({ ttl: taskRequestedTtl ?? 60_000, pollInterval: 100 });
+          // Out-of-band work; the task's status is the cancellation signal.
+          (async () => {
+            try {
+              for (let step = 0; step < steps; step++) {
+                const current = await store.getTask(task.taskId);
+                if (!current || current.status === 'cancelled') return;
+                await sleep(delay_ms);
+              }
+              const current = await store.getTask(task.taskId);
+              if (!current || current.status === 'cancelled') return;
+              await store.storeTaskResult(task.taskId, 'completed', {
+                content: [{ type: 'text', text: `counted ${steps}` }],
+              });
+            } catch (err) {
+              log('task', task.taskId, 'error:', err?.message ?? err);
+            }
+          })();
+          return { task };
+        },
+        async getTask(_args, { taskId, taskStore: store }) {
+          return await store.getTask(taskId);
+        },
+        async getTaskResult(_args, { taskId, taskStore: store }) {
+          return await store.getTaskResult(taskId);
+        },
+      },
+    );
+  }
+  return server;
+}
+
+// ---------------------------------------------------------------------------
+async function runStdio() {
+  const server = buildServer();
+  await server.connect(new StdioServerTransport());
+  log('stdio ready');
+}
+
+async function runHttp(port) {
+  const host = '127.0.0.1';
+  // createMcpExpressApp: JSON body parsing + DNS-rebinding (Host) protection for localhost.
+  const app = createMcpExpressApp({ host });
+  const transports = new Map(); // session id -> StreamableHTTPServerTransport
+
+  const badSession = (res, status, message) =>
+    res.status(status).json({ jsonrpc: '2.0', error: { code: -32000, message }, id: null });
+
+  app.post('/mcp', async (req, res) => {
+    const sessionId = req.headers['mcp-session-id'];
+    try {
+      let transport = sessionId ? transports.get(sessionId) : undefined;
+      if (!transport) {
+        if (sessionId) return badSession(res, 404, 'Session not found');
+        if (!isInitializeRequest(req.body)) return badSession(res, 400, 'Bad Request: No valid session ID provided');
+        transport = new StreamableHTTPServerTransport({
+          sessionIdGenerator: () => randomUUID(),
+          eventStore: new InMemoryEventStore(),
+          onsessioninitialized: (sid) => {
+            transports.set(sid, transport);
+          },
+        });
+        transport.onclose = () => {
+          if (transport.sessionId) transports.delete(transport.sessionId);
+        };
+        await buildServer().connect(transport);
+      }
+      await transport.handleRequest(req, res, req.body);
+    } catch (err) {
+      log('error handling POST:', err);
+      if (!res.headersSent) {
+        res.status(500).json({ jsonrpc: '2.0', error: { code: -32603, message: 'Internal server error' }, id: null });
+      }
+    }
+  });
+
+  // GET (standalone SSE stream / resumption) and DELETE (session end) need a known session.
+  const sessionRequest = async (req, res) => {
+    const sessionId = req.headers['mcp-session-id'];
+    const transport = sessionId ? transports.get(sessionId) : undefined;
+    if (!transport) return badSession(res, sessionId ? 404 : 400, sessionId ? 'Session not found' : 'Missing session ID');
+    await transport.handleRequest(req, res);
+  };
+  app.get('/mcp', sessionRequest);
+  app.delete('/mcp', sessionRequest);
+
+  const httpServer = app.listen(port, host, (err) => {
+    if (err) {
+      log('listen failed:', err);
+      process.exit(1);
+    }
+    log(`http ready on http://${host}:${port}/mcp${withTasks ? ' (tasks enabled)' : ''}`);
+  });
+
+  const shutdown = async () => {
+    for (const t of transports.values()) await t.close().catch(() => {});
+    httpServer.close();
+    process.exit(0);
+  };
+  process.on('SIGINT', shutdown);
+  process.on('SIGTERM', shutdown);
+}
+
+if (mode === 'stdio') {
+  await runStdio();
+} else if (mode === 'http') {
+  const port = Number.parseInt(portArg ?? '', 10);
+  if (!Number.isInteger(port) || port <= 0 || port > 65535) {
+    console.error('usage: node server.mjs http PORT [--tasks]');
+    process.exit(2);
+  }
+  await runHttp(port);
+} else {
+  console.error('usage: node server.mjs stdio | http PORT [--tasks]');
+  process.exit(2);
+}
