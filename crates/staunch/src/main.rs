@@ -1,1 +1,36 @@
-fn main() {}
+//! `staunch`: serve MCP tools that stop when told; call, probe and audit MCP servers.
+
+#![forbid(unsafe_code)]
+
+mod cli;
+mod serve;
+mod tools;
+
+use clap::Parser;
+
+fn main() -> anyhow::Result<()> {
+    let cli = cli::Cli::parse();
+    init_diagnostics();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let code = runtime.block_on(cli::run(cli))?;
+    // Blocking-pool threads of aborted handlers must not keep the process alive.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(200));
+    std::process::exit(code);
+}
+
+/// Diagnostics (not the lifecycle log) go to stderr as JSON lines at `warn` unless `RUST_LOG`
+/// says otherwise; a panic in a handler is one line too, since the runtime answers it.
+fn init_diagnostics() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    tracing_subscriber::fmt()
+        .json()
+        .with_writer(std::io::stderr)
+        .with_env_filter(filter)
+        .init();
+    std::panic::set_hook(Box::new(|info| {
+        tracing::error!(panic = %info, "panic");
+    }));
+}

@@ -1,0 +1,3 @@
+//! Transports: how frames reach a [`crate::Session`] and how its messages leave.
+
+pub mod stdio;

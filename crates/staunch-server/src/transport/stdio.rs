@@ -1,0 +1,178 @@
+//! stdio: newline-delimited JSON-RPC; stdout carries only protocol messages.
+//!
+//! One reader loop hands each line to the [`Session`]; one writer task owns stdout and flushes
+//! when its queue is empty (so a burst of responses costs one write). stdin EOF (or server
+//! shutdown) closes the session: every in-flight request is cancelled, and the loop returns
+//! after a bounded drain.
+
+use std::sync::Arc;
+
+use staunch_protocol::ErrorObject;
+use staunch_protocol::codes;
+use staunch_protocol::error_response_bytes;
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::outbound::{Outbound, Sink};
+use crate::server::Server;
+
+struct ChannelSink(mpsc::UnboundedSender<Vec<u8>>);
+
+impl Sink for ChannelSink {
+    fn send(&self, msg: Outbound) {
+        // A closed channel means the writer is gone (stdout closed); nothing to do.
+        let _ = self.0.send(msg.bytes);
+    }
+}
+
+/// How the loop ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StdioExit {
+    /// Whether every in-flight request ended within the drain timeout.
+    pub drained: bool,
+}
+
+/// Serves one session on the process's stdin and stdout until EOF or shutdown.
+pub async fn serve_stdio(server: &Server) -> std::io::Result<StdioExit> {
+    serve(server, tokio::io::stdin(), tokio::io::stdout(), "stdio").await
+}
+
+/// Serves one session over any byte streams (tests use an in-memory duplex).
+pub async fn serve<R, W>(
+    server: &Server,
+    reader: R,
+    writer: W,
+    session_id: &str,
+) -> std::io::Result<StdioExit>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let (tx, rx) = mpsc::unbounded_channel::<Vec<u8>>();
+    let (stop_tx, stop_rx) = oneshot::channel::<()>();
+    let writer_task = tokio::spawn(write_loop(writer, rx, stop_rx));
+    let session = server.session(session_id, Arc::new(ChannelSink(tx.clone())));
+
+    let shutdown = server.shutdown_token();
+    let max = server.config().max_message_bytes;
+    let mut reader = BufReader::with_capacity(64 * 1024, reader);
+    let mut line = Vec::with_capacity(4096);
+    loop {
+        let read = tokio::select! {
+            r = read_frame(&mut reader, &mut line, max) => r,
+            _ = shutdown.cancelled() => break,
+        };
+        match read {
+            Ok(Frame::Eof) => break,
+            Ok(Frame::TooLong) => {
+                tracing::warn!(max, "message too large; skipped");
+                let e = ErrorObject::new(
+                    codes::INVALID_REQUEST,
+                    format!("message exceeds the limit of {max} bytes"),
+                );
+                let _ = tx.send(error_response_bytes(None, &e));
+            }
+            Ok(Frame::Line) => {
+                let frame = line.trim_ascii();
+                if !frame.is_empty() {
+                    session.handle_frame(frame);
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "stdin read failed; closing");
+                break;
+            }
+        }
+    }
+    session.close("transport closed");
+    let drained = session.drain().await;
+    server.lifecycle_log().flush();
+    let _ = stop_tx.send(());
+    let _ = writer_task.await;
+    Ok(StdioExit { drained })
+}
+
+enum Frame {
+    Line,
+    TooLong,
+    Eof,
+}
+
+/// Reads one line into `buf` (without the newline), refusing to buffer more than `max` bytes.
+async fn read_frame<R: AsyncRead + Unpin>(
+    reader: &mut BufReader<R>,
+    buf: &mut Vec<u8>,
+    max: usize,
+) -> std::io::Result<Frame> {
+    buf.clear();
+    let mut too_long = false;
+    loop {
+        let avail = reader.fill_buf().await?;
+        if avail.is_empty() {
+            // EOF: a last line without a newline still counts.
+            return Ok(if too_long {
+                Frame::TooLong
+            } else if buf.is_empty() {
+                Frame::Eof
+            } else {
+                Frame::Line
+            });
+        }
+        let (chunk, used, done) = match avail.iter().position(|b| *b == b'\n') {
+            Some(pos) => (&avail[..pos], pos + 1, true),
+            None => (avail, avail.len(), false),
+        };
+        if !too_long {
+            if buf.len() + chunk.len() > max {
+                too_long = true;
+                buf.clear();
+            } else {
+                buf.extend_from_slice(chunk);
+            }
+        }
+        reader.consume(used);
+        if done {
+            return Ok(if too_long { Frame::TooLong } else { Frame::Line });
+        }
+    }
+}
+
+async fn write_loop<W: AsyncWrite + Unpin>(
+    writer: W,
+    mut rx: mpsc::UnboundedReceiver<Vec<u8>>,
+    mut stop: oneshot::Receiver<()>,
+) {
+    let mut out = BufWriter::with_capacity(64 * 1024, writer);
+    loop {
+        let msg = tokio::select! {
+            biased;
+            m = rx.recv() => m,
+            _ = &mut stop => {
+                // Write what is already queued, then stop.
+                while let Ok(m) = rx.try_recv() {
+                    if write_one(&mut out, &m).await.is_err() { return; }
+                }
+                let _ = out.flush().await;
+                return;
+            }
+        };
+        let Some(msg) = msg else { break };
+        if write_one(&mut out, &msg).await.is_err() {
+            return;
+        }
+        while let Ok(m) = rx.try_recv() {
+            if write_one(&mut out, &m).await.is_err() {
+                return;
+            }
+        }
+        if out.flush().await.is_err() {
+            return;
+        }
+    }
+    let _ = out.flush().await;
+}
+
+async fn write_one<W: AsyncWrite + Unpin>(out: &mut BufWriter<W>, msg: &[u8]) -> std::io::Result<()> {
+    out.write_all(msg).await?;
+    out.write_all(b"\n").await
+}

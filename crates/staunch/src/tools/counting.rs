@@ -1,0 +1,95 @@
+//! Counting tools that take time: one cooperative, one stubborn, one blocking.
+//!
+//! - `slow_count` (streaming) checks its cancel before each step, sleeps through
+//!   `Context::sleep` (dropped on cancel) and reports progress per step.
+//! - `stubborn_count` (quick) never looks at its cancel: the runtime stops its progress at the
+//!   cancel and aborts it after the grace period.
+//! - `cpu_count` (quick) burns CPU in `Context::blocking`, checking between units.
+
+use std::time::{Duration, Instant};
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use staunch_server::{CallToolResult, Context, ServerBuilder, ToolError, ToolSpec};
+
+#[derive(Deserialize, JsonSchema)]
+struct CountArgs {
+    /// How many steps to count.
+    steps: u32,
+    /// Milliseconds per step.
+    #[serde(default = "default_delay")]
+    delay_ms: u64,
+}
+
+fn default_delay() -> u64 {
+    100
+}
+
+pub fn register(b: ServerBuilder) -> ServerBuilder {
+    b.tool(
+        ToolSpec::streaming(
+            "slow_count",
+            "Counts to `steps`, waiting `delay_ms` per step and reporting progress. Stops \
+             promptly when cancelled.",
+        )
+        .annotations(serde_json::json!({"readOnlyHint": true})),
+        |ctx, a: CountArgs| slow_count(ctx, a),
+    )
+    .tool(
+        ToolSpec::quick(
+            "stubborn_count",
+            "Like slow_count but ignores cancellation on purpose (a demonstration of the \
+             runtime aborting a handler after the grace period).",
+        )
+        .annotations(serde_json::json!({"readOnlyHint": true})),
+        |ctx, a: CountArgs| stubborn_count(ctx, a),
+    )
+    .tool(
+        ToolSpec::quick(
+            "cpu_count",
+            "Busy-counts on a blocking thread for `steps` units of `delay_ms` each, checking \
+             for cancellation between units.",
+        )
+        .annotations(serde_json::json!({"readOnlyHint": true})),
+        |ctx, a: CountArgs| cpu_count(ctx, a),
+    )
+}
+
+async fn slow_count(ctx: Context, a: CountArgs) -> Result<CallToolResult, ToolError> {
+    let total = f64::from(a.steps);
+    for step in 1..=a.steps {
+        ctx.check()?;
+        ctx.sleep(Duration::from_millis(a.delay_ms)).await?;
+        ctx.progress(f64::from(step), Some(total), None);
+    }
+    Ok(CallToolResult::text(format!("counted {}", a.steps)))
+}
+
+async fn stubborn_count(ctx: Context, a: CountArgs) -> Result<CallToolResult, ToolError> {
+    let total = f64::from(a.steps);
+    for step in 1..=a.steps {
+        // Deliberately not ctx.sleep / ctx.check: this handler does not listen.
+        tokio::time::sleep(Duration::from_millis(a.delay_ms)).await;
+        ctx.progress(f64::from(step), Some(total), None);
+    }
+    Ok(CallToolResult::text(format!("counted {}", a.steps)))
+}
+
+async fn cpu_count(ctx: Context, a: CountArgs) -> Result<CallToolResult, ToolError> {
+    let progress = ctx.clone();
+    let done = ctx
+        .blocking(move |unit| {
+            for step in 1..=a.steps {
+                unit.check()?;
+                let until = Instant::now() + Duration::from_millis(a.delay_ms);
+                let mut spins: u64 = 0;
+                while Instant::now() < until {
+                    spins = std::hint::black_box(spins.wrapping_add(1));
+                }
+                progress.progress(f64::from(step), Some(f64::from(a.steps)), None);
+            }
+            Ok(a.steps)
+        })
+        .await?;
+    Ok(CallToolResult::text(format!("counted {done}")))
+}
