@@ -1,0 +1,442 @@
+//! Durable jobs: the record, the state machine and the [`JobStore`] trait.
+//!
+//! ```text
+//! queued ──claim──▶ running ──finish──▶ succeeded | failed | cancelled
+//!   │                 └─lease expired (reaper / release_owner):
+//!   │                      cancel requested?           → cancelled
+//!   │                      retry_safe && attempt < max → queued (claimable again, token + 1)
+//!   │                      otherwise                   → failed(lease_lost)
+//!   └─request_cancel──────────────────────────────────▶ cancelled
+//! ```
+//!
+//! Every write is guarded by the state it expects, and every worker write also by
+//! `(lease_owner, lease_token)`: a worker whose lease was taken away (the fencing token moved
+//! on) gets `Lost` and changes nothing. Terminal states never change.
+
+use std::fmt;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use tokio::sync::broadcast;
+
+use crate::StoreError;
+
+/// Idempotency keys are honoured for at least this long (jobs.md §1: ≥ 24 h).
+pub const DEFAULT_IDEM_TTL_MS: i64 = 24 * 60 * 60 * 1000;
+/// Terminal jobs are kept this long after they finish unless the caller says otherwise.
+pub const DEFAULT_JOB_TTL_MS: i64 = 24 * 60 * 60 * 1000;
+/// Longest idempotency key accepted (Stripe's limit, which clients already respect).
+pub const MAX_IDEM_KEY_CHARS: usize = 255;
+/// `error_reason` written by the reaper when a lease expired and the job may not re-run.
+pub const REASON_LEASE_LOST: &str = "lease_lost";
+/// `error_reason` of a cancelled job.
+pub const REASON_CANCELLED: &str = "cancelled";
+
+/// Where a job is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobState {
+    Queued,
+    Running,
+    Succeeded,
+    Failed,
+    Cancelled,
+}
+
+impl JobState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobState::Queued => "queued",
+            JobState::Running => "running",
+            JobState::Succeeded => "succeeded",
+            JobState::Failed => "failed",
+            JobState::Cancelled => "cancelled",
+        }
+    }
+
+    pub fn parse(s: &str) -> Result<JobState, StoreError> {
+        Ok(match s {
+            "queued" => JobState::Queued,
+            "running" => JobState::Running,
+            "succeeded" => JobState::Succeeded,
+            "failed" => JobState::Failed,
+            "cancelled" => JobState::Cancelled,
+            other => return Err(StoreError::Corrupt(format!("unknown job state {other:?}"))),
+        })
+    }
+
+    /// Terminal states never change again.
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            JobState::Succeeded | JobState::Failed | JobState::Cancelled
+        )
+    }
+}
+
+impl fmt::Display for JobState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One job row (jobs.md §4). Times are epoch milliseconds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobRecord {
+    /// 128 random bits as 32 lowercase hex digits: unguessable, so it can be handed out as a
+    /// task id even where requests carry no auth context.
+    pub id: String,
+    /// The caller the job belongs to; "" when requests carry no identity.
+    pub principal: String,
+    pub session_id: Option<String>,
+    pub tool: String,
+    pub args_json: String,
+    /// Hash of the canonical arguments, computed by the caller; compared on key reuse.
+    pub args_fingerprint: String,
+    /// Cleared once `idem_expires_ms` has passed, so the key can start a new job.
+    pub idem_key: Option<String>,
+    pub idem_expires_ms: Option<i64>,
+    pub state: JobState,
+    /// Set when a cancel was asked for while running; a flag, not a state.
+    pub cancel_requested_ms: Option<i64>,
+    pub cancel_requested_by: Option<String>,
+    /// How many times the job was claimed.
+    pub attempt: u32,
+    pub max_attempts: u32,
+    /// May the job run again after its worker vanished? Side-effecting tools say no.
+    pub retry_safe: bool,
+    pub lease_owner: Option<String>,
+    /// Fencing token: +1 on every claim; worker writes must present the current one.
+    pub lease_token: u64,
+    pub lease_expires_ms: Option<i64>,
+    pub heartbeat_ms: Option<i64>,
+    /// Latest progress, `{"progress":…,"total":…,"message":…}`.
+    pub progress_json: Option<String>,
+    pub checkpoint_json: Option<String>,
+    pub result_json: Option<String>,
+    pub error_json: Option<String>,
+    /// Machine-readable cause of `failed`/`cancelled`: `lease_lost`, `panic`, `cancelled`, …
+    pub error_reason: Option<String>,
+    pub created_ms: i64,
+    pub started_ms: Option<i64>,
+    pub finished_ms: Option<i64>,
+    pub updated_ms: i64,
+    /// How long the row is kept after it reaches a terminal state.
+    pub ttl_ms: i64,
+    /// `finished_ms + ttl_ms`; [`JobStore::purge`] deletes the row after it.
+    pub purge_after_ms: Option<i64>,
+}
+
+/// What [`JobStore::create`] needs. Build it with [`NewJob::new`] and adjust the fields.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewJob {
+    pub principal: String,
+    pub session_id: Option<String>,
+    pub tool: String,
+    pub args_json: String,
+    pub args_fingerprint: String,
+    /// At most [`MAX_IDEM_KEY_CHARS`] characters.
+    pub idem_key: Option<String>,
+    /// How long the key is honoured from `now_ms` (default [`DEFAULT_IDEM_TTL_MS`]).
+    pub idem_ttl_ms: i64,
+    pub max_attempts: u32,
+    pub retry_safe: bool,
+    /// Retention after the terminal state (default [`DEFAULT_JOB_TTL_MS`]).
+    pub ttl_ms: i64,
+    /// Return an existing queued/running job with the same (principal, tool, fingerprint)
+    /// instead of creating another one, even without an idempotency key.
+    pub dedupe_inflight: bool,
+    pub now_ms: i64,
+}
+
+impl NewJob {
+    /// A side-effecting job (one attempt, never re-run) with default retention and no key.
+    pub fn new(
+        principal: impl Into<String>,
+        tool: impl Into<String>,
+        args_json: impl Into<String>,
+        args_fingerprint: impl Into<String>,
+        now_ms: i64,
+    ) -> NewJob {
+        NewJob {
+            principal: principal.into(),
+            session_id: None,
+            tool: tool.into(),
+            args_json: args_json.into(),
+            args_fingerprint: args_fingerprint.into(),
+            idem_key: None,
+            idem_ttl_ms: DEFAULT_IDEM_TTL_MS,
+            max_attempts: 1,
+            retry_safe: false,
+            ttl_ms: DEFAULT_JOB_TTL_MS,
+            dedupe_inflight: false,
+            now_ms,
+        }
+    }
+
+    /// Checks what the database cannot express, before anything is written.
+    pub(crate) fn validate(&self) -> Result<(), StoreError> {
+        if self.tool.is_empty() {
+            return Err(StoreError::InvalidInput("tool name is empty".into()));
+        }
+        if let Some(key) = &self.idem_key {
+            if key.is_empty() {
+                return Err(StoreError::InvalidInput("idempotency key is empty".into()));
+            }
+            if key.chars().count() > MAX_IDEM_KEY_CHARS {
+                return Err(StoreError::InvalidInput(format!(
+                    "idempotency key is longer than {MAX_IDEM_KEY_CHARS} characters"
+                )));
+            }
+        }
+        if self.max_attempts == 0 {
+            return Err(StoreError::InvalidInput(
+                "max_attempts must be at least 1".into(),
+            ));
+        }
+        if self.idem_ttl_ms < 0 || self.ttl_ms < 0 {
+            return Err(StoreError::InvalidInput("ttl must not be negative".into()));
+        }
+        Ok(())
+    }
+}
+
+/// The answer to [`JobStore::create`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CreateOutcome {
+    Created(JobRecord),
+    /// Same key and same arguments (or an in-flight duplicate): this job, in whatever state.
+    Existing(JobRecord),
+    /// Same key, other arguments: refuse, never attach the call to the old job.
+    KeyReused {
+        existing_job_id: String,
+    },
+}
+
+/// A claimed job: the worker presents `token` (with its owner id) on every later write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lease {
+    pub job: JobRecord,
+    pub token: u64,
+}
+
+/// The answer to [`JobStore::heartbeat`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Heartbeat {
+    /// The lease was extended. `cancel_requested` tells the worker to stop.
+    Held { cancel_requested: bool },
+    /// The lease is gone (expired and reaped, or the job is terminal): stop, write nothing more.
+    Lost,
+}
+
+/// How a worker ends its job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JobOutcome {
+    Succeeded {
+        result_json: String,
+    },
+    Failed {
+        error_json: String,
+        reason: String,
+    },
+    /// The worker saw the cancel flag and stopped.
+    Cancelled,
+}
+
+/// The answer to [`JobStore::finish`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FinishOutcome {
+    Recorded,
+    /// Another claim holds the job now (the token moved on) or it is not running: nothing written.
+    Lost,
+    /// This worker's own attempt was already ended (by the reaper, or an earlier `finish`).
+    AlreadyTerminal(JobState),
+}
+
+/// The answer to [`JobStore::request_cancel`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CancelOutcome {
+    /// It had not started: it is `cancelled` now.
+    CancelledQueued(JobRecord),
+    /// It is running: the flag is set and the worker learns it at its next heartbeat (or at
+    /// once through a [`Signal::Cancel`]).
+    Requested(JobRecord),
+    /// Nothing to do; here is how it ended.
+    AlreadyTerminal(JobRecord),
+    NotFound,
+}
+
+/// One job moved by [`JobStore::reap_expired`] or [`JobStore::release_owner`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReapedJob {
+    pub id: String,
+    pub new_state: JobState,
+}
+
+/// A hint that something changed. Signals can be lost (a dropped LISTEN connection, a lagging
+/// receiver, another process on the same SQLite file): workers must keep polling as the
+/// backstop and treat signals only as "look now".
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Signal {
+    /// Cancel was requested for this job.
+    Cancel(String),
+    /// New work may be claimable, or signals may have been missed (sent after every
+    /// (re)subscription): poll now.
+    Wake,
+}
+
+/// Durable job storage. Object safe: use it as `Arc<dyn JobStore>`.
+///
+/// # Owners and restarts
+/// A worker's owner id is `"{instance_name}/{run_id}"` (see [`owner_id`]): the instance name
+/// is stable across restarts (`--instance-name`, e.g. the host name) and the run id is fresh
+/// random per process start. At boot, before its first claim, an instance calls
+/// [`JobStore::release_owner`] with [`owner_prefix`]`(name)` to end the leases its previous
+/// incarnation held, instead of waiting for them to expire. A fresh run id means a zombie of
+/// the old process can never renew a lease the new one owns. Instance names must be unique
+/// among live instances, or one would release the other's running jobs (those workers then get
+/// `Lost`; side-effecting jobs end `failed(lease_lost)`, they are never run twice).
+#[async_trait]
+pub trait JobStore: Send + Sync + 'static {
+    /// Records a new job (state `queued`) or returns the one an idempotency key or in-flight
+    /// dedupe points at. The key claim is atomic: concurrent creates with one key make one job.
+    async fn create(&self, job: NewJob) -> Result<CreateOutcome, StoreError>;
+
+    async fn get(&self, id: &str) -> Result<Option<JobRecord>, StoreError>;
+
+    /// A principal's jobs ordered by (created_ms, id), `limit` at a time (capped at 1000).
+    /// The returned cursor, if any, fetches the next page.
+    async fn list(
+        &self,
+        principal: &str,
+        cursor: Option<&str>,
+        limit: usize,
+    ) -> Result<(Vec<JobRecord>, Option<String>), StoreError>;
+
+    /// Claims this queued job (to run it right away in this process). None if it is not
+    /// queued any more, or a cancel was requested.
+    async fn claim(
+        &self,
+        id: &str,
+        owner: &str,
+        lease_ms: i64,
+        now_ms: i64,
+    ) -> Result<Option<Lease>, StoreError>;
+
+    /// Claims the oldest queued job whose tool is in `tools` (an empty slice claims nothing).
+    async fn claim_next(
+        &self,
+        owner: &str,
+        lease_ms: i64,
+        now_ms: i64,
+        tools: &[String],
+    ) -> Result<Option<Lease>, StoreError>;
+
+    /// Extends the lease to `now_ms + lease_ms` and stores progress/checkpoint when given
+    /// (None keeps the stored value). Reports the cancel flag.
+    #[allow(clippy::too_many_arguments)] // the fenced identity (3) + lease + time + 2 payloads
+    async fn heartbeat(
+        &self,
+        id: &str,
+        owner: &str,
+        token: u64,
+        lease_ms: i64,
+        now_ms: i64,
+        progress: Option<String>,
+        checkpoint: Option<String>,
+    ) -> Result<Heartbeat, StoreError>;
+
+    /// Writes the terminal state. A success that races a cancel request is recorded as a
+    /// success: the side effects happened.
+    async fn finish(
+        &self,
+        id: &str,
+        owner: &str,
+        token: u64,
+        outcome: JobOutcome,
+        now_ms: i64,
+    ) -> Result<FinishOutcome, StoreError>;
+
+    /// Cancels a queued job at once, flags a running one, leaves a terminal one alone.
+    /// The caller checks the principal first (via [`JobStore::get`]).
+    async fn request_cancel(
+        &self,
+        id: &str,
+        by: &str,
+        now_ms: i64,
+    ) -> Result<CancelOutcome, StoreError>;
+
+    /// Ends up to `batch` running jobs whose lease expired before `now_ms` (see the state
+    /// diagram in the module docs). Safe to run on every instance at once: each job is moved
+    /// by exactly one of them.
+    async fn reap_expired(&self, now_ms: i64, batch: usize) -> Result<Vec<ReapedJob>, StoreError>;
+
+    /// Treats every running job whose `lease_owner` starts with `owner_prefix` as if its lease
+    /// had expired (same transitions as the reaper). Pass a full owner id to release exactly
+    /// one owner. See the trait docs for the naming scheme.
+    async fn release_owner(
+        &self,
+        owner_prefix: &str,
+        now_ms: i64,
+    ) -> Result<Vec<ReapedJob>, StoreError>;
+
+    /// Deletes terminal jobs past `purge_after_ms` and clears expired idempotency keys.
+    /// Returns how many jobs were deleted.
+    async fn purge(&self, now_ms: i64) -> Result<u64, StoreError>;
+
+    /// Sends [`Signal::Cancel`] to every subscriber (on PostgreSQL: on every instance).
+    /// [`JobStore::request_cancel`] already does this for running jobs.
+    async fn notify_cancel(&self, id: &str) -> Result<(), StoreError>;
+
+    /// Subscribes to [`Signal`]s. A [`Signal::Wake`] arrives once the subscription is live.
+    /// PostgreSQL: LISTEN/NOTIFY across instances. SQLite: in this process only.
+    fn subscribe_signals(&self) -> broadcast::Receiver<Signal>;
+}
+
+/// A fresh owner id for this process: `"{instance_name}/{16 random hex digits}"`.
+/// `instance_name` must not contain '/'.
+pub fn owner_id(instance_name: &str) -> String {
+    format!("{}{}", owner_prefix(instance_name), &crate::random_hex(8))
+}
+
+/// The prefix every owner id of `instance_name` starts with; pass it to
+/// [`JobStore::release_owner`] at boot.
+pub fn owner_prefix(instance_name: &str) -> String {
+    format!("{instance_name}/")
+}
+
+/// Encodes a `list` cursor. Opaque to callers.
+pub(crate) fn encode_cursor(created_ms: i64, id: &str) -> String {
+    format!("{created_ms}:{id}")
+}
+
+pub(crate) fn decode_cursor(cursor: &str) -> Result<(i64, String), StoreError> {
+    let bad = || StoreError::InvalidInput(format!("bad job list cursor {cursor:?}"));
+    let (ms, id) = cursor.split_once(':').ok_or_else(bad)?;
+    Ok((ms.parse().map_err(|_| bad())?, id.to_owned()))
+}
+
+/// `list` pages are capped so one call cannot pull a whole table.
+pub(crate) fn clamp_limit(limit: usize) -> usize {
+    limit.clamp(1, 1000)
+}
+
+/// (state, result_json, error_json, error_reason) written by `finish`.
+pub(crate) fn outcome_columns(
+    outcome: JobOutcome,
+) -> (JobState, Option<String>, Option<String>, Option<String>) {
+    match outcome {
+        JobOutcome::Succeeded { result_json } => {
+            (JobState::Succeeded, Some(result_json), None, None)
+        }
+        JobOutcome::Failed { error_json, reason } => {
+            (JobState::Failed, None, Some(error_json), Some(reason))
+        }
+        JobOutcome::Cancelled => (
+            JobState::Cancelled,
+            None,
+            None,
+            Some(REASON_CANCELLED.into()),
+        ),
+    }
+}

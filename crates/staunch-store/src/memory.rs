@@ -1,0 +1,241 @@
+//! In-memory event and session stores: for tests and `--store :memory:` (one process, nothing
+//! survives a restart). Same semantics as the SQL drivers; the shared test suite checks that.
+//!
+//! A plain `std::sync::Mutex` is right here: critical sections are short, never await, and
+//! never call out.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Mutex, MutexGuard};
+
+use async_trait::async_trait;
+
+use crate::{EventStore, Replay, SessionRecord, SessionStore, StoreError, StoredEvent};
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding the lock cannot leave these maps half-updated in a way that
+    // matters more than losing the store, so keep serving.
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+struct MemStream {
+    session_id: String,
+    last_seq: u64,
+    purged_through: u64,
+    closed_ms: Option<i64>,
+    events: VecDeque<StoredEvent>,
+}
+
+/// [`EventStore`] kept in process memory.
+#[derive(Default)]
+pub struct MemoryEventStore {
+    streams: Mutex<HashMap<String, MemStream>>,
+}
+
+impl MemoryEventStore {
+    pub fn new() -> MemoryEventStore {
+        MemoryEventStore::default()
+    }
+}
+
+#[async_trait]
+impl EventStore for MemoryEventStore {
+    async fn create_stream(
+        &self,
+        session_id: &str,
+        stream_id: &str,
+        _now_ms: i64,
+    ) -> Result<(), StoreError> {
+        let mut streams = lock(&self.streams);
+        match streams.get(stream_id) {
+            Some(s) if s.session_id == session_id => Ok(()),
+            Some(_) => Err(StoreError::AlreadyExists {
+                what: "stream",
+                id: stream_id.to_owned(),
+            }),
+            None => {
+                streams.insert(
+                    stream_id.to_owned(),
+                    MemStream {
+                        session_id: session_id.to_owned(),
+                        last_seq: 0,
+                        purged_through: 0,
+                        closed_ms: None,
+                        events: VecDeque::new(),
+                    },
+                );
+                Ok(())
+            }
+        }
+    }
+
+    async fn append(
+        &self,
+        session_id: &str,
+        stream_id: &str,
+        payload_json: String,
+        now_ms: i64,
+    ) -> Result<u64, StoreError> {
+        let mut streams = lock(&self.streams);
+        let s = match streams.get_mut(stream_id) {
+            Some(s) if s.session_id == session_id => s,
+            _ => return Err(StoreError::UnknownStream(stream_id.to_owned())),
+        };
+        if s.closed_ms.is_some() {
+            return Err(StoreError::StreamClosed(stream_id.to_owned()));
+        }
+        s.last_seq += 1;
+        s.events.push_back(StoredEvent {
+            stream_id: stream_id.to_owned(),
+            seq: s.last_seq,
+            payload: payload_json,
+            created_ms: now_ms,
+        });
+        Ok(s.last_seq)
+    }
+
+    async fn replay_after(
+        &self,
+        session_id: &str,
+        stream_id: &str,
+        after_seq: u64,
+        limit: usize,
+    ) -> Result<Replay, StoreError> {
+        let streams = lock(&self.streams);
+        let s = match streams.get(stream_id) {
+            Some(s) if s.session_id == session_id => s,
+            _ => return Ok(Replay::UnknownStream),
+        };
+        if after_seq < s.purged_through {
+            return Ok(Replay::Gone {
+                oldest_retained: s.purged_through + 1,
+            });
+        }
+        Ok(Replay::Events(
+            s.events
+                .iter()
+                .filter(|e| e.seq > after_seq)
+                .take(limit)
+                .cloned()
+                .collect(),
+        ))
+    }
+
+    async fn mark_closed(
+        &self,
+        session_id: &str,
+        stream_id: &str,
+        now_ms: i64,
+    ) -> Result<bool, StoreError> {
+        let mut streams = lock(&self.streams);
+        match streams.get_mut(stream_id) {
+            Some(s) if s.session_id == session_id => {
+                s.closed_ms.get_or_insert(now_ms);
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    async fn purge(
+        &self,
+        now_ms: i64,
+        max_age_ms: i64,
+        max_events_per_stream: u64,
+    ) -> Result<u64, StoreError> {
+        let cutoff = now_ms.saturating_sub(max_age_ms);
+        let mut purged = 0;
+        let mut streams = lock(&self.streams);
+        for s in streams.values_mut() {
+            // The horizon is a seq, not a set of rows, so retention always removes a prefix.
+            let by_age = s
+                .events
+                .iter()
+                .filter(|e| e.created_ms < cutoff)
+                .map(|e| e.seq)
+                .max();
+            let horizon = s
+                .purged_through
+                .max(s.last_seq.saturating_sub(max_events_per_stream))
+                .max(by_age.unwrap_or(0));
+            while s.events.front().is_some_and(|e| e.seq <= horizon) {
+                s.events.pop_front();
+                purged += 1;
+            }
+            s.purged_through = horizon;
+        }
+        streams.retain(|_, s| {
+            !(s.events.is_empty() && s.closed_ms.is_some_and(|closed| closed < cutoff))
+        });
+        Ok(purged)
+    }
+
+    async fn delete_session(&self, session_id: &str) -> Result<u64, StoreError> {
+        let mut streams = lock(&self.streams);
+        let before = streams.len();
+        streams.retain(|_, s| s.session_id != session_id);
+        Ok((before - streams.len()) as u64)
+    }
+}
+
+/// [`SessionStore`] kept in process memory.
+#[derive(Default)]
+pub struct MemorySessionStore {
+    sessions: Mutex<HashMap<String, SessionRecord>>,
+}
+
+impl MemorySessionStore {
+    pub fn new() -> MemorySessionStore {
+        MemorySessionStore::default()
+    }
+}
+
+#[async_trait]
+impl SessionStore for MemorySessionStore {
+    async fn create(&self, record: SessionRecord) -> Result<(), StoreError> {
+        let mut sessions = lock(&self.sessions);
+        if sessions.contains_key(&record.id) {
+            return Err(StoreError::AlreadyExists {
+                what: "session",
+                id: record.id,
+            });
+        }
+        sessions.insert(record.id.clone(), record);
+        Ok(())
+    }
+
+    async fn get(&self, id: &str) -> Result<Option<SessionRecord>, StoreError> {
+        Ok(lock(&self.sessions).get(id).cloned())
+    }
+
+    async fn touch(&self, id: &str, now_ms: i64) -> Result<bool, StoreError> {
+        Ok(lock(&self.sessions)
+            .get_mut(id)
+            .map(|s| s.last_seen_ms = s.last_seen_ms.max(now_ms))
+            .is_some())
+    }
+
+    async fn update_log_level(&self, id: &str, level: Option<&str>) -> Result<bool, StoreError> {
+        Ok(lock(&self.sessions)
+            .get_mut(id)
+            .map(|s| s.log_level = level.map(str::to_owned))
+            .is_some())
+    }
+
+    async fn delete(&self, id: &str) -> Result<bool, StoreError> {
+        Ok(lock(&self.sessions).remove(id).is_some())
+    }
+
+    async fn expire_idle(&self, now_ms: i64, idle_ms: i64) -> Result<Vec<String>, StoreError> {
+        let cutoff = now_ms.saturating_sub(idle_ms);
+        let mut sessions = lock(&self.sessions);
+        let expired: Vec<String> = sessions
+            .values()
+            .filter(|s| s.last_seen_ms < cutoff)
+            .map(|s| s.id.clone())
+            .collect();
+        for id in &expired {
+            sessions.remove(id);
+        }
+        Ok(expired)
+    }
+}

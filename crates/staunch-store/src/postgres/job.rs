@@ -1,0 +1,618 @@
+//! [`JobStore`] on PostgreSQL.
+//!
+//! Concurrency, instance against instance:
+//! - the idempotency claim is `INSERT … ON CONFLICT DO NOTHING` on the partial unique index;
+//!   a loser waits for the winner's commit and then reads its row;
+//! - in-flight dedupe has no unique index to lean on, so those creates serialise on a
+//!   transaction advisory lock keyed by (principal, tool, fingerprint);
+//! - claims and the reaper pick rows with `FOR UPDATE SKIP LOCKED`, so instances never wait on
+//!   each other and never move one job twice;
+//! - every UPDATE repeats its guard (`state`, owner, token) so a row that changed under a
+//!   waiting statement is re-checked by PostgreSQL before it is written.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use deadpool_postgres::GenericClient;
+use tokio::sync::broadcast;
+use tokio::task::JoinHandle;
+use tokio_postgres::Row;
+
+use super::listen::{self, WAKE_PAYLOAD, cancel_payload, channel_for_schema};
+use super::{Pg, execute, query, query_opt, to_i64, to_u64};
+use crate::job::{clamp_limit, decode_cursor, encode_cursor, outcome_columns};
+use crate::schema::{JOB_COLS, expire_set_clause};
+use crate::{
+    CancelOutcome, CreateOutcome, FinishOutcome, Heartbeat, JobOutcome, JobRecord, JobState,
+    JobStore, Lease, NewJob, REASON_CANCELLED, ReapedJob, Signal, StoreError,
+};
+
+const SIGNAL_CAPACITY: usize = 1024;
+
+/// Aborts the listener task (and so closes its connection) when the store goes away.
+struct AbortOnDrop(JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+pub(crate) struct PgJobStore {
+    pg: Arc<Pg>,
+    /// Connection settings for the LISTEN connection (same database, user and search_path).
+    config: tokio_postgres::Config,
+    channel: String,
+    signals: broadcast::Sender<Signal>,
+    /// Started on the first subscription: an instance that never listens holds no extra
+    /// connection.
+    listener: Mutex<Option<AbortOnDrop>>,
+    /// True while the listener's LISTEN is in place.
+    listening: Arc<AtomicBool>,
+    runtime: tokio::runtime::Handle,
+}
+
+impl PgJobStore {
+    pub(crate) fn new(pg: Arc<Pg>, config: tokio_postgres::Config) -> PgJobStore {
+        let channel = channel_for_schema(&pg.schema);
+        PgJobStore {
+            pg,
+            config,
+            channel,
+            signals: broadcast::channel(SIGNAL_CAPACITY).0,
+            listener: Mutex::new(None),
+            listening: Arc::new(AtomicBool::new(false)),
+            // open() is async, so a runtime is current; subscribe_signals() is sync and may be
+            // called outside one.
+            runtime: tokio::runtime::Handle::current(),
+        }
+    }
+
+    async fn notify(&self, c: &impl GenericClient, payload: &str) -> Result<(), StoreError> {
+        query_opt(c, "SELECT pg_notify($1, $2)", &[&self.channel, &payload]).await?;
+        Ok(())
+    }
+
+    async fn expire(
+        &self,
+        sql_where: &str,
+        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+    ) -> Result<Vec<ReapedJob>, StoreError> {
+        let c = self.pg.client().await?;
+        let rows = query(
+            &c,
+            &format!(
+                "UPDATE staunch_jobs j SET {} {sql_where} RETURNING j.id, j.state",
+                expire_set_clause("$1")
+            ),
+            params,
+        )
+        .await?;
+        let reaped = rows
+            .iter()
+            .map(|r| {
+                Ok(ReapedJob {
+                    id: r.get(0),
+                    new_state: JobState::parse(r.get(1))?,
+                })
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        if reaped.iter().any(|r| r.new_state == JobState::Queued) {
+            self.notify(&c, WAKE_PAYLOAD).await?;
+        }
+        Ok(reaped)
+    }
+}
+
+fn to_u32(v: i64, what: &str) -> Result<u32, StoreError> {
+    u32::try_from(v).map_err(|_| StoreError::Corrupt(format!("{what} out of range: {v}")))
+}
+
+/// Reads a row selected with [`JOB_COLS`].
+fn job_from_row(r: &Row) -> Result<JobRecord, StoreError> {
+    Ok(JobRecord {
+        id: r.try_get(0)?,
+        principal: r.try_get(1)?,
+        session_id: r.try_get(2)?,
+        tool: r.try_get(3)?,
+        args_json: r.try_get(4)?,
+        args_fingerprint: r.try_get(5)?,
+        idem_key: r.try_get(6)?,
+        idem_expires_ms: r.try_get(7)?,
+        state: JobState::parse(r.try_get(8)?)?,
+        cancel_requested_ms: r.try_get(9)?,
+        cancel_requested_by: r.try_get(10)?,
+        attempt: to_u32(r.try_get(11)?, "attempt")?,
+        max_attempts: to_u32(r.try_get(12)?, "max_attempts")?,
+        retry_safe: r.try_get(13)?,
+        lease_owner: r.try_get(14)?,
+        lease_token: to_u64(r.try_get(15)?, "lease_token")?,
+        lease_expires_ms: r.try_get(16)?,
+        heartbeat_ms: r.try_get(17)?,
+        progress_json: r.try_get(18)?,
+        checkpoint_json: r.try_get(19)?,
+        result_json: r.try_get(20)?,
+        error_json: r.try_get(21)?,
+        error_reason: r.try_get(22)?,
+        created_ms: r.try_get(23)?,
+        started_ms: r.try_get(24)?,
+        finished_ms: r.try_get(25)?,
+        updated_ms: r.try_get(26)?,
+        ttl_ms: r.try_get(27)?,
+        purge_after_ms: r.try_get(28)?,
+    })
+}
+
+fn opt_job(row: Option<Row>) -> Result<Option<JobRecord>, StoreError> {
+    row.as_ref().map(job_from_row).transpose()
+}
+
+async fn key_holder(
+    c: &impl GenericClient,
+    job: &NewJob,
+    key: &str,
+) -> Result<Option<JobRecord>, StoreError> {
+    opt_job(
+        query_opt(
+            c,
+            &format!(
+                "SELECT {JOB_COLS} FROM staunch_jobs \
+                 WHERE principal = $1 AND tool = $2 AND idem_key = $3"
+            ),
+            &[&job.principal, &job.tool, &key],
+        )
+        .await?,
+    )
+}
+
+fn replay_or_refuse(job: &NewJob, existing: JobRecord) -> CreateOutcome {
+    if existing.args_fingerprint == job.args_fingerprint {
+        CreateOutcome::Existing(existing)
+    } else {
+        CreateOutcome::KeyReused {
+            existing_job_id: existing.id,
+        }
+    }
+}
+
+/// The SET list of a claim: `$1` owner, `$2` now, `$3` lease expiry.
+const CLAIM_SET: &str = "state = 'running', lease_owner = $1, lease_token = lease_token + 1, \
+    attempt = attempt + 1, lease_expires_ms = $3, heartbeat_ms = $2, \
+    started_ms = COALESCE(started_ms, $2), updated_ms = $2";
+
+fn lease_of(row: Option<Row>) -> Result<Option<Lease>, StoreError> {
+    Ok(opt_job(row)?.map(|job| Lease {
+        token: job.lease_token,
+        job,
+    }))
+}
+
+#[async_trait]
+impl JobStore for PgJobStore {
+    async fn create(&self, job: NewJob) -> Result<CreateOutcome, StoreError> {
+        job.validate()?;
+        let now = job.now_ms;
+        let mut c = self.pg.client().await?;
+        let tx = c.transaction().await?;
+        if job.dedupe_inflight {
+            // Length-prefixed so ("a:b", "c") and ("a", "b:c") cannot share a key. A hash
+            // collision only makes two unrelated creates wait for each other.
+            let key = format!(
+                "staunch.dedupe:{}:{}:{}:{}:{}",
+                job.principal.len(),
+                job.tool.len(),
+                job.principal,
+                job.tool,
+                job.args_fingerprint
+            );
+            tx.execute(
+                "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
+                &[&key],
+            )
+            .await?;
+        }
+        if let Some(key) = &job.idem_key {
+            // An expired key no longer binds: release it in this transaction.
+            execute(
+                &tx,
+                "UPDATE staunch_jobs SET idem_key = NULL WHERE principal = $1 AND tool = $2 \
+                 AND idem_key = $3 AND idem_expires_ms <= $4",
+                &[&job.principal, &job.tool, key, &now],
+            )
+            .await?;
+            if let Some(existing) = key_holder(&tx, &job, key).await? {
+                tx.commit().await?;
+                return Ok(replay_or_refuse(&job, existing));
+            }
+        }
+        if job.dedupe_inflight {
+            let inflight = query_opt(
+                &tx,
+                &format!(
+                    "SELECT {JOB_COLS} FROM staunch_jobs WHERE principal = $1 AND tool = $2 \
+                     AND args_fingerprint = $3 AND state IN ('queued', 'running') \
+                     ORDER BY created_ms, id LIMIT 1"
+                ),
+                &[&job.principal, &job.tool, &job.args_fingerprint],
+            )
+            .await?;
+            if let Some(existing) = opt_job(inflight)? {
+                tx.commit().await?;
+                return Ok(CreateOutcome::Existing(existing));
+            }
+        }
+        let idem_expires = job
+            .idem_key
+            .as_ref()
+            .map(|_| now.saturating_add(job.idem_ttl_ms));
+        let inserted = query_opt(
+            &tx,
+            &format!(
+                "INSERT INTO staunch_jobs (id, principal, session_id, tool, args_json, \
+                 args_fingerprint, idem_key, idem_expires_ms, state, max_attempts, retry_safe, \
+                 created_ms, updated_ms, ttl_ms) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'queued', $9, $10, $11, $11, $12) \
+                 ON CONFLICT DO NOTHING RETURNING {JOB_COLS}"
+            ),
+            &[
+                &crate::new_job_id(),
+                &job.principal,
+                &job.session_id,
+                &job.tool,
+                &job.args_json,
+                &job.args_fingerprint,
+                &job.idem_key,
+                &idem_expires,
+                &i64::from(job.max_attempts),
+                &job.retry_safe,
+                &now,
+                &job.ttl_ms,
+            ],
+        )
+        .await?;
+        let out = match (opt_job(inserted)?, &job.idem_key) {
+            (Some(created), _) => {
+                self.notify(&tx, WAKE_PAYLOAD).await?;
+                CreateOutcome::Created(created)
+            }
+            // Another transaction took the key after our check and committed (the insert
+            // waited for it); this statement's fresh snapshot sees its row.
+            (None, Some(key)) => match key_holder(&tx, &job, key).await? {
+                Some(existing) => replay_or_refuse(&job, existing),
+                None => {
+                    return Err(StoreError::Corrupt(
+                        "job insert conflicted with no key holder".into(),
+                    ));
+                }
+            },
+            (None, None) => return Err(StoreError::Corrupt("random job id collided".into())),
+        };
+        tx.commit().await?;
+        Ok(out)
+    }
+
+    async fn get(&self, id: &str) -> Result<Option<JobRecord>, StoreError> {
+        let c = self.pg.client().await?;
+        opt_job(
+            query_opt(
+                &c,
+                &format!("SELECT {JOB_COLS} FROM staunch_jobs WHERE id = $1"),
+                &[&id],
+            )
+            .await?,
+        )
+    }
+
+    async fn list(
+        &self,
+        principal: &str,
+        cursor: Option<&str>,
+        limit: usize,
+    ) -> Result<(Vec<JobRecord>, Option<String>), StoreError> {
+        let (after_ms, after_id) = match cursor {
+            Some(c) => decode_cursor(c)?,
+            None => (i64::MIN, String::new()),
+        };
+        let limit = clamp_limit(limit);
+        let c = self.pg.client().await?;
+        let rows = query(
+            &c,
+            &format!(
+                "SELECT {JOB_COLS} FROM staunch_jobs WHERE principal = $1 \
+                 AND (created_ms, id) > ($2::bigint, $3::text) ORDER BY created_ms, id LIMIT $4"
+            ),
+            &[&principal, &after_ms, &after_id, &(limit as i64 + 1)],
+        )
+        .await?;
+        let mut jobs = rows
+            .iter()
+            .map(job_from_row)
+            .collect::<Result<Vec<_>, _>>()?;
+        let next = if jobs.len() > limit {
+            jobs.truncate(limit);
+            jobs.last().map(|j| encode_cursor(j.created_ms, &j.id))
+        } else {
+            None
+        };
+        Ok((jobs, next))
+    }
+
+    async fn claim(
+        &self,
+        id: &str,
+        owner: &str,
+        lease_ms: i64,
+        now_ms: i64,
+    ) -> Result<Option<Lease>, StoreError> {
+        let expires = now_ms.saturating_add(lease_ms);
+        let c = self.pg.client().await?;
+        lease_of(
+            query_opt(
+                &c,
+                &format!(
+                    "UPDATE staunch_jobs SET {CLAIM_SET} WHERE id = $4 AND state = 'queued' \
+                     AND cancel_requested_ms IS NULL RETURNING {JOB_COLS}"
+                ),
+                &[&owner, &now_ms, &expires, &id],
+            )
+            .await?,
+        )
+    }
+
+    async fn claim_next(
+        &self,
+        owner: &str,
+        lease_ms: i64,
+        now_ms: i64,
+        tools: &[String],
+    ) -> Result<Option<Lease>, StoreError> {
+        if tools.is_empty() {
+            return Ok(None);
+        }
+        let expires = now_ms.saturating_add(lease_ms);
+        let c = self.pg.client().await?;
+        lease_of(
+            query_opt(
+                &c,
+                &format!(
+                    "UPDATE staunch_jobs SET {CLAIM_SET} WHERE id = \
+                     (SELECT id FROM staunch_jobs WHERE state = 'queued' \
+                      AND cancel_requested_ms IS NULL AND tool = ANY($4) \
+                      ORDER BY created_ms, id LIMIT 1 FOR UPDATE SKIP LOCKED) \
+                     AND state = 'queued' RETURNING {JOB_COLS}"
+                ),
+                &[&owner, &now_ms, &expires, &tools],
+            )
+            .await?,
+        )
+    }
+
+    async fn heartbeat(
+        &self,
+        id: &str,
+        owner: &str,
+        token: u64,
+        lease_ms: i64,
+        now_ms: i64,
+        progress: Option<String>,
+        checkpoint: Option<String>,
+    ) -> Result<Heartbeat, StoreError> {
+        let expires = now_ms.saturating_add(lease_ms);
+        let c = self.pg.client().await?;
+        let row = query_opt(
+            &c,
+            "UPDATE staunch_jobs SET lease_expires_ms = $4, heartbeat_ms = $5, \
+             progress_json = COALESCE($6, progress_json), \
+             checkpoint_json = COALESCE($7, checkpoint_json), updated_ms = $5 \
+             WHERE id = $1 AND state = 'running' AND lease_owner = $2 AND lease_token = $3 \
+             RETURNING cancel_requested_ms",
+            &[
+                &id,
+                &owner,
+                &to_i64(token),
+                &expires,
+                &now_ms,
+                &progress,
+                &checkpoint,
+            ],
+        )
+        .await?;
+        Ok(match row {
+            Some(r) => Heartbeat::Held {
+                cancel_requested: r.get::<_, Option<i64>>(0).is_some(),
+            },
+            None => Heartbeat::Lost,
+        })
+    }
+
+    async fn finish(
+        &self,
+        id: &str,
+        owner: &str,
+        token: u64,
+        outcome: JobOutcome,
+        now_ms: i64,
+    ) -> Result<FinishOutcome, StoreError> {
+        let (state, result, error, reason) = outcome_columns(outcome);
+        let c = self.pg.client().await?;
+        let n = execute(
+            &c,
+            "UPDATE staunch_jobs SET state = $4, result_json = $5, error_json = $6, \
+             error_reason = $7, finished_ms = $8, purge_after_ms = $8 + ttl_ms, \
+             lease_expires_ms = NULL, updated_ms = $8 \
+             WHERE id = $1 AND state = 'running' AND lease_owner = $2 AND lease_token = $3",
+            &[
+                &id,
+                &owner,
+                &to_i64(token),
+                &state.as_str(),
+                &result,
+                &error,
+                &reason,
+                &now_ms,
+            ],
+        )
+        .await?;
+        if n == 1 {
+            return Ok(FinishOutcome::Recorded);
+        }
+        // Terminal states never change, and a running row with our token would have matched,
+        // so this read cannot be invalidated by a concurrent writer in a way that matters.
+        let row = query_opt(
+            &c,
+            "SELECT state, lease_owner, lease_token FROM staunch_jobs WHERE id = $1",
+            &[&id],
+        )
+        .await?;
+        Ok(match row {
+            Some(r) => {
+                let state = JobState::parse(r.get(0))?;
+                let same_lease = r.get::<_, Option<&str>>(1) == Some(owner)
+                    && r.get::<_, i64>(2) == to_i64(token);
+                if state.is_terminal() && same_lease {
+                    FinishOutcome::AlreadyTerminal(state)
+                } else {
+                    FinishOutcome::Lost
+                }
+            }
+            None => FinishOutcome::Lost,
+        })
+    }
+
+    async fn request_cancel(
+        &self,
+        id: &str,
+        by: &str,
+        now_ms: i64,
+    ) -> Result<CancelOutcome, StoreError> {
+        let mut c = self.pg.client().await?;
+        let tx = c.transaction().await?;
+        // Lock the row: the state read here is the state the update below changes.
+        let Some(job) = opt_job(
+            query_opt(
+                &tx,
+                &format!("SELECT {JOB_COLS} FROM staunch_jobs WHERE id = $1 FOR UPDATE"),
+                &[&id],
+            )
+            .await?,
+        )?
+        else {
+            return Ok(CancelOutcome::NotFound);
+        };
+        let out = match job.state {
+            JobState::Queued => {
+                let row = query_opt(
+                    &tx,
+                    &format!(
+                        "UPDATE staunch_jobs SET state = 'cancelled', cancel_requested_ms = $2, \
+                         cancel_requested_by = $3, error_reason = '{REASON_CANCELLED}', \
+                         finished_ms = $2, purge_after_ms = $2 + ttl_ms, updated_ms = $2 \
+                         WHERE id = $1 AND state = 'queued' RETURNING {JOB_COLS}"
+                    ),
+                    &[&id, &now_ms, &by],
+                )
+                .await?;
+                CancelOutcome::CancelledQueued(
+                    opt_job(row)?
+                        .ok_or_else(|| StoreError::Corrupt("locked row vanished".into()))?,
+                )
+            }
+            JobState::Running => {
+                // The first request wins: later ones do not move the timestamp.
+                let row = query_opt(
+                    &tx,
+                    &format!(
+                        "UPDATE staunch_jobs SET \
+                         cancel_requested_ms = COALESCE(cancel_requested_ms, $2), \
+                         cancel_requested_by = COALESCE(cancel_requested_by, $3), \
+                         updated_ms = $2 WHERE id = $1 AND state = 'running' RETURNING {JOB_COLS}"
+                    ),
+                    &[&id, &now_ms, &by],
+                )
+                .await?;
+                // Delivered at commit, to every instance.
+                self.notify(&tx, &cancel_payload(id)).await?;
+                CancelOutcome::Requested(
+                    opt_job(row)?
+                        .ok_or_else(|| StoreError::Corrupt("locked row vanished".into()))?,
+                )
+            }
+            _ => CancelOutcome::AlreadyTerminal(job),
+        };
+        tx.commit().await?;
+        Ok(out)
+    }
+
+    async fn reap_expired(&self, now_ms: i64, batch: usize) -> Result<Vec<ReapedJob>, StoreError> {
+        let batch = i64::try_from(batch).unwrap_or(i64::MAX);
+        self.expire(
+            "FROM (SELECT id FROM staunch_jobs WHERE state = 'running' AND lease_expires_ms < $1 \
+               ORDER BY lease_expires_ms LIMIT $2 FOR UPDATE SKIP LOCKED) c \
+             WHERE j.id = c.id AND j.state = 'running' AND j.lease_expires_ms < $1",
+            &[&now_ms, &batch],
+        )
+        .await
+    }
+
+    async fn release_owner(
+        &self,
+        owner_prefix: &str,
+        now_ms: i64,
+    ) -> Result<Vec<ReapedJob>, StoreError> {
+        if owner_prefix.is_empty() {
+            return Err(StoreError::InvalidInput("owner prefix is empty".into()));
+        }
+        // No SKIP LOCKED: at boot we would rather wait a moment for a row than leave it held.
+        self.expire(
+            "WHERE j.state = 'running' AND starts_with(j.lease_owner, $2)",
+            &[&now_ms, &owner_prefix],
+        )
+        .await
+    }
+
+    async fn purge(&self, now_ms: i64) -> Result<u64, StoreError> {
+        let c = self.pg.client().await?;
+        execute(
+            &c,
+            "UPDATE staunch_jobs SET idem_key = NULL WHERE id IN (SELECT id FROM staunch_jobs \
+             WHERE idem_key IS NOT NULL AND idem_expires_ms <= $1 FOR UPDATE SKIP LOCKED)",
+            &[&now_ms],
+        )
+        .await?;
+        execute(
+            &c,
+            "DELETE FROM staunch_jobs WHERE id IN (SELECT id FROM staunch_jobs \
+             WHERE purge_after_ms <= $1 AND state IN ('succeeded', 'failed', 'cancelled') \
+             FOR UPDATE SKIP LOCKED)",
+            &[&now_ms],
+        )
+        .await
+    }
+
+    async fn notify_cancel(&self, id: &str) -> Result<(), StoreError> {
+        let c = self.pg.client().await?;
+        self.notify(&c, &cancel_payload(id)).await
+    }
+
+    fn subscribe_signals(&self) -> broadcast::Receiver<Signal> {
+        let rx = self.signals.subscribe();
+        let mut listener = self.listener.lock().unwrap_or_else(|p| p.into_inner());
+        match &*listener {
+            // Otherwise the listener sends the Wake when its LISTEN is (back) in place.
+            Some(_) if self.listening.load(Ordering::SeqCst) => {
+                let _ = self.signals.send(Signal::Wake);
+            }
+            Some(_) => {}
+            None => {
+                *listener = Some(AbortOnDrop(self.runtime.spawn(listen::run(
+                    self.config.clone(),
+                    self.channel.clone(),
+                    self.signals.clone(),
+                    self.listening.clone(),
+                ))));
+            }
+        }
+        rx
+    }
+}

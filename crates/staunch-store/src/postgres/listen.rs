@@ -1,0 +1,129 @@
+//! Cross-instance signals over `LISTEN/NOTIFY`.
+//!
+//! One dedicated (non-pooled) connection per store LISTENs on the store's channel and forwards
+//! notifications to a `broadcast` channel. Listening connections are known to die silently in
+//! other job systems (pg-boss#850, graphile-worker#541), so this one is supervised:
+//!
+//! - the connection is driven in the same task that forwards, so an error or EOF ends the
+//!   session at once and a new connection is made (backoff 100 ms doubling to 5 s);
+//! - every [`CHECK_INTERVAL`] the session asks the server, *on the same connection*, whether
+//!   it still listens (`pg_listening_channels()`); a failed or negative answer reconnects;
+//! - after every successful LISTEN a [`Signal::Wake`] is broadcast, because notifications sent
+//!   while no connection listened are lost: receivers should poll now.
+//!
+//! Signals are only hints: polling stays the backstop for every decision.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use tokio::sync::broadcast;
+use tokio_postgres::{AsyncMessage, NoTls};
+
+use crate::Signal;
+
+/// How often the listening connection proves it still listens.
+const CHECK_INTERVAL: Duration = Duration::from_secs(10);
+const BACKOFF_MIN: Duration = Duration::from_millis(100);
+const BACKOFF_MAX: Duration = Duration::from_secs(5);
+/// `application_name` of the listening connection, so operators (and tests) can find it.
+pub(crate) const LISTEN_APPLICATION_NAME: &str = "staunch-listen";
+
+/// The payload prefix of a cancel notification; anything else is a wake-up.
+const CANCEL_PREFIX: &str = "cancel:";
+
+pub(crate) fn cancel_payload(job_id: &str) -> String {
+    format!("{CANCEL_PREFIX}{job_id}")
+}
+
+pub(crate) const WAKE_PAYLOAD: &str = "wake";
+
+fn parse_payload(payload: &str) -> Signal {
+    match payload.strip_prefix(CANCEL_PREFIX) {
+        Some(id) => Signal::Cancel(id.to_owned()),
+        None => Signal::Wake,
+    }
+}
+
+/// The channel name for a schema. Channels are database-wide, so two schemas must not share
+/// one. PostgreSQL caps identifiers at 63 bytes.
+pub(crate) fn channel_for_schema(schema: &str) -> String {
+    let mut name = format!("staunch:{schema}");
+    while name.len() > 63 {
+        name.pop();
+    }
+    name
+}
+
+fn quote_ident(s: &str) -> String {
+    format!("\"{}\"", s.replace('"', "\"\""))
+}
+
+/// Runs until aborted (the owning store aborts it on drop). `live` is true while a LISTEN is
+/// in place.
+pub(crate) async fn run(
+    mut config: tokio_postgres::Config,
+    channel: String,
+    tx: broadcast::Sender<Signal>,
+    live: Arc<AtomicBool>,
+) {
+    config.application_name(LISTEN_APPLICATION_NAME);
+    let mut backoff = BACKOFF_MIN;
+    loop {
+        let started = tokio::time::Instant::now();
+        // The error itself has nowhere useful to go (this crate does not log); what matters is
+        // that we reconnect, and receivers get a Wake when we are back.
+        let _ = session(&config, &channel, &tx, &live).await;
+        live.store(false, Ordering::SeqCst);
+        if started.elapsed() > BACKOFF_MAX * 4 {
+            backoff = BACKOFF_MIN;
+        }
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(BACKOFF_MAX);
+    }
+}
+
+/// One connection's life: LISTEN, forward, check; returns when it must be replaced.
+async fn session(
+    config: &tokio_postgres::Config,
+    channel: &str,
+    tx: &broadcast::Sender<Signal>,
+    live: &AtomicBool,
+) -> Result<(), tokio_postgres::Error> {
+    let (client, mut connection) = config.connect(NoTls).await?;
+    let forward = async {
+        loop {
+            match std::future::poll_fn(|cx| connection.poll_message(cx)).await {
+                Some(Ok(AsyncMessage::Notification(n))) if n.channel() == channel => {
+                    let _ = tx.send(parse_payload(n.payload()));
+                }
+                Some(Ok(_)) => {}
+                Some(Err(e)) => return Err(e),
+                None => return Ok(()),
+            }
+        }
+    };
+    let supervise = async {
+        client
+            .batch_execute(&format!("LISTEN {}", quote_ident(channel)))
+            .await?;
+        live.store(true, Ordering::SeqCst);
+        let _ = tx.send(Signal::Wake);
+        loop {
+            tokio::time::sleep(CHECK_INTERVAL).await;
+            let listening = client
+                .query_opt(
+                    "SELECT 1 FROM pg_listening_channels() AS c(name) WHERE c.name = $1",
+                    &[&channel],
+                )
+                .await?;
+            if listening.is_none() {
+                return Ok(());
+            }
+        }
+    };
+    tokio::select! {
+        r = forward => r,
+        r = supervise => r,
+    }
+}

@@ -1,0 +1,112 @@
+//! [`SessionStore`] on PostgreSQL.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use super::{Pg, execute, query, query_opt};
+use crate::{SessionRecord, SessionStore, StoreError};
+
+pub(crate) struct PgSessionStore {
+    pg: Arc<Pg>,
+}
+
+impl PgSessionStore {
+    pub(crate) fn new(pg: Arc<Pg>) -> PgSessionStore {
+        PgSessionStore { pg }
+    }
+}
+
+#[async_trait]
+impl SessionStore for PgSessionStore {
+    async fn create(&self, r: SessionRecord) -> Result<(), StoreError> {
+        let c = self.pg.client().await?;
+        let n = execute(
+            &c,
+            "INSERT INTO staunch_sessions (id, protocol_version, client_info_json, \
+             client_capabilities_json, principal, log_level, created_ms, last_seen_ms) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (id) DO NOTHING",
+            &[
+                &r.id,
+                &r.protocol_version,
+                &r.client_info_json,
+                &r.client_capabilities_json,
+                &r.principal,
+                &r.log_level,
+                &r.created_ms,
+                &r.last_seen_ms,
+            ],
+        )
+        .await?;
+        if n == 0 {
+            return Err(StoreError::AlreadyExists {
+                what: "session",
+                id: r.id,
+            });
+        }
+        Ok(())
+    }
+
+    async fn get(&self, id: &str) -> Result<Option<SessionRecord>, StoreError> {
+        let c = self.pg.client().await?;
+        let row = query_opt(
+            &c,
+            "SELECT id, protocol_version, client_info_json, client_capabilities_json, \
+             principal, log_level, created_ms, last_seen_ms FROM staunch_sessions WHERE id = $1",
+            &[&id],
+        )
+        .await?;
+        Ok(row.map(|r| SessionRecord {
+            id: r.get(0),
+            protocol_version: r.get(1),
+            client_info_json: r.get(2),
+            client_capabilities_json: r.get(3),
+            principal: r.get(4),
+            log_level: r.get(5),
+            created_ms: r.get(6),
+            last_seen_ms: r.get(7),
+        }))
+    }
+
+    async fn touch(&self, id: &str, now_ms: i64) -> Result<bool, StoreError> {
+        let c = self.pg.client().await?;
+        let n = execute(
+            &c,
+            "UPDATE staunch_sessions SET last_seen_ms = GREATEST(last_seen_ms, $2) WHERE id = $1",
+            &[&id, &now_ms],
+        )
+        .await?;
+        Ok(n == 1)
+    }
+
+    async fn update_log_level(&self, id: &str, level: Option<&str>) -> Result<bool, StoreError> {
+        let c = self.pg.client().await?;
+        let n = execute(
+            &c,
+            "UPDATE staunch_sessions SET log_level = $2 WHERE id = $1",
+            &[&id, &level],
+        )
+        .await?;
+        Ok(n == 1)
+    }
+
+    async fn delete(&self, id: &str) -> Result<bool, StoreError> {
+        let c = self.pg.client().await?;
+        Ok(execute(&c, "DELETE FROM staunch_sessions WHERE id = $1", &[&id]).await? == 1)
+    }
+
+    async fn expire_idle(&self, now_ms: i64, idle_ms: i64) -> Result<Vec<String>, StoreError> {
+        let cutoff = now_ms.saturating_sub(idle_ms);
+        let c = self.pg.client().await?;
+        // SKIP LOCKED: instances expiring at the same time split the work instead of waiting
+        // on (or deadlocking over) each other's rows.
+        let rows = query(
+            &c,
+            "DELETE FROM staunch_sessions WHERE id IN (SELECT id FROM staunch_sessions \
+             WHERE last_seen_ms < $1 FOR UPDATE SKIP LOCKED) RETURNING id",
+            &[&cutoff],
+        )
+        .await?;
+        Ok(rows.iter().map(|r| r.get(0)).collect())
+    }
+}

@@ -1,0 +1,114 @@
+//! The schema, identical on SQLite and PostgreSQL, and SQL fragments both drivers share.
+//!
+//! Every table is prefixed `staunch_` so the store can live in a database that holds other
+//! things. Times are epoch-millisecond BIGINTs on both backends (one code path, no time zone
+//! surprises). Migrations are append-only: never edit one that has shipped, add the next.
+
+/// Migration `i` moves the schema from version `i` to `i + 1`.
+pub(crate) const MIGRATIONS: &[&str] = &[r#"
+CREATE TABLE staunch_sessions (
+    id TEXT PRIMARY KEY,
+    protocol_version TEXT NOT NULL,
+    client_info_json TEXT NOT NULL,
+    client_capabilities_json TEXT NOT NULL,
+    principal TEXT,
+    log_level TEXT,
+    created_ms BIGINT NOT NULL,
+    last_seen_ms BIGINT NOT NULL
+);
+CREATE INDEX staunch_sessions_seen ON staunch_sessions (last_seen_ms);
+
+-- last_seq is bumped under this row's lock in the same transaction as the event insert, so
+-- sequence numbers commit in order. purged_through is the highest seq retention removed:
+-- a replay cursor below it would skip events, and is answered with Gone.
+CREATE TABLE staunch_sse_streams (
+    stream_id TEXT PRIMARY KEY,
+    session_id TEXT NOT NULL,
+    last_seq BIGINT NOT NULL DEFAULT 0,
+    purged_through BIGINT NOT NULL DEFAULT 0,
+    created_ms BIGINT NOT NULL,
+    closed_ms BIGINT
+);
+CREATE INDEX staunch_sse_streams_session ON staunch_sse_streams (session_id);
+
+CREATE TABLE staunch_sse_events (
+    stream_id TEXT NOT NULL,
+    seq BIGINT NOT NULL,
+    payload TEXT NOT NULL,
+    created_ms BIGINT NOT NULL,
+    PRIMARY KEY (stream_id, seq)
+);
+
+CREATE TABLE staunch_jobs (
+    id TEXT PRIMARY KEY,
+    principal TEXT NOT NULL,
+    session_id TEXT,
+    tool TEXT NOT NULL,
+    args_json TEXT NOT NULL,
+    args_fingerprint TEXT NOT NULL,
+    idem_key TEXT,
+    idem_expires_ms BIGINT,
+    state TEXT NOT NULL
+        CHECK (state IN ('queued', 'running', 'succeeded', 'failed', 'cancelled')),
+    cancel_requested_ms BIGINT,
+    cancel_requested_by TEXT,
+    attempt BIGINT NOT NULL DEFAULT 0,
+    max_attempts BIGINT NOT NULL DEFAULT 1,
+    retry_safe BOOLEAN NOT NULL DEFAULT FALSE,
+    lease_owner TEXT,
+    lease_token BIGINT NOT NULL DEFAULT 0,
+    lease_expires_ms BIGINT,
+    heartbeat_ms BIGINT,
+    progress_json TEXT,
+    checkpoint_json TEXT,
+    result_json TEXT,
+    error_json TEXT,
+    error_reason TEXT,
+    created_ms BIGINT NOT NULL,
+    started_ms BIGINT,
+    finished_ms BIGINT,
+    updated_ms BIGINT NOT NULL,
+    ttl_ms BIGINT NOT NULL,
+    purge_after_ms BIGINT
+);
+-- The idempotency claim: one job per (principal, tool, key) while the key is live.
+CREATE UNIQUE INDEX staunch_jobs_idem ON staunch_jobs (principal, tool, idem_key)
+    WHERE idem_key IS NOT NULL;
+CREATE INDEX staunch_jobs_queued ON staunch_jobs (created_ms, id) WHERE state = 'queued';
+CREATE INDEX staunch_jobs_leases ON staunch_jobs (lease_expires_ms) WHERE state = 'running';
+CREATE INDEX staunch_jobs_owner ON staunch_jobs (lease_owner) WHERE state = 'running';
+CREATE INDEX staunch_jobs_inflight ON staunch_jobs (principal, tool, args_fingerprint)
+    WHERE state IN ('queued', 'running');
+CREATE INDEX staunch_jobs_list ON staunch_jobs (principal, created_ms, id);
+CREATE INDEX staunch_jobs_purge ON staunch_jobs (purge_after_ms) WHERE purge_after_ms IS NOT NULL;
+CREATE INDEX staunch_jobs_idem_expiry ON staunch_jobs (idem_expires_ms) WHERE idem_key IS NOT NULL;
+"#];
+
+/// The job columns in the order both drivers' row readers expect.
+pub(crate) const JOB_COLS: &str = "id, principal, session_id, tool, args_json, args_fingerprint, \
+    idem_key, idem_expires_ms, state, cancel_requested_ms, cancel_requested_by, attempt, \
+    max_attempts, retry_safe, lease_owner, lease_token, lease_expires_ms, heartbeat_ms, \
+    progress_json, checkpoint_json, result_json, error_json, error_reason, created_ms, \
+    started_ms, finished_ms, updated_ms, ttl_ms, purge_after_ms";
+
+/// The error stored when a lease expires and the job may not run again.
+pub(crate) const LEASE_LOST_ERROR_JSON: &str = r#"{"code":"lease_lost","message":"the worker stopped renewing its lease before the job finished; the job was not run again because it is not retry-safe or has used all its attempts"}"#;
+
+/// The SET list of the lease-expiry transition, shared by the reaper and `release_owner` on
+/// both backends (`now` is the placeholder of the current time). All right-hand sides read the
+/// row as it was before the update, so the order of assignments does not matter.
+pub(crate) fn expire_set_clause(now: &str) -> String {
+    const REQUEUE: &str = "(cancel_requested_ms IS NULL AND retry_safe AND attempt < max_attempts)";
+    const CANCEL: &str = "(cancel_requested_ms IS NOT NULL)";
+    format!(
+        "state = CASE WHEN {CANCEL} THEN 'cancelled' WHEN {REQUEUE} THEN 'queued' ELSE 'failed' END, \
+         error_reason = CASE WHEN {CANCEL} THEN 'cancelled' WHEN {REQUEUE} THEN error_reason \
+             ELSE 'lease_lost' END, \
+         error_json = CASE WHEN {CANCEL} OR {REQUEUE} THEN error_json ELSE '{LEASE_LOST_ERROR_JSON}' END, \
+         finished_ms = CASE WHEN {REQUEUE} THEN NULL ELSE {now} END, \
+         purge_after_ms = CASE WHEN {REQUEUE} THEN NULL ELSE {now} + ttl_ms END, \
+         lease_owner = CASE WHEN {REQUEUE} THEN NULL ELSE lease_owner END, \
+         lease_expires_ms = NULL, \
+         updated_ms = {now}"
+    )
+}

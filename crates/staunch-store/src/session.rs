@@ -1,0 +1,47 @@
+//! HTTP session records, shared by every instance behind a load balancer.
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use crate::StoreError;
+
+/// What the server remembers about one `Mcp-Session-Id`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionRecord {
+    pub id: String,
+    pub protocol_version: String,
+    pub client_info_json: String,
+    pub client_capabilities_json: String,
+    /// The authenticated caller, when the request carried one; sessions are bound to it.
+    pub principal: Option<String>,
+    /// The level set by `logging/setLevel`, if any.
+    pub log_level: Option<String>,
+    pub created_ms: i64,
+    pub last_seen_ms: i64,
+}
+
+/// Session storage. Object safe: use it as `Arc<dyn SessionStore>`.
+///
+/// Expiring a session does not touch its SSE events (another trait, possibly another
+/// backend): the caller passes the ids returned by [`SessionStore::expire_idle`] to
+/// [`crate::EventStore::delete_session`].
+#[async_trait]
+pub trait SessionStore: Send + Sync + 'static {
+    /// Stores a new session; [`StoreError::AlreadyExists`] if the id is taken.
+    async fn create(&self, record: SessionRecord) -> Result<(), StoreError>;
+
+    async fn get(&self, id: &str) -> Result<Option<SessionRecord>, StoreError>;
+
+    /// Records activity. `last_seen_ms` never moves backwards (instances' clocks differ a
+    /// little). Returns false if the session does not exist.
+    async fn touch(&self, id: &str, now_ms: i64) -> Result<bool, StoreError>;
+
+    /// Sets or clears the client-chosen log level. Returns false if the session does not exist.
+    async fn update_log_level(&self, id: &str, level: Option<&str>) -> Result<bool, StoreError>;
+
+    /// Returns true if a session was removed.
+    async fn delete(&self, id: &str) -> Result<bool, StoreError>;
+
+    /// Removes sessions not seen for more than `idle_ms` and returns their ids.
+    async fn expire_idle(&self, now_ms: i64, idle_ms: i64) -> Result<Vec<String>, StoreError>;
+}

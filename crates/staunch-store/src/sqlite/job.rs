@@ -1,0 +1,569 @@
+//! [`JobStore`] on SQLite. Every write runs under `BEGIN IMMEDIATE`, so each operation is
+//! serialised against every other writer of the file, in this process or another.
+//!
+//! Signals are an in-process broadcast: another process sharing the file does not hear them
+//! and relies on polling.
+
+use async_trait::async_trait;
+use rusqlite::{OptionalExtension, Row, Transaction, params};
+use tokio::sync::broadcast;
+
+use super::{Db, to_i64, to_u64, write_tx};
+use crate::job::{clamp_limit, decode_cursor, encode_cursor, outcome_columns};
+use crate::schema::{JOB_COLS, expire_set_clause};
+use crate::{
+    CancelOutcome, CreateOutcome, FinishOutcome, Heartbeat, JobOutcome, JobRecord, JobState,
+    JobStore, Lease, NewJob, REASON_CANCELLED, ReapedJob, Signal, StoreError,
+};
+
+/// Enough for bursts; a receiver that lags past it gets `Lagged` and should poll.
+const SIGNAL_CAPACITY: usize = 1024;
+
+pub(crate) struct SqliteJobStore {
+    db: Db,
+    signals: broadcast::Sender<Signal>,
+}
+
+impl SqliteJobStore {
+    pub(crate) fn new(db: Db) -> SqliteJobStore {
+        SqliteJobStore {
+            db,
+            signals: broadcast::channel(SIGNAL_CAPACITY).0,
+        }
+    }
+
+    fn signal(&self, s: Signal) {
+        // No receivers is fine: nobody is waiting.
+        let _ = self.signals.send(s);
+    }
+
+    fn wake_if_requeued(&self, reaped: &[ReapedJob]) {
+        if reaped.iter().any(|r| r.new_state == JobState::Queued) {
+            self.signal(Signal::Wake);
+        }
+    }
+}
+
+fn conv_err(e: StoreError) -> rusqlite::Error {
+    rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Text, Box::new(e))
+}
+
+fn to_u32(v: i64, what: &str) -> rusqlite::Result<u32> {
+    u32::try_from(v).map_err(|_| conv_err(StoreError::Corrupt(format!("{what} out of range: {v}"))))
+}
+
+/// Reads a row selected with [`JOB_COLS`].
+fn job_from_row(r: &Row<'_>) -> rusqlite::Result<JobRecord> {
+    Ok(JobRecord {
+        id: r.get(0)?,
+        principal: r.get(1)?,
+        session_id: r.get(2)?,
+        tool: r.get(3)?,
+        args_json: r.get(4)?,
+        args_fingerprint: r.get(5)?,
+        idem_key: r.get(6)?,
+        idem_expires_ms: r.get(7)?,
+        state: JobState::parse(&r.get::<_, String>(8)?).map_err(conv_err)?,
+        cancel_requested_ms: r.get(9)?,
+        cancel_requested_by: r.get(10)?,
+        attempt: to_u32(r.get(11)?, "attempt")?,
+        max_attempts: to_u32(r.get(12)?, "max_attempts")?,
+        retry_safe: r.get(13)?,
+        lease_owner: r.get(14)?,
+        lease_token: to_u64(r.get(15)?, "lease_token")?,
+        lease_expires_ms: r.get(16)?,
+        heartbeat_ms: r.get(17)?,
+        progress_json: r.get(18)?,
+        checkpoint_json: r.get(19)?,
+        result_json: r.get(20)?,
+        error_json: r.get(21)?,
+        error_reason: r.get(22)?,
+        created_ms: r.get(23)?,
+        started_ms: r.get(24)?,
+        finished_ms: r.get(25)?,
+        updated_ms: r.get(26)?,
+        ttl_ms: r.get(27)?,
+        purge_after_ms: r.get(28)?,
+    })
+}
+
+fn get_job(tx: &Transaction<'_>, id: &str) -> Result<Option<JobRecord>, StoreError> {
+    Ok(tx
+        .prepare_cached(&format!(
+            "SELECT {JOB_COLS} FROM staunch_jobs WHERE id = ?1"
+        ))?
+        .query_row([id], job_from_row)
+        .optional()?)
+}
+
+fn key_holder(
+    tx: &Transaction<'_>,
+    job: &NewJob,
+    key: &str,
+) -> Result<Option<JobRecord>, StoreError> {
+    Ok(tx
+        .prepare_cached(&format!(
+            "SELECT {JOB_COLS} FROM staunch_jobs WHERE principal = ?1 AND tool = ?2 AND idem_key = ?3"
+        ))?
+        .query_row(params![job.principal, job.tool, key], job_from_row)
+        .optional()?)
+}
+
+/// Same key: same arguments get the job back, other arguments are refused.
+fn replay_or_refuse(job: &NewJob, existing: JobRecord) -> CreateOutcome {
+    if existing.args_fingerprint == job.args_fingerprint {
+        CreateOutcome::Existing(existing)
+    } else {
+        CreateOutcome::KeyReused {
+            existing_job_id: existing.id,
+        }
+    }
+}
+
+fn create_in(tx: &Transaction<'_>, job: &NewJob) -> Result<CreateOutcome, StoreError> {
+    let now = job.now_ms;
+    if let Some(key) = &job.idem_key {
+        // An expired key no longer binds: release it in this transaction, so the insert below
+        // can take it.
+        tx.prepare_cached(
+            "UPDATE staunch_jobs SET idem_key = NULL WHERE principal = ?1 AND tool = ?2 \
+             AND idem_key = ?3 AND idem_expires_ms <= ?4",
+        )?
+        .execute(params![job.principal, job.tool, key, now])?;
+        if let Some(existing) = key_holder(tx, job, key)? {
+            return Ok(replay_or_refuse(job, existing));
+        }
+    }
+    if job.dedupe_inflight {
+        let inflight = tx
+            .prepare_cached(&format!(
+                "SELECT {JOB_COLS} FROM staunch_jobs WHERE principal = ?1 AND tool = ?2 \
+                 AND args_fingerprint = ?3 AND state IN ('queued', 'running') \
+                 ORDER BY created_ms, id LIMIT 1"
+            ))?
+            .query_row(
+                params![job.principal, job.tool, job.args_fingerprint],
+                job_from_row,
+            )
+            .optional()?;
+        if let Some(existing) = inflight {
+            return Ok(CreateOutcome::Existing(existing));
+        }
+    }
+    let inserted = tx
+        .prepare_cached(&format!(
+            "INSERT INTO staunch_jobs (id, principal, session_id, tool, args_json, \
+             args_fingerprint, idem_key, idem_expires_ms, state, max_attempts, retry_safe, \
+             created_ms, updated_ms, ttl_ms) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'queued', ?9, ?10, ?11, ?11, ?12) \
+             ON CONFLICT DO NOTHING RETURNING {JOB_COLS}"
+        ))?
+        .query_row(
+            params![
+                crate::new_job_id(),
+                job.principal,
+                job.session_id,
+                job.tool,
+                job.args_json,
+                job.args_fingerprint,
+                job.idem_key,
+                job.idem_key
+                    .as_ref()
+                    .map(|_| now.saturating_add(job.idem_ttl_ms)),
+                i64::from(job.max_attempts),
+                job.retry_safe,
+                now,
+                job.ttl_ms
+            ],
+            job_from_row,
+        )
+        .optional()?;
+    match (inserted, &job.idem_key) {
+        (Some(created), _) => Ok(CreateOutcome::Created(created)),
+        // Under the write lock the key was free a moment ago, so this is only reachable if
+        // the random id collided; fail loudly rather than guess.
+        (None, Some(key)) => match key_holder(tx, job, key)? {
+            Some(existing) => Ok(replay_or_refuse(job, existing)),
+            None => Err(StoreError::Corrupt(
+                "job insert conflicted with no key holder".into(),
+            )),
+        },
+        (None, None) => Err(StoreError::Corrupt("random job id collided".into())),
+    }
+}
+
+/// The SET list of a claim: `?1` owner, `?2` now, `?3` lease expiry.
+const CLAIM_SET: &str = "state = 'running', lease_owner = ?1, lease_token = lease_token + 1, \
+    attempt = attempt + 1, lease_expires_ms = ?3, heartbeat_ms = ?2, \
+    started_ms = COALESCE(started_ms, ?2), updated_ms = ?2";
+
+fn lease_of(job: JobRecord) -> Lease {
+    Lease {
+        token: job.lease_token,
+        job,
+    }
+}
+
+fn collect_reaped(
+    stmt: &mut rusqlite::CachedStatement<'_>,
+    params: impl rusqlite::Params,
+) -> Result<Vec<ReapedJob>, StoreError> {
+    let rows = stmt.query_map(params, |r| {
+        Ok(ReapedJob {
+            id: r.get(0)?,
+            new_state: JobState::parse(&r.get::<_, String>(1)?).map_err(conv_err)?,
+        })
+    })?;
+    Ok(rows.collect::<Result<Vec<_>, _>>()?)
+}
+
+#[async_trait]
+impl JobStore for SqliteJobStore {
+    async fn create(&self, job: NewJob) -> Result<CreateOutcome, StoreError> {
+        job.validate()?;
+        let out = self
+            .db
+            .call(move |conn| write_tx(conn, |tx| create_in(tx, &job)))
+            .await?;
+        if matches!(out, CreateOutcome::Created(_)) {
+            self.signal(Signal::Wake);
+        }
+        Ok(out)
+    }
+
+    async fn get(&self, id: &str) -> Result<Option<JobRecord>, StoreError> {
+        let id = id.to_owned();
+        self.db
+            .call(move |conn| {
+                Ok(conn
+                    .prepare_cached(&format!(
+                        "SELECT {JOB_COLS} FROM staunch_jobs WHERE id = ?1"
+                    ))?
+                    .query_row([&id], job_from_row)
+                    .optional()?)
+            })
+            .await
+    }
+
+    async fn list(
+        &self,
+        principal: &str,
+        cursor: Option<&str>,
+        limit: usize,
+    ) -> Result<(Vec<JobRecord>, Option<String>), StoreError> {
+        let principal = principal.to_owned();
+        let (after_ms, after_id) = match cursor {
+            Some(c) => decode_cursor(c)?,
+            None => (i64::MIN, String::new()),
+        };
+        let limit = clamp_limit(limit);
+        self.db
+            .call(move |conn| {
+                let mut jobs = conn
+                    .prepare_cached(&format!(
+                        "SELECT {JOB_COLS} FROM staunch_jobs WHERE principal = ?1 \
+                         AND (created_ms, id) > (?2, ?3) ORDER BY created_ms, id LIMIT ?4"
+                    ))?
+                    .query_map(
+                        params![principal, after_ms, after_id, limit as i64 + 1],
+                        job_from_row,
+                    )?
+                    .collect::<Result<Vec<_>, _>>()?;
+                // One row more than asked tells whether another page exists.
+                let next = if jobs.len() > limit {
+                    jobs.truncate(limit);
+                    jobs.last().map(|j| encode_cursor(j.created_ms, &j.id))
+                } else {
+                    None
+                };
+                Ok((jobs, next))
+            })
+            .await
+    }
+
+    async fn claim(
+        &self,
+        id: &str,
+        owner: &str,
+        lease_ms: i64,
+        now_ms: i64,
+    ) -> Result<Option<Lease>, StoreError> {
+        let (id, owner) = (id.to_owned(), owner.to_owned());
+        let expires = now_ms.saturating_add(lease_ms);
+        self.db
+            .call(move |conn| {
+                write_tx(conn, |tx| {
+                    Ok(tx
+                        .prepare_cached(&format!(
+                            "UPDATE staunch_jobs SET {CLAIM_SET} WHERE id = ?4 \
+                             AND state = 'queued' AND cancel_requested_ms IS NULL \
+                             RETURNING {JOB_COLS}"
+                        ))?
+                        .query_row(params![owner, now_ms, expires, id], job_from_row)
+                        .optional()?
+                        .map(lease_of))
+                })
+            })
+            .await
+    }
+
+    async fn claim_next(
+        &self,
+        owner: &str,
+        lease_ms: i64,
+        now_ms: i64,
+        tools: &[String],
+    ) -> Result<Option<Lease>, StoreError> {
+        if tools.is_empty() {
+            return Ok(None);
+        }
+        let owner = owner.to_owned();
+        let tools = serde_json::to_string(tools)
+            .map_err(|e| StoreError::InvalidInput(format!("tool names: {e}")))?;
+        let expires = now_ms.saturating_add(lease_ms);
+        self.db
+            .call(move |conn| {
+                write_tx(conn, |tx| {
+                    Ok(tx
+                        .prepare_cached(&format!(
+                            "UPDATE staunch_jobs SET {CLAIM_SET} WHERE id = \
+                             (SELECT id FROM staunch_jobs WHERE state = 'queued' \
+                              AND cancel_requested_ms IS NULL \
+                              AND tool IN (SELECT value FROM json_each(?4)) \
+                              ORDER BY created_ms, id LIMIT 1) \
+                             RETURNING {JOB_COLS}"
+                        ))?
+                        .query_row(params![owner, now_ms, expires, tools], job_from_row)
+                        .optional()?
+                        .map(lease_of))
+                })
+            })
+            .await
+    }
+
+    async fn heartbeat(
+        &self,
+        id: &str,
+        owner: &str,
+        token: u64,
+        lease_ms: i64,
+        now_ms: i64,
+        progress: Option<String>,
+        checkpoint: Option<String>,
+    ) -> Result<Heartbeat, StoreError> {
+        let (id, owner) = (id.to_owned(), owner.to_owned());
+        let expires = now_ms.saturating_add(lease_ms);
+        self.db
+            .call(move |conn| {
+                write_tx(conn, |tx| {
+                    let flag: Option<Option<i64>> = tx
+                        .prepare_cached(
+                            "UPDATE staunch_jobs SET lease_expires_ms = ?4, heartbeat_ms = ?5, \
+                             progress_json = COALESCE(?6, progress_json), \
+                             checkpoint_json = COALESCE(?7, checkpoint_json), updated_ms = ?5 \
+                             WHERE id = ?1 AND state = 'running' AND lease_owner = ?2 \
+                             AND lease_token = ?3 RETURNING cancel_requested_ms",
+                        )?
+                        .query_row(
+                            params![
+                                id,
+                                owner,
+                                to_i64(token),
+                                expires,
+                                now_ms,
+                                progress,
+                                checkpoint
+                            ],
+                            |r| r.get(0),
+                        )
+                        .optional()?;
+                    Ok(match flag {
+                        Some(flag) => Heartbeat::Held {
+                            cancel_requested: flag.is_some(),
+                        },
+                        None => Heartbeat::Lost,
+                    })
+                })
+            })
+            .await
+    }
+
+    async fn finish(
+        &self,
+        id: &str,
+        owner: &str,
+        token: u64,
+        outcome: JobOutcome,
+        now_ms: i64,
+    ) -> Result<FinishOutcome, StoreError> {
+        let (id, owner) = (id.to_owned(), owner.to_owned());
+        let (state, result, error, reason) = outcome_columns(outcome);
+        self.db
+            .call(move |conn| {
+                write_tx(conn, |tx| {
+                    let n = tx
+                        .prepare_cached(
+                            "UPDATE staunch_jobs SET state = ?4, result_json = ?5, \
+                             error_json = ?6, error_reason = ?7, finished_ms = ?8, \
+                             purge_after_ms = ?8 + ttl_ms, lease_expires_ms = NULL, \
+                             updated_ms = ?8 \
+                             WHERE id = ?1 AND state = 'running' AND lease_owner = ?2 \
+                             AND lease_token = ?3",
+                        )?
+                        .execute(params![
+                            id,
+                            owner,
+                            to_i64(token),
+                            state.as_str(),
+                            result,
+                            error,
+                            reason,
+                            now_ms
+                        ])?;
+                    if n == 1 {
+                        return Ok(FinishOutcome::Recorded);
+                    }
+                    Ok(match get_job(tx, &id)? {
+                        Some(j)
+                            if j.state.is_terminal()
+                                && j.lease_token == token
+                                && j.lease_owner.as_deref() == Some(owner.as_str()) =>
+                        {
+                            FinishOutcome::AlreadyTerminal(j.state)
+                        }
+                        _ => FinishOutcome::Lost,
+                    })
+                })
+            })
+            .await
+    }
+
+    async fn request_cancel(
+        &self,
+        id: &str,
+        by: &str,
+        now_ms: i64,
+    ) -> Result<CancelOutcome, StoreError> {
+        let (id, by) = (id.to_owned(), by.to_owned());
+        let out = self
+            .db
+            .call(move |conn| {
+                write_tx(conn, |tx| {
+                    let Some(job) = get_job(tx, &id)? else {
+                        return Ok(CancelOutcome::NotFound);
+                    };
+                    // The write lock is held, so the state read above cannot change under us.
+                    Ok(match job.state {
+                        JobState::Queued => CancelOutcome::CancelledQueued(
+                            tx.prepare_cached(&format!(
+                                "UPDATE staunch_jobs SET state = 'cancelled', \
+                                 cancel_requested_ms = ?2, cancel_requested_by = ?3, \
+                                 error_reason = '{REASON_CANCELLED}', finished_ms = ?2, \
+                                 purge_after_ms = ?2 + ttl_ms, updated_ms = ?2 \
+                                 WHERE id = ?1 RETURNING {JOB_COLS}"
+                            ))?
+                            .query_row(params![id, now_ms, by], job_from_row)?,
+                        ),
+                        JobState::Running => CancelOutcome::Requested(
+                            // The first request wins: later ones do not move the timestamp.
+                            tx.prepare_cached(&format!(
+                                "UPDATE staunch_jobs SET \
+                                 cancel_requested_ms = COALESCE(cancel_requested_ms, ?2), \
+                                 cancel_requested_by = COALESCE(cancel_requested_by, ?3), \
+                                 updated_ms = ?2 WHERE id = ?1 RETURNING {JOB_COLS}"
+                            ))?
+                            .query_row(params![id, now_ms, by], job_from_row)?,
+                        ),
+                        _ => CancelOutcome::AlreadyTerminal(job),
+                    })
+                })
+            })
+            .await?;
+        if let CancelOutcome::Requested(job) = &out {
+            self.signal(Signal::Cancel(job.id.clone()));
+        }
+        Ok(out)
+    }
+
+    async fn reap_expired(&self, now_ms: i64, batch: usize) -> Result<Vec<ReapedJob>, StoreError> {
+        let batch = i64::try_from(batch).unwrap_or(i64::MAX);
+        let reaped = self
+            .db
+            .call(move |conn| {
+                write_tx(conn, |tx| {
+                    collect_reaped(
+                        &mut tx.prepare_cached(&format!(
+                            "UPDATE staunch_jobs SET {} WHERE id IN \
+                             (SELECT id FROM staunch_jobs WHERE state = 'running' \
+                              AND lease_expires_ms < ?1 ORDER BY lease_expires_ms LIMIT ?2) \
+                             RETURNING id, state",
+                            expire_set_clause("?1")
+                        ))?,
+                        params![now_ms, batch],
+                    )
+                })
+            })
+            .await?;
+        self.wake_if_requeued(&reaped);
+        Ok(reaped)
+    }
+
+    async fn release_owner(
+        &self,
+        owner_prefix: &str,
+        now_ms: i64,
+    ) -> Result<Vec<ReapedJob>, StoreError> {
+        if owner_prefix.is_empty() {
+            return Err(StoreError::InvalidInput("owner prefix is empty".into()));
+        }
+        let prefix = owner_prefix.to_owned();
+        let released = self
+            .db
+            .call(move |conn| {
+                write_tx(conn, |tx| {
+                    collect_reaped(
+                        &mut tx.prepare_cached(&format!(
+                            "UPDATE staunch_jobs SET {} WHERE state = 'running' \
+                             AND substr(lease_owner, 1, length(?2)) = ?2 RETURNING id, state",
+                            expire_set_clause("?1")
+                        ))?,
+                        params![now_ms, prefix],
+                    )
+                })
+            })
+            .await?;
+        self.wake_if_requeued(&released);
+        Ok(released)
+    }
+
+    async fn purge(&self, now_ms: i64) -> Result<u64, StoreError> {
+        self.db
+            .call(move |conn| {
+                write_tx(conn, |tx| {
+                    tx.execute(
+                        "UPDATE staunch_jobs SET idem_key = NULL \
+                         WHERE idem_key IS NOT NULL AND idem_expires_ms <= ?1",
+                        [now_ms],
+                    )?;
+                    let n = tx.execute(
+                        "DELETE FROM staunch_jobs WHERE purge_after_ms <= ?1 \
+                         AND state IN ('succeeded', 'failed', 'cancelled')",
+                        [now_ms],
+                    )?;
+                    Ok(n as u64)
+                })
+            })
+            .await
+    }
+
+    async fn notify_cancel(&self, id: &str) -> Result<(), StoreError> {
+        self.signal(Signal::Cancel(id.to_owned()));
+        Ok(())
+    }
+
+    fn subscribe_signals(&self) -> broadcast::Receiver<Signal> {
+        let rx = self.signals.subscribe();
+        self.signal(Signal::Wake);
+        rx
+    }
+}

@@ -1,0 +1,130 @@
+//! [`SessionStore`] on SQLite.
+
+use async_trait::async_trait;
+use rusqlite::{OptionalExtension, params};
+
+use super::{Db, write_tx};
+use crate::{SessionRecord, SessionStore, StoreError};
+
+pub(crate) struct SqliteSessionStore {
+    db: Db,
+}
+
+impl SqliteSessionStore {
+    pub(crate) fn new(db: Db) -> SqliteSessionStore {
+        SqliteSessionStore { db }
+    }
+}
+
+#[async_trait]
+impl SessionStore for SqliteSessionStore {
+    async fn create(&self, r: SessionRecord) -> Result<(), StoreError> {
+        self.db
+            .call(move |conn| {
+                let n = conn.execute(
+                    "INSERT INTO staunch_sessions (id, protocol_version, client_info_json, \
+                     client_capabilities_json, principal, log_level, created_ms, last_seen_ms) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT (id) DO NOTHING",
+                    params![
+                        r.id,
+                        r.protocol_version,
+                        r.client_info_json,
+                        r.client_capabilities_json,
+                        r.principal,
+                        r.log_level,
+                        r.created_ms,
+                        r.last_seen_ms
+                    ],
+                )?;
+                if n == 0 {
+                    return Err(StoreError::AlreadyExists {
+                        what: "session",
+                        id: r.id,
+                    });
+                }
+                Ok(())
+            })
+            .await
+    }
+
+    async fn get(&self, id: &str) -> Result<Option<SessionRecord>, StoreError> {
+        let id = id.to_owned();
+        self.db
+            .call(move |conn| {
+                Ok(conn
+                    .prepare_cached(
+                        "SELECT id, protocol_version, client_info_json, client_capabilities_json, \
+                         principal, log_level, created_ms, last_seen_ms \
+                         FROM staunch_sessions WHERE id = ?1",
+                    )?
+                    .query_row([&id], |r| {
+                        Ok(SessionRecord {
+                            id: r.get(0)?,
+                            protocol_version: r.get(1)?,
+                            client_info_json: r.get(2)?,
+                            client_capabilities_json: r.get(3)?,
+                            principal: r.get(4)?,
+                            log_level: r.get(5)?,
+                            created_ms: r.get(6)?,
+                            last_seen_ms: r.get(7)?,
+                        })
+                    })
+                    .optional()?)
+            })
+            .await
+    }
+
+    async fn touch(&self, id: &str, now_ms: i64) -> Result<bool, StoreError> {
+        let id = id.to_owned();
+        self.db
+            .call(move |conn| {
+                let n = conn
+                    .prepare_cached(
+                        "UPDATE staunch_sessions SET last_seen_ms = MAX(last_seen_ms, ?2) \
+                         WHERE id = ?1",
+                    )?
+                    .execute(params![id, now_ms])?;
+                Ok(n == 1)
+            })
+            .await
+    }
+
+    async fn update_log_level(&self, id: &str, level: Option<&str>) -> Result<bool, StoreError> {
+        let (id, level) = (id.to_owned(), level.map(str::to_owned));
+        self.db
+            .call(move |conn| {
+                let n = conn.execute(
+                    "UPDATE staunch_sessions SET log_level = ?2 WHERE id = ?1",
+                    params![id, level],
+                )?;
+                Ok(n == 1)
+            })
+            .await
+    }
+
+    async fn delete(&self, id: &str) -> Result<bool, StoreError> {
+        let id = id.to_owned();
+        self.db
+            .call(move |conn| {
+                Ok(conn.execute("DELETE FROM staunch_sessions WHERE id = ?1", [&id])? == 1)
+            })
+            .await
+    }
+
+    async fn expire_idle(&self, now_ms: i64, idle_ms: i64) -> Result<Vec<String>, StoreError> {
+        let cutoff = now_ms.saturating_sub(idle_ms);
+        self.db
+            .call(move |conn| {
+                write_tx(conn, |tx| {
+                    let mut stmt = tx.prepare(
+                        "DELETE FROM staunch_sessions WHERE last_seen_ms < ?1 RETURNING id",
+                    )?;
+                    let ids = stmt
+                        .query_map([cutoff], |r| r.get(0))?
+                        .collect::<Result<Vec<String>, _>>()?;
+                    Ok(ids)
+                })
+            })
+            .await
+    }
+}
