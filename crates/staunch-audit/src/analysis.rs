@@ -1,0 +1,749 @@
+//! The streaming pass: pairs each request's start, cancel and end, and folds finished requests
+//! into per-tool accumulators as soon as they end.
+//!
+//! Memory is bounded by the requests in flight, plus, per tool call, one duration (for exact
+//! percentiles) and one small start record per (tool, fingerprint) (for retry clusters, which
+//! must be found by timestamp rather than by line order, because concurrent writers interleave
+//! sessions' lines arbitrarily). Example lists are capped at `AuditOptions::examples`.
+
+use std::cmp::{Ordering, Reverse};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+
+use crate::AuditOptions;
+use crate::event::{Event, Line, Millis, Parsed, RequestId, format_ts, parse_line};
+use crate::report::{
+    ClusterKind, ClusterMember, FORMAT_VERSION, Malformed, MalformedLine, OptionsUsed, Orphan,
+    OrphanGroup, OrphanGroups, Report, RetryCluster, Summary, ToolStats, Unended, UnknownCancel,
+    UnknownCancelKind, UnknownCancels, percentile,
+};
+
+/// What a request is grouped under: its tool, or its method when it is not a tool call.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+struct Label {
+    tool: Option<Arc<str>>,
+    method: Option<Arc<str>>,
+}
+
+impl Label {
+    fn new(tool: Option<Arc<str>>, method: Option<Arc<str>>) -> Self {
+        match tool {
+            Some(t) => Self {
+                tool: Some(t),
+                method: None,
+            },
+            None => Self { tool: None, method },
+        }
+    }
+
+    fn parts(&self) -> (Option<String>, Option<String>) {
+        (
+            self.tool.as_deref().map(str::to_owned),
+            self.method.as_deref().map(str::to_owned),
+        )
+    }
+}
+
+type Key = (Arc<str>, RequestId);
+
+/// A started request that has not ended yet.
+#[derive(Debug)]
+struct InFlight {
+    start: Millis,
+    tool: Option<Arc<str>>,
+    method: Option<Arc<str>>,
+    /// First cancel that reached it (a client may cancel, then its session may close).
+    cancel: Option<Millis>,
+    /// The tool ignores cancels on purpose: its start said `shape: atomic`, or the server logged
+    /// `cancel_ignored` with `why: atomic`.
+    atomic: bool,
+    /// A cancel reached it and was ignored (`why: atomic`): still "a cancel was received".
+    cancel_ignored: bool,
+    /// Where its start record lives in `retry_starts`, to fill in its end later.
+    retry_slot: Option<(usize, usize)>,
+}
+
+/// One start of a (tool, fingerprint) pair, for retry clusters.
+#[derive(Debug)]
+struct StartRec {
+    start: Millis,
+    session: Arc<str>,
+    request_id: RequestId,
+    end: Option<Millis>,
+    outcome: Option<Arc<str>>,
+    cancel: Option<Millis>,
+}
+
+#[derive(Debug, Default)]
+struct ToolAcc {
+    calls: u64,
+    durations: Vec<u64>,
+    cancelled: u64,
+    orphaned: u64,
+    unended: u64,
+    outcomes: BTreeMap<String, u64>,
+}
+
+/// Keeps the `cap` smallest items under `cmp`, in bounded memory and independent of the order
+/// they arrive in (so the examples do not depend on how sessions interleave).
+#[derive(Debug)]
+struct Bounded<T> {
+    cap: usize,
+    cmp: fn(&T, &T) -> Ordering,
+    items: Vec<T>,
+}
+
+impl<T> Bounded<T> {
+    fn new(cap: usize, cmp: fn(&T, &T) -> Ordering) -> Self {
+        Self {
+            cap,
+            cmp,
+            items: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, item: T) {
+        self.items.push(item);
+        // Trim in batches rather than on every push: amortised O(log n) per item.
+        if self.items.len() >= 2 * self.cap + 16 {
+            self.trim();
+        }
+    }
+
+    fn trim(&mut self) {
+        self.items.sort_by(self.cmp);
+        self.items.truncate(self.cap);
+    }
+
+    fn finish(mut self) -> Vec<T> {
+        self.trim();
+        self.items
+    }
+}
+
+#[derive(Debug)]
+struct GroupAcc {
+    count: u64,
+    worst: Bounded<Orphan>,
+}
+
+/// Worst first: longest past the cancel (unknown last), then longest overall, then a total
+/// tie-break on identity.
+fn orphan_order(a: &Orphan, b: &Orphan) -> Ordering {
+    Reverse(rank(a.after_cancel_ms))
+        .cmp(&Reverse(rank(b.after_cancel_ms)))
+        .then_with(|| Reverse(rank(a.duration_ms)).cmp(&Reverse(rank(b.duration_ms))))
+        .then_with(|| a.end.cmp(&b.end))
+        .then_with(|| a.session.cmp(&b.session))
+        .then_with(|| a.request_id.cmp(&b.request_id))
+        .then_with(|| a.outcome.cmp(&b.outcome))
+}
+
+/// Orders known values above unknown ones, for "largest first, unknown last" sorts
+/// (`Reverse(Option)` alone would put `None` first).
+fn rank(v: Option<u64>) -> u64 {
+    v.map_or(0, |x| x.saturating_add(1))
+}
+
+fn unknown_order(a: &UnknownCancel, b: &UnknownCancel) -> Ordering {
+    (&a.ts, &a.session, &a.request_id, a.kind, &a.reason).cmp(&(
+        &b.ts,
+        &b.session,
+        &b.request_id,
+        b.kind,
+        &b.reason,
+    ))
+}
+
+/// The streaming auditor: feed it lines, then [`finish`](Auditor::finish) for the report.
+///
+/// [`audit_reader`](crate::audit_reader) drives one over a `BufRead`; use it directly to audit
+/// lines as they are written.
+#[derive(Debug)]
+pub struct Auditor {
+    opts: AuditOptions,
+    strings: HashSet<Arc<str>>,
+    lines: u64,
+    events: u64,
+    requests: u64,
+    ended: u64,
+    ends_without_start: u64,
+    first_ts: Option<Millis>,
+    last_ts: Option<Millis>,
+    in_flight: HashMap<Key, Vec<InFlight>>,
+    /// Requests whose end said a cancel had reached them (`after_cancel_ms`) before any
+    /// `cancel_received` line for them was read. A server that marks the cancel and then writes
+    /// the line can lose the race to the handler's own end line; the late line belongs to the
+    /// ended request and is not an unknown cancel. Only such races land here, so it stays tiny.
+    awaiting_cancel_line: HashSet<Key>,
+    tools: HashMap<Label, ToolAcc>,
+    orphans: HashMap<Label, GroupAcc>,
+    slow_stops: HashMap<Label, GroupAcc>,
+    retry_index: HashMap<(Arc<str>, Arc<str>), usize>,
+    retry_starts: Vec<Vec<StartRec>>,
+    unknown_count: u64,
+    unknown: Bounded<UnknownCancel>,
+    malformed: Malformed,
+}
+
+impl Auditor {
+    /// An auditor that has seen no lines yet.
+    pub fn new(opts: &AuditOptions) -> Self {
+        Self {
+            opts: opts.clone(),
+            strings: HashSet::new(),
+            lines: 0,
+            events: 0,
+            requests: 0,
+            ended: 0,
+            ends_without_start: 0,
+            first_ts: None,
+            last_ts: None,
+            in_flight: HashMap::new(),
+            awaiting_cancel_line: HashSet::new(),
+            tools: HashMap::new(),
+            orphans: HashMap::new(),
+            slow_stops: HashMap::new(),
+            retry_index: HashMap::new(),
+            retry_starts: Vec::new(),
+            unknown_count: 0,
+            unknown: Bounded::new(opts.examples, unknown_order),
+            malformed: Malformed::default(),
+        }
+    }
+
+    /// Feed the next line (without its line ending). Never fails: a bad line is counted.
+    pub fn feed_line(&mut self, bytes: &[u8]) {
+        self.lines += 1;
+        match parse_line(bytes) {
+            Ok(None) => {}
+            Ok(Some(Parsed::Ignored { ts })) => {
+                if let Some(ts) = ts {
+                    self.see_ts(ts);
+                }
+            }
+            Ok(Some(Parsed::Known(line))) => {
+                self.events += 1;
+                self.see_ts(line.ts);
+                self.apply(line);
+            }
+            Err(error) => self.malformed_line(error),
+        }
+    }
+
+    /// Count a line that was rejected before parsing (e.g. too long to buffer).
+    pub(crate) fn feed_malformed(&mut self, error: String) {
+        self.lines += 1;
+        self.malformed_line(error);
+    }
+
+    fn malformed_line(&mut self, error: String) {
+        self.malformed.count += 1;
+        if self.malformed.examples.len() < self.opts.examples {
+            self.malformed.examples.push(MalformedLine {
+                line: self.lines,
+                error,
+            });
+        }
+    }
+
+    fn see_ts(&mut self, ts: Millis) {
+        self.first_ts = Some(self.first_ts.map_or(ts, |f| f.min(ts)));
+        self.last_ts = Some(self.last_ts.map_or(ts, |l| l.max(ts)));
+    }
+
+    /// Share one allocation per distinct session / tool / method / outcome string.
+    fn intern(&mut self, s: &str) -> Arc<str> {
+        if let Some(a) = self.strings.get(s) {
+            return Arc::clone(a);
+        }
+        let a: Arc<str> = Arc::from(s);
+        self.strings.insert(Arc::clone(&a));
+        a
+    }
+
+    fn apply(&mut self, line: Line) {
+        let session = self.intern(&line.session);
+        let key = (session, line.request_id);
+        match line.event {
+            Event::Start {
+                method,
+                tool,
+                args_fingerprint,
+                atomic,
+            } => self.on_start(key, line.ts, method, tool, args_fingerprint, atomic),
+            Event::CancelReceived { reason } => {
+                if let Some(req) = self.oldest_in_flight(&key) {
+                    req.cancel.get_or_insert(line.ts);
+                    let slot = req.retry_slot;
+                    self.note_retry_cancel(slot, line.ts);
+                } else if !self.awaiting_cancel_line.remove(&key) {
+                    self.unknown_cancel(UnknownCancelKind::NotInFlight, line.ts, key, reason);
+                }
+            }
+            Event::CancelIgnored { why, reason } => match why.as_deref() {
+                Some("unknown_id") => {
+                    self.unknown_cancel(UnknownCancelKind::IgnoredUnknownId, line.ts, key, reason);
+                }
+                Some("atomic") => {
+                    if let Some(req) = self.oldest_in_flight(&key) {
+                        req.atomic = true;
+                        req.cancel_ignored = true;
+                        // The client still gave up on it, which matters for retries.
+                        let slot = req.retry_slot;
+                        self.note_retry_cancel(slot, line.ts);
+                    }
+                }
+                // `not_cancellable` (initialize) and anything newer: nothing to report.
+                _ => {}
+            },
+            Event::Aborted { since_cancel_ms } => {
+                if let Some(req) = self.oldest_in_flight(&key) {
+                    // A server that logs the abort but not the cancel still tells us when the
+                    // cancel was, which is what `after_cancel_ms` is measured from.
+                    if req.cancel.is_none() {
+                        req.cancel = since_cancel_ms.map(|s| line.ts - s as Millis);
+                    }
+                }
+            }
+            Event::End {
+                method,
+                tool,
+                outcome,
+                duration_ms,
+                after_cancel_ms,
+            } => self.on_end(
+                key,
+                line.ts,
+                method,
+                tool,
+                outcome,
+                duration_ms,
+                after_cancel_ms,
+            ),
+        }
+    }
+
+    fn oldest_in_flight(&mut self, key: &Key) -> Option<&mut InFlight> {
+        self.in_flight.get_mut(key).and_then(|v| v.first_mut())
+    }
+
+    fn note_retry_cancel(&mut self, slot: Option<(usize, usize)>, ts: Millis) {
+        if let Some((k, i)) = slot {
+            self.retry_starts[k][i].cancel.get_or_insert(ts);
+        }
+    }
+
+    fn on_start(
+        &mut self,
+        key: Key,
+        ts: Millis,
+        method: Option<String>,
+        tool: Option<String>,
+        fingerprint: Option<String>,
+        atomic: bool,
+    ) {
+        self.requests += 1;
+        self.awaiting_cancel_line.remove(&key);
+        let tool = tool.map(|t| self.intern(&t));
+        let method = method.map(|m| self.intern(&m));
+        // Only tool calls with a fingerprint can be recognised as "the same call again".
+        let retry_slot = match (&tool, fingerprint) {
+            (Some(t), Some(fp)) => {
+                let fp = self.intern(&fp);
+                let next = self.retry_starts.len();
+                let k = *self.retry_index.entry((Arc::clone(t), fp)).or_insert(next);
+                if k == next {
+                    self.retry_starts.push(Vec::new());
+                }
+                self.retry_starts[k].push(StartRec {
+                    start: ts,
+                    session: Arc::clone(&key.0),
+                    request_id: key.1.clone(),
+                    end: None,
+                    outcome: None,
+                    cancel: None,
+                });
+                Some((k, self.retry_starts[k].len() - 1))
+            }
+            _ => None,
+        };
+        // Normally one entry per key; a second start while the first is open is a duplicate id,
+        // which the server rejects, so it is kept separately rather than replacing the first.
+        self.in_flight.entry(key).or_default().push(InFlight {
+            start: ts,
+            tool,
+            method,
+            cancel: None,
+            atomic,
+            cancel_ignored: false,
+            retry_slot,
+        });
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn on_end(
+        &mut self,
+        key: Key,
+        ts: Millis,
+        method: Option<String>,
+        tool: Option<String>,
+        outcome: String,
+        duration_ms: Option<u64>,
+        after_cancel_ms: Option<u64>,
+    ) {
+        self.ended += 1;
+        let mut req = None;
+        if let Some(open) = self.in_flight.get_mut(&key) {
+            // A `rejected` end belongs to the newest start (the duplicate that was refused);
+            // any other end to the oldest (the request that actually ran).
+            req = if outcome == "rejected" {
+                open.pop()
+            } else if open.is_empty() {
+                None
+            } else {
+                Some(open.remove(0))
+            };
+            if open.is_empty() {
+                self.in_flight.remove(&key);
+            }
+        }
+        if req.is_none() {
+            self.ends_without_start += 1;
+        }
+        if after_cancel_ms.is_some() && req.as_ref().is_some_and(|r| r.cancel.is_none()) {
+            self.awaiting_cancel_line.insert(key.clone());
+        }
+        let outcome_arc = self.intern(&outcome);
+        let (start, cancel, atomic, cancel_ignored, retry_slot, label) = match req {
+            Some(r) => {
+                let tool = r.tool.or_else(|| tool.map(|t| self.intern(&t)));
+                let method = r.method.or_else(|| method.map(|m| self.intern(&m)));
+                (
+                    Some(r.start),
+                    r.cancel,
+                    r.atomic,
+                    r.cancel_ignored,
+                    r.retry_slot,
+                    Label::new(tool, method),
+                )
+            }
+            None => {
+                let tool = tool.map(|t| self.intern(&t));
+                let method = method.map(|m| self.intern(&m));
+                (None, None, false, false, None, Label::new(tool, method))
+            }
+        };
+        if let Some((k, i)) = retry_slot {
+            let rec = &mut self.retry_starts[k][i];
+            rec.end = Some(ts);
+            rec.outcome = Some(outcome_arc);
+        }
+
+        let duration = duration_ms.or_else(|| start.map(|s| non_negative(ts - s)));
+        let after_cancel = after_cancel_ms.or_else(|| cancel.map(|c| non_negative(ts - c)));
+        let stopping_outcome = matches!(outcome.as_str(), "cancelled" | "late_finish" | "aborted");
+        let had_cancel = cancel.is_some() || after_cancel_ms.is_some() || stopping_outcome;
+
+        let threshold = millis(self.opts.slow_stop_threshold);
+        let verdict = match outcome.as_str() {
+            // staunch's own words for "ran past its cancel".
+            "late_finish" | "aborted" => Verdict::Orphaned,
+            "cancelled" if after_cancel.is_some_and(|a| a > threshold) => Verdict::SlowToStop,
+            "cancelled" => Verdict::Fine,
+            // A server that does not distinguish late finishes logs ok/error/… after the
+            // cancel; that is the same orphaned work. An `atomic` tool finishing on purpose is
+            // not.
+            _ if had_cancel && !atomic => Verdict::Orphaned,
+            _ => Verdict::Fine,
+        };
+
+        let acc = self.tools.entry(label.clone()).or_default();
+        acc.calls += 1;
+        if let Some(d) = duration {
+            acc.durations.push(d);
+        }
+        if had_cancel || cancel_ignored {
+            acc.cancelled += 1;
+        }
+        if verdict == Verdict::Orphaned {
+            acc.orphaned += 1;
+        }
+        match acc.outcomes.get_mut(outcome.as_str()) {
+            Some(n) => *n += 1,
+            None => {
+                acc.outcomes.insert(outcome.clone(), 1);
+            }
+        }
+
+        if verdict != Verdict::Fine {
+            let orphan = Orphan {
+                session: key.0.to_string(),
+                request_id: key.1,
+                outcome,
+                start: start.map(format_ts),
+                cancel: cancel.map(format_ts),
+                end: format_ts(ts),
+                duration_ms: duration,
+                after_cancel_ms: after_cancel,
+            };
+            let examples = self.opts.examples;
+            let groups = if verdict == Verdict::Orphaned {
+                &mut self.orphans
+            } else {
+                &mut self.slow_stops
+            };
+            let g = groups.entry(label).or_insert_with(|| GroupAcc {
+                count: 0,
+                worst: Bounded::new(examples, orphan_order),
+            });
+            g.count += 1;
+            g.worst.push(orphan);
+        }
+    }
+
+    fn unknown_cancel(
+        &mut self,
+        kind: UnknownCancelKind,
+        ts: Millis,
+        key: Key,
+        reason: Option<String>,
+    ) {
+        self.unknown_count += 1;
+        self.unknown.push(UnknownCancel {
+            kind,
+            ts: format_ts(ts),
+            session: key.0.to_string(),
+            request_id: key.1,
+            reason,
+        });
+    }
+
+    /// End of log: whatever is still in flight never ended.
+    pub fn finish(mut self) -> Report {
+        let last = self.last_ts.unwrap_or(0);
+        let mut never_ended = Vec::new();
+        for ((session, id), open) in std::mem::take(&mut self.in_flight) {
+            for r in open {
+                let label = Label::new(r.tool.clone(), r.method.clone());
+                self.tools.entry(label).or_default().unended += 1;
+                never_ended.push(Unended {
+                    session: session.to_string(),
+                    request_id: id.clone(),
+                    tool: r.tool.as_deref().map(str::to_owned),
+                    method: r.method.as_deref().map(str::to_owned),
+                    start: format_ts(r.start),
+                    running_ms: non_negative(last - r.start),
+                    cancel_received: r.cancel.is_some() || r.cancel_ignored,
+                });
+            }
+        }
+        never_ended.sort_by(|a, b| {
+            (Reverse(a.running_ms), &a.session, &a.request_id, &a.start).cmp(&(
+                Reverse(b.running_ms),
+                &b.session,
+                &b.request_id,
+                &b.start,
+            ))
+        });
+
+        let retry_clusters = clusters(
+            std::mem::take(&mut self.retry_index),
+            std::mem::take(&mut self.retry_starts),
+            millis(self.opts.retry_window),
+        );
+
+        let mut tools: Vec<ToolStats> = std::mem::take(&mut self.tools)
+            .into_iter()
+            .map(|(label, mut acc)| {
+                acc.durations.sort_unstable();
+                let (tool, method) = label.parts();
+                ToolStats {
+                    tool,
+                    method,
+                    calls: acc.calls,
+                    p50_ms: percentile(&acc.durations, 50),
+                    p95_ms: percentile(&acc.durations, 95),
+                    max_ms: acc.durations.last().copied(),
+                    cancelled: acc.cancelled,
+                    orphaned: acc.orphaned,
+                    unended: acc.unended,
+                    outcomes: acc.outcomes,
+                }
+            })
+            .collect();
+        // Slowest first; tools with no known duration last.
+        tools.sort_by(|a, b| {
+            (Reverse(a.p95_ms), Reverse(a.max_ms), &a.tool, &a.method).cmp(&(
+                Reverse(b.p95_ms),
+                Reverse(b.max_ms),
+                &b.tool,
+                &b.method,
+            ))
+        });
+
+        let mut report = Report {
+            format_version: FORMAT_VERSION,
+            options: OptionsUsed {
+                retry_window_ms: millis(self.opts.retry_window),
+                slow_stop_threshold_ms: millis(self.opts.slow_stop_threshold),
+                examples: self.opts.examples,
+            },
+            summary: Summary {
+                clean: false, // set below, once the report exists
+                lines: self.lines,
+                events: self.events,
+                requests: self.requests,
+                ended: self.ended,
+                ends_without_start: self.ends_without_start,
+                first_ts: self.first_ts.map(format_ts),
+                last_ts: self.last_ts.map(format_ts),
+            },
+            orphaned: groups(std::mem::take(&mut self.orphans)),
+            slow_to_stop: groups(std::mem::take(&mut self.slow_stops)),
+            tools,
+            retry_clusters,
+            unknown_cancels: UnknownCancels {
+                count: self.unknown_count,
+                examples: self.unknown.finish(),
+            },
+            never_ended,
+            malformed: self.malformed,
+        };
+        report.summary.clean = report.is_clean();
+        report
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Verdict {
+    Fine,
+    Orphaned,
+    SlowToStop,
+}
+
+fn non_negative(ms: Millis) -> u64 {
+    // Lines from different threads can carry timestamps a hair out of order; a negative gap
+    // means "no time at all", not a huge unsigned number.
+    u64::try_from(ms).unwrap_or(0)
+}
+
+fn millis(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+fn groups(map: HashMap<Label, GroupAcc>) -> OrphanGroups {
+    let mut count = 0;
+    let mut by_tool: Vec<OrphanGroup> = map
+        .into_iter()
+        .map(|(label, g)| {
+            count += g.count;
+            let (tool, method) = label.parts();
+            OrphanGroup {
+                tool,
+                method,
+                count: g.count,
+                worst: g.worst.finish(),
+            }
+        })
+        .collect();
+    // Worst tool first: the one whose worst example is worst, then the most frequent.
+    by_tool.sort_by(|a, b| {
+        let worst = |g: &OrphanGroup| g.worst.first().and_then(|o| o.after_cancel_ms);
+        (
+            Reverse(rank(worst(a))),
+            Reverse(a.count),
+            &a.tool,
+            &a.method,
+        )
+            .cmp(&(
+                Reverse(rank(worst(b))),
+                Reverse(b.count),
+                &b.tool,
+                &b.method,
+            ))
+    });
+    OrphanGroups { count, by_tool }
+}
+
+/// Single-linkage clustering per (tool, fingerprint): sort the starts by time, and cut wherever
+/// two consecutive starts are more than `window_ms` apart.
+fn clusters(
+    index: HashMap<(Arc<str>, Arc<str>), usize>,
+    mut starts: Vec<Vec<StartRec>>,
+    window_ms: u64,
+) -> Vec<RetryCluster> {
+    let mut out = Vec::new();
+    for ((tool, fp), k) in index {
+        let recs = &mut starts[k];
+        if recs.len() < 2 {
+            continue;
+        }
+        // Stable sort: equal keys keep their order of arrival, which within one session is the
+        // session's own order, so interleaving sessions differently cannot reorder them.
+        recs.sort_by(|a, b| {
+            (a.start, &a.session, &a.request_id).cmp(&(b.start, &b.session, &b.request_id))
+        });
+        let mut begin = 0;
+        for i in 1..=recs.len() {
+            let cut =
+                i == recs.len() || non_negative(recs[i].start - recs[i - 1].start) > window_ms;
+            if cut {
+                if i - begin >= 2 {
+                    out.push(cluster(&tool, &fp, &recs[begin..i]));
+                }
+                begin = i;
+            }
+        }
+    }
+    out.sort_by(|a, b| {
+        (&a.first_start, &a.tool, &a.args_fingerprint).cmp(&(
+            &b.first_start,
+            &b.tool,
+            &b.args_fingerprint,
+        ))
+    });
+    out
+}
+
+fn cluster(tool: &str, fp: &str, recs: &[StartRec]) -> RetryCluster {
+    let mut kind = ClusterKind::Repeat;
+    let members = recs
+        .iter()
+        .enumerate()
+        .map(|(j, m)| {
+            let earlier = &recs[..j];
+            let earlier_running: Vec<usize> = earlier
+                .iter()
+                .enumerate()
+                .filter(|(_, e)| e.end.is_none_or(|end| end > m.start))
+                .map(|(i, _)| i)
+                .collect();
+            let after_failure = earlier.iter().any(|e| {
+                e.cancel.is_some_and(|c| c <= m.start)
+                    || e.outcome.as_deref().is_some_and(|o| o != "ok")
+            });
+            if !earlier_running.is_empty() {
+                kind = kind.min(ClusterKind::Overlapping);
+            } else if after_failure {
+                kind = kind.min(ClusterKind::AfterFailure);
+            }
+            ClusterMember {
+                session: m.session.to_string(),
+                request_id: m.request_id.clone(),
+                start: format_ts(m.start),
+                end: m.end.map(format_ts),
+                outcome: m.outcome.as_deref().map(str::to_owned),
+                earlier_running,
+            }
+        })
+        .collect::<Vec<_>>();
+    RetryCluster {
+        tool: tool.to_owned(),
+        args_fingerprint: fp.to_owned(),
+        kind,
+        first_start: members[0].start.clone(),
+        last_start: members[members.len() - 1].start.clone(),
+        members,
+    }
+}
