@@ -93,3 +93,33 @@ async fn cpu_count(ctx: Context, a: CountArgs) -> Result<CallToolResult, ToolErr
         .await?;
     Ok(CallToolResult::text(format!("counted {done}")))
 }
+
+#[derive(Deserialize, JsonSchema)]
+struct FloodArgs {
+    /// How many progress reports to make, back to back.
+    reports: u32,
+}
+
+/// `progress_flood {reports}`: reports progress as fast as it can, to show the rate limit:
+/// the wire carries a burst then the configured rate, and the last value exactly.
+pub fn register_flood(b: ServerBuilder) -> ServerBuilder {
+    b.tool(
+        ToolSpec::streaming(
+            "progress_flood",
+            "Reports progress `reports` times as fast as possible (a rate-limit demonstration).",
+        )
+        .annotations(serde_json::json!({"readOnlyHint": true})),
+        |ctx: Context, a: FloodArgs| async move {
+            let total = f64::from(a.reports);
+            for i in 1..=a.reports {
+                ctx.progress(f64::from(i), Some(total), None);
+                if i % 1024 == 0 {
+                    // Yield now and then so a cancel can be observed.
+                    tokio::task::yield_now().await;
+                    ctx.check()?;
+                }
+            }
+            Ok(CallToolResult::text(format!("reported {}", a.reports)))
+        },
+    )
+}

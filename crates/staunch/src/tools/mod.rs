@@ -13,6 +13,7 @@ use staunch_server::ServerBuilder;
 pub fn demo(builder: ServerBuilder) -> ServerBuilder {
     let builder = echo::register(builder);
     let builder = counting::register(builder);
+    let builder = counting::register_flood(builder);
     let builder = export::register(builder);
     let builder = kv::register(builder);
     fail::register(builder)
