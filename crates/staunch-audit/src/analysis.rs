@@ -6,43 +6,18 @@
 //! must be found by timestamp rather than by line order, because concurrent writers interleave
 //! sessions' lines arbitrarily). Example lists are capped at `AuditOptions::examples`.
 
-use std::cmp::{Ordering, Reverse};
+use std::cmp::Reverse;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use crate::AuditOptions;
 use crate::event::{Event, Line, Millis, Parsed, RequestId, format_ts, parse_line};
+use crate::groups::{Bounded, GroupAcc, Label, groups, orphan_order, unknown_order};
 use crate::report::{
-    ClusterKind, ClusterMember, FORMAT_VERSION, Malformed, MalformedLine, OptionsUsed, Orphan,
-    OrphanGroup, OrphanGroups, Report, RetryCluster, Summary, ToolStats, Unended, UnknownCancel,
-    UnknownCancelKind, UnknownCancels, percentile,
+    FORMAT_VERSION, Malformed, MalformedLine, OptionsUsed, Orphan, Report, Summary, ToolStats,
+    Unended, UnknownCancel, UnknownCancelKind, UnknownCancels, percentile,
 };
-
-/// What a request is grouped under: its tool, or its method when it is not a tool call.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-struct Label {
-    tool: Option<Arc<str>>,
-    method: Option<Arc<str>>,
-}
-
-impl Label {
-    fn new(tool: Option<Arc<str>>, method: Option<Arc<str>>) -> Self {
-        match tool {
-            Some(t) => Self {
-                tool: Some(t),
-                method: None,
-            },
-            None => Self { tool: None, method },
-        }
-    }
-
-    fn parts(&self) -> (Option<String>, Option<String>) {
-        (
-            self.tool.as_deref().map(str::to_owned),
-            self.method.as_deref().map(str::to_owned),
-        )
-    }
-}
+use crate::retry::{Slot, StartRec, Starts};
 
 type Key = (Arc<str>, RequestId);
 
@@ -59,19 +34,8 @@ struct InFlight {
     atomic: bool,
     /// A cancel reached it and was ignored (`why: atomic`): still "a cancel was received".
     cancel_ignored: bool,
-    /// Where its start record lives in `retry_starts`, to fill in its end later.
-    retry_slot: Option<(usize, usize)>,
-}
-
-/// One start of a (tool, fingerprint) pair, for retry clusters.
-#[derive(Debug)]
-struct StartRec {
-    start: Millis,
-    session: Arc<str>,
-    request_id: RequestId,
-    end: Option<Millis>,
-    outcome: Option<Arc<str>>,
-    cancel: Option<Millis>,
+    /// Where its start record lives in [`Starts`], to fill in its cancel and end later.
+    retry_slot: Option<Slot>,
 }
 
 #[derive(Debug, Default)]
@@ -82,77 +46,6 @@ struct ToolAcc {
     orphaned: u64,
     unended: u64,
     outcomes: BTreeMap<String, u64>,
-}
-
-/// Keeps the `cap` smallest items under `cmp`, in bounded memory and independent of the order
-/// they arrive in (so the examples do not depend on how sessions interleave).
-#[derive(Debug)]
-struct Bounded<T> {
-    cap: usize,
-    cmp: fn(&T, &T) -> Ordering,
-    items: Vec<T>,
-}
-
-impl<T> Bounded<T> {
-    fn new(cap: usize, cmp: fn(&T, &T) -> Ordering) -> Self {
-        Self {
-            cap,
-            cmp,
-            items: Vec::new(),
-        }
-    }
-
-    fn push(&mut self, item: T) {
-        self.items.push(item);
-        // Trim in batches rather than on every push: amortised O(log n) per item.
-        if self.items.len() >= 2 * self.cap + 16 {
-            self.trim();
-        }
-    }
-
-    fn trim(&mut self) {
-        self.items.sort_by(self.cmp);
-        self.items.truncate(self.cap);
-    }
-
-    fn finish(mut self) -> Vec<T> {
-        self.trim();
-        self.items
-    }
-}
-
-#[derive(Debug)]
-struct GroupAcc {
-    count: u64,
-    worst: Bounded<Orphan>,
-}
-
-/// Worst first: longest past the cancel (unknown last), then longest overall, then a total
-/// tie-break on identity.
-fn orphan_order(a: &Orphan, b: &Orphan) -> Ordering {
-    Reverse(rank(a.after_cancel_ms))
-        .cmp(&Reverse(rank(b.after_cancel_ms)))
-        .then_with(|| Reverse(rank(a.duration_ms)).cmp(&Reverse(rank(b.duration_ms))))
-        .then_with(|| a.end.cmp(&b.end))
-        .then_with(|| a.session.cmp(&b.session))
-        .then_with(|| a.request_id.cmp(&b.request_id))
-        .then_with(|| a.outcome.cmp(&b.outcome))
-}
-
-/// Orders known values above unknown ones, for "largest first, unknown last" sorts
-/// (`Reverse(Option)` alone would put `None` first).
-fn rank(v: Option<u64>) -> u64 {
-    v.map_or(0, |x| x.saturating_add(1))
-}
-
-fn unknown_order(a: &UnknownCancel, b: &UnknownCancel) -> Ordering {
-    (&a.ts, &a.session, &a.request_id, a.kind, &a.reason).cmp(&(
-        &b.ts,
-        &b.session,
-        &b.request_id,
-        b.kind,
-        &b.reason,
-    ))
 }
 
 /// The streaming auditor: feed it lines, then [`finish`](Auditor::finish) for the report.
@@ -179,8 +72,7 @@ pub struct Auditor {
     tools: HashMap<Label, ToolAcc>,
     orphans: HashMap<Label, GroupAcc>,
     slow_stops: HashMap<Label, GroupAcc>,
-    retry_index: HashMap<(Arc<str>, Arc<str>), usize>,
-    retry_starts: Vec<Vec<StartRec>>,
+    starts: Starts,
     unknown_count: u64,
     unknown: Bounded<UnknownCancel>,
     malformed: Malformed,
@@ -204,8 +96,7 @@ impl Auditor {
             tools: HashMap::new(),
             orphans: HashMap::new(),
             slow_stops: HashMap::new(),
-            retry_index: HashMap::new(),
-            retry_starts: Vec::new(),
+            starts: Starts::default(),
             unknown_count: 0,
             unknown: Bounded::new(opts.examples, unknown_order),
             malformed: Malformed::default(),
@@ -302,7 +193,10 @@ impl Auditor {
                     // A server that logs the abort but not the cancel still tells us when the
                     // cancel was, which is what `after_cancel_ms` is measured from.
                     if req.cancel.is_none() {
-                        req.cancel = since_cancel_ms.map(|s| line.ts - s as Millis);
+                        // Checked: `since_cancel_ms` is whatever the log says, however large.
+                        req.cancel = since_cancel_ms
+                            .and_then(|s| Millis::try_from(s).ok())
+                            .and_then(|s| line.ts.checked_sub(s));
                     }
                 }
             }
@@ -328,9 +222,9 @@ impl Auditor {
         self.in_flight.get_mut(key).and_then(|v| v.first_mut())
     }
 
-    fn note_retry_cancel(&mut self, slot: Option<(usize, usize)>, ts: Millis) {
-        if let Some((k, i)) = slot {
-            self.retry_starts[k][i].cancel.get_or_insert(ts);
+    fn note_retry_cancel(&mut self, slot: Option<Slot>, ts: Millis) {
+        if let Some(slot) = slot {
+            self.starts.get_mut(slot).cancel.get_or_insert(ts);
         }
     }
 
@@ -351,20 +245,15 @@ impl Auditor {
         let retry_slot = match (&tool, fingerprint) {
             (Some(t), Some(fp)) => {
                 let fp = self.intern(&fp);
-                let next = self.retry_starts.len();
-                let k = *self.retry_index.entry((Arc::clone(t), fp)).or_insert(next);
-                if k == next {
-                    self.retry_starts.push(Vec::new());
-                }
-                self.retry_starts[k].push(StartRec {
+                let rec = StartRec {
                     start: ts,
                     session: Arc::clone(&key.0),
                     request_id: key.1.clone(),
                     end: None,
                     outcome: None,
                     cancel: None,
-                });
-                Some((k, self.retry_starts[k].len() - 1))
+                };
+                Some(self.starts.record(Arc::clone(t), fp, rec))
             }
             _ => None,
         };
@@ -434,14 +323,15 @@ impl Auditor {
                 (None, None, false, false, None, Label::new(tool, method))
             }
         };
-        if let Some((k, i)) = retry_slot {
-            let rec = &mut self.retry_starts[k][i];
+        if let Some(slot) = retry_slot {
+            let rec = self.starts.get_mut(slot);
             rec.end = Some(ts);
             rec.outcome = Some(outcome_arc);
         }
 
-        let duration = duration_ms.or_else(|| start.map(|s| non_negative(ts - s)));
-        let after_cancel = after_cancel_ms.or_else(|| cancel.map(|c| non_negative(ts - c)));
+        let duration = duration_ms.or_else(|| start.map(|s| non_negative(ts.saturating_sub(s))));
+        let after_cancel =
+            after_cancel_ms.or_else(|| cancel.map(|c| non_negative(ts.saturating_sub(c))));
         let stopping_outcome = matches!(outcome.as_str(), "cancelled" | "late_finish" | "aborted");
         let had_cancel = cancel.is_some() || after_cancel_ms.is_some() || stopping_outcome;
 
@@ -533,7 +423,7 @@ impl Auditor {
                     tool: r.tool.as_deref().map(str::to_owned),
                     method: r.method.as_deref().map(str::to_owned),
                     start: format_ts(r.start),
-                    running_ms: non_negative(last - r.start),
+                    running_ms: non_negative(last.saturating_sub(r.start)),
                     cancel_received: r.cancel.is_some() || r.cancel_ignored,
                 });
             }
@@ -547,11 +437,8 @@ impl Auditor {
             ))
         });
 
-        let retry_clusters = clusters(
-            std::mem::take(&mut self.retry_index),
-            std::mem::take(&mut self.retry_starts),
-            millis(self.opts.retry_window),
-        );
+        let retry_clusters =
+            std::mem::take(&mut self.starts).into_clusters(millis(self.opts.retry_window));
 
         let mut tools: Vec<ToolStats> = std::mem::take(&mut self.tools)
             .into_iter()
@@ -622,7 +509,7 @@ enum Verdict {
     SlowToStop,
 }
 
-fn non_negative(ms: Millis) -> u64 {
+pub(crate) fn non_negative(ms: Millis) -> u64 {
     // Lines from different threads can carry timestamps a hair out of order; a negative gap
     // means "no time at all", not a huge unsigned number.
     u64::try_from(ms).unwrap_or(0)
@@ -630,120 +517,4 @@ fn non_negative(ms: Millis) -> u64 {
 
 fn millis(d: std::time::Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
-}
-
-fn groups(map: HashMap<Label, GroupAcc>) -> OrphanGroups {
-    let mut count = 0;
-    let mut by_tool: Vec<OrphanGroup> = map
-        .into_iter()
-        .map(|(label, g)| {
-            count += g.count;
-            let (tool, method) = label.parts();
-            OrphanGroup {
-                tool,
-                method,
-                count: g.count,
-                worst: g.worst.finish(),
-            }
-        })
-        .collect();
-    // Worst tool first: the one whose worst example is worst, then the most frequent.
-    by_tool.sort_by(|a, b| {
-        let worst = |g: &OrphanGroup| g.worst.first().and_then(|o| o.after_cancel_ms);
-        (
-            Reverse(rank(worst(a))),
-            Reverse(a.count),
-            &a.tool,
-            &a.method,
-        )
-            .cmp(&(
-                Reverse(rank(worst(b))),
-                Reverse(b.count),
-                &b.tool,
-                &b.method,
-            ))
-    });
-    OrphanGroups { count, by_tool }
-}
-
-/// Single-linkage clustering per (tool, fingerprint): sort the starts by time, and cut wherever
-/// two consecutive starts are more than `window_ms` apart.
-fn clusters(
-    index: HashMap<(Arc<str>, Arc<str>), usize>,
-    mut starts: Vec<Vec<StartRec>>,
-    window_ms: u64,
-) -> Vec<RetryCluster> {
-    let mut out = Vec::new();
-    for ((tool, fp), k) in index {
-        let recs = &mut starts[k];
-        if recs.len() < 2 {
-            continue;
-        }
-        // Stable sort: equal keys keep their order of arrival, which within one session is the
-        // session's own order, so interleaving sessions differently cannot reorder them.
-        recs.sort_by(|a, b| {
-            (a.start, &a.session, &a.request_id).cmp(&(b.start, &b.session, &b.request_id))
-        });
-        let mut begin = 0;
-        for i in 1..=recs.len() {
-            let cut =
-                i == recs.len() || non_negative(recs[i].start - recs[i - 1].start) > window_ms;
-            if cut {
-                if i - begin >= 2 {
-                    out.push(cluster(&tool, &fp, &recs[begin..i]));
-                }
-                begin = i;
-            }
-        }
-    }
-    out.sort_by(|a, b| {
-        (&a.first_start, &a.tool, &a.args_fingerprint).cmp(&(
-            &b.first_start,
-            &b.tool,
-            &b.args_fingerprint,
-        ))
-    });
-    out
-}
-
-fn cluster(tool: &str, fp: &str, recs: &[StartRec]) -> RetryCluster {
-    let mut kind = ClusterKind::Repeat;
-    let members = recs
-        .iter()
-        .enumerate()
-        .map(|(j, m)| {
-            let earlier = &recs[..j];
-            let earlier_running: Vec<usize> = earlier
-                .iter()
-                .enumerate()
-                .filter(|(_, e)| e.end.is_none_or(|end| end > m.start))
-                .map(|(i, _)| i)
-                .collect();
-            let after_failure = earlier.iter().any(|e| {
-                e.cancel.is_some_and(|c| c <= m.start)
-                    || e.outcome.as_deref().is_some_and(|o| o != "ok")
-            });
-            if !earlier_running.is_empty() {
-                kind = kind.min(ClusterKind::Overlapping);
-            } else if after_failure {
-                kind = kind.min(ClusterKind::AfterFailure);
-            }
-            ClusterMember {
-                session: m.session.to_string(),
-                request_id: m.request_id.clone(),
-                start: format_ts(m.start),
-                end: m.end.map(format_ts),
-                outcome: m.outcome.as_deref().map(str::to_owned),
-                earlier_running,
-            }
-        })
-        .collect::<Vec<_>>();
-    RetryCluster {
-        tool: tool.to_owned(),
-        args_fingerprint: fp.to_owned(),
-        kind,
-        first_start: members[0].start.clone(),
-        last_start: members[members.len() - 1].start.clone(),
-        members,
-    }
 }

@@ -47,8 +47,10 @@
 
 mod analysis;
 mod event;
+mod groups;
 mod render;
 pub mod report;
+mod retry;
 
 use std::io::{self, BufRead};
 use std::time::Duration;
