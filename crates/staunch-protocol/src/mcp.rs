@@ -88,13 +88,34 @@ pub struct ProgressParams {
     /// The requester's token.
     pub progress_token: ProgressToken,
     /// Work done so far; strictly increasing.
+    #[serde(serialize_with = "number")]
     pub progress: f64,
     /// Total, when known.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "opt_number"
+    )]
     pub total: Option<f64>,
     /// A sentence on what is happening.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+}
+
+/// Writes whole numbers as integers (`3`, not `3.0`): shorter, and what clients expect.
+fn number<S: serde::Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
+    if v.fract() == 0.0 && v.abs() < 9.0e15 {
+        s.serialize_i64(*v as i64)
+    } else {
+        s.serialize_f64(*v)
+    }
+}
+
+fn opt_number<S: serde::Serializer>(v: &Option<f64>, s: S) -> Result<S::Ok, S::Error> {
+    match v {
+        Some(v) => number(v, s),
+        None => s.serialize_none(),
+    }
 }
 
 /// `notifications/cancelled` params.
@@ -318,6 +339,22 @@ mod tests {
         assert_eq!(v, json!({"type":"image","data":"AA==","mimeType":"image/png"}));
         let r = serde_json::to_value(CallToolResult::error("bad")).unwrap();
         assert_eq!(r, json!({"content":[{"type":"text","text":"bad"}],"isError":true}));
+    }
+
+    #[test]
+    fn whole_progress_values_are_integers_on_the_wire() {
+        let p = ProgressParams {
+            progress_token: ProgressToken::Number(1),
+            progress: 3.0,
+            total: Some(10.0),
+            message: None,
+        };
+        assert_eq!(
+            serde_json::to_string(&p).unwrap(),
+            r#"{"progressToken":1,"progress":3,"total":10}"#
+        );
+        let p = ProgressParams { progress: 2.5, ..p };
+        assert!(serde_json::to_string(&p).unwrap().contains("\"progress\":2.5"));
     }
 
     #[test]

@@ -37,8 +37,8 @@ pub(crate) enum CancelResult {
     Unknown,
     /// Already cancelled before; nothing more to do.
     Repeated,
-    /// Routed to the request. `ignored` when its shape ignores cancels (atomic).
-    Routed { since_start: Duration, ignored: bool },
+    /// Routed to the request (the callback saw its age and whether its shape ignores it).
+    Routed,
 }
 
 #[derive(Default)]
@@ -63,8 +63,13 @@ impl Registry {
     }
 
     /// Routes a cancel: marks the request (its response will be dropped), stops its progress
-    /// at once and fires its token — unless its shape ignores cancels.
-    pub(crate) fn cancel(&self, id: &RequestId) -> CancelResult {
+    /// at once and fires its token — unless its shape ignores cancels. `on_routed` runs under
+    /// the lock, so the cancel's log line is written before the request's end line.
+    pub(crate) fn cancel(
+        &self,
+        id: &RequestId,
+        on_routed: impl FnOnce(Duration, bool),
+    ) -> CancelResult {
         let mut slots = self.lock();
         let Some(slot) = slots.get_mut(id) else {
             return CancelResult::Unknown;
@@ -76,27 +81,20 @@ impl Registry {
         slot.cancel = Some(CancelMark { at: now });
         slot.progress.close();
         let ignored = slot.shape == Some(Shape::Atomic);
+        let since_start = now.duration_since(slot.started);
+        on_routed(since_start, ignored);
         if !ignored {
             slot.token.cancel();
         }
-        CancelResult::Routed {
-            since_start: now.duration_since(slot.started),
-            ignored,
-        }
+        CancelResult::Routed
     }
 
-    /// Cancels everything in flight; returns the ids that were routed, with their age.
-    pub(crate) fn cancel_all(&self) -> Vec<(RequestId, Duration, bool)> {
+    /// Cancels everything in flight, calling `on_routed` for each request reached.
+    pub(crate) fn cancel_all(&self, on_routed: impl Fn(&RequestId, Duration, bool)) {
         let ids: Vec<RequestId> = self.lock().keys().cloned().collect();
-        ids.into_iter()
-            .filter_map(|id| match self.cancel(&id) {
-                CancelResult::Routed {
-                    since_start,
-                    ignored,
-                } => Some((id, since_start, ignored)),
-                _ => None,
-            })
-            .collect()
+        for id in ids {
+            self.cancel(&id, |since, ignored| on_routed(&id, since, ignored));
+        }
     }
 
     /// Removes a finished request and returns its slot.

@@ -158,9 +158,9 @@ impl Session {
             }
             st.closed = true;
         }
-        for (id, since_start, ignored) in self.inner.registry.cancel_all() {
-            self.inner.log_cancel(&id, Some(reason), since_start, ignored);
-        }
+        self.inner.registry.cancel_all(|id, since_start, ignored| {
+            self.inner.log_cancel(id, Some(reason), since_start, ignored);
+        });
         self.inner.token.cancel();
         self.inner.outgoing.lock().unwrap_or_else(|p| p.into_inner()).clear();
     }
@@ -488,12 +488,11 @@ impl SessionInner {
     }
 
     fn on_cancel(&self, id: &RequestId, reason: Option<&str>) {
-        match self.registry.cancel(id) {
-            CancelResult::Routed {
-                since_start,
-                ignored,
-            } => self.log_cancel(id, reason, since_start, ignored),
-            CancelResult::Repeated => {}
+        let routed = self.registry.cancel(id, |since_start, ignored| {
+            self.log_cancel(id, reason, since_start, ignored);
+        });
+        match routed {
+            CancelResult::Routed | CancelResult::Repeated => {}
             CancelResult::Unknown => {
                 let why = if self.lock_state().initialize_id.as_ref() == Some(id) {
                     "not_cancellable"

@@ -20,7 +20,7 @@ async fn cancel_stops_slow_count_with_no_response_and_logs_it() {
     p.call(id.clone(), "slow_count", json!({"steps": 1000, "delay_ms": 20}), Some(token.clone()))
         .await;
     // Wait until it is clearly running.
-    p.wait_for(Duration::from_secs(5), |m| m["params"]["progress"] == json!(3.0))
+    p.wait_for(Duration::from_secs(5), |m| m["params"]["progress"] == json!(3))
         .await
         .expect("progress before cancel");
     p.cancel(id.clone()).await;
@@ -62,7 +62,7 @@ async fn stubborn_handler_is_aborted_after_the_grace_period() {
     let token = json!(1);
     p.call(id.clone(), "stubborn_count", json!({"steps": 1000, "delay_ms": 20}), Some(token.clone()))
         .await;
-    p.wait_for(Duration::from_secs(5), |m| m["params"]["progress"] == json!(2.0))
+    p.wait_for(Duration::from_secs(5), |m| m["params"]["progress"] == json!(2))
         .await
         .expect("progress");
     p.cancel(id.clone()).await;
@@ -86,7 +86,7 @@ async fn blocking_work_stops_at_its_next_unit() {
     let token = json!("cpu");
     p.call(id.clone(), "cpu_count", json!({"steps": 500, "delay_ms": 10}), Some(token.clone()))
         .await;
-    p.wait_for(Duration::from_secs(5), |m| m["params"]["progress"] == json!(2.0))
+    p.wait_for(Duration::from_secs(5), |m| m["params"]["progress"] == json!(2))
         .await
         .expect("progress");
     p.cancel(id.clone()).await;
@@ -298,7 +298,7 @@ async fn export_report_compensates_in_cleanup_after_a_cancel() {
     let token = json!("exp");
     p.call(json!(1), "export_report", json!({"pages": 1000, "delay_ms": 20}), Some(token.clone()))
         .await;
-    p.wait_for(Duration::from_secs(5), |m| m["params"]["progress"] == json!(3.0))
+    p.wait_for(Duration::from_secs(5), |m| m["params"]["progress"] == json!(3))
         .await
         .unwrap();
     p.cancel(json!(1)).await;

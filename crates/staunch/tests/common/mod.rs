@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod external;
+
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;

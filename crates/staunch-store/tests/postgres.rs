@@ -1,0 +1,161 @@
+//! The shared driver suite against a real PostgreSQL server, plus what only this driver does
+//! (concurrent migrations, the LISTEN connection's recovery).
+//!
+//! Runs only when `STAUNCH_TEST_POSTGRES` holds a URL, e.g.
+//! `STAUNCH_TEST_POSTGRES=postgres://postgres@127.0.0.1:5432/test cargo test -p staunch-store`.
+//! Every case gets a fresh random schema, dropped at the end, so runs never collide.
+
+use std::io::Write;
+use std::sync::Once;
+use std::time::Duration;
+
+use staunch_store::testsuite::{CaseFuture, Harness, SIGNAL_WAIT};
+use staunch_store::{CreateOutcome, NewJob, Signal};
+use tokio_postgres::NoTls;
+
+const ENV: &str = "STAUNCH_TEST_POSTGRES";
+
+fn url() -> Option<String> {
+    let url = std::env::var(ENV).ok().filter(|u| !u.is_empty());
+    if url.is_none() {
+        static NOTICE: Once = Once::new();
+        NOTICE.call_once(|| {
+            // Straight to the process's stderr, past the test harness's output capture, so the
+            // skip is visible in a normal `cargo test` run.
+            let _ = writeln!(
+                std::io::stderr(),
+                "SKIPPED: {ENV} not set; PostgreSQL driver tests did not run"
+            );
+        });
+    }
+    url
+}
+
+fn fresh_schema(name: &str) -> String {
+    let mut rand = [0u8; 6];
+    getrandom::fill(&mut rand).unwrap();
+    let hex: String = rand.iter().map(|b| format!("{b:02x}")).collect();
+    let mut schema = format!("staunch_t{hex}_{name}");
+    schema.truncate(63);
+    schema
+}
+
+async fn admin(url: &str) -> tokio_postgres::Client {
+    let (client, conn) = tokio_postgres::connect(url, NoTls).await.unwrap();
+    tokio::spawn(conn);
+    client
+}
+
+async fn drop_schema(url: &str, schema: &str) {
+    admin(url).await.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE")).await.unwrap();
+}
+
+/// Runs `case` against a fresh schema opened through two pools (two "instances"), opened
+/// concurrently so their migrations race, and drops the schema even if the case panics.
+async fn fixture(name: &'static str, case: impl FnOnce(Harness) -> CaseFuture) {
+    let Some(url) = url() else { return };
+    let schema = fresh_schema(name);
+    let (a, b) = tokio::join!(
+        staunch_store::open_postgres_in_schema(&url, &schema),
+        staunch_store::open_postgres_in_schema(&url, &schema),
+    );
+    let harness = Harness { a: a.unwrap(), b: b.unwrap() };
+    // Run on its own task so a failed assertion comes back as a JoinError and cleanup still
+    // runs; the harness (pools, LISTEN connection) is dropped when the task ends.
+    let outcome = tokio::spawn(case(harness)).await;
+    drop_schema(&url, &schema).await;
+    if let Err(e) = outcome {
+        std::panic::resume_unwind(e.into_panic());
+    }
+}
+
+staunch_store::event_store_suite!(fixture);
+staunch_store::session_store_suite!(fixture);
+staunch_store::job_store_suite!(fixture);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn open_with_search_path_in_url_and_concurrent_migrations() {
+    let Some(url) = url() else { return };
+    let schema = fresh_schema("url_options");
+    admin(&url).await.batch_execute(&format!("CREATE SCHEMA {schema}")).await.unwrap();
+    let sep = if url.contains('?') { '&' } else { '?' };
+    let spec = format!("{url}{sep}options=-csearch_path%3D{schema}");
+    let opens: Vec<_> = (0..4)
+        .map(|_| {
+            let spec = spec.clone();
+            tokio::spawn(async move { staunch_store::open(&spec).await })
+        })
+        .collect();
+    let mut stores = Vec::new();
+    for o in opens {
+        stores.push(o.await.unwrap().unwrap());
+    }
+    let out = stores[0].jobs.create(NewJob::new("", "t", "{}", "fp", 1)).await.unwrap();
+    let CreateOutcome::Created(job) = out else { panic!("expected a new job") };
+    assert_eq!(stores[3].jobs.get(&job.id).await.unwrap(), Some(job));
+    let applied: i64 = admin(&url)
+        .await
+        .query_one(&format!("SELECT count(*) FROM {schema}.staunch_migrations"), &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(applied, 1, "each migration applied exactly once");
+    drop(stores);
+    drop_schema(&url, &schema).await;
+}
+
+/// A LISTEN connection killed by the server (failover, idle killer, admin) is replaced, and
+/// signals flow again; the Wake after reconnecting tells workers to poll for what was missed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn listener_recovers_after_its_connection_is_killed() {
+    let Some(url) = url() else { return };
+    let schema = fresh_schema("listen_recovers");
+    let (a, b) = tokio::join!(
+        staunch_store::open_postgres_in_schema(&url, &schema),
+        staunch_store::open_postgres_in_schema(&url, &schema),
+    );
+    let (a, b) = (a.unwrap(), b.unwrap());
+    let outcome = tokio::spawn(async move {
+        let mut rx = a.jobs.subscribe_signals();
+        recv(&mut rx, &Signal::Wake).await;
+        // Cross-instance: a cancel requested through `b` reaches `a`'s subscribers.
+        b.jobs.notify_cancel("job-1").await.unwrap();
+        recv(&mut rx, &Signal::Cancel("job-1".into())).await;
+
+        let admin = admin(&url).await;
+        let killed = admin
+            .query(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+                 WHERE application_name = 'staunch-listen' \
+                 AND pid IN (SELECT pid FROM pg_stat_activity WHERE query ILIKE $1)",
+                &[&format!("%LISTEN \"staunch:{schema}\"%")],
+            )
+            .await
+            .unwrap();
+        assert_eq!(killed.len(), 1, "found the listening connection");
+        // Back and listening: a Wake, then signals again.
+        recv(&mut rx, &Signal::Wake).await;
+        b.jobs.notify_cancel("job-2").await.unwrap();
+        recv(&mut rx, &Signal::Cancel("job-2".into())).await;
+    })
+    .await;
+    drop_schema(&url, &schema).await;
+    if let Err(e) = outcome {
+        std::panic::resume_unwind(e.into_panic());
+    }
+}
+
+async fn recv(rx: &mut tokio::sync::broadcast::Receiver<Signal>, want: &Signal) {
+    let wait = async {
+        loop {
+            match rx.recv().await {
+                Ok(s) if &s == want => return,
+                Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                Err(e) => panic!("signal channel: {e}"),
+            }
+        }
+    };
+    tokio::time::timeout(SIGNAL_WAIT.max(Duration::from_secs(1)), wait)
+        .await
+        .unwrap_or_else(|_| panic!("no {want:?} in time"));
+}
