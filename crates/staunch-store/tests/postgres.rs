@@ -47,7 +47,11 @@ async fn admin(url: &str) -> tokio_postgres::Client {
 }
 
 async fn drop_schema(url: &str, schema: &str) {
-    admin(url).await.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE")).await.unwrap();
+    admin(url)
+        .await
+        .batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+        .await
+        .unwrap();
 }
 
 /// Runs `case` against a fresh schema opened through two pools (two "instances"), opened
@@ -59,7 +63,10 @@ async fn fixture(name: &'static str, case: impl FnOnce(Harness) -> CaseFuture) {
         staunch_store::open_postgres_in_schema(&url, &schema),
         staunch_store::open_postgres_in_schema(&url, &schema),
     );
-    let harness = Harness { a: a.unwrap(), b: b.unwrap() };
+    let harness = Harness {
+        a: a.unwrap(),
+        b: b.unwrap(),
+    };
     // Run on its own task so a failed assertion comes back as a JoinError and cleanup still
     // runs; the harness (pools, LISTEN connection) is dropped when the task ends.
     let outcome = tokio::spawn(case(harness)).await;
@@ -77,7 +84,11 @@ staunch_store::job_store_suite!(fixture);
 async fn open_with_search_path_in_url_and_concurrent_migrations() {
     let Some(url) = url() else { return };
     let schema = fresh_schema("url_options");
-    admin(&url).await.batch_execute(&format!("CREATE SCHEMA {schema}")).await.unwrap();
+    admin(&url)
+        .await
+        .batch_execute(&format!("CREATE SCHEMA {schema}"))
+        .await
+        .unwrap();
     let sep = if url.contains('?') { '&' } else { '?' };
     let spec = format!("{url}{sep}options=-csearch_path%3D{schema}");
     let opens: Vec<_> = (0..4)
@@ -90,12 +101,21 @@ async fn open_with_search_path_in_url_and_concurrent_migrations() {
     for o in opens {
         stores.push(o.await.unwrap().unwrap());
     }
-    let out = stores[0].jobs.create(NewJob::new("", "t", "{}", "fp", 1)).await.unwrap();
-    let CreateOutcome::Created(job) = out else { panic!("expected a new job") };
+    let out = stores[0]
+        .jobs
+        .create(NewJob::new("", "t", "{}", "fp", 1))
+        .await
+        .unwrap();
+    let CreateOutcome::Created(job) = out else {
+        panic!("expected a new job")
+    };
     assert_eq!(stores[3].jobs.get(&job.id).await.unwrap(), Some(job));
     let applied: i64 = admin(&url)
         .await
-        .query_one(&format!("SELECT count(*) FROM {schema}.staunch_migrations"), &[])
+        .query_one(
+            &format!("SELECT count(*) FROM {schema}.staunch_migrations"),
+            &[],
+        )
         .await
         .unwrap()
         .get(0);
@@ -115,7 +135,9 @@ async fn listener_recovers_after_its_connection_is_killed() {
         staunch_store::open_postgres_in_schema(&url, &schema),
     );
     let (a, b) = (a.unwrap(), b.unwrap());
+    let (url2, schema2) = (url.clone(), schema.clone());
     let outcome = tokio::spawn(async move {
+        let (url, schema) = (url2, schema2);
         let mut rx = a.jobs.subscribe_signals();
         recv(&mut rx, &Signal::Wake).await;
         // Cross-instance: a cancel requested through `b` reaches `a`'s subscribers.
@@ -126,9 +148,8 @@ async fn listener_recovers_after_its_connection_is_killed() {
         let killed = admin
             .query(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
-                 WHERE application_name = 'staunch-listen' \
-                 AND pid IN (SELECT pid FROM pg_stat_activity WHERE query ILIKE $1)",
-                &[&format!("%LISTEN \"staunch:{schema}\"%")],
+                 WHERE application_name = left($1, 63)",
+                &[&format!("staunch-listen {schema}")],
             )
             .await
             .unwrap();

@@ -32,8 +32,14 @@ async fn concurrent_opens_migrate_once_and_data_survives_reopen() {
     for o in opens {
         stores.push(o.await.unwrap().unwrap());
     }
-    let out = stores[0].jobs.create(NewJob::new("", "t", "{}", "fp", 1)).await.unwrap();
-    let CreateOutcome::Created(job) = out else { panic!("expected a new job") };
+    let out = stores[0]
+        .jobs
+        .create(NewJob::new("", "t", "{}", "fp", 1))
+        .await
+        .unwrap();
+    let CreateOutcome::Created(job) = out else {
+        panic!("expected a new job")
+    };
     drop(stores);
     let again = staunch_store::open(path.to_str().unwrap()).await.unwrap();
     assert_eq!(again.jobs.get(&job.id).await.unwrap(), Some(job));
@@ -41,8 +47,15 @@ async fn concurrent_opens_migrate_once_and_data_survives_reopen() {
 
 #[tokio::test]
 async fn bad_specs_are_clear_errors() {
-    assert!(matches!(staunch_store::open("").await, Err(StoreError::InvalidSpec { .. })));
+    assert!(matches!(
+        staunch_store::open("").await,
+        Err(StoreError::InvalidSpec { .. })
+    ));
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("no/such/dir/staunch.db");
-    assert!(staunch_store::open(missing.to_str().unwrap()).await.is_err());
+    assert!(
+        staunch_store::open(missing.to_str().unwrap())
+            .await
+            .is_err()
+    );
 }

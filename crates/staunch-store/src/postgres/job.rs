@@ -74,17 +74,20 @@ impl PgJobStore {
         Ok(())
     }
 
+    /// Applies the lease-expiry transition to the rows `sql_where` selects (`$1` is now).
     async fn expire(
         &self,
+        sql_with: &str,
         sql_where: &str,
         params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
     ) -> Result<Vec<ReapedJob>, StoreError> {
         let c = self.pg.client().await?;
+        // `$1::bigint`: inside CASE … ELSE $1 the parameter would otherwise be typed text.
         let rows = query(
             &c,
             &format!(
-                "UPDATE staunch_jobs j SET {} {sql_where} RETURNING j.id, j.state",
-                expire_set_clause("$1")
+                "{sql_with} UPDATE staunch_jobs j SET {} {sql_where} RETURNING j.id, j.state",
+                expire_set_clause("$1::bigint")
             ),
             params,
         )
@@ -546,10 +549,13 @@ impl JobStore for PgJobStore {
 
     async fn reap_expired(&self, now_ms: i64, batch: usize) -> Result<Vec<ReapedJob>, StoreError> {
         let batch = i64::try_from(batch).unwrap_or(i64::MAX);
+        // MATERIALIZED: the locking subquery runs exactly once. As a plain sub-select in FROM
+        // or IN, the planner may rescan it, and each rescan locks *more* rows past the LIMIT.
         self.expire(
-            "FROM (SELECT id FROM staunch_jobs WHERE state = 'running' AND lease_expires_ms < $1 \
-               ORDER BY lease_expires_ms LIMIT $2 FOR UPDATE SKIP LOCKED) c \
-             WHERE j.id = c.id AND j.state = 'running' AND j.lease_expires_ms < $1",
+            "WITH c AS MATERIALIZED (SELECT id FROM staunch_jobs WHERE state = 'running' \
+               AND lease_expires_ms < $1 ORDER BY lease_expires_ms LIMIT $2 \
+               FOR UPDATE SKIP LOCKED)",
+            "FROM c WHERE j.id = c.id AND j.state = 'running' AND j.lease_expires_ms < $1",
             &[&now_ms, &batch],
         )
         .await
@@ -565,6 +571,7 @@ impl JobStore for PgJobStore {
         }
         // No SKIP LOCKED: at boot we would rather wait a moment for a row than leave it held.
         self.expire(
+            "",
             "WHERE j.state = 'running' AND starts_with(j.lease_owner, $2)",
             &[&now_ms, &owner_prefix],
         )

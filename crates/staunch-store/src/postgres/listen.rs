@@ -26,8 +26,16 @@ use crate::Signal;
 const CHECK_INTERVAL: Duration = Duration::from_secs(10);
 const BACKOFF_MIN: Duration = Duration::from_millis(100);
 const BACKOFF_MAX: Duration = Duration::from_secs(5);
-/// `application_name` of the listening connection, so operators (and tests) can find it.
-pub(crate) const LISTEN_APPLICATION_NAME: &str = "staunch-listen";
+/// `application_name` of the listening connection, so operators (and tests) can find it in
+/// `pg_stat_activity`: `staunch-listen <schema>`, cut to PostgreSQL's 63 bytes.
+fn application_name(channel: &str) -> String {
+    let schema = channel.strip_prefix("staunch:").unwrap_or(channel);
+    let mut name = format!("staunch-listen {schema}");
+    while name.len() > 63 {
+        name.pop();
+    }
+    name
+}
 
 /// The payload prefix of a cancel notification; anything else is a wake-up.
 const CANCEL_PREFIX: &str = "cancel:";
@@ -67,7 +75,7 @@ pub(crate) async fn run(
     tx: broadcast::Sender<Signal>,
     live: Arc<AtomicBool>,
 ) {
-    config.application_name(LISTEN_APPLICATION_NAME);
+    config.application_name(application_name(&channel));
     let mut backoff = BACKOFF_MIN;
     loop {
         let started = tokio::time::Instant::now();

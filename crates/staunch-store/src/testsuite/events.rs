@@ -22,11 +22,17 @@ pub async fn events_seq_is_per_stream_and_replay_is_exact(h: Harness) {
     // Creating again for the same session is a no-op.
     ev.create_stream("s1", "st1", T0).await.unwrap();
     for i in 1..=5u64 {
-        let seq = ev.append("s1", "st1", format!(r#"{{"n":{i}}}"#), T0 + i as i64).await.unwrap();
+        let seq = ev
+            .append("s1", "st1", format!(r#"{{"n":{i}}}"#), T0 + i as i64)
+            .await
+            .unwrap();
         assert_eq!(seq, i, "seq starts at 1 and grows by 1");
     }
     let after2 = events(ev.replay_after("s1", "st1", 2, 100).await.unwrap());
-    assert_eq!(after2.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![3, 4, 5]);
+    assert_eq!(
+        after2.iter().map(|e| e.seq).collect::<Vec<_>>(),
+        vec![3, 4, 5]
+    );
     assert_eq!(
         after2[0],
         StoredEvent {
@@ -36,11 +42,23 @@ pub async fn events_seq_is_per_stream_and_replay_is_exact(h: Harness) {
             created_ms: T0 + 3
         }
     );
-    assert_eq!(seqs(ev.replay_after("s1", "st1", 0, 2).await.unwrap()), vec![1, 2]);
-    assert_eq!(seqs(ev.replay_after("s1", "st1", 5, 100).await.unwrap()), Vec::<u64>::new());
-    assert_eq!(seqs(ev.replay_after("s1", "st1", 99, 100).await.unwrap()), Vec::<u64>::new());
+    assert_eq!(
+        seqs(ev.replay_after("s1", "st1", 0, 2).await.unwrap()),
+        vec![1, 2]
+    );
+    assert_eq!(
+        seqs(ev.replay_after("s1", "st1", 5, 100).await.unwrap()),
+        Vec::<u64>::new()
+    );
+    assert_eq!(
+        seqs(ev.replay_after("s1", "st1", 99, 100).await.unwrap()),
+        Vec::<u64>::new()
+    );
     // Another handle on the same database sees the same events.
-    assert_eq!(seqs(h.b.events.replay_after("s1", "st1", 3, 100).await.unwrap()), vec![4, 5]);
+    assert_eq!(
+        seqs(h.b.events.replay_after("s1", "st1", 3, 100).await.unwrap()),
+        vec![4, 5]
+    );
     // A second stream numbers its own events from 1.
     ev.create_stream("s1", "st2", T0).await.unwrap();
     assert_eq!(ev.append("s1", "st2", "{}".into(), T0).await.unwrap(), 1);
@@ -58,12 +76,24 @@ pub async fn events_never_cross_streams_or_sessions(h: Harness) {
 
     let b = events(ev.replay_after("s1", "b", 0, 100).await.unwrap());
     assert_eq!(b.len(), 1);
-    assert_eq!((b[0].stream_id.as_str(), b[0].seq, b[0].payload.as_str()), ("b", 1, r#""b1""#));
+    assert_eq!(
+        (b[0].stream_id.as_str(), b[0].seq, b[0].payload.as_str()),
+        ("b", 1, r#""b1""#)
+    );
 
     // Another session's stream is unknown, whatever its id.
-    assert_eq!(ev.replay_after("s2", "a", 0, 100).await.unwrap(), Replay::UnknownStream);
-    assert_eq!(ev.replay_after("s1", "c", 0, 100).await.unwrap(), Replay::UnknownStream);
-    assert_eq!(ev.replay_after("s1", "nope", 0, 100).await.unwrap(), Replay::UnknownStream);
+    assert_eq!(
+        ev.replay_after("s2", "a", 0, 100).await.unwrap(),
+        Replay::UnknownStream
+    );
+    assert_eq!(
+        ev.replay_after("s1", "c", 0, 100).await.unwrap(),
+        Replay::UnknownStream
+    );
+    assert_eq!(
+        ev.replay_after("s1", "nope", 0, 100).await.unwrap(),
+        Replay::UnknownStream
+    );
     assert!(matches!(
         ev.append("s2", "a", "{}".into(), T0).await,
         Err(StoreError::UnknownStream(_))
@@ -76,10 +106,19 @@ pub async fn events_never_cross_streams_or_sessions(h: Harness) {
 
     // Deleting a session removes exactly its streams.
     assert_eq!(ev.delete_session("s2").await.unwrap(), 1);
-    assert_eq!(h.b.events.replay_after("s2", "c", 0, 100).await.unwrap(), Replay::UnknownStream);
-    assert_eq!(seqs(ev.replay_after("s1", "a", 0, 100).await.unwrap()), vec![1, 2]);
+    assert_eq!(
+        h.b.events.replay_after("s2", "c", 0, 100).await.unwrap(),
+        Replay::UnknownStream
+    );
+    assert_eq!(
+        seqs(ev.replay_after("s1", "a", 0, 100).await.unwrap()),
+        vec![1, 2]
+    );
     assert_eq!(ev.delete_session("s1").await.unwrap(), 2);
-    assert_eq!(ev.replay_after("s1", "a", 0, 100).await.unwrap(), Replay::UnknownStream);
+    assert_eq!(
+        ev.replay_after("s1", "a", 0, 100).await.unwrap(),
+        Replay::UnknownStream
+    );
 }
 
 pub async fn events_gone_after_retention_by_count(h: Harness) {
@@ -100,8 +139,14 @@ pub async fn events_gone_after_retention_by_count(h: Harness) {
         h.b.events.replay_after("s", "st", 6, 100).await.unwrap(),
         Replay::Gone { oldest_retained: 8 }
     );
-    assert_eq!(seqs(ev.replay_after("s", "st", 7, 100).await.unwrap()), vec![8, 9, 10]);
-    assert_eq!(seqs(ev.replay_after("s", "other", 0, 100).await.unwrap()), vec![1]);
+    assert_eq!(
+        seqs(ev.replay_after("s", "st", 7, 100).await.unwrap()),
+        vec![8, 9, 10]
+    );
+    assert_eq!(
+        seqs(ev.replay_after("s", "other", 0, 100).await.unwrap()),
+        vec![1]
+    );
     // Purging again changes nothing; the horizon moves only with new events.
     assert_eq!(ev.purge(T0, 3_600_000, 3).await.unwrap(), 0);
     assert_eq!(ev.append("s", "st", "{}".into(), T0).await.unwrap(), 11);
@@ -110,7 +155,10 @@ pub async fn events_gone_after_retention_by_count(h: Harness) {
         ev.replay_after("s", "st", 7, 100).await.unwrap(),
         Replay::Gone { oldest_retained: 9 }
     );
-    assert_eq!(seqs(ev.replay_after("s", "st", 8, 100).await.unwrap()), vec![9, 10, 11]);
+    assert_eq!(
+        seqs(ev.replay_after("s", "st", 8, 100).await.unwrap()),
+        vec![9, 10, 11]
+    );
 }
 
 pub async fn events_gone_after_retention_by_age(h: Harness) {
@@ -120,7 +168,9 @@ pub async fn events_gone_after_retention_by_age(h: Harness) {
         ev.append("s", "st", "{}".into(), T0).await.unwrap();
     }
     for _ in 0..2 {
-        ev.append("s", "st", "{}".into(), T0 + 10_000).await.unwrap();
+        ev.append("s", "st", "{}".into(), T0 + 10_000)
+            .await
+            .unwrap();
     }
     // Cutoff T0 + 7 000: the first three are older.
     assert_eq!(ev.purge(T0 + 12_000, 5_000, 1_000).await.unwrap(), 3);
@@ -128,7 +178,10 @@ pub async fn events_gone_after_retention_by_age(h: Harness) {
         ev.replay_after("s", "st", 2, 100).await.unwrap(),
         Replay::Gone { oldest_retained: 4 }
     );
-    assert_eq!(seqs(h.b.events.replay_after("s", "st", 3, 100).await.unwrap()), vec![4, 5]);
+    assert_eq!(
+        seqs(h.b.events.replay_after("s", "st", 3, 100).await.unwrap()),
+        vec![4, 5]
+    );
     assert_eq!(ev.purge(T0 + 12_000, 5_000, 1_000).await.unwrap(), 0);
     // An open stream whose events all aged out stays, and says so.
     assert_eq!(ev.purge(T0 + 100_000, 5_000, 1_000).await.unwrap(), 2);
@@ -136,8 +189,16 @@ pub async fn events_gone_after_retention_by_age(h: Harness) {
         ev.replay_after("s", "st", 0, 100).await.unwrap(),
         Replay::Gone { oldest_retained: 6 }
     );
-    assert_eq!(seqs(ev.replay_after("s", "st", 5, 100).await.unwrap()), Vec::<u64>::new());
-    assert_eq!(ev.append("s", "st", "{}".into(), T0 + 100_000).await.unwrap(), 6);
+    assert_eq!(
+        seqs(ev.replay_after("s", "st", 5, 100).await.unwrap()),
+        Vec::<u64>::new()
+    );
+    assert_eq!(
+        ev.append("s", "st", "{}".into(), T0 + 100_000)
+            .await
+            .unwrap(),
+        6
+    );
 }
 
 pub async fn events_closed_streams_keep_events_then_go(h: Harness) {
@@ -146,18 +207,30 @@ pub async fn events_closed_streams_keep_events_then_go(h: Harness) {
     ev.append("s", "st", "1".into(), T0).await.unwrap();
     ev.append("s", "st", "2".into(), T0).await.unwrap();
     assert!(ev.mark_closed("s", "st", T0 + 100).await.unwrap());
-    assert!(ev.mark_closed("s", "st", T0 + 200).await.unwrap(), "idempotent");
+    assert!(
+        ev.mark_closed("s", "st", T0 + 200).await.unwrap(),
+        "idempotent"
+    );
     assert!(matches!(
         ev.append("s", "st", "3".into(), T0 + 300).await,
         Err(StoreError::StreamClosed(_))
     ));
     // Closed is not gone: the client may still come back for the response.
-    assert_eq!(seqs(h.b.events.replay_after("s", "st", 0, 100).await.unwrap()), vec![1, 2]);
+    assert_eq!(
+        seqs(h.b.events.replay_after("s", "st", 0, 100).await.unwrap()),
+        vec![1, 2]
+    );
     assert_eq!(ev.purge(T0 + 150, 3_600_000, 100).await.unwrap(), 0);
-    assert_eq!(seqs(ev.replay_after("s", "st", 1, 100).await.unwrap()), vec![2]);
+    assert_eq!(
+        seqs(ev.replay_after("s", "st", 1, 100).await.unwrap()),
+        vec![2]
+    );
     // Once its events aged out and it was closed long enough ago, the stream itself goes.
     assert_eq!(ev.purge(T0 + 10_000_000, 1_000, 100).await.unwrap(), 2);
-    assert_eq!(ev.replay_after("s", "st", 0, 100).await.unwrap(), Replay::UnknownStream);
+    assert_eq!(
+        ev.replay_after("s", "st", 0, 100).await.unwrap(),
+        Replay::UnknownStream
+    );
 }
 
 pub async fn events_concurrent_appends_are_gap_free(h: Harness) {
@@ -167,7 +240,11 @@ pub async fn events_concurrent_appends_are_gap_free(h: Harness) {
     let mut handles = Vec::new();
     for t in 0..TASKS {
         // Alternate handles: two connections (two "instances") append to one stream.
-        let ev = if t % 2 == 0 { h.a.events.clone() } else { h.b.events.clone() };
+        let ev = if t % 2 == 0 {
+            h.a.events.clone()
+        } else {
+            h.b.events.clone()
+        };
         handles.push(tokio::spawn(async move {
             let mut got = Vec::new();
             for i in 0..PER_TASK {
@@ -181,17 +258,28 @@ pub async fn events_concurrent_appends_are_gap_free(h: Harness) {
     let mut by_seq = HashMap::new();
     for handle in handles {
         for (seq, payload) in handle.await.unwrap() {
-            assert!(by_seq.insert(seq, payload).is_none(), "seq {seq} handed out twice");
+            assert!(
+                by_seq.insert(seq, payload).is_none(),
+                "seq {seq} handed out twice"
+            );
         }
     }
     let total = (TASKS * PER_TASK) as u64;
     let mut all: Vec<u64> = by_seq.keys().copied().collect();
     all.sort_unstable();
-    assert_eq!(all, (1..=total).collect::<Vec<_>>(), "sequence must be gap-free");
+    assert_eq!(
+        all,
+        (1..=total).collect::<Vec<_>>(),
+        "sequence must be gap-free"
+    );
     let replay = events(h.a.events.replay_after("s", "st", 0, 10_000).await.unwrap());
     assert_eq!(replay.len() as u64, total);
     for (i, e) in replay.iter().enumerate() {
         assert_eq!(e.seq, i as u64 + 1);
-        assert_eq!(Some(&e.payload), by_seq.get(&e.seq), "payload stored under its seq");
+        assert_eq!(
+            Some(&e.payload),
+            by_seq.get(&e.seq),
+            "payload stored under its seq"
+        );
     }
 }

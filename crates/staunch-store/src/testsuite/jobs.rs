@@ -14,7 +14,13 @@ use crate::{
 const LEASE: i64 = 30_000;
 
 fn new_job(tool: &str, fingerprint: &str, now: i64) -> NewJob {
-    NewJob::new("alice", tool, format!(r#"{{"fp":"{fingerprint}"}}"#), fingerprint, now)
+    NewJob::new(
+        "alice",
+        tool,
+        format!(r#"{{"fp":"{fingerprint}"}}"#),
+        fingerprint,
+        now,
+    )
 }
 
 fn created(out: CreateOutcome) -> JobRecord {
@@ -36,7 +42,10 @@ async fn create(jobs: &Arc<dyn JobStore>, job: NewJob) -> JobRecord {
 }
 
 async fn claim(jobs: &Arc<dyn JobStore>, id: &str, owner: &str, now: i64) -> Lease {
-    jobs.claim(id, owner, LEASE, now).await.unwrap().expect("job should be claimable")
+    jobs.claim(id, owner, LEASE, now)
+        .await
+        .unwrap()
+        .expect("job should be claimable")
 }
 
 async fn get(jobs: &Arc<dyn JobStore>, id: &str) -> JobRecord {
@@ -63,7 +72,9 @@ async fn wait_for(rx: &mut broadcast::Receiver<Signal>, pred: impl Fn(&Signal) -
             }
         }
     };
-    tokio::time::timeout(SIGNAL_WAIT, wait).await.expect("signal did not arrive in time")
+    tokio::time::timeout(SIGNAL_WAIT, wait)
+        .await
+        .expect("signal did not arrive in time")
 }
 
 pub async fn jobs_lifecycle_success(h: Harness) {
@@ -89,16 +100,37 @@ pub async fn jobs_lifecycle_success(h: Harness) {
     assert_eq!(lease.job.lease_expires_ms, Some(T0 + 10 + LEASE));
     assert_eq!(lease.job.started_ms, Some(T0 + 10));
     // A running job cannot be claimed again.
-    assert!(h.b.jobs.claim(&job.id, "inst/2", LEASE, T0 + 11).await.unwrap().is_none());
+    assert!(
+        h.b.jobs
+            .claim(&job.id, "inst/2", LEASE, T0 + 11)
+            .await
+            .unwrap()
+            .is_none()
+    );
 
     let progress = r#"{"progress":1,"total":3,"message":"one"}"#;
     let hb = jobs
-        .heartbeat(&job.id, "inst/1", 1, LEASE, T0 + 20, Some(progress.into()), Some("cp1".into()))
+        .heartbeat(
+            &job.id,
+            "inst/1",
+            1,
+            LEASE,
+            T0 + 20,
+            Some(progress.into()),
+            Some("cp1".into()),
+        )
         .await
         .unwrap();
-    assert_eq!(hb, Heartbeat::Held { cancel_requested: false });
+    assert_eq!(
+        hb,
+        Heartbeat::Held {
+            cancel_requested: false
+        }
+    );
     // None keeps what is stored.
-    jobs.heartbeat(&job.id, "inst/1", 1, LEASE, T0 + 30, None, None).await.unwrap();
+    jobs.heartbeat(&job.id, "inst/1", 1, LEASE, T0 + 30, None, None)
+        .await
+        .unwrap();
     let running = get(&h.b.jobs, &job.id).await;
     assert_eq!(running.progress_json.as_deref(), Some(progress));
     assert_eq!(running.checkpoint_json.as_deref(), Some("cp1"));
@@ -106,7 +138,15 @@ pub async fn jobs_lifecycle_success(h: Harness) {
     assert_eq!(running.lease_expires_ms, Some(T0 + 30 + LEASE));
 
     let done = jobs
-        .finish(&job.id, "inst/1", 1, JobOutcome::Succeeded { result_json: "42".into() }, T0 + 40)
+        .finish(
+            &job.id,
+            "inst/1",
+            1,
+            JobOutcome::Succeeded {
+                result_json: "42".into(),
+            },
+            T0 + 40,
+        )
         .await
         .unwrap();
     assert_eq!(done, FinishOutcome::Recorded);
@@ -115,7 +155,11 @@ pub async fn jobs_lifecycle_success(h: Harness) {
     assert_eq!(job.result_json.as_deref(), Some("42"));
     assert_eq!(job.finished_ms, Some(T0 + 40));
     assert_eq!(job.purge_after_ms, Some(T0 + 40 + job.ttl_ms));
-    assert_eq!(job.progress_json.as_deref(), Some(progress), "progress kept for the record");
+    assert_eq!(
+        job.progress_json.as_deref(),
+        Some(progress),
+        "progress kept for the record"
+    );
 }
 
 pub async fn jobs_failure_and_cancel_paths(h: Harness) {
@@ -123,9 +167,14 @@ pub async fn jobs_failure_and_cancel_paths(h: Harness) {
     // Running → failed with a reason.
     let job = create(jobs, new_job("t", "f1", T0)).await;
     let lease = claim(jobs, &job.id, "w/1", T0).await;
-    let failed = JobOutcome::Failed { error_json: r#"{"message":"boom"}"#.into(), reason: "panic".into() };
+    let failed = JobOutcome::Failed {
+        error_json: r#"{"message":"boom"}"#.into(),
+        reason: "panic".into(),
+    };
     assert_eq!(
-        jobs.finish(&job.id, "w/1", lease.token, failed, T0 + 1).await.unwrap(),
+        jobs.finish(&job.id, "w/1", lease.token, failed, T0 + 1)
+            .await
+            .unwrap(),
         FinishOutcome::Recorded
     );
     let j = get(jobs, &job.id).await;
@@ -135,15 +184,27 @@ pub async fn jobs_failure_and_cancel_paths(h: Harness) {
 
     // Queued → cancelled directly, and it can never be claimed.
     let job = create(jobs, new_job("t", "f2", T0)).await;
-    let CancelOutcome::CancelledQueued(j) = h.b.jobs.request_cancel(&job.id, "bob", T0 + 5).await.unwrap()
+    let CancelOutcome::CancelledQueued(j) =
+        h.b.jobs
+            .request_cancel(&job.id, "bob", T0 + 5)
+            .await
+            .unwrap()
     else {
         panic!("queued job should be cancelled at once");
     };
     assert_eq!(j.state, JobState::Cancelled);
     assert_eq!(j.cancel_requested_by.as_deref(), Some("bob"));
-    assert_eq!((j.cancel_requested_ms, j.finished_ms), (Some(T0 + 5), Some(T0 + 5)));
+    assert_eq!(
+        (j.cancel_requested_ms, j.finished_ms),
+        (Some(T0 + 5), Some(T0 + 5))
+    );
     assert_eq!(j.error_reason.as_deref(), Some(REASON_CANCELLED));
-    assert!(jobs.claim(&job.id, "w/1", LEASE, T0 + 6).await.unwrap().is_none());
+    assert!(
+        jobs.claim(&job.id, "w/1", LEASE, T0 + 6)
+            .await
+            .unwrap()
+            .is_none()
+    );
 
     // Running → flag → the worker sees it at its heartbeat and ends cancelled.
     let job = create(jobs, new_job("t", "f3", T0)).await;
@@ -159,48 +220,92 @@ pub async fn jobs_failure_and_cancel_paths(h: Harness) {
     else {
         panic!("still running");
     };
-    assert_eq!((j.cancel_requested_ms, j.cancel_requested_by.as_deref()), (Some(T0 + 7), Some("bob")));
     assert_eq!(
-        jobs.heartbeat(&job.id, "w/1", lease.token, LEASE, T0 + 10, None, None).await.unwrap(),
-        Heartbeat::Held { cancel_requested: true }
+        (j.cancel_requested_ms, j.cancel_requested_by.as_deref()),
+        (Some(T0 + 7), Some("bob"))
     );
     assert_eq!(
-        jobs.finish(&job.id, "w/1", lease.token, JobOutcome::Cancelled, T0 + 11).await.unwrap(),
+        jobs.heartbeat(&job.id, "w/1", lease.token, LEASE, T0 + 10, None, None)
+            .await
+            .unwrap(),
+        Heartbeat::Held {
+            cancel_requested: true
+        }
+    );
+    assert_eq!(
+        jobs.finish(&job.id, "w/1", lease.token, JobOutcome::Cancelled, T0 + 11)
+            .await
+            .unwrap(),
         FinishOutcome::Recorded
     );
     let j = get(jobs, &job.id).await;
     assert_eq!(j.state, JobState::Cancelled);
     assert_eq!(j.error_reason.as_deref(), Some(REASON_CANCELLED));
 
-    assert_eq!(jobs.request_cancel("nope", "bob", T0).await.unwrap(), CancelOutcome::NotFound);
+    assert_eq!(
+        jobs.request_cancel("nope", "bob", T0).await.unwrap(),
+        CancelOutcome::NotFound
+    );
 }
 
 pub async fn jobs_terminal_states_never_change(h: Harness) {
     let jobs = &h.a.jobs;
     let job = create(jobs, new_job("t", "f", T0)).await;
     let lease = claim(jobs, &job.id, "w/1", T0).await;
-    let ok = JobOutcome::Succeeded { result_json: "1".into() };
-    jobs.finish(&job.id, "w/1", lease.token, ok, T0 + 1).await.unwrap();
+    let ok = JobOutcome::Succeeded {
+        result_json: "1".into(),
+    };
+    jobs.finish(&job.id, "w/1", lease.token, ok, T0 + 1)
+        .await
+        .unwrap();
     let before = get(jobs, &job.id).await;
 
-    let again = JobOutcome::Failed { error_json: "{}".into(), reason: "late".into() };
+    let again = JobOutcome::Failed {
+        error_json: "{}".into(),
+        reason: "late".into(),
+    };
     assert_eq!(
-        jobs.finish(&job.id, "w/1", lease.token, again, T0 + 2).await.unwrap(),
+        jobs.finish(&job.id, "w/1", lease.token, again, T0 + 2)
+            .await
+            .unwrap(),
         FinishOutcome::AlreadyTerminal(JobState::Succeeded)
     );
     assert_eq!(
-        jobs.heartbeat(&job.id, "w/1", lease.token, LEASE, T0 + 3, Some("p".into()), None)
-            .await
-            .unwrap(),
+        jobs.heartbeat(
+            &job.id,
+            "w/1",
+            lease.token,
+            LEASE,
+            T0 + 3,
+            Some("p".into()),
+            None
+        )
+        .await
+        .unwrap(),
         Heartbeat::Lost
     );
     assert_eq!(
         jobs.request_cancel(&job.id, "bob", T0 + 4).await.unwrap(),
         CancelOutcome::AlreadyTerminal(before.clone())
     );
-    assert!(jobs.claim(&job.id, "w/2", LEASE, T0 + 5).await.unwrap().is_none());
-    assert!(jobs.claim_next("w/2", LEASE, T0 + 5, &tools(&["t"])).await.unwrap().is_none());
-    assert!(jobs.reap_expired(i64::MAX / 2, 100).await.unwrap().is_empty());
+    assert!(
+        jobs.claim(&job.id, "w/2", LEASE, T0 + 5)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        jobs.claim_next("w/2", LEASE, T0 + 5, &tools(&["t"]))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        jobs.reap_expired(i64::MAX / 2, 100)
+            .await
+            .unwrap()
+            .is_empty()
+    );
     assert!(jobs.release_owner("w/", T0 + 6).await.unwrap().is_empty());
     assert_eq!(get(&h.b.jobs, &job.id).await, before, "nothing moved");
 }
@@ -215,39 +320,71 @@ pub async fn jobs_stale_token_is_lost_and_changes_nothing(h: Harness) {
     assert_eq!(first.token, 1);
     // The lease expires; the reaper re-queues the retry-safe job; another worker claims it.
     let reaped = jobs.reap_expired(T0 + LEASE + 1, 10).await.unwrap();
-    assert_eq!(reaped, vec![ReapedJob { id: job.id.clone(), new_state: JobState::Queued }]);
+    assert_eq!(
+        reaped,
+        vec![ReapedJob {
+            id: job.id.clone(),
+            new_state: JobState::Queued
+        }]
+    );
     let second = claim(&h.b.jobs, &job.id, "w/2", T0 + LEASE + 2).await;
     assert_eq!((second.token, second.job.attempt), (2, 2));
     let before = get(jobs, &job.id).await;
 
     // The first worker wakes up late: every write it tries is refused.
     assert_eq!(
-        jobs.heartbeat(&job.id, "w/1", 1, LEASE, T0 + LEASE + 3, Some("stale".into()), None)
-            .await
-            .unwrap(),
+        jobs.heartbeat(
+            &job.id,
+            "w/1",
+            1,
+            LEASE,
+            T0 + LEASE + 3,
+            Some("stale".into()),
+            None
+        )
+        .await
+        .unwrap(),
         Heartbeat::Lost
     );
-    let ok = JobOutcome::Succeeded { result_json: "stale".into() };
+    let ok = JobOutcome::Succeeded {
+        result_json: "stale".into(),
+    };
     assert_eq!(
-        jobs.finish(&job.id, "w/1", 1, ok.clone(), T0 + LEASE + 4).await.unwrap(),
+        jobs.finish(&job.id, "w/1", 1, ok.clone(), T0 + LEASE + 4)
+            .await
+            .unwrap(),
         FinishOutcome::Lost
     );
     // Right token, wrong owner; right owner, future token.
     assert_eq!(
-        jobs.finish(&job.id, "w/1", 2, ok.clone(), T0 + LEASE + 4).await.unwrap(),
+        jobs.finish(&job.id, "w/1", 2, ok.clone(), T0 + LEASE + 4)
+            .await
+            .unwrap(),
         FinishOutcome::Lost
     );
     assert_eq!(
-        jobs.heartbeat(&job.id, "w/2", 3, LEASE, T0 + LEASE + 4, None, None).await.unwrap(),
+        jobs.heartbeat(&job.id, "w/2", 3, LEASE, T0 + LEASE + 4, None, None)
+            .await
+            .unwrap(),
         Heartbeat::Lost
     );
-    assert_eq!(get(jobs, &job.id).await, before, "stale writes changed nothing");
+    assert_eq!(
+        get(jobs, &job.id).await,
+        before,
+        "stale writes changed nothing"
+    );
 
     assert_eq!(
-        h.b.jobs.finish(&job.id, "w/2", 2, ok, T0 + LEASE + 5).await.unwrap(),
+        h.b.jobs
+            .finish(&job.id, "w/2", 2, ok, T0 + LEASE + 5)
+            .await
+            .unwrap(),
         FinishOutcome::Recorded
     );
-    assert_eq!(get(jobs, &job.id).await.result_json.as_deref(), Some("stale"));
+    assert_eq!(
+        get(jobs, &job.id).await.result_json.as_deref(),
+        Some("stale")
+    );
 }
 
 pub async fn jobs_reaper_transitions(h: Harness) {
@@ -270,21 +407,54 @@ pub async fn jobs_reaper_transitions(h: Harness) {
     for j in [&side, &safe, &cancel, &alive] {
         claim(jobs, &j.id, "w/1", T0).await;
     }
-    jobs.request_cancel(&cancel.id, "bob", T0 + 1).await.unwrap();
-    let extended = jobs.heartbeat(&alive.id, "w/1", 1, LEASE, T0 + 20_000, None, None).await.unwrap();
-    assert_eq!(extended, Heartbeat::Held { cancel_requested: false });
+    jobs.request_cancel(&cancel.id, "bob", T0 + 1)
+        .await
+        .unwrap();
+    let extended = jobs
+        .heartbeat(&alive.id, "w/1", 1, LEASE, T0 + 20_000, None, None)
+        .await
+        .unwrap();
+    assert_eq!(
+        extended,
+        Heartbeat::Held {
+            cancel_requested: false
+        }
+    );
 
     // Not yet expired: nothing happens.
-    assert!(jobs.reap_expired(T0 + LEASE - 1, 100).await.unwrap().is_empty());
+    assert!(
+        jobs.reap_expired(T0 + LEASE - 1, 100)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 
     let mut expected = vec![
-        ReapedJob { id: side.id.clone(), new_state: JobState::Failed },
-        ReapedJob { id: safe.id.clone(), new_state: JobState::Queued },
-        ReapedJob { id: cancel.id.clone(), new_state: JobState::Cancelled },
+        ReapedJob {
+            id: side.id.clone(),
+            new_state: JobState::Failed,
+        },
+        ReapedJob {
+            id: safe.id.clone(),
+            new_state: JobState::Queued,
+        },
+        ReapedJob {
+            id: cancel.id.clone(),
+            new_state: JobState::Cancelled,
+        },
     ];
     expected.sort_by(|a, b| a.id.cmp(&b.id));
-    assert_eq!(sorted(jobs.reap_expired(T0 + LEASE + 1, 100).await.unwrap()), expected);
-    assert!(jobs.reap_expired(T0 + LEASE + 1, 100).await.unwrap().is_empty(), "idempotent");
+    assert_eq!(
+        sorted(jobs.reap_expired(T0 + LEASE + 1, 100).await.unwrap()),
+        expected
+    );
+    assert!(
+        jobs.reap_expired(T0 + LEASE + 1, 100)
+            .await
+            .unwrap()
+            .is_empty(),
+        "idempotent"
+    );
 
     let j = get(jobs, &side.id).await;
     assert_eq!(j.state, JobState::Failed);
@@ -292,29 +462,54 @@ pub async fn jobs_reaper_transitions(h: Harness) {
     assert!(j.error_json.is_some());
     assert_eq!(j.finished_ms, Some(T0 + LEASE + 1));
     let j = get(jobs, &cancel.id).await;
-    assert_eq!((j.state, j.error_reason.as_deref()), (JobState::Cancelled, Some(REASON_CANCELLED)));
+    assert_eq!(
+        (j.state, j.error_reason.as_deref()),
+        (JobState::Cancelled, Some(REASON_CANCELLED))
+    );
     let j = get(jobs, &safe.id).await;
-    assert_eq!((j.state, j.lease_owner.as_deref(), j.finished_ms), (JobState::Queued, None, None));
+    assert_eq!(
+        (j.state, j.lease_owner.as_deref(), j.finished_ms),
+        (JobState::Queued, None, None)
+    );
     assert_eq!(get(jobs, &alive.id).await.state, JobState::Running);
 
     // The late worker of the side-effecting job learns its attempt was ended.
-    let ok = JobOutcome::Succeeded { result_json: "late".into() };
+    let ok = JobOutcome::Succeeded {
+        result_json: "late".into(),
+    };
     assert_eq!(
-        jobs.finish(&side.id, "w/1", 1, ok, T0 + LEASE + 2).await.unwrap(),
+        jobs.finish(&side.id, "w/1", 1, ok, T0 + LEASE + 2)
+            .await
+            .unwrap(),
         FinishOutcome::AlreadyTerminal(JobState::Failed)
     );
 
     // The re-queued job is claimable again with the next fencing token, from any handle.
-    let again = h.b.jobs.claim_next("w/2", LEASE, T0 + LEASE + 3, &tools(&["t"])).await.unwrap();
+    let again =
+        h.b.jobs
+            .claim_next("w/2", LEASE, T0 + LEASE + 3, &tools(&["t"]))
+            .await
+            .unwrap();
     let again = again.expect("re-queued job is claimable");
-    assert_eq!((again.job.id.as_str(), again.token, again.job.attempt), (safe.id.as_str(), 2, 2));
+    assert_eq!(
+        (again.job.id.as_str(), again.token, again.job.attempt),
+        (safe.id.as_str(), 2, 2)
+    );
     // Its second lease expires too: attempts are used up → failed(lease_lost).
-    jobs.heartbeat(&alive.id, "w/1", 1, LEASE, T0 + 40_000, None, None).await.unwrap();
+    jobs.heartbeat(&alive.id, "w/1", 1, LEASE, T0 + 40_000, None, None)
+        .await
+        .unwrap();
     assert_eq!(
         jobs.reap_expired(T0 + 2 * LEASE + 10, 100).await.unwrap(),
-        vec![ReapedJob { id: safe.id.clone(), new_state: JobState::Failed }]
+        vec![ReapedJob {
+            id: safe.id.clone(),
+            new_state: JobState::Failed
+        }]
     );
-    assert_eq!(get(jobs, &safe.id).await.error_reason.as_deref(), Some(REASON_LEASE_LOST));
+    assert_eq!(
+        get(jobs, &safe.id).await.error_reason.as_deref(),
+        Some(REASON_LEASE_LOST)
+    );
 
     // Batches are honoured.
     for i in 0..5 {
@@ -322,7 +517,10 @@ pub async fn jobs_reaper_transitions(h: Harness) {
         claim(jobs, &j.id, "w/1", T0).await;
     }
     assert_eq!(jobs.reap_expired(T0 + LEASE + 1, 2).await.unwrap().len(), 2);
-    assert_eq!(jobs.reap_expired(T0 + LEASE + 1, 10).await.unwrap().len(), 3);
+    assert_eq!(
+        jobs.reap_expired(T0 + LEASE + 1, 10).await.unwrap().len(),
+        3
+    );
 }
 
 pub async fn jobs_reaper_on_two_handles_moves_each_job_once(h: Harness) {
@@ -335,7 +533,11 @@ pub async fn jobs_reaper_on_two_handles_moves_each_job_once(h: Harness) {
     }
     let mut tasks = Vec::new();
     for t in 0..6 {
-        let jobs = if t % 2 == 0 { h.a.jobs.clone() } else { h.b.jobs.clone() };
+        let jobs = if t % 2 == 0 {
+            h.a.jobs.clone()
+        } else {
+            h.b.jobs.clone()
+        };
         tasks.push(tokio::spawn(async move {
             let mut mine = Vec::new();
             loop {
@@ -381,13 +583,26 @@ pub async fn jobs_release_owner(h: Harness) {
 
     // At boot, long before the leases expire, inst-a releases what its last run held.
     let mut expected = vec![
-        ReapedJob { id: safe.id.clone(), new_state: JobState::Queued },
-        ReapedJob { id: side.id.clone(), new_state: JobState::Failed },
+        ReapedJob {
+            id: safe.id.clone(),
+            new_state: JobState::Queued,
+        },
+        ReapedJob {
+            id: side.id.clone(),
+            new_state: JobState::Failed,
+        },
     ];
     expected.sort_by(|a, b| a.id.cmp(&b.id));
-    let released = h.b.jobs.release_owner(&crate::owner_prefix("inst-a"), T0 + 1).await.unwrap();
+    let released =
+        h.b.jobs
+            .release_owner(&crate::owner_prefix("inst-a"), T0 + 1)
+            .await
+            .unwrap();
     assert_eq!(sorted(released), expected);
-    assert_eq!(get(jobs, &side.id).await.error_reason.as_deref(), Some(REASON_LEASE_LOST));
+    assert_eq!(
+        get(jobs, &side.id).await.error_reason.as_deref(),
+        Some(REASON_LEASE_LOST)
+    );
     assert_eq!(get(jobs, &b1.id).await.state, JobState::Running);
     assert_eq!(get(jobs, &ab.id).await.state, JobState::Running);
     // The new run picks the retry-safe job up again.
@@ -396,9 +611,15 @@ pub async fn jobs_release_owner(h: Harness) {
     // A full owner id releases exactly that owner.
     assert_eq!(
         jobs.release_owner(&other, T0 + 3).await.unwrap(),
-        vec![ReapedJob { id: b1.id.clone(), new_state: JobState::Failed }]
+        vec![ReapedJob {
+            id: b1.id.clone(),
+            new_state: JobState::Failed
+        }]
     );
-    assert!(matches!(jobs.release_owner("", T0).await, Err(StoreError::InvalidInput(_))));
+    assert!(matches!(
+        jobs.release_owner("", T0).await,
+        Err(StoreError::InvalidInput(_))
+    ));
 }
 
 pub async fn jobs_idempotency_rules(h: Harness) {
@@ -414,19 +635,37 @@ pub async fn jobs_idempotency_rules(h: Harness) {
     assert_eq!(first.idem_expires_ms, Some(T0 + crate::DEFAULT_IDEM_TTL_MS));
 
     // Same key, same arguments: the same job, from any instance.
-    assert_eq!(existing(h.b.jobs.create(keyed("pay", "fp-a", "alice")).await.unwrap()).id, first.id);
+    assert_eq!(
+        existing(
+            h.b.jobs
+                .create(keyed("pay", "fp-a", "alice"))
+                .await
+                .unwrap()
+        )
+        .id,
+        first.id
+    );
     // Whatever its state: finish it and ask again.
     let lease = claim(jobs, &first.id, "w/1", T0).await;
-    let ok = JobOutcome::Succeeded { result_json: "paid".into() };
-    jobs.finish(&first.id, "w/1", lease.token, ok, T0 + 1).await.unwrap();
+    let ok = JobOutcome::Succeeded {
+        result_json: "paid".into(),
+    };
+    jobs.finish(&first.id, "w/1", lease.token, ok, T0 + 1)
+        .await
+        .unwrap();
     let again = existing(jobs.create(keyed("pay", "fp-a", "alice")).await.unwrap());
-    assert_eq!((again.id.as_str(), again.state), (first.id.as_str(), JobState::Succeeded));
+    assert_eq!(
+        (again.id.as_str(), again.state),
+        (first.id.as_str(), JobState::Succeeded)
+    );
     assert_eq!(again.result_json.as_deref(), Some("paid"));
 
     // Same key, other arguments: refused, pointing at the original.
     assert_eq!(
         jobs.create(keyed("pay", "fp-b", "alice")).await.unwrap(),
-        CreateOutcome::KeyReused { existing_job_id: first.id.clone() }
+        CreateOutcome::KeyReused {
+            existing_job_id: first.id.clone()
+        }
     );
     // The scope is (principal, tool, key).
     let bob = create(jobs, keyed("pay", "fp-b", "bob")).await;
@@ -454,7 +693,10 @@ pub async fn jobs_idempotency_key_expiry(h: Harness) {
     let first = create(jobs, keyed("fp-a", T0)).await;
     assert_eq!(first.idem_expires_ms, Some(T0 + 1_000));
     // Still honoured just before expiry.
-    assert_eq!(existing(jobs.create(keyed("fp-a", T0 + 999)).await.unwrap()).id, first.id);
+    assert_eq!(
+        existing(jobs.create(keyed("fp-a", T0 + 999)).await.unwrap()).id,
+        first.id
+    );
     assert!(matches!(
         jobs.create(keyed("fp-b", T0 + 999)).await.unwrap(),
         CreateOutcome::KeyReused { .. }
@@ -464,7 +706,10 @@ pub async fn jobs_idempotency_key_expiry(h: Harness) {
     assert_ne!(second.id, first.id);
     let old = get(jobs, &first.id).await;
     assert_eq!(old.idem_key, None, "the expired key was released");
-    assert_eq!(existing(jobs.create(keyed("fp-b", T0 + 1_001)).await.unwrap()).id, second.id);
+    assert_eq!(
+        existing(jobs.create(keyed("fp-b", T0 + 1_001)).await.unwrap()).id,
+        second.id
+    );
 
     // purge() clears expired keys without deleting live jobs.
     let mut third = new_job("other", "fp", T0);
@@ -481,7 +726,11 @@ pub async fn jobs_fifty_concurrent_creates_one_key_make_one_job(h: Harness) {
     let mut tasks = Vec::new();
     for i in 0..CALLS {
         // Half the calls through each handle: two connections race for one key.
-        let jobs = if i % 2 == 0 { h.a.jobs.clone() } else { h.b.jobs.clone() };
+        let jobs = if i % 2 == 0 {
+            h.a.jobs.clone()
+        } else {
+            h.b.jobs.clone()
+        };
         tasks.push(tokio::spawn(async move {
             let mut nj = new_job("charge", "same-args", T0 + i as i64);
             nj.idem_key = Some("retry-storm".into());
@@ -516,26 +765,42 @@ pub async fn jobs_inflight_dedupe(h: Harness) {
         nj
     };
     let first = create(jobs, dedupe("fp")).await;
-    assert_eq!(existing(h.b.jobs.create(dedupe("fp")).await.unwrap()).id, first.id);
+    assert_eq!(
+        existing(h.b.jobs.create(dedupe("fp")).await.unwrap()).id,
+        first.id
+    );
     // Running still counts as in flight.
     let lease = claim(jobs, &first.id, "w/1", T0).await;
-    assert_eq!(existing(jobs.create(dedupe("fp")).await.unwrap()).id, first.id);
+    assert_eq!(
+        existing(jobs.create(dedupe("fp")).await.unwrap()).id,
+        first.id
+    );
     // Other arguments are another job; so is a create that does not ask for dedupe.
     let other = create(jobs, dedupe("fp-other")).await;
     assert_ne!(other.id, first.id);
     let plain = create(jobs, new_job("sync", "fp", T0)).await;
     assert_ne!(plain.id, first.id);
     // Once it ended, a new one starts.
-    let ok = JobOutcome::Succeeded { result_json: "{}".into() };
-    jobs.finish(&first.id, "w/1", lease.token, ok, T0 + 1).await.unwrap();
-    jobs.request_cancel(&plain.id, "alice", T0 + 1).await.unwrap();
+    let ok = JobOutcome::Succeeded {
+        result_json: "{}".into(),
+    };
+    jobs.finish(&first.id, "w/1", lease.token, ok, T0 + 1)
+        .await
+        .unwrap();
+    jobs.request_cancel(&plain.id, "alice", T0 + 1)
+        .await
+        .unwrap();
     let next = create(jobs, dedupe("fp")).await;
     assert_ne!(next.id, first.id);
 
     // Concurrent dedupe creates make one job.
     let mut tasks = Vec::new();
     for i in 0..20 {
-        let jobs = if i % 2 == 0 { h.a.jobs.clone() } else { h.b.jobs.clone() };
+        let jobs = if i % 2 == 0 {
+            h.a.jobs.clone()
+        } else {
+            h.b.jobs.clone()
+        };
         tasks.push(tokio::spawn(async move {
             let mut nj = NewJob::new("alice", "sync", "{}", "burst", T0);
             nj.dedupe_inflight = true;
@@ -560,12 +825,26 @@ pub async fn jobs_claim_next_order_and_tools(h: Harness) {
     let c1 = create(jobs, new_job("c", "1", T0)).await;
     jobs.request_cancel(&c1.id, "alice", T0).await.unwrap();
 
-    assert!(jobs.claim_next("w/1", LEASE, T0 + 10, &[]).await.unwrap().is_none(), "no tools");
-    assert!(jobs.claim_next("w/1", LEASE, T0 + 10, &tools(&["c"])).await.unwrap().is_none());
+    assert!(
+        jobs.claim_next("w/1", LEASE, T0 + 10, &[])
+            .await
+            .unwrap()
+            .is_none(),
+        "no tools"
+    );
+    assert!(
+        jobs.claim_next("w/1", LEASE, T0 + 10, &tools(&["c"]))
+            .await
+            .unwrap()
+            .is_none()
+    );
     let ab = tools(&["a", "b"]);
     let order: Vec<String> = [
         jobs.claim_next("w/1", LEASE, T0 + 10, &ab).await.unwrap(),
-        h.b.jobs.claim_next("w/2", LEASE, T0 + 10, &ab).await.unwrap(),
+        h.b.jobs
+            .claim_next("w/2", LEASE, T0 + 10, &ab)
+            .await
+            .unwrap(),
         jobs.claim_next("w/1", LEASE, T0 + 10, &ab).await.unwrap(),
     ]
     .into_iter()
@@ -576,22 +855,38 @@ pub async fn jobs_claim_next_order_and_tools(h: Harness) {
     })
     .collect();
     assert_eq!(order, vec![b1.id, a1.id, a2.id], "oldest first");
-    assert!(jobs.claim_next("w/1", LEASE, T0 + 10, &ab).await.unwrap().is_none());
+    assert!(
+        jobs.claim_next("w/1", LEASE, T0 + 10, &ab)
+            .await
+            .unwrap()
+            .is_none()
+    );
 }
 
 pub async fn jobs_concurrent_claim_next_claims_each_job_once(h: Harness) {
     const JOBS: usize = 24;
     let mut ids = HashSet::new();
     for i in 0..JOBS {
-        ids.insert(create(&h.a.jobs, new_job("work", &format!("{i}"), T0 + i as i64)).await.id);
+        ids.insert(
+            create(&h.a.jobs, new_job("work", &format!("{i}"), T0 + i as i64))
+                .await
+                .id,
+        );
     }
     let mut tasks = Vec::new();
     for t in 0..8 {
-        let jobs = if t % 2 == 0 { h.a.jobs.clone() } else { h.b.jobs.clone() };
+        let jobs = if t % 2 == 0 {
+            h.a.jobs.clone()
+        } else {
+            h.b.jobs.clone()
+        };
         tasks.push(tokio::spawn(async move {
             let owner = format!("w/{t}");
             let mut mine = Vec::new();
-            while let Some(l) = jobs.claim_next(&owner, LEASE, T0 + 100, &tools(&["work"])).await.unwrap()
+            while let Some(l) = jobs
+                .claim_next(&owner, LEASE, T0 + 100, &tools(&["work"]))
+                .await
+                .unwrap()
             {
                 assert_eq!(l.job.lease_owner.as_deref(), Some(owner.as_str()));
                 mine.push(l.job.id);
@@ -614,12 +909,18 @@ pub async fn jobs_ttl_purge(h: Harness) {
     nj.ttl_ms = 5_000;
     let done = create(jobs, nj).await;
     let lease = claim(jobs, &done.id, "w/1", T0).await;
-    let ok = JobOutcome::Succeeded { result_json: "{}".into() };
-    jobs.finish(&done.id, "w/1", lease.token, ok, T0 + 100).await.unwrap();
+    let ok = JobOutcome::Succeeded {
+        result_json: "{}".into(),
+    };
+    jobs.finish(&done.id, "w/1", lease.token, ok, T0 + 100)
+        .await
+        .unwrap();
     let mut nj = new_job("t", "cancelled", T0);
     nj.ttl_ms = 1_000;
     let cancelled = create(jobs, nj).await;
-    jobs.request_cancel(&cancelled.id, "alice", T0 + 100).await.unwrap();
+    jobs.request_cancel(&cancelled.id, "alice", T0 + 100)
+        .await
+        .unwrap();
     // Non-terminal jobs are never purged, however old.
     let mut nj = new_job("t", "queued", T0);
     nj.ttl_ms = 0;
@@ -647,18 +948,29 @@ pub async fn jobs_success_racing_cancel_is_recorded_as_success(h: Harness) {
     // The cancel lands (on another instance) after the work finished but before the result
     // was written: the side effects happened, so the success is what gets recorded.
     assert!(matches!(
-        h.b.jobs.request_cancel(&job.id, "bob", T0 + 1).await.unwrap(),
+        h.b.jobs
+            .request_cancel(&job.id, "bob", T0 + 1)
+            .await
+            .unwrap(),
         CancelOutcome::Requested(_)
     ));
-    let ok = JobOutcome::Succeeded { result_json: "done".into() };
+    let ok = JobOutcome::Succeeded {
+        result_json: "done".into(),
+    };
     assert_eq!(
-        jobs.finish(&job.id, "w/1", lease.token, ok, T0 + 2).await.unwrap(),
+        jobs.finish(&job.id, "w/1", lease.token, ok, T0 + 2)
+            .await
+            .unwrap(),
         FinishOutcome::Recorded
     );
     let j = get(jobs, &job.id).await;
     assert_eq!(j.state, JobState::Succeeded);
     assert_eq!(j.result_json.as_deref(), Some("done"));
-    assert_eq!(j.cancel_requested_ms, Some(T0 + 1), "the request stays on record");
+    assert_eq!(
+        j.cancel_requested_ms,
+        Some(T0 + 1),
+        "the request stays on record"
+    );
 }
 
 pub async fn jobs_list_pages(h: Harness) {
@@ -723,14 +1035,26 @@ pub async fn jobs_input_validation(h: Harness) {
     let jobs = &h.a.jobs;
     let mut nj = new_job("t", "f", T0);
     nj.idem_key = Some("k".repeat(crate::MAX_IDEM_KEY_CHARS + 1));
-    assert!(matches!(jobs.create(nj).await, Err(StoreError::InvalidInput(_))));
+    assert!(matches!(
+        jobs.create(nj).await,
+        Err(StoreError::InvalidInput(_))
+    ));
     let mut nj = new_job("t", "f", T0);
     nj.idem_key = Some(String::new());
-    assert!(matches!(jobs.create(nj).await, Err(StoreError::InvalidInput(_))));
+    assert!(matches!(
+        jobs.create(nj).await,
+        Err(StoreError::InvalidInput(_))
+    ));
     let mut nj = new_job("t", "f", T0);
     nj.max_attempts = 0;
-    assert!(matches!(jobs.create(nj).await, Err(StoreError::InvalidInput(_))));
-    assert!(matches!(jobs.create(new_job("", "f", T0)).await, Err(StoreError::InvalidInput(_))));
+    assert!(matches!(
+        jobs.create(nj).await,
+        Err(StoreError::InvalidInput(_))
+    ));
+    assert!(matches!(
+        jobs.create(new_job("", "f", T0)).await,
+        Err(StoreError::InvalidInput(_))
+    ));
     // Nothing was written.
     assert_eq!(jobs.list("alice", None, 10).await.unwrap(), (vec![], None));
 }

@@ -4,7 +4,7 @@
 //! a fresh, empty database for one case, opens it twice (so cases can race two independent
 //! handles, as two instances would), runs the case and cleans up:
 //!
-//! ```ignore
+//! ```text
 //! async fn fixture(name: &'static str, case: impl FnOnce(Harness) -> CaseFuture) { … }
 //! staunch_store::event_store_suite!(fixture);
 //! staunch_store::session_store_suite!(fixture);

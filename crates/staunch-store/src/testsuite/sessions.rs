@@ -21,21 +21,34 @@ pub async fn sessions_crud(h: Harness) {
     let r = record("sess-1", T0);
     s.create(r.clone()).await.unwrap();
     assert_eq!(h.b.sessions.get("sess-1").await.unwrap(), Some(r.clone()));
-    assert!(matches!(s.create(r.clone()).await, Err(StoreError::AlreadyExists { .. })));
+    assert!(matches!(
+        s.create(r.clone()).await,
+        Err(StoreError::AlreadyExists { .. })
+    ));
 
     assert!(s.touch("sess-1", T0 + 5).await.unwrap());
     assert!(s.touch("sess-1", T0 + 1).await.unwrap());
-    assert_eq!(s.get("sess-1").await.unwrap().unwrap().last_seen_ms, T0 + 5, "never backwards");
+    assert_eq!(
+        s.get("sess-1").await.unwrap().unwrap().last_seen_ms,
+        T0 + 5,
+        "never backwards"
+    );
 
     assert!(s.update_log_level("sess-1", Some("debug")).await.unwrap());
-    assert_eq!(s.get("sess-1").await.unwrap().unwrap().log_level.as_deref(), Some("debug"));
+    assert_eq!(
+        s.get("sess-1").await.unwrap().unwrap().log_level.as_deref(),
+        Some("debug")
+    );
     assert!(s.update_log_level("sess-1", None).await.unwrap());
     assert_eq!(s.get("sess-1").await.unwrap().unwrap().log_level, None);
 
     assert!(!s.touch("nope", T0).await.unwrap());
     assert!(!s.update_log_level("nope", Some("info")).await.unwrap());
 
-    let anonymous = SessionRecord { principal: None, ..record("sess-2", T0) };
+    let anonymous = SessionRecord {
+        principal: None,
+        ..record("sess-2", T0)
+    };
     s.create(anonymous.clone()).await.unwrap();
     assert_eq!(s.get("sess-2").await.unwrap(), Some(anonymous));
 
@@ -51,10 +64,16 @@ pub async fn sessions_expire_idle(h: Harness) {
     s.create(record("fresh", T0)).await.unwrap();
     assert!(s.touch("fresh", T0 + 1_000).await.unwrap());
     // Idle for more than 1 000 ms at T0 + 1 500: only "old" (idle 1 500) goes.
-    assert_eq!(s.expire_idle(T0 + 1_500, 1_000).await.unwrap(), vec!["old".to_owned()]);
+    assert_eq!(
+        s.expire_idle(T0 + 1_500, 1_000).await.unwrap(),
+        vec!["old".to_owned()]
+    );
     assert_eq!(s.get("old").await.unwrap(), None);
     assert!(h.b.sessions.get("fresh").await.unwrap().is_some());
-    assert_eq!(s.expire_idle(T0 + 1_500, 1_000).await.unwrap(), Vec::<String>::new());
+    assert_eq!(
+        s.expire_idle(T0 + 1_500, 1_000).await.unwrap(),
+        Vec::<String>::new()
+    );
     let mut gone = h.b.sessions.expire_idle(T0 + 10_000, 1_000).await.unwrap();
     gone.sort();
     assert_eq!(gone, vec!["fresh".to_owned()]);
