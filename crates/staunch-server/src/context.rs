@@ -200,6 +200,13 @@ impl Context {
         });
     }
 
+    /// Closes the connection carrying this request's SSE stream, without ending the stream:
+    /// the client reconnects with `Last-Event-ID` and gets what it missed (Streamable HTTP
+    /// 2025-11-25 polling). A no-op on stdio.
+    pub fn close_sse_stream(&self) {
+        self.shared.session.sink.close_connection(&self.shared.id);
+    }
+
     /// The capabilities the client declared at `initialize`.
     pub fn client_capabilities(&self) -> Value {
         self.shared.session.client_capabilities()

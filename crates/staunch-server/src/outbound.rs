@@ -33,4 +33,11 @@ pub struct Outbound {
 pub trait Sink: Send + Sync + 'static {
     /// Takes one message. Messages of one request must be delivered in the order given.
     fn send(&self, msg: Outbound);
+
+    /// Asks the transport to close the connection carrying `related`'s stream without ending
+    /// the stream (Streamable HTTP's SEP-1699 polling: the client resumes with
+    /// `Last-Event-ID`). Transports without such connections ignore it.
+    fn close_connection(&self, related: &RequestId) {
+        let _ = related;
+    }
 }

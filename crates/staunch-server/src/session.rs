@@ -123,6 +123,14 @@ impl Session {
         self.inner.protocol_version()
     }
 
+    /// Restores a session initialized elsewhere (another instance, same shared store): the
+    /// negotiated version and the client's capabilities.
+    pub fn restore(&self, protocol_version: &str, client_capabilities: Value) {
+        let mut st = self.inner.lock_state();
+        st.protocol_version = Some(protocol_version.to_string());
+        st.client_capabilities = client_capabilities;
+    }
+
     /// Handles one frame: parses it and dispatches it; malformed frames are answered with
     /// the matching JSON-RPC error. Never blocks on tool work.
     pub fn handle_frame(&self, frame: &[u8]) {

@@ -53,9 +53,42 @@ pub struct ServeArgs {
     /// Sustained progress notifications per second per request (a flood is coalesced).
     #[arg(long, default_value_t = 20.0, env = "STAUNCH_PROGRESS_RATE")]
     pub progress_rate: f64,
-    /// Largest accepted message, in bytes.
+    /// Largest accepted message (stdio line or HTTP body), in bytes.
     #[arg(long, default_value_t = 4 * 1024 * 1024, env = "STAUNCH_MAX_MESSAGE_BYTES")]
     pub max_message_bytes: usize,
+    /// Serve Streamable HTTP on this address (e.g. 127.0.0.1:8080) instead of stdio. Bind a
+    /// non-loopback address only if you mean it, and add its name with --allow-host.
+    #[arg(long, env = "STAUNCH_HTTP")]
+    pub http: Option<std::net::SocketAddr>,
+    /// Where durable state lives: a SQLite file, `:memory:`, or a postgres:// URL.
+    #[arg(long, default_value = "staunch.db", env = "STAUNCH_STORE")]
+    pub store: String,
+    /// HTTP path of the MCP endpoint.
+    #[arg(long, default_value = "/mcp", env = "STAUNCH_ENDPOINT")]
+    pub endpoint: String,
+    /// Extra host names accepted in Host and Origin (localhost, 127.0.0.1 and [::1] always are).
+    #[arg(long = "allow-host", env = "STAUNCH_ALLOW_HOSTS", value_delimiter = ',')]
+    pub allow_hosts: Vec<String>,
+    /// The `retry` (ms) sent with the priming event of every SSE stream.
+    #[arg(long, default_value_t = 1000, env = "STAUNCH_SSE_RETRY_MS")]
+    pub sse_retry_ms: u64,
+    /// SEP-1699 polling: close a call's SSE connection after this many ms while it runs; the
+    /// client resumes with Last-Event-ID. Off when absent.
+    #[arg(long, env = "STAUNCH_POLL_AFTER_MS")]
+    pub poll_after_ms: Option<u64>,
+    /// Seconds without activity after which an HTTP session expires (its requests are
+    /// cancelled).
+    #[arg(long, default_value_t = 1800, env = "STAUNCH_SESSION_IDLE_SECS")]
+    pub session_idle_secs: u64,
+    /// Open SSE connections per HTTP session.
+    #[arg(long, default_value_t = 256, env = "STAUNCH_MAX_STREAMS_PER_SESSION")]
+    pub max_streams_per_session: usize,
+    /// Events kept per SSE stream for replay.
+    #[arg(long, default_value_t = 10_000, env = "STAUNCH_EVENT_MAX_PER_STREAM")]
+    pub event_max_per_stream: u64,
+    /// Seconds SSE events are kept for replay.
+    #[arg(long, default_value_t = 900, env = "STAUNCH_EVENT_MAX_AGE_SECS")]
+    pub event_max_age_secs: u64,
 }
 
 /// Runs the command; returns the process exit code.

@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use anyhow::Context as _;
+use staunch_server::transport::http::{Allow, HttpConfig, HttpTransport};
 use staunch_server::{Config, LifecycleLog, ProgressRate, Server, transport};
 
 use crate::cli::ServeArgs;
@@ -34,6 +35,7 @@ pub fn build_server(args: &ServeArgs) -> anyhow::Result<Server> {
         .lifecycle_log(log);
     let builder = match args.profile.as_str() {
         "demo" => crate::tools::demo(builder),
+        "conformance" => crate::tools::conformance::register(builder),
         other => anyhow::bail!("unknown profile {other:?}; use demo or conformance"),
     };
     Ok(builder.build())
@@ -46,11 +48,53 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<i32> {
         wait_for_signal().await;
         shutdown.cancel();
     });
-    let exit = transport::stdio::serve_stdio(&server).await?;
-    if !exit.drained {
-        tracing::warn!("some requests did not end within the drain timeout");
+    match args.http {
+        Some(addr) => serve_http(&args, server, addr).await?,
+        None => {
+            let exit = transport::stdio::serve_stdio(&server).await?;
+            if !exit.drained {
+                tracing::warn!("some requests did not end within the drain timeout");
+            }
+        }
     }
     Ok(0)
+}
+
+async fn serve_http(args: &ServeArgs, server: Server, addr: std::net::SocketAddr) -> anyhow::Result<()> {
+    let stores = staunch_store::open(&args.store)
+        .await
+        .with_context(|| format!("opening the store {:?}", args.store))?;
+    let mut allow = Allow::loopback();
+    for h in &args.allow_hosts {
+        allow = allow.with_host(h.clone());
+    }
+    let cfg = HttpConfig {
+        endpoint: args.endpoint.clone(),
+        allow,
+        max_body_bytes: args.max_message_bytes,
+        max_streams_per_session: args.max_streams_per_session,
+        session_idle: Duration::from_secs(args.session_idle_secs),
+        sse_retry: Duration::from_millis(args.sse_retry_ms),
+        poll_after: args.poll_after_ms.map(Duration::from_millis),
+        event_max_per_stream: args.event_max_per_stream,
+        event_max_age: Duration::from_secs(args.event_max_age_secs),
+        ..HttpConfig::default()
+    };
+    if !addr.ip().is_loopback() {
+        tracing::warn!(%addr, "serving on a non-loopback address");
+    }
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("binding {addr}"))?;
+    eprintln!(
+        "staunch: serving MCP (Streamable HTTP) on http://{}{}",
+        listener.local_addr()?,
+        cfg.endpoint
+    );
+    HttpTransport::new(server, stores.events, stores.sessions, cfg)
+        .serve(listener)
+        .await?;
+    Ok(())
 }
 
 async fn wait_for_signal() {

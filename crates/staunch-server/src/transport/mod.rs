@@ -1,3 +1,4 @@
 //! Transports: how frames reach a [`crate::Session`] and how its messages leave.
 
+pub mod http;
 pub mod stdio;

@@ -1,6 +1,7 @@
 //! The example tools of `staunch serve`, one file per idea. Each shows one tool shape and is
 //! what the tests, `staunch probe` and the benchmarks call.
 
+pub mod conformance;
 mod counting;
 mod echo;
 mod export;

@@ -1,0 +1,417 @@
+//! POST, GET and DELETE on the MCP endpoint. Every failure is an HTTP status with a JSON-RPC
+//! error body (id null) that says what to do.
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+use staunch_protocol::{Message, RequestId, codes, parse_message, version};
+use staunch_store::{Replay, SessionRecord, now_ms};
+
+use super::HttpState;
+use super::session::{Attach, HttpSession, event_id, parse_event_id, random_hex};
+use super::sse;
+
+const SESSION_HEADER: &str = "mcp-session-id";
+const VERSION_HEADER: &str = "mcp-protocol-version";
+const LAST_EVENT_ID: &str = "last-event-id";
+
+/// Events replayed per store round trip.
+const REPLAY_PAGE: usize = 512;
+
+pub(crate) async fn endpoint(
+    State(state): State<Arc<HttpState>>,
+    method: Method,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    if let Some(denied) = check_host_and_origin(&state, &headers) {
+        return denied;
+    }
+    match method {
+        Method::POST => post(state, headers, body).await,
+        Method::GET => get(state, headers).await,
+        Method::DELETE => delete(state, headers).await,
+        _ => {
+            let mut r = error(
+                StatusCode::METHOD_NOT_ALLOWED,
+                codes::INVALID_REQUEST,
+                "use POST, GET or DELETE",
+            );
+            r.headers_mut()
+                .insert(header::ALLOW, HeaderValue::from_static("GET, POST, DELETE"));
+            r
+        }
+    }
+}
+
+fn error(status: StatusCode, code: i64, message: &str) -> Response {
+    let body = json!({"jsonrpc": "2.0", "id": null, "error": {"code": code, "message": message}});
+    (status, [(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response()
+}
+
+fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+fn check_host_and_origin(state: &HttpState, headers: &HeaderMap) -> Option<Response> {
+    let allow = &state.cfg.allow;
+    let host_ok = header_str(headers, header::HOST.as_str()).is_some_and(|h| allow.host_ok(h));
+    if !host_ok {
+        tracing::warn!(host = ?headers.get(header::HOST), "request refused: Host not allowed");
+        return Some(error(StatusCode::FORBIDDEN, codes::INVALID_REQUEST, "forbidden: Host not allowed"));
+    }
+    if let Some(origin) = headers.get(header::ORIGIN) {
+        let ok = origin.to_str().is_ok_and(|o| allow.origin_ok(o));
+        if !ok {
+            tracing::warn!(?origin, "request refused: Origin not allowed");
+            return Some(error(StatusCode::FORBIDDEN, codes::INVALID_REQUEST, "forbidden: Origin not allowed"));
+        }
+    }
+    None
+}
+
+fn accepts(headers: &HeaderMap, mime: &str) -> bool {
+    headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|part| {
+            let t = part.split(';').next().unwrap_or("").trim();
+            t == mime || t == "*/*"
+        })
+}
+
+/// The session named by the request, adopting one another instance created (shared store).
+async fn find_session(state: &HttpState, headers: &HeaderMap) -> Result<Arc<HttpSession>, Response> {
+    let Some(id) = header_str(headers, SESSION_HEADER) else {
+        return Err(error(
+            StatusCode::BAD_REQUEST,
+            codes::INVALID_REQUEST,
+            "missing Mcp-Session-Id header: send initialize first",
+        ));
+    };
+    if let Some(s) = state.session(id) {
+        s.touch();
+        return Ok(s);
+    }
+    match state.sessions_store.get(id).await {
+        Ok(Some(rec)) => Ok(adopt(state, rec)),
+        Ok(None) => Err(error(
+            StatusCode::NOT_FOUND,
+            codes::INVALID_REQUEST,
+            "unknown or expired session: initialize a new one",
+        )),
+        Err(e) => {
+            tracing::error!(error = %e, "session lookup failed");
+            Err(error(StatusCode::SERVICE_UNAVAILABLE, codes::INTERNAL_ERROR, "session store unavailable"))
+        }
+    }
+}
+
+/// Serves a session created by another instance (they share the session store).
+fn adopt(state: &HttpState, rec: SessionRecord) -> Arc<HttpSession> {
+    let mut sessions = state.sessions.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(s) = sessions.get(&rec.id) {
+        return s.clone();
+    }
+    let s = HttpSession::start(&state.server, rec.id.clone(), state.events.clone());
+    let caps = serde_json::from_str(&rec.client_capabilities_json).unwrap_or_default();
+    s.session().restore(&rec.protocol_version, caps);
+    sessions.insert(rec.id, s.clone());
+    s
+}
+
+async fn post(state: Arc<HttpState>, headers: HeaderMap, body: Bytes) -> Response {
+    let json_ct = header_str(&headers, header::CONTENT_TYPE.as_str())
+        .is_some_and(|ct| ct.split(';').next().is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json")));
+    if !json_ct {
+        return error(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            codes::INVALID_REQUEST,
+            "Content-Type must be application/json",
+        );
+    }
+    if let Some(v) = header_str(&headers, VERSION_HEADER)
+        && !version::is_supported(v)
+    {
+        return error(
+            StatusCode::BAD_REQUEST,
+            codes::INVALID_REQUEST,
+            &format!("unsupported MCP-Protocol-Version {v:?}; supported: {}", version::SUPPORTED.join(", ")),
+        );
+    }
+    let msg = match parse_message(&body) {
+        Ok(m) => m,
+        Err(e) => {
+            tracing::warn!(error = %e, "malformed POST body");
+            let body = String::from_utf8_lossy(&e.to_response_bytes()).into_owned();
+            return (StatusCode::BAD_REQUEST, [(header::CONTENT_TYPE, "application/json")], body)
+                .into_response();
+        }
+    };
+    if let Message::Request(r) = &msg
+        && r.method == "initialize"
+    {
+        return initialize(state, msg).await;
+    }
+    let session = match find_session(&state, &headers).await {
+        Ok(s) => s,
+        Err(r) => return r,
+    };
+    let req_id = match &msg {
+        Message::Request(r) => r.id.clone(),
+        _ => {
+            session.session().handle(msg);
+            return StatusCode::ACCEPTED.into_response();
+        }
+    };
+    if !accepts(&headers, "text/event-stream") {
+        if accepts(&headers, "application/json") || headers.get(header::ACCEPT).is_none() {
+            return json_answer(&state, &session, msg, req_id).await;
+        }
+        return error(
+            StatusCode::NOT_ACCEPTABLE,
+            codes::INVALID_REQUEST,
+            "Accept must include application/json and text/event-stream",
+        );
+    }
+    if session.open_connections() >= state.cfg.max_streams_per_session {
+        return error(
+            StatusCode::TOO_MANY_REQUESTS,
+            codes::SERVER_BUSY,
+            &format!(
+                "too many open streams in this session (limit {}); wait for calls to finish",
+                state.cfg.max_streams_per_session
+            ),
+        );
+    }
+    let Ok((stream_id, rx)) = session.open_request_stream(&req_id) else {
+        return error(
+            StatusCode::CONFLICT,
+            codes::INVALID_REQUEST,
+            &format!("request id {req_id} is already in flight in this session"),
+        );
+    };
+    if let Err(e) = state.events.create_stream(session.id(), &stream_id, now_ms()).await {
+        session.abandon_request_stream(&req_id);
+        tracing::error!(error = %e, "could not create stream");
+        return error(StatusCode::SERVICE_UNAVAILABLE, codes::INTERNAL_ERROR, "event store unavailable");
+    }
+    let guard = session.connection_guard();
+    session.session().handle(msg);
+    let first = vec![sse::priming(&event_id(&stream_id, 0), state.cfg.sse_retry)];
+    sse::body(first, Some(rx), state.cfg.poll_after, state.cfg.keep_alive, guard)
+}
+
+/// Answers a request with a single JSON response (client did not accept SSE). Messages sent
+/// before the response are still stored on the request's stream.
+async fn json_answer(
+    state: &HttpState,
+    session: &Arc<HttpSession>,
+    msg: Message,
+    req_id: RequestId,
+) -> Response {
+    let Ok((stream_id, mut rx)) = session.open_request_stream(&req_id) else {
+        return error(
+            StatusCode::CONFLICT,
+            codes::INVALID_REQUEST,
+            &format!("request id {req_id} is already in flight in this session"),
+        );
+    };
+    if let Err(e) = state.events.create_stream(session.id(), &stream_id, now_ms()).await {
+        session.abandon_request_stream(&req_id);
+        tracing::error!(error = %e, "could not create stream");
+        return error(StatusCode::SERVICE_UNAVAILABLE, codes::INTERNAL_ERROR, "event store unavailable");
+    }
+    let _guard = session.connection_guard();
+    session.session().handle(msg);
+    let mut last = None;
+    while let Some(item) = rx.recv().await {
+        if let super::session::SseItem::Event { data, .. } = item {
+            last = Some(data);
+        }
+    }
+    match last {
+        // The stream ends with the response; anything else means the request was cancelled
+        // (no response is due).
+        Some(data) if is_response(&data, &req_id) => {
+            ([(header::CONTENT_TYPE, "application/json")], data).into_response()
+        }
+        _ => StatusCode::ACCEPTED.into_response(),
+    }
+}
+
+fn is_response(data: &str, id: &RequestId) -> bool {
+    serde_json::from_str::<serde_json::Value>(data)
+        .is_ok_and(|v| v.get("method").is_none() && v.get("id") == Some(&id.to_value()))
+}
+
+async fn initialize(state: Arc<HttpState>, msg: Message) -> Response {
+    if state.session_count() >= state.cfg.max_sessions {
+        return error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            codes::SERVER_BUSY,
+            "too many sessions; try again later",
+        );
+    }
+    let Message::Request(req) = &msg else { unreachable_response() };
+    let req_id = req.id.clone();
+    let params = req.params.clone().unwrap_or_default();
+    // 128 bits from the OS CSPRNG: unguessable, visible ASCII.
+    let id = random_hex(16);
+    let session = HttpSession::start(&state.server, id.clone(), state.events.clone());
+    state
+        .sessions
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(id.clone(), session.clone());
+    let mut resp = json_answer(&state, &session, msg, req_id).await;
+    let version = session.session().protocol_version().unwrap_or_else(|| version::LATEST.into());
+    let record = SessionRecord {
+        id: id.clone(),
+        protocol_version: version,
+        client_info_json: params.get("clientInfo").map(|v| v.to_string()).unwrap_or_default(),
+        client_capabilities_json: params.get("capabilities").map(|v| v.to_string()).unwrap_or_else(|| "{}".into()),
+        principal: None,
+        log_level: None,
+        created_ms: now_ms(),
+        last_seen_ms: now_ms(),
+    };
+    if let Err(e) = state.sessions_store.create(record).await {
+        tracing::error!(error = %e, "could not store session");
+        state.end_session(&id, "session store unavailable").await;
+        return error(StatusCode::SERVICE_UNAVAILABLE, codes::INTERNAL_ERROR, "session store unavailable");
+    }
+    if let Ok(v) = HeaderValue::from_str(&id) {
+        resp.headers_mut().insert(SESSION_HEADER, v);
+    }
+    resp
+}
+
+fn unreachable_response() -> ! {
+    unreachable!("initialize() is only called with a request")
+}
+
+async fn get(state: Arc<HttpState>, headers: HeaderMap) -> Response {
+    if !accepts(&headers, "text/event-stream") {
+        return error(
+            StatusCode::NOT_ACCEPTABLE,
+            codes::INVALID_REQUEST,
+            "GET needs Accept: text/event-stream",
+        );
+    }
+    let session = match find_session(&state, &headers).await {
+        Ok(s) => s,
+        Err(r) => return r,
+    };
+    if session.open_connections() >= state.cfg.max_streams_per_session {
+        return error(StatusCode::TOO_MANY_REQUESTS, codes::SERVER_BUSY, "too many open streams in this session");
+    }
+    match header_str(&headers, LAST_EVENT_ID) {
+        Some(last) => resume(state, session, last).await,
+        None => standalone(state, session).await,
+    }
+}
+
+async fn standalone(state: Arc<HttpState>, session: Arc<HttpSession>) -> Response {
+    let Ok((stream_id, rx, created)) = session.open_standalone() else {
+        return error(
+            StatusCode::CONFLICT,
+            codes::INVALID_REQUEST,
+            "a standalone stream is already open for this session",
+        );
+    };
+    if created && let Err(e) = state.events.create_stream(session.id(), &stream_id, now_ms()).await {
+        tracing::error!(error = %e, "could not create stream");
+        return error(StatusCode::SERVICE_UNAVAILABLE, codes::INTERNAL_ERROR, "event store unavailable");
+    }
+    let guard = session.connection_guard();
+    let first = vec![sse::priming(&event_id(&stream_id, 0), state.cfg.sse_retry)];
+    sse::body(first, Some(rx), None, state.cfg.keep_alive, guard)
+}
+
+/// Resumes a stream after `last` (`"{stream}:{seq}"`): stored events first, then the live
+/// connection, with no gap and no duplicate.
+async fn resume(state: Arc<HttpState>, session: Arc<HttpSession>, last: &str) -> Response {
+    let Some((stream_id, after)) = parse_event_id(last) else {
+        return error(StatusCode::BAD_REQUEST, codes::INVALID_REQUEST, "malformed Last-Event-ID");
+    };
+    let stream_id = stream_id.to_string();
+    let attach = session.attach(&stream_id);
+    let upto = match &attach {
+        Attach::Live { upto, .. } => Some(*upto),
+        Attach::Done | Attach::NotLocal => None,
+    };
+    let mut first = Vec::new();
+    let mut cursor = after;
+    loop {
+        if upto.is_some_and(|u| cursor >= u) {
+            break;
+        }
+        match state.events.replay_after(session.id(), &stream_id, cursor, REPLAY_PAGE).await {
+            Ok(Replay::Events(evs)) => {
+                let n = evs.len();
+                for e in evs {
+                    if upto.is_some_and(|u| e.seq > u) {
+                        break;
+                    }
+                    cursor = e.seq;
+                    first.push(sse::event(&event_id(&stream_id, e.seq), &e.payload));
+                }
+                if n < REPLAY_PAGE {
+                    break;
+                }
+            }
+            Ok(Replay::Gone { oldest_retained }) => {
+                return error(
+                    StatusCode::GONE,
+                    codes::INVALID_REQUEST,
+                    &format!(
+                        "events after {last} are no longer retained (oldest kept: {}); the \
+                         stream cannot be resumed without a gap",
+                        event_id(&stream_id, oldest_retained)
+                    ),
+                );
+            }
+            Ok(Replay::UnknownStream) => {
+                return error(
+                    StatusCode::NOT_FOUND,
+                    codes::INVALID_REQUEST,
+                    "unknown Last-Event-ID for this session",
+                );
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "replay failed");
+                return error(StatusCode::SERVICE_UNAVAILABLE, codes::INTERNAL_ERROR, "event store unavailable");
+            }
+        }
+    }
+    let live = match attach {
+        Attach::Live { rx, .. } => Some(rx),
+        Attach::Done | Attach::NotLocal => None,
+    };
+    let guard = session.connection_guard();
+    sse::body(first, live, state.cfg.poll_after, state.cfg.keep_alive, guard)
+}
+
+async fn delete(state: Arc<HttpState>, headers: HeaderMap) -> Response {
+    let Some(id) = header_str(&headers, SESSION_HEADER) else {
+        return error(StatusCode::BAD_REQUEST, codes::INVALID_REQUEST, "missing Mcp-Session-Id header");
+    };
+    if state.session(id).is_none() {
+        // Another instance may hold it; the store decides whether it exists.
+        match state.sessions_store.get(id).await {
+            Ok(Some(rec)) => {
+                adopt(&state, rec);
+            }
+            _ => return error(StatusCode::NOT_FOUND, codes::INVALID_REQUEST, "unknown or expired session"),
+        }
+    }
+    state.end_session(id, "session deleted").await;
+    StatusCode::OK.into_response()
+}

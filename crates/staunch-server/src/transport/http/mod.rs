@@ -1,0 +1,250 @@
+//! Streamable HTTP (protocol 2025-03-26 … 2025-11-25) where a dropped stream loses nothing.
+//!
+//! One endpoint (default `/mcp`): POST carries one client message (a request is answered with an
+//! SSE stream whose first event primes the client with an id and a `retry`), GET opens the
+//! standalone stream or resumes any stream with `Last-Event-ID`, DELETE ends the session and
+//! cancels its requests.
+//!
+//! Every message a session sends goes through its [`session::HttpSession`] writer, which appends
+//! it to the [`EventStore`] first and only then hands it to the live connection, if any. So a
+//! client that drops the connection — or whose call finishes while it is away — gets everything
+//! after its last event id when it comes back, exactly once. A disconnect is never a cancel in
+//! these versions: only `notifications/cancelled`, DELETE or session expiry are.
+//!
+//! Protocol 2026-07-28 (stateless; disconnect = cancel) is not served yet; the version of each
+//! session is kept (`HttpSession::version`) so that the era can select the behaviour per
+//! request without reshaping this module.
+//!
+//! Modules: [`guard`] (Host/Origin allow-list), [`session`] (per-session routing and the
+//! writer), [`handlers`] (POST/GET/DELETE), [`sse`] (the event streams).
+
+mod guard;
+mod handlers;
+mod session;
+mod sse;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::serve::ListenerExt;
+use axum::routing::any;
+use staunch_store::{EventStore, SessionStore};
+
+use crate::server::Server;
+
+pub use guard::Allow;
+
+/// Settings of the HTTP transport.
+#[derive(Clone, Debug)]
+pub struct HttpConfig {
+    /// The one MCP endpoint.
+    pub endpoint: String,
+    /// Host/Origin allow-list (DNS-rebinding protection).
+    pub allow: Allow,
+    /// Largest accepted POST body, in bytes; larger ones get 413.
+    pub max_body_bytes: usize,
+    /// Open SSE connections per session; one more gets 429.
+    pub max_streams_per_session: usize,
+    /// Sessions at once; one more `initialize` gets 503.
+    pub max_sessions: usize,
+    /// A session with no request and no open connection for this long expires; its in-flight
+    /// requests are cancelled.
+    pub session_idle: Duration,
+    /// The `retry` sent in the priming event: how long a client waits before reconnecting.
+    pub sse_retry: Duration,
+    /// Interval of SSE keep-alive comments on open streams.
+    pub keep_alive: Duration,
+    /// SEP-1699 polling: when set, the connection of a request's stream is closed this long
+    /// after the priming event if the call is still running; the client resumes with
+    /// `Last-Event-ID`.
+    pub poll_after: Option<Duration>,
+    /// Events older than this are dropped from the event store.
+    pub event_max_age: Duration,
+    /// At most this many events are kept per stream.
+    pub event_max_per_stream: u64,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        Self {
+            endpoint: "/mcp".into(),
+            allow: Allow::loopback(),
+            max_body_bytes: 4 * 1024 * 1024,
+            max_streams_per_session: 256,
+            max_sessions: 10_000,
+            session_idle: Duration::from_secs(30 * 60),
+            sse_retry: Duration::from_millis(1000),
+            keep_alive: Duration::from_secs(15),
+            poll_after: None,
+            event_max_age: Duration::from_secs(15 * 60),
+            event_max_per_stream: 10_000,
+        }
+    }
+}
+
+/// Shared state of the HTTP transport.
+pub(crate) struct HttpState {
+    pub(crate) server: Server,
+    pub(crate) events: Arc<dyn EventStore>,
+    pub(crate) sessions_store: Arc<dyn SessionStore>,
+    pub(crate) cfg: HttpConfig,
+    pub(crate) sessions: Mutex<HashMap<String, Arc<session::HttpSession>>>,
+}
+
+impl HttpState {
+    pub(crate) fn session(&self, id: &str) -> Option<Arc<session::HttpSession>> {
+        self.sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(id)
+            .cloned()
+    }
+
+    pub(crate) fn session_count(&self) -> usize {
+        self.sessions.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    /// Ends a session: cancels its requests, forgets it, deletes its stored state.
+    pub(crate) async fn end_session(&self, id: &str, reason: &str) -> bool {
+        let removed = self
+            .sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(id);
+        let Some(s) = removed else { return false };
+        s.close(reason);
+        if let Err(e) = self.sessions_store.delete(id).await {
+            tracing::warn!(session = id, error = %e, "could not delete session record");
+        }
+        if let Err(e) = self.events.delete_session(id).await {
+            tracing::warn!(session = id, error = %e, "could not delete session events");
+        }
+        true
+    }
+}
+
+/// An HTTP server for `server`, ready to be bound.
+#[derive(Clone)]
+pub struct HttpTransport {
+    state: Arc<HttpState>,
+}
+
+impl std::fmt::Debug for HttpTransport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpTransport")
+            .field("endpoint", &self.state.cfg.endpoint)
+            .finish()
+    }
+}
+
+impl HttpTransport {
+    /// The transport for `server`, keeping SSE events and session records in the given stores.
+    pub fn new(
+        server: Server,
+        events: Arc<dyn EventStore>,
+        sessions: Arc<dyn SessionStore>,
+        cfg: HttpConfig,
+    ) -> Self {
+        Self {
+            state: Arc::new(HttpState {
+                server,
+                events,
+                sessions_store: sessions,
+                cfg,
+                sessions: Mutex::new(HashMap::new()),
+            }),
+        }
+    }
+
+    /// The axum router (tests call it without a socket).
+    pub fn router(&self) -> Router {
+        let limit = self.state.cfg.max_body_bytes;
+        Router::new()
+            .route(&self.state.cfg.endpoint, any(handlers::endpoint))
+            .layer(DefaultBodyLimit::max(limit))
+            .with_state(self.state.clone())
+    }
+
+    /// Sessions open right now.
+    pub fn session_count(&self) -> usize {
+        self.state.session_count()
+    }
+
+    /// Serves on `listener` until the server's shutdown token fires; then closes every session
+    /// (cancelling their requests) and waits for them to drain.
+    pub async fn serve(self, listener: tokio::net::TcpListener) -> std::io::Result<()> {
+        let shutdown = self.state.server.shutdown_token();
+        let maintenance = tokio::spawn(maintenance(self.state.clone()));
+        let app = self.router();
+        // Without TCP_NODELAY every small SSE write waits for the peer's delayed ACK (~40 ms).
+        let listener = listener.tap_io(|tcp| {
+            if let Err(e) = tcp.set_nodelay(true) {
+                tracing::warn!(error = %e, "could not set TCP_NODELAY");
+            }
+        });
+        let result = axum::serve(listener, app)
+            .with_graceful_shutdown(async move { shutdown.cancelled().await })
+            .await;
+        maintenance.abort();
+        let sessions: Vec<_> = self
+            .state
+            .sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain()
+            .map(|(_, s)| s)
+            .collect();
+        for s in &sessions {
+            s.close("server shutdown");
+        }
+        for s in &sessions {
+            s.drain().await;
+        }
+        self.state.server.lifecycle_log().flush();
+        result
+    }
+
+    /// Binds `addr` and serves (see [`HttpTransport::serve`]).
+    pub async fn bind_and_serve(self, addr: SocketAddr) -> std::io::Result<()> {
+        let listener = tokio::net::TcpListener::bind(addr).await?;
+        self.serve(listener).await
+    }
+}
+
+/// Expires idle sessions and applies event retention, every few seconds.
+async fn maintenance(state: Arc<HttpState>) {
+    let period = (state.cfg.session_idle / 4).clamp(Duration::from_millis(50), Duration::from_secs(10));
+    let mut tick = tokio::time::interval(period);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let now = staunch_store::now_ms();
+        let idle: Vec<String> = {
+            let sessions = state.sessions.lock().unwrap_or_else(|p| p.into_inner());
+            for s in sessions.values() {
+                s.forget_done_streams();
+            }
+            sessions
+                .values()
+                .filter(|s| s.idle_for(now) > state.cfg.session_idle)
+                .map(|s| s.id().to_string())
+                .collect()
+        };
+        for id in idle {
+            tracing::info!(session = %id, "session expired");
+            state.end_session(&id, "session expired").await;
+        }
+        let max_age = i64::try_from(state.cfg.event_max_age.as_millis()).unwrap_or(i64::MAX);
+        if let Err(e) = state
+            .events
+            .purge(now, max_age, state.cfg.event_max_per_stream)
+            .await
+        {
+            tracing::warn!(error = %e, "event retention failed");
+        }
+    }
+}

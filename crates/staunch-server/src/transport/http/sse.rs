@@ -1,0 +1,109 @@
+//! The SSE bodies: a few events known up front (priming, replay), then the live connection.
+//!
+//! Encoded here rather than with axum's `Sse` because the priming event needs an empty
+//! `data:` line (SEP-1699), which axum's encoder omits.
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use futures_util::stream;
+use tokio::time::Instant;
+
+use super::session::{ConnectionGuard, LiveRx, SseItem};
+
+struct State {
+    first: std::vec::IntoIter<Bytes>,
+    live: Option<LiveRx>,
+    close_at: Option<Instant>,
+    keep_alive: Duration,
+    _guard: ConnectionGuard,
+}
+
+/// An SSE response: `first` events, then whatever `live` delivers until it ends, asks to close,
+/// or `close_after` passes (SEP-1699 polling; the client resumes with `Last-Event-ID`). A
+/// comment goes out every `keep_alive` of silence so proxies keep the connection.
+pub(crate) fn body(
+    first: Vec<Bytes>,
+    live: Option<LiveRx>,
+    close_after: Option<Duration>,
+    keep_alive: Duration,
+    guard: ConnectionGuard,
+) -> Response {
+    let state = State {
+        first: first.into_iter(),
+        live,
+        close_at: close_after.map(|d| Instant::now() + d),
+        keep_alive,
+        _guard: guard,
+    };
+    let frames = stream::unfold(state, |mut st| async move {
+        if let Some(e) = st.first.next() {
+            return Some((Ok::<_, Infallible>(e), st));
+        }
+        let rx = st.live.as_mut()?;
+        let wait_until = match st.close_at {
+            Some(at) => at.min(Instant::now() + st.keep_alive),
+            None => Instant::now() + st.keep_alive,
+        };
+        match tokio::time::timeout_at(wait_until, rx.recv()).await {
+            Ok(Some(SseItem::Event { id, data })) => Some((Ok(event(&id, &data)), st)),
+            Ok(Some(SseItem::Close) | None) => None,
+            Err(_) if st.close_at.is_some_and(|at| Instant::now() >= at) => None,
+            Err(_) => Some((Ok(Bytes::from_static(b": keep-alive\n\n")), st)),
+        }
+    });
+    (
+        [
+            (header::CONTENT_TYPE, "text/event-stream"),
+            (header::CACHE_CONTROL, "no-cache"),
+            (header::HeaderName::from_static("x-accel-buffering"), "no"),
+        ],
+        Body::from_stream(frames),
+    )
+        .into_response()
+}
+
+/// The priming event: an id the client can resume from, the reconnect delay, empty data.
+pub(crate) fn priming(id: &str, retry: Duration) -> Bytes {
+    Bytes::from(format!("id: {id}\nretry: {}\ndata: \n\n", retry.as_millis()))
+}
+
+/// One message as an event (`id` may be empty when the message could not be stored).
+pub(crate) fn event(id: &str, data: &str) -> Bytes {
+    let mut out = String::with_capacity(data.len() + id.len() + 16);
+    if !id.is_empty() {
+        out.push_str("id: ");
+        out.push_str(id);
+        out.push('\n');
+    }
+    // Serialised JSON has no raw newlines, but a stored payload is data: split defensively.
+    for line in data.split('\n') {
+        out.push_str("data: ");
+        out.push_str(line.strip_suffix('\r').unwrap_or(line));
+        out.push('\n');
+    }
+    out.push('\n');
+    Bytes::from(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn priming_has_id_retry_and_empty_data() {
+        assert_eq!(
+            priming("s:0", Duration::from_millis(1500)),
+            Bytes::from_static(b"id: s:0\nretry: 1500\ndata: \n\n")
+        );
+    }
+
+    #[test]
+    fn events_are_framed() {
+        assert_eq!(event("s:1", "{}"), Bytes::from_static(b"id: s:1\ndata: {}\n\n"));
+        assert_eq!(event("", "a\nb"), Bytes::from_static(b"data: a\ndata: b\n\n"));
+    }
+}

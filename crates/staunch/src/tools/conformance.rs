@@ -1,0 +1,348 @@
+//! The `conformance` profile: what the official MCP conformance suite's server scenarios call
+//! (`@modelcontextprotocol/conformance`, the "everything-server" contract), written with
+//! staunch's own API. It doubles as a tour of the library: typed and hand-schema'd tools,
+//! client-visible logging, progress, requests to the client (sampling, elicitation), closing an
+//! SSE connection mid-call, and resources, prompts and completions as custom methods.
+
+use std::time::Duration;
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use staunch_server::protocol::ErrorObject;
+use staunch_server::protocol::mcp::Content;
+use staunch_server::{CallToolResult, Context, LoggingLevel, ServerBuilder, ToolError, ToolSpec};
+
+/// A 1×1 transparent PNG.
+const PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII=";
+/// A tiny silent WAV (44-byte header, 2 samples).
+const WAV: &str = "UklGRigAAABXQVZFZm10IBAAAAABAAEAQB8AAIA+AAACABAAZGF0YQQAAAAAAAAA";
+
+#[derive(Deserialize, JsonSchema)]
+struct NoArgs {}
+
+#[derive(Deserialize, JsonSchema)]
+struct SamplingArgs {
+    /// The prompt to send to the client's model.
+    prompt: String,
+}
+
+#[derive(Deserialize, JsonSchema)]
+struct ElicitArgs {
+    /// The question to ask the user.
+    message: String,
+}
+
+fn image() -> Content {
+    Content::Image {
+        data: PNG.into(),
+        mime_type: "image/png".into(),
+    }
+}
+
+fn text(s: &str) -> Result<CallToolResult, ToolError> {
+    Ok(CallToolResult::text(s))
+}
+
+pub fn register(b: ServerBuilder) -> ServerBuilder {
+    let b = b
+        .title("mcp-conformance-test-server")
+        .capability("resources", json!({"subscribe": true, "listChanged": true}))
+        .capability("prompts", json!({"listChanged": true}))
+        .capability("completions", json!({}));
+    let b = content_tools(b);
+    let b = interactive_tools(b);
+    let b = resources(b);
+    prompts(b)
+}
+
+fn content_tools(b: ServerBuilder) -> ServerBuilder {
+    b.tool(
+        ToolSpec::quick("test_simple_text", "Returns a simple text response."),
+        |_c, _a: NoArgs| async { text("This is a simple text response for testing.") },
+    )
+    .tool(
+        ToolSpec::quick("test_image_content", "Returns an image."),
+        |_c, _a: NoArgs| async {
+            Ok(CallToolResult {
+                content: vec![image()],
+                ..Default::default()
+            })
+        },
+    )
+    .tool(
+        ToolSpec::quick("test_audio_content", "Returns audio."),
+        |_c, _a: NoArgs| async {
+            Ok(CallToolResult {
+                content: vec![Content::Audio {
+                    data: WAV.into(),
+                    mime_type: "audio/wav".into(),
+                }],
+                ..Default::default()
+            })
+        },
+    )
+    .tool(
+        ToolSpec::quick("test_embedded_resource", "Returns an embedded resource."),
+        |_c, _a: NoArgs| async {
+            Ok(CallToolResult {
+                content: vec![Content::Resource {
+                    resource: json!({"uri": "test://embedded-resource", "mimeType": "text/plain",
+                                     "text": "This is an embedded resource content."}),
+                }],
+                ..Default::default()
+            })
+        },
+    )
+    .tool(
+        ToolSpec::quick("test_multiple_content_types", "Returns text, an image and a resource."),
+        |_c, _a: NoArgs| async {
+            Ok(CallToolResult {
+                content: vec![
+                    Content::text("Multiple content types test:"),
+                    image(),
+                    Content::Resource {
+                        resource: json!({"uri": "test://mixed-content-resource", "mimeType": "application/json",
+                                         "text": "{\"test\":\"data\",\"value\":123}"}),
+                    },
+                ],
+                ..Default::default()
+            })
+        },
+    )
+    .tool(
+        ToolSpec::quick("test_error_handling", "Always fails with a tool error."),
+        |_c, _a: NoArgs| async {
+            Err::<CallToolResult, _>(ToolError::tool(
+                "This tool intentionally returns an error for testing",
+            ))
+        },
+    )
+    .tool_handler(
+        ToolSpec::quick("json_schema_2020_12_tool", "Echoes its arguments; its schema uses JSON Schema 2020-12.")
+            .input_schema(json!({
+                "$schema": "https://json-schema.org/draft/2020-12/schema",
+                "type": "object",
+                "$defs": {"address": {"type": "object", "properties": {
+                    "street": {"type": "string"}, "city": {"type": "string"}}}},
+                "properties": {"name": {"type": "string"}, "address": {"$ref": "#/$defs/address"}},
+                "additionalProperties": false
+            })),
+        |_c: Context, args: Value| async move {
+            Ok(CallToolResult::text(format!("Received: {args}")))
+        },
+    )
+}
+
+fn interactive_tools(b: ServerBuilder) -> ServerBuilder {
+    b.tool(
+        ToolSpec::quick("test_tool_with_logging", "Sends three log messages while it runs."),
+        |ctx: Context, _a: NoArgs| async move {
+            for (i, m) in ["Tool execution started", "Tool processing data", "Tool execution completed"]
+                .into_iter()
+                .enumerate()
+            {
+                if i > 0 {
+                    ctx.sleep(Duration::from_millis(50)).await?;
+                }
+                ctx.log(LoggingLevel::Info, m);
+            }
+            text("Tool with logging executed successfully")
+        },
+    )
+    .tool(
+        ToolSpec::streaming("test_tool_with_progress", "Reports progress 0, 50 and 100."),
+        |ctx: Context, _a: NoArgs| async move {
+            for (i, p) in [0.0, 50.0, 100.0].into_iter().enumerate() {
+                if i > 0 {
+                    ctx.sleep(Duration::from_millis(50)).await?;
+                }
+                ctx.progress(p, Some(100.0), Some(format!("Completed step {p} of 100")));
+            }
+            text(&format!("progress reported for request {}", ctx.request_id()))
+        },
+    )
+    .tool(
+        ToolSpec::streaming(
+            "test_reconnection",
+            "Closes its SSE connection mid-call; the result arrives after the client resumes.",
+        ),
+        |ctx: Context, _a: NoArgs| async move {
+            ctx.close_sse_stream();
+            ctx.sleep(Duration::from_millis(100)).await?;
+            text("Reconnection test completed successfully. The result was delivered after the stream was resumed.")
+        },
+    )
+    .tool(
+        ToolSpec::quick("test_sampling", "Asks the client's model to answer a prompt."),
+        |ctx: Context, a: SamplingArgs| async move {
+            let params = json!({
+                "messages": [{"role": "user", "content": {"type": "text", "text": a.prompt}}],
+                "maxTokens": 100
+            });
+            match ctx.request_client("sampling/createMessage", params).await {
+                Ok(r) => text(&format!("LLM response: {}", r["content"]["text"].as_str().unwrap_or_default())),
+                Err(ToolError::Rpc(e)) => text(&format!("Sampling failed: {}", e.message)),
+                Err(e) => Err(e),
+            }
+        },
+    )
+    .tool(
+        ToolSpec::quick("test_elicitation", "Asks the user a question."),
+        |ctx: Context, a: ElicitArgs| async move {
+            let params = json!({"message": a.message, "requestedSchema": {
+                "type": "object", "properties": {"response": {"type": "string"}}, "required": ["response"]}});
+            elicit(&ctx, params).await
+        },
+    )
+    .tool(
+        ToolSpec::quick("test_elicitation_sep1034_defaults", "Elicitation with default values."),
+        |ctx: Context, _a: NoArgs| async move {
+            let params = json!({"message": "Please confirm your details", "requestedSchema": {
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string", "default": "John Doe"},
+                    "age": {"type": "integer", "default": 30},
+                    "score": {"type": "number", "default": 95.5},
+                    "status": {"type": "string", "enum": ["active", "inactive", "pending"], "default": "active"},
+                    "verified": {"type": "boolean", "default": true}
+                },
+                "required": []
+            }});
+            elicit(&ctx, params).await
+        },
+    )
+    .tool(
+        ToolSpec::quick("test_elicitation_sep1330_enums", "Elicitation with every enum shape."),
+        |ctx: Context, _a: NoArgs| async move {
+            let params = json!({"message": "Pick some options", "requestedSchema": {
+                "type": "object",
+                "properties": {
+                    "untitledSingle": {"type": "string", "enum": ["option1", "option2", "option3"]},
+                    "titledSingle": {"type": "string", "oneOf": [
+                        {"const": "value1", "title": "First Option"},
+                        {"const": "value2", "title": "Second Option"},
+                        {"const": "value3", "title": "Third Option"}]},
+                    "legacyEnum": {"type": "string", "enum": ["opt1", "opt2", "opt3"],
+                                   "enumNames": ["Option One", "Option Two", "Option Three"]},
+                    "untitledMulti": {"type": "array", "minItems": 1, "maxItems": 3,
+                                      "items": {"type": "string", "enum": ["option1", "option2", "option3"]}},
+                    "titledMulti": {"type": "array", "items": {"anyOf": [
+                        {"const": "value1", "title": "First Choice"},
+                        {"const": "value2", "title": "Second Choice"},
+                        {"const": "value3", "title": "Third Choice"}]}}
+                },
+                "required": []
+            }});
+            elicit(&ctx, params).await
+        },
+    )
+}
+
+async fn elicit(ctx: &Context, params: Value) -> Result<CallToolResult, ToolError> {
+    match ctx.request_client("elicitation/create", params).await {
+        Ok(r) => text(&format!("User response: action={}, content={}", r["action"].as_str().unwrap_or("?"), r["content"])),
+        Err(ToolError::Rpc(e)) => text(&format!("Elicitation failed: {}", e.message)),
+        Err(e) => Err(e),
+    }
+}
+
+fn resource_contents(uri: &str) -> Option<Value> {
+    Some(match uri {
+        "test://static-text" => json!({"uri": uri, "mimeType": "text/plain",
+                                       "text": "This is the content of the static text resource."}),
+        "test://static-binary" => json!({"uri": uri, "mimeType": "image/png", "blob": PNG}),
+        "test://watched-resource" => json!({"uri": uri, "mimeType": "text/plain", "text": "Watched resource content"}),
+        _ => {
+            let id = uri.strip_prefix("test://template/")?.strip_suffix("/data")?;
+            if id.is_empty() || id.contains('/') {
+                return None;
+            }
+            json!({"uri": uri, "mimeType": "application/json",
+                   "text": json!({"id": id, "templateTest": true, "data": format!("Data for ID: {id}")}).to_string()})
+        }
+    })
+}
+
+fn resources(b: ServerBuilder) -> ServerBuilder {
+    b.method("resources/list", |_c: Context, _p: Option<Value>| async {
+        Ok(json!({"resources": [
+            {"uri": "test://static-text", "name": "Static Text Resource", "mimeType": "text/plain",
+             "description": "A static text resource"},
+            {"uri": "test://static-binary", "name": "Static Binary Resource", "mimeType": "image/png",
+             "description": "A static binary resource"},
+            {"uri": "test://watched-resource", "name": "Watched Resource", "mimeType": "text/plain",
+             "description": "A resource that can be subscribed to"}
+        ]}))
+    })
+    .method("resources/templates/list", |_c: Context, _p: Option<Value>| async {
+        Ok(json!({"resourceTemplates": [
+            {"uriTemplate": "test://template/{id}/data", "name": "Template Resource",
+             "mimeType": "application/json", "description": "A resource template with an id"}
+        ]}))
+    })
+    .method("resources/read", |_c: Context, p: Option<Value>| async move {
+        let uri = uri_param(&p)?;
+        match resource_contents(&uri) {
+            Some(c) => Ok(json!({"contents": [c]})),
+            None => Err(ToolError::Rpc(
+                ErrorObject::new(-32002, format!("resource not found: {uri}")).with_data(json!({"uri": uri})),
+            )),
+        }
+    })
+    .method("resources/subscribe", |_c: Context, p: Option<Value>| async move {
+        uri_param(&p)?;
+        Ok(json!({}))
+    })
+    .method("resources/unsubscribe", |_c: Context, p: Option<Value>| async move {
+        uri_param(&p)?;
+        Ok(json!({}))
+    })
+}
+
+fn uri_param(p: &Option<Value>) -> Result<String, ToolError> {
+    p.as_ref()
+        .and_then(|p| p["uri"].as_str())
+        .map(String::from)
+        .ok_or_else(|| ToolError::Rpc(ErrorObject::invalid_params("params.uri (a string) is required")))
+}
+
+fn prompts(b: ServerBuilder) -> ServerBuilder {
+    b.method("prompts/list", |_c: Context, _p: Option<Value>| async {
+        Ok(json!({"prompts": [
+            {"name": "test_simple_prompt", "description": "A simple prompt without arguments"},
+            {"name": "test_prompt_with_arguments", "description": "A prompt with required arguments",
+             "arguments": [{"name": "arg1", "description": "First test argument", "required": true},
+                           {"name": "arg2", "description": "Second test argument", "required": true}]},
+            {"name": "test_prompt_with_embedded_resource", "description": "A prompt with an embedded resource",
+             "arguments": [{"name": "resourceUri", "description": "URI of the resource to embed", "required": true}]},
+            {"name": "test_prompt_with_image", "description": "A prompt with an image"}
+        ]}))
+    })
+    .method("prompts/get", |_c: Context, p: Option<Value>| async move {
+        let p = p.unwrap_or_default();
+        let name = p["name"].as_str().unwrap_or_default().to_string();
+        let args = &p["arguments"];
+        let arg = |k: &str| args[k].as_str().unwrap_or_default().to_string();
+        let user = |content: Value| json!({"role": "user", "content": content});
+        let messages = match name.as_str() {
+            "test_simple_prompt" => vec![user(json!({"type": "text", "text": "This is a simple prompt for testing."}))],
+            "test_prompt_with_arguments" => vec![user(json!({"type": "text",
+                "text": format!("Prompt with arguments: arg1='{}', arg2='{}'", arg("arg1"), arg("arg2"))}))],
+            "test_prompt_with_embedded_resource" => vec![
+                user(json!({"type": "resource", "resource": {"uri": arg("resourceUri"), "mimeType": "text/plain",
+                            "text": "Embedded resource content for testing."}})),
+                user(json!({"type": "text", "text": "Please process the embedded resource above."})),
+            ],
+            "test_prompt_with_image" => vec![
+                user(json!({"type": "image", "data": PNG, "mimeType": "image/png"})),
+                user(json!({"type": "text", "text": "Please analyze the image above."})),
+            ],
+            _ => return Err(ToolError::Rpc(ErrorObject::invalid_params(format!("unknown prompt: {name}")))),
+        };
+        Ok(json!({"messages": messages}))
+    })
+    .method("completion/complete", |_c: Context, _p: Option<Value>| async {
+        Ok(json!({"completion": {"values": [], "total": 0, "hasMore": false}}))
+    })
+}
