@@ -333,7 +333,9 @@ pub trait JobStore: Send + Sync + 'static {
     ) -> Result<Option<Lease>, StoreError>;
 
     /// Extends the lease to `now_ms + lease_ms` and stores progress/checkpoint when given
-    /// (None keeps the stored value). Reports the cancel flag.
+    /// (None keeps the stored value). Reports the cancel flag. A late heartbeat, after the
+    /// lease ran out but before a reaper moved the job, still holds: only the reaper takes a
+    /// running job away, so nobody else can have started it.
     #[allow(clippy::too_many_arguments)] // the fenced identity (3) + lease + time + 2 payloads
     async fn heartbeat(
         &self,

@@ -22,7 +22,7 @@ async fn concurrent_opens_migrate_once_and_data_survives_reopen() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("staunch.db");
     let spec = format!("sqlite:{}", path.display());
-    let opens: Vec<_> = (0..4)
+    let opens: Vec<_> = (0..8)
         .map(|_| {
             let spec = spec.clone();
             tokio::spawn(async move { staunch_store::open(&spec).await })

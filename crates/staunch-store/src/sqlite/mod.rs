@@ -15,6 +15,7 @@ mod session;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::mpsc;
+use std::time::Duration;
 
 use rusqlite::{Connection, Transaction, TransactionBehavior};
 use tokio::sync::oneshot;
@@ -86,13 +87,33 @@ impl Db {
     }
 }
 
+/// Opens and prepares the connection. Several processes opening a *fresh* file at once can
+/// get `SQLITE_BUSY` straight away, without the busy handler being consulted (switching the
+/// journal to WAL needs an exclusive lock), so set-up is retried for up to `BUSY_TIMEOUT_MS`.
+/// This runs on the store's own thread, so the sleeps block nothing else.
 fn connect(path: Option<&Path>) -> Result<Connection, StoreError> {
-    let mut conn = match path {
-        Some(p) => Connection::open(p)?,
-        None => Connection::open_in_memory()?,
-    };
-    conn.busy_timeout(std::time::Duration::from_millis(BUSY_TIMEOUT_MS.into()))?;
-    if path.is_some() {
+    let deadline = std::time::Instant::now() + Duration::from_millis(BUSY_TIMEOUT_MS.into());
+    let mut pause = Duration::from_millis(5);
+    loop {
+        let mut conn = match path {
+            Some(p) => Connection::open(p)?,
+            None => Connection::open_in_memory()?,
+        };
+        match set_up(&mut conn, path.is_some()) {
+            Ok(()) => return Ok(conn),
+            Err(e) if e.is_transient() && std::time::Instant::now() < deadline => {
+                drop(conn);
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(100));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+fn set_up(conn: &mut Connection, is_file: bool) -> Result<(), StoreError> {
+    conn.busy_timeout(Duration::from_millis(BUSY_TIMEOUT_MS.into()))?;
+    if is_file {
         // WAL: readers in other processes do not block the writer and vice versa.
         // synchronous=FULL: a job is "durably recorded" before its id is handed out, even
         // across power loss (NORMAL could lose the last commits).
@@ -105,8 +126,7 @@ fn connect(path: Option<&Path>) -> Result<Connection, StoreError> {
         }
         conn.pragma_update(None, "synchronous", "FULL")?;
     }
-    migrate(&mut conn)?;
-    Ok(conn)
+    migrate(conn)
 }
 
 /// Applies the missing migrations under the write lock, so two processes opening a fresh file
