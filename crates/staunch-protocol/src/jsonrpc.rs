@@ -168,10 +168,9 @@ impl FrameError {
     pub fn to_error(&self) -> ErrorObject {
         match self {
             Self::Parse(m) => ErrorObject::new(codes::PARSE_ERROR, format!("parse error: {m}")),
-            Self::Invalid { reason, .. } => ErrorObject::new(
-                codes::INVALID_REQUEST,
-                format!("invalid request: {reason}"),
-            ),
+            Self::Invalid { reason, .. } => {
+                ErrorObject::new(codes::INVALID_REQUEST, format!("invalid request: {reason}"))
+            }
         }
     }
 
@@ -232,7 +231,10 @@ fn classify(mut obj: Map<String, Value>) -> Result<Message, FrameError> {
         Some(_) => Err(invalid(id, "method must be a string")),
         None => {
             let Some(id) = id else {
-                return Err(invalid(None, "a message needs a method, or an id with a result"));
+                return Err(invalid(
+                    None,
+                    "a message needs a method, or an id with a result",
+                ));
             };
             match (obj.remove("result"), obj.remove("error")) {
                 (Some(result), None) => Ok(Message::Response(Response {
@@ -240,7 +242,10 @@ fn classify(mut obj: Map<String, Value>) -> Result<Message, FrameError> {
                     outcome: Ok(result),
                 })),
                 (None, Some(error)) => match serde_json::from_value::<ErrorObject>(error) {
-                    Ok(e) => Ok(Message::Response(Response { id, outcome: Err(e) })),
+                    Ok(e) => Ok(Message::Response(Response {
+                        id,
+                        outcome: Err(e),
+                    })),
                     Err(e) => Err(invalid(Some(id), format!("malformed error object: {e}"))),
                 },
                 _ => Err(invalid(
@@ -363,7 +368,10 @@ mod tests {
         let m = parse(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#).unwrap();
         assert!(matches!(m, Message::Notification(n) if n.method == "notifications/initialized"));
         let m = parse(r#"{"jsonrpc":"2.0","id":1,"result":{"a":1}}"#).unwrap();
-        assert!(matches!(m, Message::Response(Response { outcome: Ok(_), .. })));
+        assert!(matches!(
+            m,
+            Message::Response(Response { outcome: Ok(_), .. })
+        ));
         let m = parse(r#"{"jsonrpc":"2.0","id":1,"error":{"code":-1,"message":"x"}}"#).unwrap();
         assert!(matches!(m, Message::Response(Response { outcome: Err(e), .. }) if e.code == -1));
     }

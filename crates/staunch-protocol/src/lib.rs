@@ -18,6 +18,6 @@ pub mod mcp;
 pub mod version;
 
 pub use jsonrpc::{
-    error_response_bytes, notification_bytes, request_bytes, result_response_bytes,
-    ErrorObject, FrameError, Message, Notification, Request, RequestId, Response, parse_message,
+    ErrorObject, FrameError, Message, Notification, Request, RequestId, Response,
+    error_response_bytes, notification_bytes, parse_message, request_bytes, result_response_bytes,
 };

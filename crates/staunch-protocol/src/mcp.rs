@@ -336,9 +336,15 @@ mod tests {
             mime_type: "image/png".into(),
         })
         .unwrap();
-        assert_eq!(v, json!({"type":"image","data":"AA==","mimeType":"image/png"}));
+        assert_eq!(
+            v,
+            json!({"type":"image","data":"AA==","mimeType":"image/png"})
+        );
         let r = serde_json::to_value(CallToolResult::error("bad")).unwrap();
-        assert_eq!(r, json!({"content":[{"type":"text","text":"bad"}],"isError":true}));
+        assert_eq!(
+            r,
+            json!({"content":[{"type":"text","text":"bad"}],"isError":true})
+        );
     }
 
     #[test]
@@ -354,7 +360,11 @@ mod tests {
             r#"{"progressToken":1,"progress":3,"total":10}"#
         );
         let p = ProgressParams { progress: 2.5, ..p };
-        assert!(serde_json::to_string(&p).unwrap().contains("\"progress\":2.5"));
+        assert!(
+            serde_json::to_string(&p)
+                .unwrap()
+                .contains("\"progress\":2.5")
+        );
     }
 
     #[test]

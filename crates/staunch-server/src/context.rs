@@ -233,7 +233,8 @@ impl Context {
             Ok(Err(_)) => Err(ToolError::Internal("the session closed".into())),
             Err(e) => {
                 session.forget_outgoing(&id);
-                let params = serde_json::json!({"requestId": id.to_value(), "reason": "request cancelled"});
+                let params =
+                    serde_json::json!({"requestId": id.to_value(), "reason": "request cancelled"});
                 session.sink.send(Outbound {
                     related: Some(self.shared.id.clone()),
                     kind: OutboundKind::Notification,

@@ -75,9 +75,7 @@ impl LifecycleLog {
                     let _ = w.flush();
                 }
             })
-            .map(|_| Self {
-                tx: Some(tx),
-            })
+            .map(|_| Self { tx: Some(tx) })
             .unwrap_or_default()
     }
 
@@ -113,8 +111,7 @@ impl LifecycleLog {
 /// Now as RFC 3339 UTC with milliseconds.
 pub(crate) fn now_rfc3339() -> String {
     // Fixed width (always three fraction digits) so lines sort and align.
-    let fmt = format_description!(
-        "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z"
-    );
+    let fmt =
+        format_description!("[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z");
     OffsetDateTime::now_utc().format(fmt).unwrap_or_default()
 }

@@ -70,7 +70,12 @@ impl Progress {
     }
 
     /// Reports progress; see the module docs for what reaches the wire.
-    pub(crate) fn report(self: &Arc<Self>, progress: f64, total: Option<f64>, message: Option<String>) {
+    pub(crate) fn report(
+        self: &Arc<Self>,
+        progress: f64,
+        total: Option<f64>,
+        message: Option<String>,
+    ) {
         let Some(token) = &self.token else { return };
         let mut st = self.lock();
         if st.closed {
@@ -164,7 +169,8 @@ impl Progress {
         let now = Instant::now();
         let elapsed = now.duration_since(st.refilled_at).as_secs_f64();
         st.refilled_at = now;
-        st.tokens = (st.tokens + elapsed * self.rate.per_second).min(f64::from(self.rate.burst.max(1)));
+        st.tokens =
+            (st.tokens + elapsed * self.rate.per_second).min(f64::from(self.rate.burst.max(1)));
     }
 
     fn until_next_token(&self, st: &State) -> std::time::Duration {
@@ -193,14 +199,17 @@ mod tests {
     impl Sink for Collect {
         fn send(&self, msg: Outbound) {
             let v: serde_json::Value = serde_json::from_slice(&msg.bytes).unwrap();
-            self.0.lock().unwrap().push(v["params"]["progress"].as_f64().unwrap());
+            self.0
+                .lock()
+                .unwrap()
+                .push(v["params"]["progress"].as_f64().unwrap());
         }
     }
 
     fn progress(rate: ProgressRate, token: bool) -> (Arc<Progress>, Arc<Collect>) {
         let sink = Arc::new(Collect::default());
         let p = Arc::new(Progress::new(
-            token.then(|| ProgressToken::Number(1)),
+            token.then_some(ProgressToken::Number(1)),
             RequestId::Number(1),
             rate,
             sink.clone(),

@@ -25,7 +25,11 @@ use crate::tool::{ToolHandler, ToolSpec, Typed, schema_of};
 /// task, like a tool.
 pub trait MethodHandler: Send + Sync + 'static {
     /// Starts handling; `params` as sent.
-    fn call(&self, ctx: Context, params: Option<Value>) -> BoxFuture<'static, Result<Value, ToolError>>;
+    fn call(
+        &self,
+        ctx: Context,
+        params: Option<Value>,
+    ) -> BoxFuture<'static, Result<Value, ToolError>>;
 }
 
 impl<F, Fut> MethodHandler for F
@@ -33,7 +37,11 @@ where
     F: Fn(Context, Option<Value>) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<Value, ToolError>> + Send + 'static,
 {
-    fn call(&self, ctx: Context, params: Option<Value>) -> BoxFuture<'static, Result<Value, ToolError>> {
+    fn call(
+        &self,
+        ctx: Context,
+        params: Option<Value>,
+    ) -> BoxFuture<'static, Result<Value, ToolError>> {
         Box::pin(self(ctx, params))
     }
 }
@@ -123,7 +131,11 @@ impl Server {
     pub fn tool_names(&self) -> Vec<String> {
         self.inner.tool_list["tools"]
             .as_array()
-            .map(|a| a.iter().filter_map(|t| t["name"].as_str().map(String::from)).collect())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|t| t["name"].as_str().map(String::from))
+                    .collect()
+            })
             .unwrap_or_default()
     }
 }
@@ -141,7 +153,9 @@ pub struct ServerBuilder {
 
 impl std::fmt::Debug for ServerBuilder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ServerBuilder").field("name", &self.info.name).finish()
+        f.debug_struct("ServerBuilder")
+            .field("name", &self.info.name)
+            .finish()
     }
 }
 

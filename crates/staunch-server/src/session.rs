@@ -19,8 +19,8 @@ use staunch_protocol::mcp::{
     LoggingLevel, ProgressToken, SetLevelParams, methods,
 };
 use staunch_protocol::{
-    ErrorObject, Message, Notification, Request, RequestId, Response, codes,
-    error_response_bytes, parse_message, result_response_bytes, version,
+    ErrorObject, Message, Notification, Request, RequestId, Response, codes, error_response_bytes,
+    parse_message, result_response_bytes, version,
 };
 use tokio::sync::oneshot;
 use tokio::time::Instant;
@@ -63,7 +63,9 @@ pub struct Session {
 
 impl std::fmt::Debug for Session {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Session").field("id", &self.inner.id).finish()
+        f.debug_struct("Session")
+            .field("id", &self.inner.id)
+            .finish()
     }
 }
 
@@ -167,10 +169,15 @@ impl Session {
             st.closed = true;
         }
         self.inner.registry.cancel_all(|id, since_start, ignored| {
-            self.inner.log_cancel(id, Some(reason), since_start, ignored);
+            self.inner
+                .log_cancel(id, Some(reason), since_start, ignored);
         });
         self.inner.token.cancel();
-        self.inner.outgoing.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        self.inner
+            .outgoing
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
     }
 
     /// Waits until every in-flight request has ended, at most the server's `drain_timeout`.
@@ -210,7 +217,10 @@ impl SessionInner {
     }
 
     pub(crate) fn forget_outgoing(&self, id: &RequestId) {
-        self.outgoing.lock().unwrap_or_else(|p| p.into_inner()).remove(id);
+        self.outgoing
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(id);
     }
 
     fn respond(&self, id: &RequestId, outcome: Result<Value, ErrorObject>) {
@@ -229,7 +239,13 @@ impl SessionInner {
         self.server.log.emit(event, &self.id, id, extra);
     }
 
-    fn log_cancel(&self, id: &RequestId, reason: Option<&str>, since_start: Duration, ignored: bool) {
+    fn log_cancel(
+        &self,
+        id: &RequestId,
+        reason: Option<&str>,
+        since_start: Duration,
+        ignored: bool,
+    ) {
         if !self.server.log.enabled() {
             return;
         }
@@ -267,7 +283,10 @@ impl SessionInner {
         if self.lock_state().closed {
             self.respond(
                 &req.id,
-                Err(ErrorObject::new(codes::INVALID_REQUEST, "the session is closed")),
+                Err(ErrorObject::new(
+                    codes::INVALID_REQUEST,
+                    "the session is closed",
+                )),
             );
             return;
         }
@@ -347,7 +366,10 @@ impl SessionInner {
     fn tool_call_work(&self, req: &Request) -> Result<Work, ErrorObject> {
         let p: CallToolParams = parse_params(req.params.as_ref())?;
         let Some(entry) = self.server.tools.get(&p.name).cloned() else {
-            return Err(ErrorObject::invalid_params(format!("unknown tool: {}", p.name)));
+            return Err(ErrorObject::invalid_params(format!(
+                "unknown tool: {}",
+                p.name
+            )));
         };
         let args = Value::Object(p.arguments.unwrap_or_default());
         let fingerprint = self.server.log.enabled().then(|| fingerprint(&args));
@@ -521,12 +543,18 @@ impl SessionInner {
     }
 
     fn on_response(&self, r: Response) {
-        let waiter = self.outgoing.lock().unwrap_or_else(|p| p.into_inner()).remove(&r.id);
+        let waiter = self
+            .outgoing
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&r.id);
         match waiter {
             Some(tx) => {
                 let _ = tx.send(r.outcome);
             }
-            None => tracing::info!(session = %self.id, id = %r.id, "response to an unknown request ignored"),
+            None => {
+                tracing::info!(session = %self.id, id = %r.id, "response to an unknown request ignored")
+            }
         }
     }
 }
@@ -591,12 +619,18 @@ async fn run_request(
     let outcome: &str = if let Some(cancel_at) = cancel_at {
         // The client gave up (or its session closed): never answer.
         shared.progress.close();
-        extra.insert("after_cancel_ms".into(), ms(now.duration_since(cancel_at)).into());
+        extra.insert(
+            "after_cancel_ms".into(),
+            ms(now.duration_since(cancel_at)).into(),
+        );
         match &ended {
             Ended::Aborted => {
                 if session.server.log.enabled() {
                     let mut a = Map::new();
-                    a.insert("since_cancel_ms".into(), ms(now.duration_since(cancel_at)).into());
+                    a.insert(
+                        "since_cancel_ms".into(),
+                        ms(now.duration_since(cancel_at)).into(),
+                    );
                     session.log("request.aborted", &shared.id, a);
                 }
                 "aborted"
@@ -634,7 +668,9 @@ async fn run_request(
                 extra.insert("panic".into(), msg.as_str().into());
                 (
                     "panic",
-                    Err(ErrorObject::internal(format!("the handler failed unexpectedly: {msg}"))),
+                    Err(ErrorObject::internal(format!(
+                        "the handler failed unexpectedly: {msg}"
+                    ))),
                 )
             }
         };
@@ -648,7 +684,10 @@ async fn run_request(
             extra.insert("tool".into(), t.into());
         }
         extra.insert("outcome".into(), outcome.into());
-        extra.insert("duration_ms".into(), ms(now.duration_since(meta.started)).into());
+        extra.insert(
+            "duration_ms".into(),
+            ms(now.duration_since(meta.started)).into(),
+        );
         session.log("request.end", &shared.id, extra);
     }
 }
@@ -677,7 +716,9 @@ fn error_object(e: ToolError) -> ErrorObject {
         ToolError::Internal(m) => ErrorObject::internal(m),
         // Only reached when the runtime itself did not cancel: the handler gave up on its own.
         ToolError::Cancelled => ErrorObject::internal("the handler stopped as if cancelled"),
-        ToolError::DeadlineExceeded => ErrorObject::new(codes::DEADLINE_EXCEEDED, "deadline exceeded"),
+        ToolError::DeadlineExceeded => {
+            ErrorObject::new(codes::DEADLINE_EXCEEDED, "deadline exceeded")
+        }
     }
 }
 

@@ -156,7 +156,11 @@ impl ToolSpec {
 /// Runs one tool call. `args` is always a JSON object.
 pub trait ToolHandler: Send + Sync + 'static {
     /// Starts the call; the returned future is the request's work.
-    fn call(&self, ctx: Context, args: Value) -> BoxFuture<'static, Result<CallToolResult, ToolError>>;
+    fn call(
+        &self,
+        ctx: Context,
+        args: Value,
+    ) -> BoxFuture<'static, Result<CallToolResult, ToolError>>;
 }
 
 /// Closures over untyped arguments are handlers too.
@@ -165,7 +169,11 @@ where
     F: Fn(Context, Value) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<CallToolResult, ToolError>> + Send + 'static,
 {
-    fn call(&self, ctx: Context, args: Value) -> BoxFuture<'static, Result<CallToolResult, ToolError>> {
+    fn call(
+        &self,
+        ctx: Context,
+        args: Value,
+    ) -> BoxFuture<'static, Result<CallToolResult, ToolError>> {
         Box::pin(self(ctx, args))
     }
 }
@@ -191,7 +199,11 @@ where
     F: Fn(Context, A) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<CallToolResult, ToolError>> + Send + 'static,
 {
-    fn call(&self, ctx: Context, args: Value) -> BoxFuture<'static, Result<CallToolResult, ToolError>> {
+    fn call(
+        &self,
+        ctx: Context,
+        args: Value,
+    ) -> BoxFuture<'static, Result<CallToolResult, ToolError>> {
         match decode_args::<A>(args) {
             Ok(a) => Box::pin((self.f)(ctx, a)),
             Err(message) => Box::pin(std::future::ready(Ok(CallToolResult::error(message)))),
@@ -224,7 +236,7 @@ mod tests {
     use serde::Deserialize;
     use serde_json::json;
 
-    #[derive(Deserialize, JsonSchema)]
+    #[derive(Debug, Deserialize, JsonSchema)]
     #[allow(dead_code)]
     struct Args {
         steps: u32,

@@ -67,7 +67,11 @@ pub struct ServeArgs {
     #[arg(long, default_value = "/mcp", env = "STAUNCH_ENDPOINT")]
     pub endpoint: String,
     /// Extra host names accepted in Host and Origin (localhost, 127.0.0.1 and [::1] always are).
-    #[arg(long = "allow-host", env = "STAUNCH_ALLOW_HOSTS", value_delimiter = ',')]
+    #[arg(
+        long = "allow-host",
+        env = "STAUNCH_ALLOW_HOSTS",
+        value_delimiter = ','
+    )]
     pub allow_hosts: Vec<String>,
     /// The `retry` (ms) sent with the priming event of every SSE stream.
     #[arg(long, default_value_t = 1000, env = "STAUNCH_SSE_RETRY_MS")]

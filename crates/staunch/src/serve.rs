@@ -60,7 +60,11 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<i32> {
     Ok(0)
 }
 
-async fn serve_http(args: &ServeArgs, server: Server, addr: std::net::SocketAddr) -> anyhow::Result<()> {
+async fn serve_http(
+    args: &ServeArgs,
+    server: Server,
+    addr: std::net::SocketAddr,
+) -> anyhow::Result<()> {
     let stores = staunch_store::open(&args.store)
         .await
         .with_context(|| format!("opening the store {:?}", args.store))?;

@@ -32,8 +32,16 @@ fn python_sdk_client_calls_tools_with_progress_over_stdio() {
     let Some(v) = run_py(&[]) else { return };
     assert_eq!(v["serverInfo"]["name"], "staunch", "{v}");
     assert_eq!(v["protocolVersion"], "2025-11-25");
-    let tools: Vec<&str> = v["tools"].as_array().unwrap().iter().map(|t| t.as_str().unwrap()).collect();
-    assert!(tools.contains(&"echo") && tools.contains(&"slow_count"), "{tools:?}");
+    let tools: Vec<&str> = v["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap())
+        .collect();
+    assert!(
+        tools.contains(&"echo") && tools.contains(&"slow_count"),
+        "{tools:?}"
+    );
     assert_eq!(v["echo"], "hi");
     assert_eq!(v["progress"], serde_json::json!([1, 2, 3, 4, 5]));
     assert_eq!(v["slow_result"], "counted 5");
@@ -43,9 +51,14 @@ fn python_sdk_client_calls_tools_with_progress_over_stdio() {
 fn python_sdk_client_timeout_cancel_stops_the_work() {
     // mcp 1.x sends no cancel on timeout; the driver sends the notification itself, as a
     // well-behaved client does, and then watches for progress and late responses.
-    let Some(v) = run_py(&["--cancel", "--timeout", "0.5", "--send-cancel"]) else { return };
+    let Some(v) = run_py(&["--cancel", "--timeout", "0.5", "--send-cancel"]) else {
+        return;
+    };
     assert_eq!(v["error"], true, "{v}");
-    assert_eq!(v["progress_after_cancel"], 0, "work continued after the cancel: {v}");
+    assert_eq!(
+        v["progress_after_cancel"], 0,
+        "work continued after the cancel: {v}"
+    );
     assert_eq!(v["echo_after"], "still alive");
     let late = v["late_messages"].as_array().map(|a| a.len()).unwrap_or(0);
     assert_eq!(late, 0, "a cancelled request was answered: {v}");

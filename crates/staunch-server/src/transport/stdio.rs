@@ -132,7 +132,11 @@ async fn read_frame<R: AsyncRead + Unpin>(
         }
         reader.consume(used);
         if done {
-            return Ok(if too_long { Frame::TooLong } else { Frame::Line });
+            return Ok(if too_long {
+                Frame::TooLong
+            } else {
+                Frame::Line
+            });
         }
     }
 }
@@ -172,7 +176,10 @@ async fn write_loop<W: AsyncWrite + Unpin>(
     let _ = out.flush().await;
 }
 
-async fn write_one<W: AsyncWrite + Unpin>(out: &mut BufWriter<W>, msg: &[u8]) -> std::io::Result<()> {
+async fn write_one<W: AsyncWrite + Unpin>(
+    out: &mut BufWriter<W>,
+    msg: &[u8],
+) -> std::io::Result<()> {
     out.write_all(msg).await?;
     out.write_all(b"\n").await
 }

@@ -14,7 +14,8 @@ use staunch_server::protocol::mcp::Content;
 use staunch_server::{CallToolResult, Context, LoggingLevel, ServerBuilder, ToolError, ToolSpec};
 
 /// A 1×1 transparent PNG.
-const PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII=";
+const PNG: &str =
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII=";
 /// A tiny silent WAV (44-byte header, 2 samples).
 const WAV: &str = "UklGRigAAABXQVZFZm10IBAAAAABAAEAQB8AAIA+AAACABAAZGF0YQQAAAAAAAAA";
 
@@ -241,7 +242,11 @@ fn interactive_tools(b: ServerBuilder) -> ServerBuilder {
 
 async fn elicit(ctx: &Context, params: Value) -> Result<CallToolResult, ToolError> {
     match ctx.request_client("elicitation/create", params).await {
-        Ok(r) => text(&format!("User response: action={}, content={}", r["action"].as_str().unwrap_or("?"), r["content"])),
+        Ok(r) => text(&format!(
+            "User response: action={}, content={}",
+            r["action"].as_str().unwrap_or("?"),
+            r["content"]
+        )),
         Err(ToolError::Rpc(e)) => text(&format!("Elicitation failed: {}", e.message)),
         Err(e) => Err(e),
     }
@@ -252,9 +257,13 @@ fn resource_contents(uri: &str) -> Option<Value> {
         "test://static-text" => json!({"uri": uri, "mimeType": "text/plain",
                                        "text": "This is the content of the static text resource."}),
         "test://static-binary" => json!({"uri": uri, "mimeType": "image/png", "blob": PNG}),
-        "test://watched-resource" => json!({"uri": uri, "mimeType": "text/plain", "text": "Watched resource content"}),
+        "test://watched-resource" => {
+            json!({"uri": uri, "mimeType": "text/plain", "text": "Watched resource content"})
+        }
         _ => {
-            let id = uri.strip_prefix("test://template/")?.strip_suffix("/data")?;
+            let id = uri
+                .strip_prefix("test://template/")?
+                .strip_suffix("/data")?;
             if id.is_empty() || id.contains('/') {
                 return None;
             }
@@ -304,7 +313,11 @@ fn uri_param(p: &Option<Value>) -> Result<String, ToolError> {
     p.as_ref()
         .and_then(|p| p["uri"].as_str())
         .map(String::from)
-        .ok_or_else(|| ToolError::Rpc(ErrorObject::invalid_params("params.uri (a string) is required")))
+        .ok_or_else(|| {
+            ToolError::Rpc(ErrorObject::invalid_params(
+                "params.uri (a string) is required",
+            ))
+        })
 }
 
 fn prompts(b: ServerBuilder) -> ServerBuilder {

@@ -53,11 +53,18 @@ pub fn register(b: ServerBuilder) -> ServerBuilder {
         move |ctx, a: ExportArgs| export(ctx, a, ledger.clone()),
     )
     .tool(
-        ToolSpec::quick("export_status", "Lists what happened to each export_report call.")
-            .annotations(serde_json::json!({"readOnlyHint": true})),
+        ToolSpec::quick(
+            "export_status",
+            "Lists what happened to each export_report call.",
+        )
+        .annotations(serde_json::json!({"readOnlyHint": true})),
         move |_ctx, _a: StatusArgs| {
             let lines = for_status.lines();
-            async move { Ok(CallToolResult::structured(serde_json::json!({ "exports": lines }))) }
+            async move {
+                Ok(CallToolResult::structured(
+                    serde_json::json!({ "exports": lines }),
+                ))
+            }
         },
     )
 }
@@ -67,12 +74,19 @@ async fn fetch_page(page: u32, delay: Duration) -> Vec<String> {
     (0..10).map(|r| format!("page {page} row {r}")).collect()
 }
 
-async fn export(ctx: Context, a: ExportArgs, ledger: Arc<Ledger>) -> Result<CallToolResult, ToolError> {
+async fn export(
+    ctx: Context,
+    a: ExportArgs,
+    ledger: Arc<Ledger>,
+) -> Result<CallToolResult, ToolError> {
     let id = format!("export-{}", ctx.request_id());
     let mut rows = 0usize;
     for page in 0..a.pages {
         let fetched = match ctx.check() {
-            Ok(()) => ctx.run(fetch_page(page, Duration::from_millis(a.delay_ms))).await,
+            Ok(()) => {
+                ctx.run(fetch_page(page, Duration::from_millis(a.delay_ms)))
+                    .await
+            }
             Err(e) => Err(e),
         };
         let fetched = match fetched {
@@ -83,7 +97,9 @@ async fn export(ctx: Context, a: ExportArgs, ledger: Arc<Ledger>) -> Result<Call
                 ctx.cleanup(Duration::from_secs(5), async move {
                     // The compensation: remove the partial output, record why.
                     tokio::time::sleep(Duration::from_millis(10)).await;
-                    ledger.record(format!("{id}: aborted after {page} pages; partial output removed"));
+                    ledger.record(format!(
+                        "{id}: aborted after {page} pages; partial output removed"
+                    ));
                 });
                 return Err(e);
             }
@@ -96,5 +112,8 @@ async fn export(ctx: Context, a: ExportArgs, ledger: Arc<Ledger>) -> Result<Call
         );
     }
     ledger.record(format!("{id}: complete, {} pages, {rows} rows", a.pages));
-    Ok(CallToolResult::text(format!("exported {} pages ({rows} rows)", a.pages)))
+    Ok(CallToolResult::text(format!(
+        "exported {} pages ({rows} rows)",
+        a.pages
+    )))
 }

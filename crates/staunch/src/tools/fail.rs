@@ -23,7 +23,10 @@ struct FailArgs {
 
 pub fn register(b: ServerBuilder) -> ServerBuilder {
     b.tool(
-        ToolSpec::quick("fail", "Fails on purpose in the given way (for testing clients)."),
+        ToolSpec::quick(
+            "fail",
+            "Fails on purpose in the given way (for testing clients).",
+        ),
         |_ctx, a: FailArgs| async move { fail(a.how) },
     )
 }
@@ -32,6 +35,9 @@ fn fail(how: How) -> Result<CallToolResult, ToolError> {
     match how {
         How::Panic => panic!("fail tool asked to panic"),
         How::ToolError => Err(ToolError::tool("this tool failed on purpose")),
-        How::RpcError => Err(ToolError::Rpc(ErrorObject::new(-32050, "failed on purpose"))),
+        How::RpcError => Err(ToolError::Rpc(ErrorObject::new(
+            -32050,
+            "failed on purpose",
+        ))),
     }
 }

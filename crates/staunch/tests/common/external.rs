@@ -16,9 +16,15 @@ pub fn tool(rel: &str, what: &str) -> Option<PathBuf> {
         return Some(p);
     }
     if std::env::var("STAUNCH_REQUIRE_EXTERNAL").as_deref() == Ok("1") {
-        panic!("{what} is missing at {} (run scripts/setup-tools)", p.display());
+        panic!(
+            "{what} is missing at {} (run scripts/setup-tools)",
+            p.display()
+        );
     }
-    eprintln!("SKIPPED: {what} not installed at {} (run scripts/setup-tools)", p.display());
+    eprintln!(
+        "SKIPPED: {what} not installed at {} (run scripts/setup-tools)",
+        p.display()
+    );
     None
 }
 
@@ -27,5 +33,8 @@ pub fn python() -> Option<PathBuf> {
 }
 
 pub fn node() -> Option<PathBuf> {
-    tool(".tools/node22/node_modules/node/bin/node", "Node 22 with the TS SDK")
+    tool(
+        ".tools/node22/node_modules/node/bin/node",
+        "Node 22 with the TS SDK",
+    )
 }

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod external;
+pub mod http;
 
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -57,7 +58,13 @@ impl Proc {
             while let Ok(Some(line)) = lines.next_line().await {
                 let msg: Value = serde_json::from_str(&line)
                     .unwrap_or_else(|e| panic!("server wrote non-JSON on stdout: {line:?}: {e}"));
-                if tx.send(Seen { at: Instant::now(), msg }).is_err() {
+                if tx
+                    .send(Seen {
+                        at: Instant::now(),
+                        msg,
+                    })
+                    .is_err()
+                {
                     break;
                 }
             }
@@ -134,7 +141,11 @@ impl Proc {
     }
 
     /// Reads until `pred` matches a new message or `limit` passes.
-    pub async fn wait_for(&mut self, limit: Duration, pred: impl Fn(&Value) -> bool) -> Option<Value> {
+    pub async fn wait_for(
+        &mut self,
+        limit: Duration,
+        pred: impl Fn(&Value) -> bool,
+    ) -> Option<Value> {
         if let Some(s) = self.history.iter().find(|s| pred(&s.msg)) {
             return Some(s.msg.clone());
         }
@@ -168,7 +179,10 @@ impl Proc {
     }
 
     pub fn responses_to(&self, id: &Value) -> usize {
-        self.history.iter().filter(|s| is_response_to(&s.msg, id)).count()
+        self.history
+            .iter()
+            .filter(|s| is_response_to(&s.msg, id))
+            .count()
     }
 
     /// Progress notifications for `token`, with arrival times.
@@ -176,7 +190,8 @@ impl Proc {
         self.history
             .iter()
             .filter(|s| {
-                s.msg["method"] == "notifications/progress" && s.msg["params"]["progressToken"] == *token
+                s.msg["method"] == "notifications/progress"
+                    && s.msg["params"]["progressToken"] == *token
             })
             .map(|s| (s.at, s.msg["params"]["progress"].as_f64().unwrap()))
             .collect()
@@ -213,5 +228,7 @@ pub fn events_of<'a>(lines: &'a [Value], id: &Value) -> Vec<&'a Value> {
 }
 
 pub fn has_event(lines: &[Value], id: &Value, event: &str) -> bool {
-    lines.iter().any(|l| l["request_id"] == *id && l["event"] == event)
+    lines
+        .iter()
+        .any(|l| l["request_id"] == *id && l["event"] == event)
 }

@@ -30,7 +30,7 @@ impl Allow {
 
     fn allows_host_name(&self, name: &str) -> bool {
         let name = name.to_ascii_lowercase();
-        self.hosts.iter().any(|h| *h == name)
+        self.hosts.contains(&name)
     }
 
     /// Checks a `Host` header value (`name[:port]`).
@@ -78,10 +78,20 @@ mod tests {
     #[test]
     fn loopback_hosts_with_any_port_pass() {
         let a = Allow::loopback();
-        for h in ["localhost", "localhost:3000", "127.0.0.1:8080", "[::1]:9", "LOCALHOST"] {
+        for h in [
+            "localhost",
+            "localhost:3000",
+            "127.0.0.1:8080",
+            "[::1]:9",
+            "LOCALHOST",
+        ] {
             assert!(a.host_ok(h), "{h}");
         }
-        for o in ["http://localhost:3000", "https://127.0.0.1", "http://[::1]:5"] {
+        for o in [
+            "http://localhost:3000",
+            "https://127.0.0.1",
+            "http://[::1]:5",
+        ] {
             assert!(a.origin_ok(o), "{o}");
         }
     }
@@ -89,10 +99,24 @@ mod tests {
     #[test]
     fn other_hosts_and_malformed_values_fail() {
         let a = Allow::loopback();
-        for h in ["evil.example.com", "evil.example.com:80", "", "127.0.0.1:abc", "[::1", "a:b:c"] {
+        for h in [
+            "evil.example.com",
+            "evil.example.com:80",
+            "",
+            "127.0.0.1:abc",
+            "[::1",
+            "a:b:c",
+        ] {
             assert!(!a.host_ok(h), "{h}");
         }
-        for o in ["http://evil.example.com", "null", "file://", "http://localhost.evil.com", "http://localhost/x", "ftp://localhost"] {
+        for o in [
+            "http://evil.example.com",
+            "null",
+            "file://",
+            "http://localhost.evil.com",
+            "http://localhost/x",
+            "ftp://localhost",
+        ] {
             assert!(!a.origin_ok(o), "{o}");
         }
     }

@@ -50,7 +50,12 @@ pub(crate) async fn endpoint(
 
 fn error(status: StatusCode, code: i64, message: &str) -> Response {
     let body = json!({"jsonrpc": "2.0", "id": null, "error": {"code": code, "message": message}});
-    (status, [(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response()
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
 }
 
 fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
@@ -62,13 +67,21 @@ fn check_host_and_origin(state: &HttpState, headers: &HeaderMap) -> Option<Respo
     let host_ok = header_str(headers, header::HOST.as_str()).is_some_and(|h| allow.host_ok(h));
     if !host_ok {
         tracing::warn!(host = ?headers.get(header::HOST), "request refused: Host not allowed");
-        return Some(error(StatusCode::FORBIDDEN, codes::INVALID_REQUEST, "forbidden: Host not allowed"));
+        return Some(error(
+            StatusCode::FORBIDDEN,
+            codes::INVALID_REQUEST,
+            "forbidden: Host not allowed",
+        ));
     }
     if let Some(origin) = headers.get(header::ORIGIN) {
         let ok = origin.to_str().is_ok_and(|o| allow.origin_ok(o));
         if !ok {
             tracing::warn!(?origin, "request refused: Origin not allowed");
-            return Some(error(StatusCode::FORBIDDEN, codes::INVALID_REQUEST, "forbidden: Origin not allowed"));
+            return Some(error(
+                StatusCode::FORBIDDEN,
+                codes::INVALID_REQUEST,
+                "forbidden: Origin not allowed",
+            ));
         }
     }
     None
@@ -87,7 +100,10 @@ fn accepts(headers: &HeaderMap, mime: &str) -> bool {
 }
 
 /// The session named by the request, adopting one another instance created (shared store).
-async fn find_session(state: &HttpState, headers: &HeaderMap) -> Result<Arc<HttpSession>, Response> {
+async fn find_session(
+    state: &HttpState,
+    headers: &HeaderMap,
+) -> Result<Arc<HttpSession>, Response> {
     let Some(id) = header_str(headers, SESSION_HEADER) else {
         return Err(error(
             StatusCode::BAD_REQUEST,
@@ -108,7 +124,11 @@ async fn find_session(state: &HttpState, headers: &HeaderMap) -> Result<Arc<Http
         )),
         Err(e) => {
             tracing::error!(error = %e, "session lookup failed");
-            Err(error(StatusCode::SERVICE_UNAVAILABLE, codes::INTERNAL_ERROR, "session store unavailable"))
+            Err(error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                codes::INTERNAL_ERROR,
+                "session store unavailable",
+            ))
         }
     }
 }
@@ -127,8 +147,11 @@ fn adopt(state: &HttpState, rec: SessionRecord) -> Arc<HttpSession> {
 }
 
 async fn post(state: Arc<HttpState>, headers: HeaderMap, body: Bytes) -> Response {
-    let json_ct = header_str(&headers, header::CONTENT_TYPE.as_str())
-        .is_some_and(|ct| ct.split(';').next().is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json")));
+    let json_ct = header_str(&headers, header::CONTENT_TYPE.as_str()).is_some_and(|ct| {
+        ct.split(';')
+            .next()
+            .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"))
+    });
     if !json_ct {
         return error(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -142,7 +165,10 @@ async fn post(state: Arc<HttpState>, headers: HeaderMap, body: Bytes) -> Respons
         return error(
             StatusCode::BAD_REQUEST,
             codes::INVALID_REQUEST,
-            &format!("unsupported MCP-Protocol-Version {v:?}; supported: {}", version::SUPPORTED.join(", ")),
+            &format!(
+                "unsupported MCP-Protocol-Version {v:?}; supported: {}",
+                version::SUPPORTED.join(", ")
+            ),
         );
     }
     let msg = match parse_message(&body) {
@@ -150,7 +176,11 @@ async fn post(state: Arc<HttpState>, headers: HeaderMap, body: Bytes) -> Respons
         Err(e) => {
             tracing::warn!(error = %e, "malformed POST body");
             let body = String::from_utf8_lossy(&e.to_response_bytes()).into_owned();
-            return (StatusCode::BAD_REQUEST, [(header::CONTENT_TYPE, "application/json")], body)
+            return (
+                StatusCode::BAD_REQUEST,
+                [(header::CONTENT_TYPE, "application/json")],
+                body,
+            )
                 .into_response();
         }
     };
@@ -197,15 +227,29 @@ async fn post(state: Arc<HttpState>, headers: HeaderMap, body: Bytes) -> Respons
             &format!("request id {req_id} is already in flight in this session"),
         );
     };
-    if let Err(e) = state.events.create_stream(session.id(), &stream_id, now_ms()).await {
+    if let Err(e) = state
+        .events
+        .create_stream(session.id(), &stream_id, now_ms())
+        .await
+    {
         session.abandon_request_stream(&req_id);
         tracing::error!(error = %e, "could not create stream");
-        return error(StatusCode::SERVICE_UNAVAILABLE, codes::INTERNAL_ERROR, "event store unavailable");
+        return error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            codes::INTERNAL_ERROR,
+            "event store unavailable",
+        );
     }
     let guard = session.connection_guard();
     session.session().handle(msg);
     let first = vec![sse::priming(&event_id(&stream_id, 0), state.cfg.sse_retry)];
-    sse::body(first, Some(rx), state.cfg.poll_after, state.cfg.keep_alive, guard)
+    sse::body(
+        first,
+        Some(rx),
+        state.cfg.poll_after,
+        state.cfg.keep_alive,
+        guard,
+    )
 }
 
 /// Answers a request with a single JSON response (client did not accept SSE). Messages sent
@@ -223,10 +267,18 @@ async fn json_answer(
             &format!("request id {req_id} is already in flight in this session"),
         );
     };
-    if let Err(e) = state.events.create_stream(session.id(), &stream_id, now_ms()).await {
+    if let Err(e) = state
+        .events
+        .create_stream(session.id(), &stream_id, now_ms())
+        .await
+    {
         session.abandon_request_stream(&req_id);
         tracing::error!(error = %e, "could not create stream");
-        return error(StatusCode::SERVICE_UNAVAILABLE, codes::INTERNAL_ERROR, "event store unavailable");
+        return error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            codes::INTERNAL_ERROR,
+            "event store unavailable",
+        );
     }
     let _guard = session.connection_guard();
     session.session().handle(msg);
@@ -259,7 +311,9 @@ async fn initialize(state: Arc<HttpState>, msg: Message) -> Response {
             "too many sessions; try again later",
         );
     }
-    let Message::Request(req) = &msg else { unreachable_response() };
+    let Message::Request(req) = &msg else {
+        unreachable_response()
+    };
     let req_id = req.id.clone();
     let params = req.params.clone().unwrap_or_default();
     // 128 bits from the OS CSPRNG: unguessable, visible ASCII.
@@ -271,12 +325,21 @@ async fn initialize(state: Arc<HttpState>, msg: Message) -> Response {
         .unwrap_or_else(|p| p.into_inner())
         .insert(id.clone(), session.clone());
     let mut resp = json_answer(&state, &session, msg, req_id).await;
-    let version = session.session().protocol_version().unwrap_or_else(|| version::LATEST.into());
+    let version = session
+        .session()
+        .protocol_version()
+        .unwrap_or_else(|| version::LATEST.into());
     let record = SessionRecord {
         id: id.clone(),
         protocol_version: version,
-        client_info_json: params.get("clientInfo").map(|v| v.to_string()).unwrap_or_default(),
-        client_capabilities_json: params.get("capabilities").map(|v| v.to_string()).unwrap_or_else(|| "{}".into()),
+        client_info_json: params
+            .get("clientInfo")
+            .map(|v| v.to_string())
+            .unwrap_or_default(),
+        client_capabilities_json: params
+            .get("capabilities")
+            .map(|v| v.to_string())
+            .unwrap_or_else(|| "{}".into()),
         principal: None,
         log_level: None,
         created_ms: now_ms(),
@@ -285,7 +348,11 @@ async fn initialize(state: Arc<HttpState>, msg: Message) -> Response {
     if let Err(e) = state.sessions_store.create(record).await {
         tracing::error!(error = %e, "could not store session");
         state.end_session(&id, "session store unavailable").await;
-        return error(StatusCode::SERVICE_UNAVAILABLE, codes::INTERNAL_ERROR, "session store unavailable");
+        return error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            codes::INTERNAL_ERROR,
+            "session store unavailable",
+        );
     }
     if let Ok(v) = HeaderValue::from_str(&id) {
         resp.headers_mut().insert(SESSION_HEADER, v);
@@ -310,7 +377,11 @@ async fn get(state: Arc<HttpState>, headers: HeaderMap) -> Response {
         Err(r) => return r,
     };
     if session.open_connections() >= state.cfg.max_streams_per_session {
-        return error(StatusCode::TOO_MANY_REQUESTS, codes::SERVER_BUSY, "too many open streams in this session");
+        return error(
+            StatusCode::TOO_MANY_REQUESTS,
+            codes::SERVER_BUSY,
+            "too many open streams in this session",
+        );
     }
     match header_str(&headers, LAST_EVENT_ID) {
         Some(last) => resume(state, session, last).await,
@@ -326,9 +397,18 @@ async fn standalone(state: Arc<HttpState>, session: Arc<HttpSession>) -> Respons
             "a standalone stream is already open for this session",
         );
     };
-    if created && let Err(e) = state.events.create_stream(session.id(), &stream_id, now_ms()).await {
+    if created
+        && let Err(e) = state
+            .events
+            .create_stream(session.id(), &stream_id, now_ms())
+            .await
+    {
         tracing::error!(error = %e, "could not create stream");
-        return error(StatusCode::SERVICE_UNAVAILABLE, codes::INTERNAL_ERROR, "event store unavailable");
+        return error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            codes::INTERNAL_ERROR,
+            "event store unavailable",
+        );
     }
     let guard = session.connection_guard();
     let first = vec![sse::priming(&event_id(&stream_id, 0), state.cfg.sse_retry)];
@@ -339,7 +419,11 @@ async fn standalone(state: Arc<HttpState>, session: Arc<HttpSession>) -> Respons
 /// connection, with no gap and no duplicate.
 async fn resume(state: Arc<HttpState>, session: Arc<HttpSession>, last: &str) -> Response {
     let Some((stream_id, after)) = parse_event_id(last) else {
-        return error(StatusCode::BAD_REQUEST, codes::INVALID_REQUEST, "malformed Last-Event-ID");
+        return error(
+            StatusCode::BAD_REQUEST,
+            codes::INVALID_REQUEST,
+            "malformed Last-Event-ID",
+        );
     };
     let stream_id = stream_id.to_string();
     let attach = session.attach(&stream_id);
@@ -353,7 +437,11 @@ async fn resume(state: Arc<HttpState>, session: Arc<HttpSession>, last: &str) ->
         if upto.is_some_and(|u| cursor >= u) {
             break;
         }
-        match state.events.replay_after(session.id(), &stream_id, cursor, REPLAY_PAGE).await {
+        match state
+            .events
+            .replay_after(session.id(), &stream_id, cursor, REPLAY_PAGE)
+            .await
+        {
             Ok(Replay::Events(evs)) => {
                 let n = evs.len();
                 for e in evs {
@@ -387,7 +475,11 @@ async fn resume(state: Arc<HttpState>, session: Arc<HttpSession>, last: &str) ->
             }
             Err(e) => {
                 tracing::error!(error = %e, "replay failed");
-                return error(StatusCode::SERVICE_UNAVAILABLE, codes::INTERNAL_ERROR, "event store unavailable");
+                return error(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    codes::INTERNAL_ERROR,
+                    "event store unavailable",
+                );
             }
         }
     }
@@ -396,12 +488,22 @@ async fn resume(state: Arc<HttpState>, session: Arc<HttpSession>, last: &str) ->
         Attach::Done | Attach::NotLocal => None,
     };
     let guard = session.connection_guard();
-    sse::body(first, live, state.cfg.poll_after, state.cfg.keep_alive, guard)
+    sse::body(
+        first,
+        live,
+        state.cfg.poll_after,
+        state.cfg.keep_alive,
+        guard,
+    )
 }
 
 async fn delete(state: Arc<HttpState>, headers: HeaderMap) -> Response {
     let Some(id) = header_str(&headers, SESSION_HEADER) else {
-        return error(StatusCode::BAD_REQUEST, codes::INVALID_REQUEST, "missing Mcp-Session-Id header");
+        return error(
+            StatusCode::BAD_REQUEST,
+            codes::INVALID_REQUEST,
+            "missing Mcp-Session-Id header",
+        );
     };
     if state.session(id).is_none() {
         // Another instance may hold it; the store decides whether it exists.
@@ -409,7 +511,13 @@ async fn delete(state: Arc<HttpState>, headers: HeaderMap) -> Response {
             Ok(Some(rec)) => {
                 adopt(&state, rec);
             }
-            _ => return error(StatusCode::NOT_FOUND, codes::INVALID_REQUEST, "unknown or expired session"),
+            _ => {
+                return error(
+                    StatusCode::NOT_FOUND,
+                    codes::INVALID_REQUEST,
+                    "unknown or expired session",
+                );
+            }
         }
     }
     state.end_session(id, "session deleted").await;

@@ -30,8 +30,8 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
-use axum::serve::ListenerExt;
 use axum::routing::any;
+use axum::serve::ListenerExt;
 use staunch_store::{EventStore, SessionStore};
 
 use crate::server::Server;
@@ -105,7 +105,10 @@ impl HttpState {
     }
 
     pub(crate) fn session_count(&self) -> usize {
-        self.sessions.lock().unwrap_or_else(|p| p.into_inner()).len()
+        self.sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .len()
     }
 
     /// Ends a session: cancels its requests, forgets it, deletes its stored state.
@@ -217,7 +220,8 @@ impl HttpTransport {
 
 /// Expires idle sessions and applies event retention, every few seconds.
 async fn maintenance(state: Arc<HttpState>) {
-    let period = (state.cfg.session_idle / 4).clamp(Duration::from_millis(50), Duration::from_secs(10));
+    let period =
+        (state.cfg.session_idle / 4).clamp(Duration::from_millis(50), Duration::from_secs(10));
     let mut tick = tokio::time::interval(period);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {

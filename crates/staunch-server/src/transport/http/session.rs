@@ -117,9 +117,11 @@ impl HttpSession {
         self.last_seen_ms.store(now_ms(), Ordering::Relaxed);
     }
 
-    /// How long nothing happened: zero while a connection is open or a request runs.
+    /// How long the client has not been heard from: zero while one of its connections is
+    /// open. Work still running for a client that went away does not keep the session alive
+    /// (its expiry cancels that work).
     pub(crate) fn idle_for(&self, now: i64) -> std::time::Duration {
-        if self.open_connections.load(Ordering::Relaxed) > 0 || self.session.in_flight() > 0 {
+        if self.open_connections.load(Ordering::Relaxed) > 0 {
             return std::time::Duration::ZERO;
         }
         let idle = now - self.last_seen_ms.load(Ordering::Relaxed);
@@ -137,7 +139,10 @@ impl HttpSession {
     }
 
     /// A new stream for client request `req`, with a live connection attached.
-    pub(crate) fn open_request_stream(&self, req: &RequestId) -> Result<(String, LiveRx), DuplicateId> {
+    pub(crate) fn open_request_stream(
+        &self,
+        req: &RequestId,
+    ) -> Result<(String, LiveRx), DuplicateId> {
         let mut routes = self.routes();
         if routes.by_request.contains_key(req) {
             return Err(DuplicateId);
@@ -253,9 +258,10 @@ impl HttpSession {
             }
         };
         let ends_stream = msg.kind == OutboundKind::Response
-            && msg.related.as_ref().is_some_and(|r| {
-                self.routes().by_request.get(r) == Some(&stream_id)
-            });
+            && msg
+                .related
+                .as_ref()
+                .is_some_and(|r| self.routes().by_request.get(r) == Some(&stream_id));
         {
             let mut routes = self.routes();
             if let Some(st) = routes.streams.get_mut(&stream_id) {
@@ -279,7 +285,10 @@ impl HttpSession {
             }
         }
         if ends_stream
-            && let Err(e) = self.events.mark_closed(&self.id, &stream_id, now_ms()).await
+            && let Err(e) = self
+                .events
+                .mark_closed(&self.id, &stream_id, now_ms())
+                .await
         {
             tracing::warn!(session = %self.id, error = %e, "could not mark stream closed");
         }
@@ -287,7 +296,9 @@ impl HttpSession {
 
     fn close_connection(&self, req: &RequestId) {
         let mut routes = self.routes();
-        let Some(stream_id) = routes.by_request.get(req).cloned() else { return };
+        let Some(stream_id) = routes.by_request.get(req).cloned() else {
+            return;
+        };
         if let Some(st) = routes.streams.get_mut(&stream_id)
             && let Some(l) = st.live.take()
         {
@@ -298,7 +309,9 @@ impl HttpSession {
     /// Drops finished streams from memory (their events stay in the store for replay; a later
     /// resume is served from there).
     pub(crate) fn forget_done_streams(&self) {
-        self.routes().streams.retain(|_, s| !s.done || s.live.is_some());
+        self.routes()
+            .streams
+            .retain(|_, s| !s.done || s.live.is_some());
     }
 }
 

@@ -68,7 +68,10 @@ pub(crate) fn body(
 
 /// The priming event: an id the client can resume from, the reconnect delay, empty data.
 pub(crate) fn priming(id: &str, retry: Duration) -> Bytes {
-    Bytes::from(format!("id: {id}\nretry: {}\ndata: \n\n", retry.as_millis()))
+    Bytes::from(format!(
+        "id: {id}\nretry: {}\ndata: \n\n",
+        retry.as_millis()
+    ))
 }
 
 /// One message as an event (`id` may be empty when the message could not be stored).
@@ -103,7 +106,13 @@ mod tests {
 
     #[test]
     fn events_are_framed() {
-        assert_eq!(event("s:1", "{}"), Bytes::from_static(b"id: s:1\ndata: {}\n\n"));
-        assert_eq!(event("", "a\nb"), Bytes::from_static(b"data: a\ndata: b\n\n"));
+        assert_eq!(
+            event("s:1", "{}"),
+            Bytes::from_static(b"id: s:1\ndata: {}\n\n")
+        );
+        assert_eq!(
+            event("", "a\nb"),
+            Bytes::from_static(b"data: a\ndata: b\n\n")
+        );
     }
 }

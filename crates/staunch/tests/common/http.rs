@@ -1,0 +1,290 @@
+//! A raw Streamable HTTP driver for `staunch serve --http`: one TCP connection per request (so
+//! dropping a response drops its connection, exactly like a flaky network), incremental SSE
+//! parsing, and the lifecycle log of the server under test.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::{Request, StatusCode};
+use hyper_util::rt::TokioIo;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+use tokio::time::Instant;
+
+pub struct HttpServer {
+    pub child: Child,
+    pub port: u16,
+    pub log_path: PathBuf,
+    pub dir: tempfile::TempDir,
+}
+
+/// One SSE event.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Event {
+    pub id: Option<String>,
+    pub data: String,
+    pub retry: Option<u64>,
+}
+
+impl Event {
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.data).unwrap_or(Value::Null)
+    }
+}
+
+pub struct Resp {
+    pub status: StatusCode,
+    pub headers: hyper::HeaderMap,
+    body: Incoming,
+    buf: Vec<u8>,
+    _conn: tokio::task::JoinHandle<()>,
+}
+
+impl Resp {
+    pub fn header(&self, name: &str) -> Option<String> {
+        self.headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(String::from)
+    }
+
+    pub async fn text(self) -> String {
+        let b = self
+            .body
+            .collect()
+            .await
+            .map(|c| c.to_bytes())
+            .unwrap_or_default();
+        String::from_utf8_lossy(&b).into_owned()
+    }
+
+    pub async fn json(self) -> Value {
+        let t = self.text().await;
+        serde_json::from_str(&t).unwrap_or_else(|e| panic!("not JSON ({e}): {t:?}"))
+    }
+
+    /// The next SSE event, `None` when the stream ended or `limit` passed.
+    pub async fn next_event(&mut self, limit: Duration) -> Option<Event> {
+        let end = Instant::now() + limit;
+        loop {
+            if let Some(pos) = find(&self.buf, b"\n\n") {
+                let raw: Vec<u8> = self.buf.drain(..pos + 2).collect();
+                let text = String::from_utf8_lossy(&raw).into_owned();
+                if let Some(e) = parse_event(&text) {
+                    return Some(e);
+                }
+                continue; // a comment (keep-alive)
+            }
+            match tokio::time::timeout_at(end, self.body.frame()).await {
+                Ok(Some(Ok(f))) => {
+                    if let Ok(d) = f.into_data() {
+                        self.buf.extend_from_slice(&d);
+                    }
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    /// Every event until the stream ends (bounded by `limit`).
+    pub async fn events_until_end(&mut self, limit: Duration) -> Vec<Event> {
+        let end = Instant::now() + limit;
+        let mut out = Vec::new();
+        while let Some(e) = self
+            .next_event(end.saturating_duration_since(Instant::now()))
+            .await
+        {
+            out.push(e);
+        }
+        out
+    }
+}
+
+fn find(h: &[u8], n: &[u8]) -> Option<usize> {
+    h.windows(n.len()).position(|w| w == n)
+}
+
+fn parse_event(text: &str) -> Option<Event> {
+    let mut e = Event::default();
+    let mut any = false;
+    let mut data = Vec::new();
+    for line in text.lines() {
+        if line.starts_with(':') || line.is_empty() {
+            continue;
+        }
+        any = true;
+        let (k, v) = line.split_once(':').unwrap_or((line, ""));
+        let v = v.strip_prefix(' ').unwrap_or(v);
+        match k {
+            "id" => e.id = Some(v.to_string()),
+            "data" => data.push(v.to_string()),
+            "retry" => e.retry = v.parse().ok(),
+            _ => {}
+        }
+    }
+    e.data = data.join("\n");
+    any.then_some(e)
+}
+
+impl HttpServer {
+    /// Starts `staunch serve --http 127.0.0.1:0` with a SQLite store in a temp dir.
+    pub async fn start(extra: &[&str]) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let log_path = dir.path().join("lifecycle.jsonl");
+        let store = dir.path().join("staunch.db");
+        let mut child = Command::new(super::BIN)
+            .args(["serve", "--http", "127.0.0.1:0", "--log-file"])
+            .arg(&log_path)
+            .arg("--store")
+            .arg(&store)
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn staunch");
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let port = tokio::time::timeout(Duration::from_secs(20), async {
+            while let Ok(Some(l)) = lines.next_line().await {
+                if let Some(rest) = l.split("http://127.0.0.1:").nth(1) {
+                    return rest.split('/').next().unwrap().parse::<u16>().unwrap();
+                }
+            }
+            panic!("server exited before listening");
+        })
+        .await
+        .expect("server listens");
+        // Keep draining stderr so the server never blocks on it.
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        Self {
+            child,
+            port,
+            log_path,
+            dir,
+        }
+    }
+
+    pub async fn send(&self, method: &str, headers: &[(&str, &str)], body: &str) -> Resp {
+        let stream = tokio::net::TcpStream::connect(("127.0.0.1", self.port))
+            .await
+            .unwrap();
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .unwrap();
+        let conn = tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        let mut req = Request::builder()
+            .method(method)
+            .uri("/mcp")
+            .header("host", format!("127.0.0.1:{}", self.port));
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        let req = req.body(Full::new(Bytes::from(body.to_string()))).unwrap();
+        let resp = sender.send_request(req).await.unwrap();
+        let (parts, body) = resp.into_parts();
+        Resp {
+            status: parts.status,
+            headers: parts.headers,
+            body,
+            buf: Vec::new(),
+            _conn: conn,
+        }
+    }
+
+    /// POSTs a JSON-RPC message in a session (or none) with the usual headers.
+    pub async fn post(&self, session: Option<&str>, msg: &Value) -> Resp {
+        let mut h = vec![
+            ("content-type", "application/json"),
+            ("accept", "application/json, text/event-stream"),
+        ];
+        if let Some(s) = session {
+            h.push(("mcp-session-id", s));
+            h.push(("mcp-protocol-version", "2025-11-25"));
+        }
+        self.send("POST", &h, &msg.to_string()).await
+    }
+
+    pub async fn get(&self, session: &str, last_event_id: Option<&str>) -> Resp {
+        let mut h = vec![("accept", "text/event-stream"), ("mcp-session-id", session)];
+        if let Some(l) = last_event_id {
+            h.push(("last-event-id", l));
+        }
+        self.send("GET", &h, "").await
+    }
+
+    pub async fn initialize(&self) -> String {
+        let r = self
+            .post(
+                None,
+                &json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                    "protocolVersion": "2025-11-25", "capabilities": {},
+                    "clientInfo": {"name": "test", "version": "0"}}}),
+            )
+            .await;
+        assert_eq!(r.status, 200);
+        let sid = r.header("mcp-session-id").expect("session id");
+        let body = r.json().await;
+        assert_eq!(body["result"]["protocolVersion"], "2025-11-25");
+        let n = self
+            .post(
+                Some(&sid),
+                &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+            )
+            .await;
+        assert_eq!(n.status, 202);
+        sid
+    }
+
+    pub fn log_lines(&self) -> Vec<Value> {
+        std::fs::read_to_string(&self.log_path)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+
+    pub async fn log_until(&self, pred: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+        let end = Instant::now() + Duration::from_secs(15);
+        loop {
+            let lines = self.log_lines();
+            if pred(&lines) || Instant::now() > end {
+                return lines;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/mcp", self.port)
+    }
+}
+
+pub fn call(id: Value, tool: &str, args: Value, token: Option<Value>) -> Value {
+    let mut params = json!({"name": tool, "arguments": args});
+    if let Some(t) = token {
+        params["_meta"] = json!({"progressToken": t});
+    }
+    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params})
+}
+
+/// Lifecycle lines of one request in one session.
+pub fn lines_of<'a>(lines: &'a [Value], session: &str, id: &Value) -> Vec<&'a Value> {
+    lines
+        .iter()
+        .filter(|l| l["session"] == session && l["request_id"] == *id)
+        .collect()
+}
+
+pub fn ended(lines: &[Value], session: &str, id: &Value) -> bool {
+    lines_of(lines, session, id)
+        .iter()
+        .any(|l| l["event"] == "request.end")
+}
