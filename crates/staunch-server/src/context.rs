@@ -46,6 +46,34 @@ impl std::fmt::Debug for Context {
     }
 }
 
+/// Sends notifications to a session that may have outlived the request it came from.
+#[derive(Clone)]
+pub struct Notifier {
+    session: std::sync::Weak<SessionInner>,
+}
+
+impl std::fmt::Debug for Notifier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Notifier").finish_non_exhaustive()
+    }
+}
+
+impl Notifier {
+    /// Sends a notification unrelated to any request (on HTTP: the standalone stream).
+    /// Returns false when the session is gone.
+    pub fn notify(&self, method: &str, params: Value) -> bool {
+        let Some(s) = self.session.upgrade() else {
+            return false;
+        };
+        s.sink.send(Outbound {
+            related: None,
+            kind: OutboundKind::Notification,
+            bytes: notification_bytes(method, Some(&params)),
+        });
+        true
+    }
+}
+
 /// Handed to [`Context::blocking`] closures: ask it between units of blocking work.
 #[derive(Clone, Debug)]
 pub struct BlockingUnit {
@@ -205,6 +233,14 @@ impl Context {
     /// 2025-11-25 polling). A no-op on stdio.
     pub fn close_sse_stream(&self) {
         self.shared.session.sink.close_connection(&self.shared.id);
+    }
+
+    /// A handle that can send notifications to this session after the request has ended
+    /// (e.g. `notifications/tasks/status` from a job), for as long as the session lives.
+    pub fn notifier(&self) -> Notifier {
+        Notifier {
+            session: Arc::downgrade(&self.shared.session),
+        }
     }
 
     /// The capabilities the client declared at `initialize`.

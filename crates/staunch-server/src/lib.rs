@@ -24,7 +24,7 @@ mod tool;
 pub mod transport;
 
 pub use config::{Config, ProgressRate};
-pub use context::{BlockingUnit, Context};
+pub use context::{BlockingUnit, Context, Notifier};
 pub use error::ToolError;
 pub use lifecycle::LifecycleLog;
 pub use outbound::{Outbound, OutboundKind, Sink};
@@ -32,4 +32,4 @@ pub use server::{MethodHandler, Server, ServerBuilder};
 pub use session::Session;
 pub use staunch_protocol as protocol;
 pub use staunch_protocol::mcp::{CallToolResult, Content, LoggingLevel};
-pub use tool::{Shape, ToolHandler, ToolSpec};
+pub use tool::{Shape, ToolHandler, ToolSpec, decode_args, schema_of};

@@ -373,6 +373,51 @@ impl SessionInner {
         };
         let args = Value::Object(p.arguments.unwrap_or_default());
         let fingerprint = self.server.log.enabled().then(|| fingerprint(&args));
+        // Tasks (2025-11-25): a server that does not declare them ignores the `task` field.
+        let tasks_declared = self
+            .server
+            .capabilities
+            .get("tasks")
+            .is_some_and(|t| t.pointer("/requests/tools/call").is_some());
+        let support = entry.spec.task_support();
+        let task = p.task.filter(|_| tasks_declared);
+        if tasks_declared && task.is_none() && support == "required" {
+            return Err(ErrorObject::new(
+                codes::METHOD_NOT_FOUND,
+                format!(
+                    "tool {} must be called as a task (execution.taskSupport = required)",
+                    p.name
+                ),
+            ));
+        }
+        if let Some(task) = task {
+            if support == "forbidden" {
+                return Err(ErrorObject::new(
+                    codes::METHOD_NOT_FOUND,
+                    format!("tool {} does not support tasks", p.name),
+                ));
+            }
+            let name = p.name.clone();
+            return Ok(Work {
+                method: methods::TOOLS_CALL,
+                tool: Some(p.name),
+                shape: Some(entry.spec.shape),
+                deadline: Some(self.server.config.quick_deadline),
+                fingerprint,
+                is_tool_call: false,
+                make: Box::new(
+                    move |ctx| match entry.handler.call_as_task(ctx, args, task) {
+                        Some(fut) => fut,
+                        None => {
+                            Box::pin(std::future::ready(Err(ToolError::Rpc(ErrorObject::new(
+                                codes::METHOD_NOT_FOUND,
+                                format!("tool {name} does not run as a task"),
+                            )))))
+                        }
+                    },
+                ),
+            });
+        }
         let cfg = &self.server.config;
         let deadline = entry.spec.deadline.or(match entry.spec.shape {
             Shape::Quick => Some(cfg.quick_deadline),

@@ -137,6 +137,15 @@ impl ToolSpec {
         self.shape
     }
 
+    /// `execution.taskSupport`: `forbidden` (the default), `optional` or `required`.
+    pub fn task_support(&self) -> &str {
+        self.execution
+            .as_ref()
+            .and_then(|e| e.get("taskSupport"))
+            .and_then(Value::as_str)
+            .unwrap_or("forbidden")
+    }
+
     pub(crate) fn to_tool(&self) -> Tool {
         Tool {
             name: self.name.clone(),
@@ -161,6 +170,20 @@ pub trait ToolHandler: Send + Sync + 'static {
         ctx: Context,
         args: Value,
     ) -> BoxFuture<'static, Result<CallToolResult, ToolError>>;
+
+    /// A task-augmented call (MCP tasks, 2025-11-25): `task` is the request's `task` param; the
+    /// future yields the `CreateTaskResult` (`{"task": {…}}`). `None` means this tool does not
+    /// run as a task (the client gets -32601). Only asked when the server declares
+    /// `tasks.requests.tools.call` and the tool's `execution.taskSupport` allows it.
+    fn call_as_task(
+        &self,
+        ctx: Context,
+        args: Value,
+        task: Value,
+    ) -> Option<BoxFuture<'static, Result<Value, ToolError>>> {
+        let _ = (ctx, args, task);
+        None
+    }
 }
 
 /// Closures over untyped arguments are handlers too.
@@ -212,7 +235,7 @@ where
 }
 
 /// The input schema of `A`, as MCP wants it (an object schema).
-pub(crate) fn schema_of<A: JsonSchema>() -> Value {
+pub fn schema_of<A: JsonSchema>() -> Value {
     let schema = schemars::schema_for!(A);
     serde_json::to_value(schema).unwrap_or_else(|_| serde_json::json!({"type": "object"}))
 }
