@@ -63,6 +63,10 @@ pub struct ServeArgs {
     /// Where durable state lives: a SQLite file, `:memory:`, or a postgres:// URL.
     #[arg(long, default_value = "staunch.db", env = "STAUNCH_STORE")]
     pub store: String,
+    /// With a postgres:// store: keep staunch's tables in this schema (created if missing), so
+    /// several deployments or test runs can share one database.
+    #[arg(long, env = "STAUNCH_STORE_SCHEMA")]
+    pub store_schema: Option<String>,
     /// HTTP path of the MCP endpoint.
     #[arg(long, default_value = "/mcp", env = "STAUNCH_ENDPOINT")]
     pub endpoint: String,

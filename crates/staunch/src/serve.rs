@@ -65,9 +65,7 @@ async fn serve_http(
     server: Server,
     addr: std::net::SocketAddr,
 ) -> anyhow::Result<()> {
-    let stores = staunch_store::open(&args.store)
-        .await
-        .with_context(|| format!("opening the store {:?}", args.store))?;
+    let stores = open_store(args).await?;
     let mut allow = Allow::loopback();
     for h in &args.allow_hosts {
         allow = allow.with_host(h.clone());
@@ -99,6 +97,17 @@ async fn serve_http(
         .serve(listener)
         .await?;
     Ok(())
+}
+
+/// Opens the durable store named by `--store` (and `--store-schema` for PostgreSQL).
+pub async fn open_store(args: &ServeArgs) -> anyhow::Result<staunch_store::Stores> {
+    let is_pg = args.store.starts_with("postgres://") || args.store.starts_with("postgresql://");
+    let stores = match (&args.store_schema, is_pg) {
+        (Some(schema), true) => staunch_store::open_postgres_in_schema(&args.store, schema).await,
+        (Some(_), false) => anyhow::bail!("--store-schema needs a postgres:// store"),
+        (None, _) => staunch_store::open(&args.store).await,
+    };
+    stores.with_context(|| format!("opening the store {:?}", args.store))
 }
 
 async fn wait_for_signal() {

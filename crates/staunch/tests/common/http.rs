@@ -134,9 +134,17 @@ fn parse_event(text: &str) -> Option<Event> {
 impl HttpServer {
     /// Starts `staunch serve --http 127.0.0.1:0` with a SQLite store in a temp dir.
     pub async fn start(extra: &[&str]) -> Self {
+        Self::start_on(None, extra).await
+    }
+
+    /// Starts the server on a given store (`None`: a SQLite file in a temp dir).
+    pub async fn start_on(store: Option<&str>, extra: &[&str]) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let log_path = dir.path().join("lifecycle.jsonl");
-        let store = dir.path().join("staunch.db");
+        let store = match store {
+            Some(s) => s.to_string(),
+            None => dir.path().join("staunch.db").display().to_string(),
+        };
         let mut child = Command::new(super::BIN)
             .args(["serve", "--http", "127.0.0.1:0", "--log-file"])
             .arg(&log_path)

@@ -485,7 +485,16 @@ async fn resume(state: Arc<HttpState>, session: Arc<HttpSession>, last: &str) ->
     }
     let live = match attach {
         Attach::Live { rx, .. } => Some(rx),
-        Attach::Done | Attach::NotLocal => None,
+        Attach::Done => None,
+        // Another instance runs this stream's request (or ran it before this one forgot the
+        // stream): follow the store until the response has been delivered.
+        Attach::NotLocal if !ends_with_response(&first) => Some(follow_store(
+            state.clone(),
+            session.id().to_string(),
+            stream_id.clone(),
+            cursor,
+        )),
+        Attach::NotLocal => None,
     };
     let guard = session.connection_guard();
     sse::body(
@@ -495,6 +504,63 @@ async fn resume(state: Arc<HttpState>, session: Arc<HttpSession>, last: &str) ->
         state.cfg.keep_alive,
         guard,
     )
+}
+
+/// Whether the replayed events end with a response (a request stream's last message).
+fn ends_with_response(events: &[Bytes]) -> bool {
+    events.last().is_some_and(|e| is_response_event(e))
+}
+
+fn is_response_event(frame: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(frame);
+    let data: String = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .collect::<Vec<_>>()
+        .join("\n");
+    serde_json::from_str::<serde_json::Value>(&data).is_ok_and(|v| {
+        v.get("method").is_none() && (v.get("result").is_some() || v.get("error").is_some())
+    })
+}
+
+/// Polls the store for events a request running on another instance appends to `stream_id`,
+/// until its response is delivered or the client goes away.
+fn follow_store(
+    state: Arc<HttpState>,
+    session: String,
+    stream_id: String,
+    mut cursor: u64,
+) -> super::session::LiveRx {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        let mut wait = std::time::Duration::from_millis(20);
+        while !tx.is_closed() {
+            match state.events.replay_after(&session, &stream_id, cursor, REPLAY_PAGE).await {
+                Ok(Replay::Events(evs)) if !evs.is_empty() => {
+                    wait = std::time::Duration::from_millis(20);
+                    for e in evs {
+                        cursor = e.seq;
+                        let frame = sse::event(&event_id(&stream_id, e.seq), &e.payload);
+                        let done = is_response_event(&frame);
+                        let item = super::session::SseItem::Event {
+                            id: event_id(&stream_id, e.seq),
+                            data: e.payload,
+                        };
+                        if tx.send(item).is_err() || done {
+                            return;
+                        }
+                    }
+                }
+                Ok(Replay::Events(_)) => {
+                    // Back off while nothing happens, up to half a second.
+                    wait = (wait * 2).min(std::time::Duration::from_millis(500));
+                }
+                Ok(Replay::Gone { .. } | Replay::UnknownStream) | Err(_) => return,
+            }
+            tokio::time::sleep(wait).await;
+        }
+    });
+    rx
 }
 
 async fn delete(state: Arc<HttpState>, headers: HeaderMap) -> Response {
