@@ -16,6 +16,8 @@ Tools:
                                  `ctx.report_progress(step+1, steps)` (a no-op when
                                  the request carried no progressToken); returns
                                  text `counted N`.
+  progress_flood(reports)     -> benchmark fixture: `ctx.report_progress(i, reports)` for
+                                 i in 1..=reports, back to back; returns `reported N`.
 
 Streamable HTTP runs stateful (FastMCP's default: session ids minted by the SDK,
 no event store) and binds 127.0.0.1 only, where FastMCP enables its own
@@ -52,6 +54,13 @@ def build_server(port: int = 8000) -> FastMCP:
             await anyio.sleep(delay_ms / 1000)
             await ctx.report_progress(step + 1, steps)
         return f"counted {steps}"
+
+    @mcp.tool()
+    async def progress_flood(reports: int, ctx: Context) -> str:
+        """Report progress `reports` times as fast as possible (a benchmark fixture)."""
+        for i in range(1, reports + 1):
+            await ctx.report_progress(i, reports)
+        return f"reported {reports}"
 
     return mcp
 

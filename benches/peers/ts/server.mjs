@@ -15,6 +15,9 @@
 //                                     sleeps delay_ms (abortable), reports progress
 //                                     step+1/steps if the request carried a
 //                                     progressToken; returns text `counted N`.
+//   progress_flood {reports}       -> benchmark fixture: progress 1..=reports back to
+//                                     back (if the request carried a progressToken);
+//                                     returns text `reported N`.
 //   slow_count_task {steps, delay_ms}   (only with --tasks; HTTP or stdio)
 //                                  -> same work run as an experimental 2025-11-25
 //                                     task (server.experimental.tasks.registerToolTask,
@@ -114,6 +117,28 @@ function buildServer() {
         }
       }
       return { content: [{ type: 'text', text: `counted ${steps}` }] };
+    },
+  );
+
+  // Benchmark fixture: progress as fast as the SDK sends it (the SDK does not limit it).
+  server.registerTool(
+    'progress_flood',
+    {
+      description: 'Report progress `reports` times as fast as possible',
+      inputSchema: { reports: z.number().int().min(0).describe('How many progress reports') },
+    },
+    async ({ reports }, extra) => {
+      const progressToken = extra._meta?.progressToken;
+      if (progressToken !== undefined) {
+        for (let i = 1; i <= reports; i++) {
+          extra.signal.throwIfAborted();
+          await extra.sendNotification({
+            method: 'notifications/progress',
+            params: { progressToken, progress: i, total: reports },
+          });
+        }
+      }
+      return { content: [{ type: 'text', text: `reported ${reports}` }] };
     },
   );
 

@@ -1,0 +1,534 @@
+//! The scenarios, run for one server on one transport, each writing its rows into the
+//! [`Report`]. Every scenario gets a fresh server process (memory and CPU figures must not
+//! carry another scenario's leftovers), and every loop is bounded in count and time.
+
+pub mod cancel;
+pub mod flood;
+pub mod memory;
+pub mod ping;
+pub mod resume;
+pub mod throughput;
+
+use std::time::Duration;
+
+use crate::client::Client;
+use crate::report::{Better, Cell, Report};
+use crate::servers::{self, Kind, Programs, Transport};
+use crate::stats::{self, percentile};
+
+/// How much of everything.
+#[derive(Clone, Debug)]
+pub struct Opts {
+    pub runs: usize,
+    pub pings: usize,
+    pub warmup: Duration,
+    pub measure: Duration,
+    pub flood_reports: u32,
+    pub mem_stdio: Vec<usize>,
+    pub mem_http: Vec<usize>,
+    pub only: Option<Vec<String>>,
+}
+
+impl Opts {
+    fn wants(&self, scenario: &str) -> bool {
+        self.only
+            .as_ref()
+            .is_none_or(|o| o.iter().any(|s| s == scenario))
+    }
+}
+
+fn fail(report: &mut Report, key: &str, label: &str, kind: Kind, e: &anyhow::Error) {
+    eprintln!("  {}: {label}: {e:#}", kind.key());
+    report.set(
+        key,
+        label,
+        Better::Neither,
+        kind,
+        Cell::text(format!("error: {}", short(e))),
+    );
+}
+
+fn short(e: &anyhow::Error) -> String {
+    let s = format!("{e}");
+    s.chars().take(60).collect()
+}
+
+/// Everything for one server on one transport.
+pub async fn bench(
+    kind: Kind,
+    t: Transport,
+    programs: &Programs,
+    opts: &Opts,
+    report: &mut Report,
+) {
+    let tk = t.key();
+    if kind.has_slow_tools() {
+        if opts.wants("cancel") || opts.wants("ping") || opts.wants("flood") {
+            if let Err(e) = behaviour(kind, t, programs, opts, report).await {
+                fail(
+                    report,
+                    &format!("cancel.stop_p50.{tk}"),
+                    &format!("cancel → last progress p50 ({tk})"),
+                    kind,
+                    &e,
+                );
+            }
+        }
+        if opts.wants("memory") {
+            let counts = if t == Transport::Stdio {
+                &opts.mem_stdio
+            } else {
+                &opts.mem_http
+            };
+            mem(kind, t, programs, counts, report).await;
+        }
+        if t == Transport::Http && opts.wants("resume") {
+            resume_rows(kind, programs, report).await;
+        }
+    } else if opts.wants("memory") {
+        // The ceiling has no slow tool: idle memory only.
+        match idle_only(kind, t, programs).await {
+            Ok(rss) => report.set(
+                &format!("mem.idle.{tk}"),
+                &format!("RSS idle ({tk})"),
+                Better::Lower,
+                kind,
+                Cell::num(rss as f64, stats::bytes(rss as f64)),
+            ),
+            Err(e) => fail(
+                report,
+                &format!("mem.idle.{tk}"),
+                &format!("RSS idle ({tk})"),
+                kind,
+                &e,
+            ),
+        }
+    }
+    if opts.wants("throughput") {
+        tput(kind, t, programs, opts, report).await;
+    }
+}
+
+async fn behaviour(
+    kind: Kind,
+    t: Transport,
+    programs: &Programs,
+    opts: &Opts,
+    report: &mut Report,
+) -> anyhow::Result<()> {
+    let tk = t.key();
+    let mut srv = servers::spawn(programs, kind, t).await?;
+    let client = Client::connect(&mut srv, t).await?;
+
+    if opts.wants("cancel") {
+        let r = cancel::run(&client, t, "slow_count", opts.runs).await;
+        cancel_rows(report, kind, t, "", &r);
+        if kind == Kind::Staunch && t == Transport::Stdio {
+            // staunch's promise beyond the peers: also blocking and non-cooperative handlers.
+            for (tool, what) in [
+                ("cpu_count", "ctx.blocking handler"),
+                ("stubborn_count", "non-cooperative handler"),
+            ] {
+                let r = cancel::run(&client, t, tool, opts.runs.div_ceil(2)).await;
+                let key = format!("cancel.late_progress.{tool}.{tk}");
+                let label = format!("progress after cancel, {what} ({tk})");
+                report.set(&key, &label, Better::Lower, kind, late_cell(&r));
+            }
+        }
+    }
+    if opts.wants("ping") {
+        match ping::run(&client, opts.pings).await {
+            Ok(p) => {
+                for (q, name) in [(50.0, "p50"), (99.0, "p99")] {
+                    let key = format!("ping.{name}.{tk}");
+                    let label = format!("ping while 8 slow calls run, {name} ({tk})");
+                    match percentile(&p.samples, q) {
+                        Some(d) => report.set(
+                            &key,
+                            &label,
+                            Better::Lower,
+                            kind,
+                            Cell::num(d.as_secs_f64() * 1e3, stats::ms(d)),
+                        ),
+                        None => report.set(
+                            &key,
+                            &label,
+                            Better::Lower,
+                            kind,
+                            Cell::text(format!("{} failed", p.failed)),
+                        ),
+                    }
+                }
+            }
+            Err(e) => fail(
+                report,
+                &format!("ping.p50.{tk}"),
+                &format!("ping while 8 slow calls run, p50 ({tk})"),
+                kind,
+                &e,
+            ),
+        }
+    }
+    if opts.wants("flood") && t == Transport::Stdio {
+        flood_rows(report, kind, &client, srv.pid, opts.flood_reports).await;
+    }
+    Ok(())
+}
+
+fn late_cell(r: &cancel::CancelRuns) -> Cell {
+    let ok = r.runs - r.failed;
+    let mut text = format!("{} in {ok} runs", r.late_progress);
+    if r.failed > 0 {
+        text.push_str(&format!(" ({} runs failed)", r.failed));
+    }
+    if ok == 0 {
+        return Cell::text(text);
+    }
+    Cell::num(r.late_progress as f64, text)
+}
+
+fn cancel_rows(
+    report: &mut Report,
+    kind: Kind,
+    t: Transport,
+    _suffix: &str,
+    r: &cancel::CancelRuns,
+) {
+    let tk = t.key();
+    for (q, name) in [(50.0, "p50"), (99.0, "p99")] {
+        let key = format!("cancel.stop_{name}.{tk}");
+        let label = format!("cancel → last progress, {name} ({tk})");
+        match percentile(&r.stop, q) {
+            Some(d) => report.set(
+                &key,
+                &label,
+                Better::Lower,
+                kind,
+                Cell::num(d.as_secs_f64() * 1e3, stats::ms(d)),
+            ),
+            None => report.set(
+                &key,
+                &label,
+                Better::Lower,
+                kind,
+                Cell::text(format!("{} runs failed", r.failed)),
+            ),
+        }
+    }
+    report.set(
+        &format!("cancel.late_progress.{tk}"),
+        &format!("progress notifications after the cancel ({tk})"),
+        Better::Lower,
+        kind,
+        late_cell(r),
+    );
+    let ok = r.runs - r.failed;
+    let text = match (&r.response_sample, r.responses) {
+        (_, 0) => format!("none in {ok}"),
+        (Some(s), n) => format!("{n} of {ok}: {}", s.chars().take(60).collect::<String>()),
+        (None, n) => format!("{n} of {ok}"),
+    };
+    report.set(
+        &format!("cancel.response.{tk}"),
+        &format!("response sent to a cancelled request ({tk})"),
+        Better::Lower,
+        kind,
+        Cell::num(r.responses as f64, text),
+    );
+    if t == Transport::Http {
+        let closed: Vec<Duration> = r.sse_close.iter().flatten().copied().collect();
+        let open = r.sse_close.len() - closed.len();
+        let label = "request's SSE stream closed after the cancel, p50 (http)";
+        let cell = if open * 2 > r.sse_close.len() {
+            Cell::num(
+                cancel::SSE_WAIT.as_secs_f64() * 1e3,
+                format!(
+                    "open > {:.1} s in {open} of {}",
+                    cancel::SSE_WAIT.as_secs_f64(),
+                    r.sse_close.len()
+                ),
+            )
+        } else {
+            match percentile(&closed, 50.0) {
+                Some(d) => {
+                    let mut text = stats::ms(d);
+                    if open > 0 {
+                        text.push_str(&format!(" ({open} open)"));
+                    }
+                    Cell::num(d.as_secs_f64() * 1e3, text)
+                }
+                None => Cell::text("no runs"),
+            }
+        };
+        report.set("cancel.sse_close.http", label, Better::Lower, kind, cell);
+    }
+}
+
+async fn flood_rows(report: &mut Report, kind: Kind, client: &Client, pid: u32, reports: u32) {
+    match flood::run(client, pid, reports, Duration::from_secs(90)).await {
+        Ok(f) => {
+            let rate = f.on_wire as f64 / f.wall.as_secs_f64().max(1e-9);
+            report.set(
+                "flood.wire",
+                &format!("progress flood ({reports} reports): notifications on the wire"),
+                Better::Lower,
+                kind,
+                Cell::num(
+                    f.on_wire as f64,
+                    format!(
+                        "{} in {} ({})",
+                        f.on_wire,
+                        stats::ms(f.wall),
+                        stats::rate(rate)
+                    ),
+                ),
+            );
+            let exact = f.completed && f.last == Some(f64::from(reports));
+            let last = match f.last {
+                Some(v) if exact => format!("{v} (exact)"),
+                Some(v) => format!("{v}{}", if f.completed { "" } else { ", no result" }),
+                None => "none".into(),
+            };
+            report.set(
+                "flood.last",
+                "progress flood: last value on the wire",
+                Better::Neither,
+                kind,
+                Cell::text(last),
+            );
+            if let Some(cpu) = f.cpu {
+                let per = cpu.as_secs_f64() * 1e9 / f64::from(reports);
+                report.set(
+                    "flood.cpu",
+                    "progress flood: server CPU per report (end to end)",
+                    Better::Lower,
+                    kind,
+                    Cell::num(per, format!("{per:.0} ns")),
+                );
+            }
+        }
+        Err(e) => fail(
+            report,
+            "flood.wire",
+            &format!("progress flood ({reports} reports): notifications on the wire"),
+            kind,
+            &e,
+        ),
+    }
+}
+
+async fn mem(kind: Kind, t: Transport, programs: &Programs, counts: &[usize], report: &mut Report) {
+    let tk = t.key();
+    let mut stats_out = memory::MemStats::default();
+    let result = async {
+        let mut srv = servers::spawn(programs, kind, t).await?;
+        let client = Client::connect(&mut srv, t).await?;
+        memory::run(&mut srv, &client, counts, &mut stats_out).await
+    }
+    .await;
+    let s = stats_out;
+    if let Some(idle) = s.idle {
+        report.set(
+            &format!("mem.idle.{tk}"),
+            &format!("RSS idle ({tk})"),
+            Better::Lower,
+            kind,
+            Cell::num(idle as f64, stats::bytes(idle as f64)),
+        );
+    }
+    for (n, rss, per) in &s.loaded {
+        report.set(
+            &format!("mem.per_call.{n}.{tk}"),
+            &format!("memory per in-flight call, {n} calls ({tk})"),
+            Better::Lower,
+            kind,
+            Cell::num(
+                *per,
+                format!("{} (RSS {})", stats::bytes(*per), stats::bytes(*rss as f64)),
+            ),
+        );
+    }
+    if let Some(first) = counts.first() {
+        let label = format!("{first} in-flight calls cancelled at once ({tk})");
+        match s.survived_cancel {
+            Some(true) => report.set(
+                &format!("mem.survive.{tk}"),
+                &label,
+                Better::Neither,
+                kind,
+                Cell::text("survives"),
+            ),
+            Some(false) => report.set(
+                &format!("mem.survive.{tk}"),
+                &label,
+                Better::Neither,
+                kind,
+                Cell::text("**crashed / unresponsive**"),
+            ),
+            None => {}
+        }
+    }
+    if let (Some(after), Some(peak)) = (s.after_cancel, s.peak) {
+        report.set(
+            &format!("mem.after_cancel.{tk}"),
+            &format!(
+                "RSS after cancelling {} calls (vs loaded peak) ({tk})",
+                counts.last().unwrap_or(&0)
+            ),
+            Better::Neither,
+            kind,
+            Cell::num(
+                after as f64 - peak as f64,
+                format!(
+                    "{} (peak {})",
+                    stats::bytes(after as f64),
+                    stats::bytes(peak as f64)
+                ),
+            ),
+        );
+    }
+    if let (Some(a), Some(b)) = (s.after_cancel, s.after_second_cycle) {
+        let growth = b as f64 - a as f64;
+        report.set(
+            &format!("mem.leak.{tk}"),
+            &format!("RSS growth from a 2nd load/cancel cycle ({tk})"),
+            Better::Lower,
+            kind,
+            Cell::num(
+                growth,
+                format!(
+                    "{}{}",
+                    if growth >= 0.0 { "+" } else { "" },
+                    stats::bytes(growth)
+                ),
+            ),
+        );
+    }
+    if let Err(e) = result {
+        fail(
+            report,
+            &format!("mem.error.{tk}"),
+            &format!("memory scenario ({tk})"),
+            kind,
+            &e,
+        );
+    }
+}
+
+async fn idle_only(kind: Kind, t: Transport, programs: &Programs) -> anyhow::Result<u64> {
+    let mut srv = servers::spawn(programs, kind, t).await?;
+    let client = Client::connect(&mut srv, t).await?;
+    client.request("ping", Duration::from_secs(10)).await?;
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    crate::procfs::rss_bytes(srv.pid).ok_or_else(|| anyhow::anyhow!("no RSS"))
+}
+
+async fn tput(kind: Kind, t: Transport, programs: &Programs, opts: &Opts, report: &mut Report) {
+    match t {
+        Transport::Stdio => {
+            let key = "tput.stdio.16";
+            let label = "echo throughput, stdio, 16 in flight";
+            let r = async {
+                let mut srv = servers::spawn(programs, kind, t).await?;
+                throughput::stdio(&mut srv, 16, opts.warmup, opts.measure).await
+            }
+            .await;
+            tput_cell(report, key, label, kind, r);
+        }
+        Transport::Http => {
+            let srv = match servers::spawn(programs, kind, t).await {
+                Ok(s) => s,
+                Err(e) => {
+                    return fail(
+                        report,
+                        "tput.http.1",
+                        "echo throughput, HTTP, concurrency 1",
+                        kind,
+                        &e,
+                    );
+                }
+            };
+            for c in [1usize, 16, 64] {
+                let key = format!("tput.http.{c}");
+                let label = format!("echo throughput, HTTP, concurrency {c}");
+                let r = throughput::http(srv.port, c, opts.warmup, opts.measure).await;
+                tput_cell(report, &key, &label, kind, r);
+            }
+        }
+    }
+}
+
+fn tput_cell(
+    report: &mut Report,
+    key: &str,
+    label: &str,
+    kind: Kind,
+    r: anyhow::Result<throughput::Rate>,
+) {
+    match r {
+        Ok(rate) => {
+            let mut text = stats::rate(rate.per_sec);
+            if rate.errors > 0 {
+                text.push_str(&format!(" ({} errors)", rate.errors));
+            }
+            report.set(
+                key,
+                label,
+                Better::Higher,
+                kind,
+                Cell::num(rate.per_sec, text),
+            );
+        }
+        Err(e) => fail(report, key, label, kind, &e),
+    }
+}
+
+async fn resume_rows(kind: Kind, programs: &Programs, report: &mut Report) {
+    let cases = [
+        (
+            "resume.away",
+            "result of a call that finished while the client was away (http)",
+            3u32,
+            200u64,
+            Duration::from_millis(1500),
+        ),
+        (
+            "resume.reconnect",
+            "reconnect while the call runs: GETs to the result (http)",
+            10,
+            100,
+            Duration::ZERO,
+        ),
+    ];
+    for (key, label, steps, delay, wait) in cases {
+        let r = async {
+            let srv = servers::spawn(programs, kind, Transport::Http).await?;
+            resume::run(srv.port, steps, delay, wait).await
+        }
+        .await;
+        match r {
+            Ok(s) => {
+                let text = if s.delivered {
+                    let mut t = format!(
+                        "delivered, {} GET{}",
+                        s.gets,
+                        if s.gets == 1 { "" } else { "s" }
+                    );
+                    if s.gaps > 0 || s.duplicates > 0 {
+                        t.push_str(&format!(", {} gap(s), {} dup(s)", s.gaps, s.duplicates));
+                    }
+                    t
+                } else {
+                    format!("**lost** ({})", s.why.unwrap_or_default())
+                };
+                let value = if s.delivered {
+                    s.gets as f64
+                } else {
+                    f64::INFINITY
+                };
+                report.set(key, label, Better::Lower, kind, Cell::num(value, text));
+            }
+            Err(e) => fail(report, key, label, kind, &e),
+        }
+    }
+}

@@ -1,0 +1,193 @@
+//! The servers under test and how to start each one, over stdio or HTTP on a loopback port.
+//!
+//! Every server is spawned by the driver itself, so every one is measured the same way: a
+//! fresh process per scenario group, stdout a pipe (stdio) or an ephemeral 127.0.0.1 port
+//! (HTTP), stderr discarded (the peers' logs are not what is measured).
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail};
+use tokio::process::{Child, Command};
+
+/// Which implementation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Kind {
+    Staunch,
+    Rmcp,
+    Ts,
+    Python,
+    Bare,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 5] = [
+        Kind::Staunch,
+        Kind::Rmcp,
+        Kind::Ts,
+        Kind::Python,
+        Kind::Bare,
+    ];
+
+    pub fn key(self) -> &'static str {
+        match self {
+            Kind::Staunch => "staunch",
+            Kind::Rmcp => "rmcp",
+            Kind::Ts => "ts",
+            Kind::Python => "python",
+            Kind::Bare => "bare",
+        }
+    }
+
+    pub fn title(self) -> &'static str {
+        match self {
+            Kind::Staunch => "staunch",
+            Kind::Rmcp => "rmcp",
+            Kind::Ts => "TS SDK",
+            Kind::Python => "Python mcp",
+            Kind::Bare => "bare ceiling",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Kind> {
+        Kind::ALL.into_iter().find(|k| k.key() == s)
+    }
+
+    /// The bare loop only answers `initialize`, `ping`, `tools/list` and `echo`.
+    pub fn has_slow_tools(self) -> bool {
+        self != Kind::Bare
+    }
+}
+
+/// stdio or Streamable HTTP.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Transport {
+    Stdio,
+    Http,
+}
+
+impl Transport {
+    pub fn key(self) -> &'static str {
+        match self {
+            Transport::Stdio => "stdio",
+            Transport::Http => "http",
+        }
+    }
+}
+
+/// Where the programs are.
+#[derive(Clone, Debug)]
+pub struct Programs {
+    pub staunch: PathBuf,
+    pub rmcp: PathBuf,
+    pub bare: PathBuf,
+    pub node: PathBuf,
+    pub python: PathBuf,
+    pub ts_script: PathBuf,
+    pub py_script: PathBuf,
+    /// Extra flags for `staunch serve`, chosen for the load (printed with the results).
+    pub staunch_flags: Vec<String>,
+}
+
+impl Programs {
+    /// The argv that starts `kind` on `transport` (`port` for HTTP).
+    pub fn argv(&self, kind: Kind, transport: Transport, port: u16) -> Vec<String> {
+        let p = |p: &PathBuf| p.display().to_string();
+        let mut v = match kind {
+            Kind::Staunch => {
+                let mut v = vec![p(&self.staunch), "serve".into()];
+                v.extend(self.staunch_flags.iter().cloned());
+                if transport == Transport::Http {
+                    v.push("--http".into());
+                    v.push(format!("127.0.0.1:{port}"));
+                }
+                return v;
+            }
+            Kind::Rmcp => vec![p(&self.rmcp)],
+            Kind::Bare => vec![p(&self.bare)],
+            Kind::Ts => vec![p(&self.node), p(&self.ts_script)],
+            Kind::Python => vec![p(&self.python), p(&self.py_script)],
+        };
+        match transport {
+            Transport::Stdio => v.push("stdio".into()),
+            Transport::Http => {
+                v.push("http".into());
+                v.push(port.to_string());
+            }
+        }
+        v
+    }
+}
+
+/// A running server process.
+pub struct Running {
+    pub child: Child,
+    pub pid: u32,
+    /// Set for HTTP.
+    pub port: u16,
+}
+
+impl Running {
+    /// Whether the process is still alive.
+    pub fn alive(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        // kill_on_drop does this too; start_kill makes it explicit and immediate.
+        let _ = self.child.start_kill();
+    }
+}
+
+/// Starts a server. For HTTP, waits until the port accepts connections (at most 30 s).
+pub async fn spawn(
+    programs: &Programs,
+    kind: Kind,
+    transport: Transport,
+) -> anyhow::Result<Running> {
+    let port = match transport {
+        Transport::Stdio => 0,
+        Transport::Http => free_port()?,
+    };
+    let argv = programs.argv(kind, transport, port);
+    let mut cmd = Command::new(&argv[0]);
+    cmd.args(&argv[1..])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true);
+    // The TS peer resolves its SDK from node_modules next to the script.
+    let child = cmd
+        .spawn()
+        .with_context(|| format!("starting {}", argv.join(" ")))?;
+    let pid = child.id().context("no pid")?;
+    let mut running = Running { child, pid, port };
+    if transport == Transport::Http {
+        let until = Instant::now() + Duration::from_secs(30);
+        loop {
+            if tokio::net::TcpStream::connect(("127.0.0.1", port))
+                .await
+                .is_ok()
+            {
+                break;
+            }
+            if !running.alive() {
+                bail!("{} exited before listening: {}", kind.key(), argv.join(" "));
+            }
+            if Instant::now() > until {
+                bail!("{} did not listen on port {port} within 30 s", kind.key());
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    Ok(running)
+}
+
+/// An ephemeral loopback port, free at the time of asking.
+fn free_port() -> anyhow::Result<u16> {
+    let l = std::net::TcpListener::bind("127.0.0.1:0")?;
+    Ok(l.local_addr()?.port())
+}
