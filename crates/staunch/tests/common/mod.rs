@@ -5,6 +5,7 @@
 
 pub mod external;
 pub mod http;
+pub mod pg;
 
 use std::path::PathBuf;
 use std::process::Stdio;
