@@ -1,0 +1,48 @@
+//! `staunch-client`: an MCP client that does timeouts right.
+//!
+//! In MCP a client that gives up must say so (`notifications/cancelled`) and then ignore the
+//! late answer; a client whose stream drops must *resume* (`Last-Event-ID`), not call the tool
+//! again; a client retrying a side-effecting job must reuse its idempotency key. This crate does
+//! all three by default. The main pieces:
+//!
+//! - [`Client`]: one session over [`stdio`](Client::connect_stdio) (spawns a command) or
+//!   [Streamable HTTP](Client::connect_http); `initialize` is done for you. It routes responses
+//!   to their requests, progress to its request's callback, answers the server's `ping`, and
+//!   records late responses (answers to requests it had already given up on) as evidence
+//!   ([`Client::late_responses`]) instead of delivering them.
+//! - [`CallOptions`]: per-request timeout that sends `notifications/cancelled` on expiry,
+//!   reset on progress, and a hard ceiling ([`CallOptions::max_total`]) that always wins; an
+//!   optional [`CancellationToken`](tokio_util::sync::CancellationToken) for Ctrl-C.
+//! - [`PendingRequest`]: a request in flight. Dropping it unanswered cancels it on the wire.
+//! - [`transport::http`]: POST with `Accept: application/json, text/event-stream`, JSON or SSE
+//!   answers, `Mcp-Session-Id` and `MCP-Protocol-Version` kept; a dropped SSE stream is resumed
+//!   with `GET` + `Last-Event-ID` after the server's `retry` delay. [`HttpEndpoint`] is the raw
+//!   layer underneath, public for black-box probes.
+//! - [`sse`]: an incremental Server-Sent Events parser (ids, `retry`, CR/LF/CRLF).
+//! - [`tasks`]: 2025-11-25 tasks — create with `task: {ttl}`, poll `tasks/get` at the
+//!   server's `pollInterval`, fetch `tasks/result`, cancel with `tasks/cancel`.
+//! - [`jobs`]: the `start_x` / `get_x` / `cancel_x` tool face of durable jobs, with one
+//!   idempotency key per logical call, reused across this client's own retries.
+//!
+//! Errors are one enum, [`ClientError`].
+
+#![forbid(unsafe_code)]
+
+mod error;
+pub mod jobs;
+mod options;
+pub mod result;
+mod router;
+mod session;
+pub mod sse;
+pub mod tasks;
+mod timeout;
+pub mod transport;
+
+pub use error::ClientError;
+pub use options::{CallOptions, ConnectOptions};
+pub use router::{LateResponse, Observed, Progress};
+pub use session::{Client, PendingRequest, ServerInfo};
+pub use staunch_protocol as protocol;
+pub use transport::http::{HttpEndpoint, HttpOptions, RawResponse};
+pub use transport::stdio::{StderrMode, StdioCommand};

@@ -1,0 +1,257 @@
+//! Routes what the server sends: responses to their waiting request, progress to its
+//! request's channel, everything to the taps; late answers are recorded, never delivered.
+//!
+//! A request the client gave up on (timeout, Ctrl-C, dropped future) moves from `pending` to
+//! `abandoned`. Its response, if the server sends one anyway, is a protocol smell (the spec
+//! says a cancelled request gets no response) and is kept as a [`LateResponse`] for anyone
+//! who wants the evidence (`staunch probe`).
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use serde_json::Value;
+use staunch_protocol::mcp::{ProgressParams, ProgressToken, methods};
+use staunch_protocol::{ErrorObject, Message, RequestId, codes, error_response_bytes};
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+
+use crate::ClientError;
+
+/// Abandoned ids remembered for late-response detection.
+const MAX_ABANDONED: usize = 4096;
+/// Late responses kept as evidence.
+const MAX_LATE: usize = 256;
+
+/// What a transport hands the router.
+#[derive(Debug)]
+pub(crate) enum Inbound {
+    /// A message from the server.
+    Message(Message),
+    /// The transport could not deliver an answer to this request.
+    Failed { id: RequestId, error: ClientError },
+    /// The connection is gone.
+    Closed(String),
+}
+
+/// One progress notification of a request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Progress {
+    /// Work done so far.
+    pub progress: f64,
+    /// Total, when the server knows it.
+    pub total: Option<f64>,
+    /// What is happening.
+    pub message: Option<String>,
+    /// When it arrived.
+    pub at: Instant,
+}
+
+/// A message as it arrived, for observers ([`Client::tap`](crate::Client::tap)).
+#[derive(Debug, Clone)]
+pub struct Observed {
+    /// Arrival time.
+    pub at: Instant,
+    /// The message.
+    pub msg: Message,
+}
+
+/// A response that arrived for a request this client had already given up on.
+#[derive(Debug, Clone)]
+pub struct LateResponse {
+    /// The request's id.
+    pub id: RequestId,
+    /// Arrival time.
+    pub at: Instant,
+    /// How long after the client abandoned (cancelled) the request.
+    pub since_abandoned: Duration,
+    /// What the server answered.
+    pub outcome: Result<Value, ErrorObject>,
+}
+
+type Reply = oneshot::Sender<Result<Value, ClientError>>;
+
+#[derive(Default)]
+struct State {
+    pending: HashMap<RequestId, Reply>,
+    abandoned: HashMap<RequestId, Instant>,
+    abandoned_order: VecDeque<RequestId>,
+    progress: HashMap<ProgressToken, mpsc::UnboundedSender<Progress>>,
+    late: VecDeque<LateResponse>,
+    taps: Vec<mpsc::UnboundedSender<Observed>>,
+    closed: Option<String>,
+}
+
+/// The routing table shared by the client handle and its reader task.
+#[derive(Default)]
+pub(crate) struct Router {
+    state: Mutex<State>,
+}
+
+/// A registered request: where its answer and its progress will arrive.
+pub(crate) struct Registration {
+    pub reply: oneshot::Receiver<Result<Value, ClientError>>,
+    pub progress: Option<mpsc::UnboundedReceiver<Progress>>,
+}
+
+impl Router {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        // A poisoned lock only means a panic elsewhere; the table itself stays consistent.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Registers a request before it is sent, so an immediate answer or progress is routed.
+    pub fn register(
+        &self,
+        id: &RequestId,
+        token: Option<&ProgressToken>,
+    ) -> Result<Registration, ClientError> {
+        let mut st = self.lock();
+        if let Some(why) = &st.closed {
+            return Err(ClientError::Closed(why.clone()));
+        }
+        let (tx, rx) = oneshot::channel();
+        st.pending.insert(id.clone(), tx);
+        let progress = token.map(|t| {
+            let (ptx, prx) = mpsc::unbounded_channel();
+            st.progress.insert(t.clone(), ptx);
+            prx
+        });
+        Ok(Registration {
+            reply: rx,
+            progress,
+        })
+    }
+
+    /// Progress for `token` is no longer expected.
+    pub fn forget_progress(&self, token: &ProgressToken) {
+        self.lock().progress.remove(token);
+    }
+
+    /// Gives up on a request: its answer, if one still comes, is recorded as late.
+    /// Returns whether it was still pending.
+    pub fn abandon(&self, id: &RequestId) -> bool {
+        let mut st = self.lock();
+        let was_pending = st.pending.remove(id).is_some();
+        if was_pending {
+            st.abandoned.insert(id.clone(), Instant::now());
+            st.abandoned_order.push_back(id.clone());
+            while st.abandoned_order.len() > MAX_ABANDONED {
+                if let Some(old) = st.abandoned_order.pop_front() {
+                    st.abandoned.remove(&old);
+                }
+            }
+        }
+        was_pending
+    }
+
+    /// A new observer of every inbound message.
+    pub fn tap(&self) -> mpsc::UnboundedReceiver<Observed> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        self.lock().taps.push(tx);
+        rx
+    }
+
+    /// The late responses seen so far.
+    pub fn late(&self) -> Vec<LateResponse> {
+        self.lock().late.iter().cloned().collect()
+    }
+
+    /// Handles one inbound item; returns bytes to send back (the answer to a server request).
+    pub fn on_inbound(&self, inbound: Inbound) -> Option<Vec<u8>> {
+        match inbound {
+            Inbound::Message(msg) => self.on_message(msg),
+            Inbound::Failed { id, error } => {
+                let tx = self.lock().pending.remove(&id);
+                if let Some(tx) = tx {
+                    let _ = tx.send(Err(error));
+                }
+                None
+            }
+            Inbound::Closed(why) => {
+                self.close(&why);
+                None
+            }
+        }
+    }
+
+    /// Fails every pending request; later registrations fail at once.
+    pub fn close(&self, why: &str) {
+        let mut st = self.lock();
+        if st.closed.is_none() {
+            st.closed = Some(why.to_string());
+        }
+        for (_, tx) in st.pending.drain() {
+            let _ = tx.send(Err(ClientError::Closed(why.to_string())));
+        }
+        st.progress.clear();
+        st.taps.clear();
+    }
+
+    fn on_message(&self, msg: Message) -> Option<Vec<u8>> {
+        let at = Instant::now();
+        let mut st = self.lock();
+        st.taps.retain(|t| {
+            t.send(Observed {
+                at,
+                msg: msg.clone(),
+            })
+            .is_ok()
+        });
+        match msg {
+            Message::Response(r) => {
+                if let Some(tx) = st.pending.remove(&r.id) {
+                    let _ = tx.send(r.outcome.map_err(ClientError::Rpc));
+                } else if let Some(when) = st.abandoned.remove(&r.id) {
+                    tracing::debug!(id = %r.id, "discarding a late response to an abandoned request");
+                    st.late.push_back(LateResponse {
+                        id: r.id,
+                        at,
+                        since_abandoned: at.saturating_duration_since(when),
+                        outcome: r.outcome,
+                    });
+                    if st.late.len() > MAX_LATE {
+                        st.late.pop_front();
+                    }
+                } else {
+                    tracing::debug!(id = %r.id, "response to an unknown request id");
+                }
+                None
+            }
+            Message::Notification(n) => {
+                if n.method == methods::PROGRESS {
+                    let parsed = n
+                        .params
+                        .and_then(|p| serde_json::from_value::<ProgressParams>(p).ok());
+                    if let Some(p) = parsed
+                        && let Some(tx) = st.progress.get(&p.progress_token)
+                    {
+                        let _ = tx.send(Progress {
+                            progress: p.progress,
+                            total: p.total,
+                            message: p.message,
+                            at,
+                        });
+                    }
+                }
+                None
+            }
+            Message::Request(req) => {
+                // The server asks us something. We offer no sampling, elicitation or roots, so
+                // only `ping` has an answer.
+                let outcome = if req.method == methods::PING {
+                    Ok(serde_json::json!({}))
+                } else {
+                    Err(ErrorObject::new(
+                        codes::METHOD_NOT_FOUND,
+                        format!("this client does not serve {}", req.method),
+                    ))
+                };
+                Some(match outcome {
+                    Ok(v) => staunch_protocol::result_response_bytes(&req.id, &v),
+                    Err(e) => error_response_bytes(Some(&req.id), &e),
+                })
+            }
+        }
+    }
+}

@@ -1,0 +1,478 @@
+//! [`Client`]: one initialized MCP session, and [`PendingRequest`], one request in flight.
+
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, OnceLock, Weak};
+
+use serde_json::{Map, Value, json};
+use staunch_protocol::mcp::{ProgressToken, methods};
+use staunch_protocol::{RequestId, notification_bytes, request_bytes, version};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+
+use crate::router::{Inbound, Registration, Router};
+use crate::transport::http::{HttpEndpoint, HttpTransport};
+use crate::transport::stdio::{StdioCommand, StdioTransport};
+use crate::transport::{Outgoing, Transport};
+use crate::{CallOptions, ClientError, ConnectOptions, LateResponse, Observed, Progress};
+
+/// What the server said about itself in `initialize`.
+#[derive(Debug, Clone)]
+pub struct ServerInfo {
+    /// The negotiated protocol version.
+    pub protocol_version: String,
+    /// `serverInfo.name`.
+    pub name: String,
+    /// `serverInfo.version`.
+    pub version: String,
+    /// `capabilities` as sent.
+    pub capabilities: Value,
+    /// `instructions`, if any.
+    pub instructions: Option<String>,
+}
+
+impl ServerInfo {
+    /// Whether the server accepts `tools/call` as a task (2025-11-25 `capabilities.tasks`).
+    pub fn supports_tool_tasks(&self) -> bool {
+        self.capabilities
+            .pointer("/tasks/requests/tools/call")
+            .is_some()
+    }
+}
+
+pub(crate) struct Inner {
+    router: Router,
+    transport: Transport,
+    next_id: AtomicI64,
+    server: OnceLock<ServerInfo>,
+}
+
+impl Inner {
+    fn send_request(&self, id: &RequestId, method: &str, params: Option<&Value>) {
+        self.transport.send(Outgoing {
+            bytes: request_bytes(id, method, params),
+            request: Some(id.clone()),
+            method: Some(method.to_string()),
+        });
+    }
+
+    fn notify(&self, method: &str, params: Option<&Value>) {
+        self.transport.send(Outgoing {
+            bytes: notification_bytes(method, params),
+            request: None,
+            method: Some(method.to_string()),
+        });
+    }
+
+    /// Gives up on `id` and, if it was still in flight, tells the server.
+    fn cancel(&self, id: &RequestId, reason: &str) {
+        if self.router.abandon(id) {
+            self.notify(
+                methods::CANCELLED,
+                Some(&json!({"requestId": id.to_value(), "reason": reason})),
+            );
+            self.transport.abandoned(id);
+        }
+    }
+}
+
+/// A connected, initialized MCP session. Cheap to clone; clones share the connection.
+#[derive(Clone)]
+pub struct Client {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("server", &self.inner.server.get())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Client {
+    /// Spawns `cmd` and initializes over its stdio.
+    pub async fn connect_stdio(
+        cmd: &StdioCommand,
+        opts: &ConnectOptions,
+    ) -> Result<Self, ClientError> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let t = StdioTransport::spawn(cmd, opts.stderr, tx)?;
+        Self::start(Transport::Stdio(Box::new(t)), rx, opts).await
+    }
+
+    /// Connects to a Streamable HTTP endpoint and initializes.
+    pub async fn connect_http(url: &str, opts: &ConnectOptions) -> Result<Self, ClientError> {
+        let ep = HttpEndpoint::with_headers(url, &opts.http.headers)?;
+        let (tx, rx) = mpsc::unbounded_channel();
+        let t = HttpTransport::new(ep, opts.http.clone(), tx);
+        Self::start(Transport::Http(t), rx, opts).await
+    }
+
+    /// Speaks newline-delimited JSON-RPC over any byte streams (in-memory pipes in tests, a
+    /// socket) and initializes.
+    pub async fn connect_io<R, W>(
+        reader: R,
+        writer: W,
+        opts: &ConnectOptions,
+    ) -> Result<Self, ClientError>
+    where
+        R: AsyncRead + Unpin + Send + 'static,
+        W: AsyncWrite + Unpin + Send + 'static,
+    {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let t = StdioTransport::from_io(reader, writer, tx, None);
+        Self::start(Transport::Stdio(Box::new(t)), rx, opts).await
+    }
+
+    async fn start(
+        transport: Transport,
+        inbound: mpsc::UnboundedReceiver<Inbound>,
+        opts: &ConnectOptions,
+    ) -> Result<Self, ClientError> {
+        let inner = Arc::new(Inner {
+            router: Router::default(),
+            transport,
+            next_id: AtomicI64::new(1),
+            server: OnceLock::new(),
+        });
+        tokio::spawn(route(Arc::downgrade(&inner), inbound));
+        let client = Self { inner };
+        if let Err(e) = client.initialize(opts).await {
+            client.close().await;
+            return Err(e);
+        }
+        Ok(client)
+    }
+
+    async fn initialize(&self, opts: &ConnectOptions) -> Result<(), ClientError> {
+        let params = json!({
+            "protocolVersion": opts.protocol_version,
+            "capabilities": opts.capabilities,
+            "clientInfo": {"name": opts.client_name, "version": opts.client_version},
+        });
+        let mut p = self.start_request(methods::INITIALIZE, Some(params), false)?;
+        // `initialize` MUST NOT be cancelled: on timeout we only stop waiting.
+        p.cancellable = false;
+        let call = CallOptions {
+            timeout: Some(opts.init_timeout),
+            max_total: Some(opts.init_timeout),
+            progress: false,
+            ..CallOptions::default()
+        };
+        let r = p.wait(&call, |_| {}).await?;
+        let version = r["protocolVersion"]
+            .as_str()
+            .ok_or_else(|| {
+                ClientError::Protocol("initialize result has no protocolVersion".into())
+            })?
+            .to_string();
+        if !version::is_supported(&version) {
+            return Err(ClientError::Protocol(format!(
+                "the server chose protocol version {version}, which this client does not speak"
+            )));
+        }
+        self.inner.transport.set_protocol_version(&version);
+        let info = ServerInfo {
+            protocol_version: version,
+            name: r["serverInfo"]["name"].as_str().unwrap_or("").to_string(),
+            version: r["serverInfo"]["version"]
+                .as_str()
+                .unwrap_or("")
+                .to_string(),
+            capabilities: r.get("capabilities").cloned().unwrap_or(Value::Null),
+            instructions: r["instructions"].as_str().map(str::to_string),
+        };
+        let _ = self.inner.server.set(info);
+        self.inner.notify(methods::INITIALIZED, None);
+        Ok(())
+    }
+
+    /// What the server said in `initialize`.
+    pub fn server(&self) -> &ServerInfo {
+        // `start` only returns a client after `initialize` stored this.
+        self.inner
+            .server
+            .get()
+            .unwrap_or_else(|| unreachable!("client used before initialize"))
+    }
+
+    /// The HTTP endpoint, when connected over HTTP.
+    pub fn http_endpoint(&self) -> Option<&HttpEndpoint> {
+        match &self.inner.transport {
+            Transport::Http(t) => Some(t.endpoint()),
+            Transport::Stdio(_) => None,
+        }
+    }
+
+    /// The HTTP session id, when the server gave one.
+    pub fn session_id(&self) -> Option<String> {
+        match &self.inner.transport {
+            Transport::Http(t) => t.session_id(),
+            Transport::Stdio(_) => None,
+        }
+    }
+
+    /// How many dropped HTTP streams were resumed with `Last-Event-ID` so far.
+    pub fn resumes(&self) -> u64 {
+        match &self.inner.transport {
+            Transport::Http(t) => t.resumes(),
+            Transport::Stdio(_) => 0,
+        }
+    }
+
+    /// Sends a request and returns at once; the answer is awaited with
+    /// [`PendingRequest::wait`]. With `progress`, `_meta.progressToken` is added to `params`
+    /// (which must then be an object or absent).
+    pub fn start_request(
+        &self,
+        method: &str,
+        params: Option<Value>,
+        progress: bool,
+    ) -> Result<PendingRequest, ClientError> {
+        let n = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
+        let id = RequestId::Number(n);
+        let token = progress.then_some(ProgressToken::Number(n));
+        let mut params = params;
+        if let Some(t) = &token {
+            let obj = params.get_or_insert_with(|| Value::Object(Map::new()));
+            let Value::Object(map) = obj else {
+                return Err(ClientError::Protocol(
+                    "progress needs params to be an object".into(),
+                ));
+            };
+            let meta = map
+                .entry("_meta")
+                .or_insert_with(|| Value::Object(Map::new()));
+            if let Value::Object(meta) = meta {
+                meta.insert("progressToken".into(), json!(t));
+            }
+        }
+        // Register before sending: the answer or a first progress may come back at once.
+        let Registration {
+            reply,
+            progress: progress_rx,
+        } = self.inner.router.register(&id, token.as_ref())?;
+        self.inner.send_request(&id, method, params.as_ref());
+        Ok(PendingRequest {
+            inner: self.inner.clone(),
+            id,
+            token,
+            reply,
+            progress: progress_rx,
+            sent_at: Instant::now(),
+            finished: false,
+            cancellable: true,
+        })
+    }
+
+    /// Sends a request and waits for its answer under `opts`.
+    pub async fn request(
+        &self,
+        method: &str,
+        params: Option<Value>,
+        opts: &CallOptions,
+    ) -> Result<Value, ClientError> {
+        let p = self.start_request(method, params, opts.progress)?;
+        p.wait(opts, |_| {}).await
+    }
+
+    /// `tools/call`: the raw result (check `isError`; see the [`result`](crate::result)
+    /// helpers) or the error. `on_progress` sees each progress notification.
+    pub async fn call_tool(
+        &self,
+        name: &str,
+        arguments: Value,
+        opts: &CallOptions,
+        on_progress: impl FnMut(&Progress) + Send,
+    ) -> Result<Value, ClientError> {
+        let p = self.start_request(
+            methods::TOOLS_CALL,
+            Some(json!({"name": name, "arguments": arguments})),
+            opts.progress,
+        )?;
+        p.wait(opts, on_progress).await
+    }
+
+    /// `tools/list` (all pages, bounded).
+    pub async fn list_tools(&self, opts: &CallOptions) -> Result<Vec<Value>, ClientError> {
+        let mut tools = Vec::new();
+        let mut cursor: Option<String> = None;
+        for _ in 0..100 {
+            let params = cursor.as_ref().map(|c| json!({"cursor": c}));
+            let opts = CallOptions {
+                progress: false,
+                ..opts.clone()
+            };
+            let r = self.request(methods::TOOLS_LIST, params, &opts).await?;
+            if let Some(list) = r["tools"].as_array() {
+                tools.extend(list.iter().cloned());
+            }
+            match r["nextCursor"].as_str() {
+                Some(c) if !c.is_empty() => cursor = Some(c.to_string()),
+                _ => break,
+            }
+        }
+        Ok(tools)
+    }
+
+    /// Sends a notification.
+    pub fn notify(&self, method: &str, params: Option<Value>) {
+        self.inner.notify(method, params.as_ref());
+    }
+
+    /// Cancels a request by id (`notifications/cancelled`), if it is still in flight.
+    pub fn cancel(&self, id: &RequestId, reason: &str) {
+        self.inner.cancel(id, reason);
+    }
+
+    /// Every message the server sends from now on, with its arrival time.
+    pub fn tap(&self) -> mpsc::UnboundedReceiver<Observed> {
+        self.inner.router.tap()
+    }
+
+    /// Answers that arrived for requests this client had already cancelled (and discarded).
+    pub fn late_responses(&self) -> Vec<LateResponse> {
+        self.inner.router.late()
+    }
+
+    /// Ends the session: stdin EOF and a bounded wait for the process, or HTTP DELETE.
+    pub async fn close(&self) {
+        self.inner.transport.close().await;
+        self.inner.router.close("the client closed the connection");
+    }
+}
+
+/// The reader task: hands everything the transport reads to the router and sends the
+/// router's answers to server requests. Holds the client weakly, so dropping every `Client`
+/// ends the connection.
+async fn route(inner: Weak<Inner>, mut inbound: mpsc::UnboundedReceiver<Inbound>) {
+    while let Some(item) = inbound.recv().await {
+        let Some(inner) = inner.upgrade() else { return };
+        if let Some(reply) = inner.router.on_inbound(item) {
+            inner.transport.send(Outgoing {
+                bytes: reply,
+                request: None,
+                method: None,
+            });
+        }
+    }
+}
+
+/// A request in flight. Dropping it before its answer cancels it on the wire.
+pub struct PendingRequest {
+    inner: Arc<Inner>,
+    id: RequestId,
+    token: Option<ProgressToken>,
+    reply: oneshot::Receiver<Result<Value, ClientError>>,
+    progress: Option<mpsc::UnboundedReceiver<Progress>>,
+    sent_at: Instant,
+    finished: bool,
+    cancellable: bool,
+}
+
+impl std::fmt::Debug for PendingRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PendingRequest")
+            .field("id", &self.id)
+            .field("finished", &self.finished)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PendingRequest {
+    /// The request's id.
+    pub fn id(&self) -> &RequestId {
+        &self.id
+    }
+
+    /// Its progress token, if it asked for progress.
+    pub fn progress_token(&self) -> Option<&ProgressToken> {
+        self.token.as_ref()
+    }
+
+    /// When it was sent.
+    pub fn sent_at(&self) -> Instant {
+        self.sent_at
+    }
+
+    /// Waits for the answer under `opts` (timeout, progress reset, ceiling, caller cancel).
+    pub async fn wait(
+        mut self,
+        opts: &CallOptions,
+        mut on_progress: impl FnMut(&Progress) + Send,
+    ) -> Result<Value, ClientError> {
+        crate::timeout::wait(&mut self, opts, &mut on_progress).await
+    }
+
+    /// Like [`wait`](Self::wait), but keeps the request's progress subscription alive after
+    /// the answer (a task's progress outlives the `tools/call` that created it).
+    pub(crate) async fn wait_keep_progress(
+        mut self,
+        opts: &CallOptions,
+        on_progress: &mut (dyn FnMut(&Progress) + Send),
+    ) -> (Result<Value, ClientError>, Option<ProgressSub>) {
+        let r = crate::timeout::wait(&mut self, opts, on_progress).await;
+        let sub = match (self.progress.take(), self.token.take()) {
+            (Some(rx), Some(token)) => Some(ProgressSub {
+                inner: self.inner.clone(),
+                token,
+                rx,
+            }),
+            _ => None,
+        };
+        (r, sub)
+    }
+
+    /// Cancels it now (`notifications/cancelled` with `reason`).
+    pub fn cancel(mut self, reason: &str) {
+        self.cancel_now(reason);
+    }
+
+    pub(crate) fn channels(
+        &mut self,
+    ) -> (
+        &mut oneshot::Receiver<Result<Value, ClientError>>,
+        Option<&mut mpsc::UnboundedReceiver<Progress>>,
+    ) {
+        (&mut self.reply, self.progress.as_mut())
+    }
+
+    pub(crate) fn mark_answered(&mut self) {
+        self.finished = true;
+    }
+
+    pub(crate) fn cancel_now(&mut self, reason: &str) {
+        if self.finished {
+            return;
+        }
+        self.finished = true;
+        if self.cancellable {
+            self.inner.cancel(&self.id, reason);
+        } else {
+            self.inner.router.abandon(&self.id);
+        }
+    }
+}
+
+impl Drop for PendingRequest {
+    fn drop(&mut self) {
+        self.cancel_now("request abandoned by the caller");
+        if let Some(t) = &self.token {
+            self.inner.router.forget_progress(t);
+        }
+    }
+}
+
+/// Progress of a request that outlives its answer (tasks); unsubscribes on drop.
+pub(crate) struct ProgressSub {
+    inner: Arc<Inner>,
+    token: ProgressToken,
+    pub rx: mpsc::UnboundedReceiver<Progress>,
+}
+
+impl Drop for ProgressSub {
+    fn drop(&mut self) {
+        self.inner.router.forget_progress(&self.token);
+    }
+}

@@ -1,0 +1,610 @@
+//! Streamable HTTP (2025-03-26 … 2025-11-25): one POST per message, answers as JSON or SSE,
+//! and resumption instead of re-calling.
+//!
+//! A POST carrying a request may be answered with an SSE stream. If that stream drops before
+//! the answer arrives, the spec says this is *not* a cancellation: the server keeps working
+//! and may replay what we missed. So we wait the `retry` the server asked for and send `GET`
+//! with `Last-Event-ID`, and never re-send the `tools/call` (that would run the tool twice).
+//! Only when the server cannot replay (no event id was ever seen, or it refuses the GET) does
+//! the request fail, with [`ClientError::StreamLost`].
+//!
+//! [`HttpEndpoint`] is the raw layer (send a POST/GET/DELETE with exact headers, read the
+//! body as text or as SSE events); `staunch probe` uses it to test servers black-box.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use hyper::{Method, Request, Uri};
+use hyper_util::client::legacy::Client as HyperClient;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use staunch_protocol::mcp::methods;
+use staunch_protocol::{Message, RequestId, parse_message};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::Outgoing;
+use crate::ClientError;
+use crate::router::Inbound;
+use crate::sse::{SseEvent, SseParser};
+
+/// The session header.
+pub const SESSION_HEADER: &str = "mcp-session-id";
+/// The negotiated-version header.
+pub const VERSION_HEADER: &str = "mcp-protocol-version";
+/// The resumption header.
+pub const LAST_EVENT_ID: &str = "last-event-id";
+/// What a POST accepts.
+pub const POST_ACCEPT: &str = "application/json, text/event-stream";
+
+/// How the HTTP transport behaves.
+#[derive(Debug, Clone)]
+pub struct HttpOptions {
+    /// Resumption attempts in a row that bring no new event before the request fails.
+    pub max_resumes: u32,
+    /// Wait before resuming when the server sent no `retry`.
+    pub default_retry: Duration,
+    /// Upper bound on a server-requested `retry` wait.
+    pub max_retry_wait: Duration,
+    /// How long a cancelled request's stream stays open, so a late answer is still seen.
+    pub linger_after_cancel: Duration,
+    /// Extra headers on every request (e.g. `Authorization`).
+    pub headers: Vec<(String, String)>,
+    /// Largest JSON body read.
+    pub max_body_bytes: usize,
+}
+
+impl Default for HttpOptions {
+    fn default() -> Self {
+        Self {
+            max_resumes: 5,
+            default_retry: Duration::from_secs(1),
+            max_retry_wait: Duration::from_secs(30),
+            linger_after_cancel: Duration::from_secs(1),
+            headers: Vec::new(),
+            max_body_bytes: 16 * 1024 * 1024,
+        }
+    }
+}
+
+/// One MCP endpoint URL and a connection pool to it.
+#[derive(Clone, Debug)]
+pub struct HttpEndpoint {
+    uri: Uri,
+    client: HyperClient<HttpConnector, Full<Bytes>>,
+    extra: Arc<Vec<(HeaderName, HeaderValue)>>,
+}
+
+impl HttpEndpoint {
+    /// An endpoint for an `http://` URL (TLS is not supported: staunch talks to loopback and
+    /// to servers behind a terminating proxy).
+    pub fn new(url: &str) -> Result<Self, ClientError> {
+        Self::with_headers(url, &[])
+    }
+
+    /// Same, with headers added to every request.
+    pub fn with_headers(url: &str, headers: &[(String, String)]) -> Result<Self, ClientError> {
+        let bad = |why: &str| ClientError::InvalidUrl {
+            url: url.to_string(),
+            why: why.to_string(),
+        };
+        let uri: Uri = url
+            .parse()
+            .map_err(|e: hyper::http::uri::InvalidUri| bad(&e.to_string()))?;
+        match uri.scheme_str() {
+            Some("http") => {}
+            Some("https") => return Err(bad("https is not supported; use http:// on loopback")),
+            _ => return Err(bad("expected an http:// URL")),
+        }
+        if uri.host().is_none() {
+            return Err(bad("no host"));
+        }
+        let extra = headers
+            .iter()
+            .map(|(k, v)| {
+                let name = HeaderName::try_from(k.as_str()).map_err(|e| bad(&e.to_string()))?;
+                let value = HeaderValue::try_from(v.as_str()).map_err(|e| bad(&e.to_string()))?;
+                Ok((name, value))
+            })
+            .collect::<Result<Vec<_>, ClientError>>()?;
+        let mut connector = HttpConnector::new();
+        // Without TCP_NODELAY small SSE writes can stall ~40 ms behind Nagle + delayed ACK.
+        connector.set_nodelay(true);
+        connector.set_connect_timeout(Some(Duration::from_secs(10)));
+        let client = HyperClient::builder(TokioExecutor::new()).build(connector);
+        Ok(Self {
+            uri,
+            client,
+            extra: Arc::new(extra),
+        })
+    }
+
+    /// The URL.
+    pub fn url(&self) -> String {
+        self.uri.to_string()
+    }
+
+    /// `scheme://host:port`, e.g. for an `Origin` header that matches the server.
+    pub fn origin(&self) -> String {
+        let scheme = self.uri.scheme_str().unwrap_or("http");
+        let auth = self.uri.authority().map(|a| a.as_str()).unwrap_or("");
+        format!("{scheme}://{auth}")
+    }
+
+    /// POST a JSON body with `Content-Type: application/json` and the MCP `Accept`, plus
+    /// `headers` (which override those two when they name them).
+    pub async fn post(
+        &self,
+        body: Vec<u8>,
+        headers: &[(&str, &str)],
+    ) -> Result<RawResponse, ClientError> {
+        let mut all = vec![
+            ("content-type", "application/json"),
+            ("accept", POST_ACCEPT),
+        ];
+        all.extend_from_slice(headers);
+        self.send(Method::POST, Bytes::from(body), &all).await
+    }
+
+    /// GET with `Accept: text/event-stream` plus `headers`.
+    pub async fn get(&self, headers: &[(&str, &str)]) -> Result<RawResponse, ClientError> {
+        let mut all = vec![("accept", "text/event-stream")];
+        all.extend_from_slice(headers);
+        self.send(Method::GET, Bytes::new(), &all).await
+    }
+
+    /// DELETE with `headers`.
+    pub async fn delete(&self, headers: &[(&str, &str)]) -> Result<RawResponse, ClientError> {
+        self.send(Method::DELETE, Bytes::new(), headers).await
+    }
+
+    async fn send(
+        &self,
+        method: Method,
+        body: Bytes,
+        headers: &[(&str, &str)],
+    ) -> Result<RawResponse, ClientError> {
+        let mut req = Request::builder()
+            .method(method)
+            .uri(self.uri.clone())
+            .body(Full::new(body))
+            .map_err(|e| ClientError::Connect(e.to_string()))?;
+        let h = req.headers_mut();
+        for (k, v) in self.extra.iter() {
+            h.insert(k.clone(), v.clone());
+        }
+        for (k, v) in headers {
+            let name = HeaderName::try_from(*k).map_err(|e| ClientError::Connect(e.to_string()))?;
+            let value =
+                HeaderValue::try_from(*v).map_err(|e| ClientError::Connect(e.to_string()))?;
+            h.insert(name, value);
+        }
+        let resp = self
+            .client
+            .request(req)
+            .await
+            .map_err(|e| ClientError::Connect(error_chain(&e)))?;
+        let (parts, body) = resp.into_parts();
+        Ok(RawResponse {
+            status: parts.status.as_u16(),
+            headers: parts.headers,
+            body,
+        })
+    }
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cur = c.source();
+    }
+    s
+}
+
+/// A response whose body has not been read yet.
+#[derive(Debug)]
+pub struct RawResponse {
+    status: u16,
+    headers: HeaderMap,
+    body: Incoming,
+}
+
+impl RawResponse {
+    /// The status code.
+    pub fn status(&self) -> u16 {
+        self.status
+    }
+
+    /// A header as text.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    /// Whether the body is an SSE stream.
+    pub fn is_sse(&self) -> bool {
+        self.header(CONTENT_TYPE.as_str())
+            .is_some_and(|c| c.trim_start().starts_with("text/event-stream"))
+    }
+
+    /// Reads the body as text, up to `limit` bytes (the rest is dropped).
+    pub async fn text(self, limit: usize) -> Result<String, ClientError> {
+        let mut body = self.body;
+        let mut buf = Vec::new();
+        while let Some(frame) = body.frame().await {
+            let frame = frame.map_err(|e| ClientError::Connect(error_chain(&e)))?;
+            if let Ok(data) = frame.into_data() {
+                let room = limit.saturating_sub(buf.len());
+                buf.extend_from_slice(&data[..data.len().min(room)]);
+                if buf.len() >= limit {
+                    break;
+                }
+            }
+        }
+        Ok(String::from_utf8_lossy(&buf).into_owned())
+    }
+
+    /// The body as a stream of SSE events.
+    pub fn into_sse(self) -> SseStream {
+        SseStream {
+            body: Some(self.body),
+            parser: SseParser::new(),
+            queue: Default::default(),
+        }
+    }
+}
+
+/// An SSE body read event by event.
+#[derive(Debug)]
+pub struct SseStream {
+    body: Option<Incoming>,
+    parser: SseParser,
+    queue: std::collections::VecDeque<SseEvent>,
+}
+
+impl SseStream {
+    /// The next event; `Ok(None)` when the server ended the stream, `Err` when the
+    /// connection broke.
+    pub async fn next_event(&mut self) -> Result<Option<SseEvent>, ClientError> {
+        loop {
+            if let Some(ev) = self.queue.pop_front() {
+                return Ok(Some(ev));
+            }
+            let Some(body) = self.body.as_mut() else {
+                return Ok(None);
+            };
+            match body.frame().await {
+                None => {
+                    self.body = None;
+                    return Ok(None);
+                }
+                Some(Err(e)) => {
+                    self.body = None;
+                    return Err(ClientError::Connect(error_chain(&e)));
+                }
+                Some(Ok(frame)) => {
+                    if let Ok(data) = frame.into_data() {
+                        let evs = self
+                            .parser
+                            .feed(&data)
+                            .map_err(|e| ClientError::Protocol(e.to_string()))?;
+                        self.queue.extend(evs);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The last event id seen on this stream (and the streams it was resumed into).
+    pub fn last_event_id(&self) -> Option<&str> {
+        self.parser.last_event_id()
+    }
+
+    /// The last `retry` the server sent.
+    pub fn retry(&self) -> Option<Duration> {
+        self.parser.retry()
+    }
+
+    /// Drops the connection (the way a flaky network would).
+    pub fn drop_connection(&mut self) {
+        self.body = None;
+    }
+
+    /// Continues with the body of a resumption GET, keeping the last id and `retry`.
+    pub fn resume_with(&mut self, next: RawResponse) {
+        self.body = Some(next.body);
+        self.queue.clear();
+        self.parser = std::mem::take(&mut self.parser).continue_after();
+    }
+}
+
+/// Per-connection state shared by the POST tasks.
+struct Shared {
+    ep: HttpEndpoint,
+    opts: HttpOptions,
+    inbound: mpsc::UnboundedSender<Inbound>,
+    session: Mutex<Option<String>>,
+    version: Mutex<Option<String>>,
+    /// The POST/stream task of each request in flight, stopped on abandon.
+    inflight: Mutex<HashMap<RequestId, CancellationToken>>,
+    abandoned: Mutex<HashSet<RequestId>>,
+    resumes: AtomicU64,
+    handle: tokio::runtime::Handle,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Shared {
+    fn session_headers(&self, with_version: bool) -> Vec<(String, String)> {
+        let mut h = Vec::new();
+        if let Some(s) = lock(&self.session).clone() {
+            h.push((SESSION_HEADER.to_string(), s));
+        }
+        if with_version && let Some(v) = lock(&self.version).clone() {
+            h.push((VERSION_HEADER.to_string(), v));
+        }
+        h
+    }
+
+    fn fail(&self, id: Option<&RequestId>, error: ClientError) {
+        match id {
+            Some(id) => {
+                let _ = self.inbound.send(Inbound::Failed {
+                    id: id.clone(),
+                    error,
+                });
+            }
+            None => tracing::warn!("sending a notification over HTTP failed: {error}"),
+        }
+    }
+
+    fn deliver(&self, frame: &[u8]) -> Option<Message> {
+        match parse_message(frame) {
+            Ok(m) => {
+                let _ = self.inbound.send(Inbound::Message(m.clone()));
+                Some(m)
+            }
+            Err(e) => {
+                tracing::warn!("server sent an unreadable message: {e}");
+                None
+            }
+        }
+    }
+}
+
+/// The Streamable HTTP transport of a [`Client`](crate::Client).
+pub(crate) struct HttpTransport {
+    shared: Arc<Shared>,
+}
+
+impl HttpTransport {
+    pub fn new(
+        ep: HttpEndpoint,
+        opts: HttpOptions,
+        inbound: mpsc::UnboundedSender<Inbound>,
+    ) -> Self {
+        Self {
+            shared: Arc::new(Shared {
+                ep,
+                opts,
+                inbound,
+                session: Mutex::new(None),
+                version: Mutex::new(None),
+                inflight: Mutex::new(HashMap::new()),
+                abandoned: Mutex::new(HashSet::new()),
+                resumes: AtomicU64::new(0),
+                handle: tokio::runtime::Handle::current(),
+            }),
+        }
+    }
+
+    pub fn endpoint(&self) -> &HttpEndpoint {
+        &self.shared.ep
+    }
+
+    pub fn session_id(&self) -> Option<String> {
+        lock(&self.shared.session).clone()
+    }
+
+    pub fn resumes(&self) -> u64 {
+        self.shared.resumes.load(Ordering::Relaxed)
+    }
+
+    pub fn set_protocol_version(&self, v: &str) {
+        *lock(&self.shared.version) = Some(v.to_string());
+    }
+
+    pub fn send(&self, out: Outgoing) {
+        let stop = CancellationToken::new();
+        if let Some(id) = &out.request {
+            lock(&self.shared.inflight).insert(id.clone(), stop.clone());
+        }
+        let shared = self.shared.clone();
+        self.shared.handle.spawn(async move {
+            let id = out.request.clone();
+            tokio::select! {
+                _ = post_message(&shared, out) => {}
+                _ = stop.cancelled() => {}
+            }
+            if let Some(id) = id {
+                lock(&shared.inflight).remove(&id);
+            }
+        });
+    }
+
+    pub fn abandoned(&self, id: &RequestId) {
+        lock(&self.shared.abandoned).insert(id.clone());
+        let shared = self.shared.clone();
+        let id = id.clone();
+        self.shared.handle.spawn(async move {
+            tokio::time::sleep(shared.opts.linger_after_cancel).await;
+            if let Some(stop) = lock(&shared.inflight).remove(&id) {
+                stop.cancel();
+            }
+            lock(&shared.abandoned).remove(&id);
+        });
+    }
+
+    pub async fn close(&self) {
+        let stops: Vec<_> = lock(&self.shared.inflight)
+            .drain()
+            .map(|(_, s)| s)
+            .collect();
+        for s in stops {
+            s.cancel();
+        }
+        let headers = self.shared.session_headers(true);
+        if !headers.is_empty() {
+            let refs: Vec<(&str, &str)> = headers
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str()))
+                .collect();
+            // Best effort: the spec says SHOULD, and a server may answer 405.
+            let _ =
+                tokio::time::timeout(Duration::from_secs(2), self.shared.ep.delete(&refs)).await;
+        }
+    }
+}
+
+async fn post_message(shared: &Shared, out: Outgoing) {
+    let id = out.request.as_ref();
+    let is_init = out.method.as_deref() == Some(methods::INITIALIZE);
+    let headers = shared.session_headers(!is_init);
+    let had_session = headers.iter().any(|(k, _)| k == SESSION_HEADER);
+    let refs: Vec<(&str, &str)> = headers
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    let resp = match shared.ep.post(out.bytes, &refs).await {
+        Ok(r) => r,
+        Err(e) => return shared.fail(id, e),
+    };
+    if is_init && let Some(sid) = resp.header(SESSION_HEADER) {
+        *lock(&shared.session) = Some(sid.to_string());
+    }
+    let status = resp.status();
+    if status == 404 && had_session {
+        return shared.fail(id, ClientError::SessionExpired);
+    }
+    if !(200..300).contains(&status) {
+        let body = resp.text(64 * 1024).await.unwrap_or_default();
+        // A 4xx may carry a JSON-RPC error for our id; prefer it to a bare status.
+        if let Ok(Message::Response(r)) = parse_message(body.as_bytes())
+            && Some(&r.id) == id
+        {
+            shared.deliver(body.as_bytes());
+            return;
+        }
+        let body: String = body.chars().take(500).collect();
+        return shared.fail(id, ClientError::Http { status, body });
+    }
+    if resp.is_sse() {
+        return read_stream(shared, resp.into_sse(), id).await;
+    }
+    if status == 202 || status == 204 {
+        if id.is_some() {
+            shared.fail(
+                id,
+                ClientError::Protocol(format!("HTTP {status} with no answer to a request")),
+            );
+        }
+        return;
+    }
+    match resp.text(shared.opts.max_body_bytes).await {
+        Ok(body) if body.trim().is_empty() && id.is_none() => {}
+        Ok(body) => {
+            if shared.deliver(body.as_bytes()).is_none() {
+                shared.fail(id, ClientError::Protocol("unreadable JSON answer".into()));
+            }
+        }
+        Err(e) => shared.fail(id, e),
+    }
+}
+
+/// Reads a POST's SSE stream until the answer to `id` arrives, resuming with `Last-Event-ID`
+/// when the connection drops first.
+async fn read_stream(shared: &Shared, mut stream: SseStream, id: Option<&RequestId>) {
+    let mut attempts: u32 = 0;
+    loop {
+        match stream.next_event().await {
+            Ok(Some(ev)) => {
+                if ev.id.is_some() {
+                    attempts = 0; // the server is making progress: resumption works
+                }
+                if ev.data.is_empty() {
+                    continue; // priming event or bare retry
+                }
+                if let Some(Message::Response(r)) = shared.deliver(ev.data.as_bytes())
+                    && Some(&r.id) == id
+                {
+                    return;
+                }
+            }
+            Ok(None) | Err(_) => {
+                let Some(id) = id else { return };
+                if lock(&shared.abandoned).contains(id) {
+                    return; // we gave up on it; do not bring it back
+                }
+                let Some(last) = stream.last_event_id().map(str::to_string) else {
+                    return shared.fail(
+                        Some(id),
+                        ClientError::StreamLost(
+                            "the stream dropped before the server sent any event id, so it \
+                             cannot be resumed; the tool was not called again"
+                                .into(),
+                        ),
+                    );
+                };
+                if attempts >= shared.opts.max_resumes {
+                    return shared.fail(
+                        Some(id),
+                        ClientError::StreamLost(format!(
+                            "{attempts} attempts to resume after event {last} brought nothing"
+                        )),
+                    );
+                }
+                attempts += 1;
+                let wait = stream
+                    .retry()
+                    .unwrap_or(shared.opts.default_retry)
+                    .min(shared.opts.max_retry_wait);
+                tokio::time::sleep(wait).await;
+                let mut headers = shared.session_headers(true);
+                headers.push((LAST_EVENT_ID.to_string(), last.clone()));
+                let refs: Vec<(&str, &str)> = headers
+                    .iter()
+                    .map(|(k, v)| (k.as_str(), v.as_str()))
+                    .collect();
+                match shared.ep.get(&refs).await {
+                    Ok(r) if (200..300).contains(&r.status()) && r.is_sse() => {
+                        shared.resumes.fetch_add(1, Ordering::Relaxed);
+                        tracing::debug!(%id, last_event_id = %last, "resumed a dropped stream");
+                        stream.resume_with(r);
+                    }
+                    Ok(r) if matches!(r.status(), 400 | 404 | 405 | 409) => {
+                        return shared.fail(
+                            Some(id),
+                            ClientError::StreamLost(format!(
+                                "the server refused to resume after event {last} (HTTP {}); \
+                                 the tool was not called again",
+                                r.status()
+                            )),
+                        );
+                    }
+                    Ok(r) => tracing::debug!(status = r.status(), "resumption GET failed"),
+                    Err(e) => tracing::debug!("resumption GET failed: {e}"),
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,58 @@
+//! The two ways to reach a server. Both hand what they read to the [router](crate::router)
+//! as [`Inbound`](crate::router::Inbound) items and take outgoing frames without blocking, so
+//! a cancel can be sent from anywhere, even from a `Drop`.
+
+pub mod http;
+pub mod stdio;
+
+use staunch_protocol::RequestId;
+
+/// One frame to send.
+#[derive(Debug)]
+pub(crate) struct Outgoing {
+    /// The serialised JSON-RPC message.
+    pub bytes: Vec<u8>,
+    /// Its id when it is a request (HTTP routes failures to it).
+    pub request: Option<RequestId>,
+    /// Its method when it is a request or notification.
+    pub method: Option<String>,
+}
+
+/// A connected transport.
+pub(crate) enum Transport {
+    Stdio(Box<stdio::StdioTransport>),
+    Http(http::HttpTransport),
+}
+
+impl Transport {
+    /// Sends a frame; never blocks. Failures surface as `Inbound::Failed` / `Closed`.
+    pub fn send(&self, out: Outgoing) {
+        match self {
+            Self::Stdio(t) => t.send(out.bytes),
+            Self::Http(t) => t.send(out),
+        }
+    }
+
+    /// The client gave up on `id`: HTTP stops resuming it and closes its stream after a
+    /// short linger (so a late answer can still be seen as evidence).
+    pub fn abandoned(&self, id: &RequestId) {
+        if let Self::Http(t) = self {
+            t.abandoned(id);
+        }
+    }
+
+    /// The negotiated version, sent as `MCP-Protocol-Version` on HTTP.
+    pub fn set_protocol_version(&self, v: &str) {
+        if let Self::Http(t) = self {
+            t.set_protocol_version(v);
+        }
+    }
+
+    /// Ends the connection: stdin EOF and a bounded wait for the process, or HTTP DELETE.
+    pub async fn close(&self) {
+        match self {
+            Self::Stdio(t) => t.close().await,
+            Self::Http(t) => t.close().await,
+        }
+    }
+}
