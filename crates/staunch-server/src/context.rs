@@ -29,6 +29,8 @@ pub(crate) struct RequestShared {
     pub(crate) deadline: Option<Instant>,
     pub(crate) progress: Arc<Progress>,
     pub(crate) cleanups: Mutex<Vec<JoinHandle<()>>>,
+    /// The request's `params._meta`, as sent.
+    pub(crate) meta: Option<Value>,
 }
 
 /// The handle a tool handler gets for its request. Cheap to clone.
@@ -108,6 +110,12 @@ impl Context {
     /// The JSON-RPC id of the request.
     pub fn request_id(&self) -> &RequestId {
         &self.shared.id
+    }
+
+    /// The request's `params._meta` object as the client sent it (vendor keys such as
+    /// `io.staunch/idempotency-key` live here), if any.
+    pub fn meta(&self) -> Option<&Value> {
+        self.shared.meta.as_ref()
     }
 
     /// The session (connection) the request came on.

@@ -30,6 +30,13 @@ pub trait MethodHandler: Send + Sync + 'static {
         ctx: Context,
         params: Option<Value>,
     ) -> BoxFuture<'static, Result<Value, ToolError>>;
+
+    /// This method's deadline, given the server's `quick` default. `None` lets the request
+    /// run until it ends or is cancelled (e.g. `tasks/result`, which must block until the
+    /// task is terminal).
+    fn deadline(&self, default: std::time::Duration) -> Option<std::time::Duration> {
+        Some(default)
+    }
 }
 
 impl<F, Fut> MethodHandler for F

@@ -330,7 +330,7 @@ impl SessionInner {
                         method: "custom",
                         tool: None,
                         shape: None,
-                        deadline: Some(self.server.config.quick_deadline),
+                        deadline: handler.deadline(self.server.config.quick_deadline),
                         fingerprint: None,
                         is_tool_call: false,
                         make: Box::new(move |ctx| handler.call(ctx, params)),
@@ -508,6 +508,7 @@ impl SessionInner {
             deadline,
             progress,
             cleanups: Mutex::new(Vec::new()),
+            meta: req.params.as_ref().and_then(|p| p.get("_meta")).cloned(),
         });
         let fut = (work.make)(Context {
             shared: shared.clone(),

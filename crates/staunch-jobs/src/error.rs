@@ -1,0 +1,58 @@
+//! The two ways things go wrong: a job body ends without a result ([`JobError`]), or a runtime
+//! operation is refused or fails ([`JobsError`]).
+
+use staunch_store::StoreError;
+
+/// How a job body ends when it has no result.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum JobError {
+    /// The body saw its cancellation (from [`crate::JobContext::check`] and friends) and
+    /// stopped. What is recorded depends on why it was cancelled: `cancelled` after a cancel
+    /// request, `failed(max_runtime)` after the maximum runtime, nothing at all after a lost
+    /// lease (whoever took the lease over decides).
+    #[error("cancelled")]
+    Cancelled,
+    /// The work failed; the message is shown to the model, so say what to do about it.
+    #[error("{0}")]
+    Failed(String),
+}
+
+impl JobError {
+    /// A failure with this message.
+    pub fn failed(message: impl Into<String>) -> Self {
+        Self::Failed(message.into())
+    }
+}
+
+/// Why a runtime operation (start, get, cancel, configuration) did not happen.
+#[derive(Debug, thiserror::Error)]
+pub enum JobsError {
+    /// No job tool of that name is registered on this runtime.
+    #[error("unknown job tool {0:?}")]
+    UnknownTool(String),
+    /// The arguments do not fit the tool; nothing was recorded.
+    #[error("{0}")]
+    InvalidArguments(String),
+    /// The idempotency key is unusable (empty, too long, or two different keys were given).
+    #[error("invalid idempotency key: {0}")]
+    InvalidKey(String),
+    /// The key was used before with other arguments: the call is refused, never attached to
+    /// the old job.
+    #[error(
+        "idempotency_key_reused: the key {key:?} was already used for job {existing_job_id} \
+         with different arguments"
+    )]
+    KeyReused {
+        key: String,
+        existing_job_id: String,
+    },
+    /// The runtime is shutting down and takes no new jobs.
+    #[error("the job runtime is shutting down")]
+    ShuttingDown,
+    /// The configuration cannot work (e.g. a heartbeat no shorter than the lease).
+    #[error("invalid job configuration: {0}")]
+    Config(String),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}

@@ -1,0 +1,66 @@
+//! Durable jobs for staunch: tools whose work outlives a request, survives a crash as a
+//! recorded outcome, and never runs twice by accident.
+//!
+//! - [`JobTool`]: declares a job tool — a typed body `Fn(JobContext, Args) -> Result<R, JobError>`,
+//!   whether it has side effects, whether it may be re-run after a crash.
+//! - [`JobRuntime`]: one per process. [`JobRuntime::register`] (or [`JobsExt::job_tool`]) puts
+//!   a tool's faces on a `ServerBuilder`; [`JobRuntime::start`] runs the worker, the signal
+//!   router and the reaper; [`JobRuntime::submit`], [`JobRuntime::cancel`] and
+//!   [`JobRuntime::get`] are the operations every face is built on.
+//! - [`JobContext`]: what a body receives — cancellation (`check`, `run`, `sleep`, `blocking`),
+//!   progress persisted for `get`, and a durable checkpoint.
+//! - Faces: the tool face (`start_x`, `get_x`, `cancel_x`, and `x` itself, which waits) and
+//!   MCP tasks 2025-11-25 (`tools/call x` with `task`, `tasks/get`, `tasks/result`,
+//!   `tasks/cancel`). Both are projections of one job row in a `staunch_store::JobStore`.
+//!
+//! ```text
+//! queued ──claim──▶ running ──ok──────────────────────▶ succeeded
+//!   │                 ├─error / panic / max runtime──────▶ failed(error | panic | max_runtime)
+//!   │                 ├─cancel seen (or body aborted after the grace)──▶ cancelled
+//!   │                 └─lease expired (reaper, or a named instance restarting):
+//!   │                        cancel requested?               → cancelled
+//!   │                        retry-safe with attempts left?  → queued
+//!   │                        otherwise                       → failed(lease_lost)
+//!   └─cancel──────────────────────────────────────────────▶ cancelled
+//! ```
+//!
+//! Terminal states never change. A success that races a cancel is recorded as a success (the
+//! side effects happened); the tasks face still reports `cancelled`, as 2025-11-25 requires.
+//! The worker's writes are fenced by its lease token, so an attempt whose lease was taken away
+//! writes nothing.
+//!
+//! Idempotency: keys are scoped to `(principal, tool, key)` and honoured for `idempotency_ttl`
+//! (24 h by default); the fingerprint is the SHA-256 of the canonical normalised arguments;
+//! the same key with the same arguments returns the existing job whatever its state, with
+//! other arguments it is refused (`idempotency_key_reused`). Without a key, an identical call
+//! of a side-effecting tool that is still queued or running is joined (in-flight dedupe), for
+//! agents that re-call a tool after a dropped stream.
+
+#![forbid(unsafe_code)]
+
+mod config;
+mod context;
+mod declare;
+mod error;
+mod idempotency;
+mod reaper;
+mod register;
+mod runtime;
+mod signals;
+mod tasks;
+mod tool_face;
+mod view;
+mod worker;
+
+pub use config::{Clock, JobConfig, PrincipalFn};
+pub use context::{JobContext, JobUnit};
+pub use declare::{JobBody, JobTool};
+pub use error::{JobError, JobsError};
+pub use idempotency::{ARG_KEY, META_KEY, canonical_json, fingerprint};
+pub use register::JobsExt;
+pub use runtime::{JobRuntime, ReapReport, Submit, Submitted};
+pub use tasks::RELATED_TASK;
+pub use view::{
+    REASON_ERROR, REASON_MAX_RUNTIME, REASON_PANIC, iso, job_view, next_step, task_object,
+    task_status,
+};

@@ -1,0 +1,57 @@
+//! The reaper, run by every instance (it is idempotent, so no leader is needed): running jobs
+//! whose lease expired end as `cancelled` (a cancel was asked for), go back to the queue
+//! (retry-safe with attempts left) or end `failed(lease_lost)`; finished jobs past their
+//! retention are deleted and expired idempotency keys released.
+
+use std::sync::Arc;
+
+use staunch_store::JobState;
+
+use crate::error::JobsError;
+use crate::runtime::{Inner, ReapReport};
+
+/// Upper bound of reaper statements per pass, so one pass cannot monopolise the store.
+const MAX_BATCHES: usize = 50;
+
+pub(crate) async fn reaper_loop(inner: Arc<Inner>) {
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(inner.config.reap_interval) => {}
+            _ = inner.shutdown.cancelled() => return,
+        }
+        if let Err(e) = inner.reap_once().await {
+            tracing::warn!(error = %e, "job reaper pass failed");
+        }
+        inner.sweep_watchers().await;
+    }
+}
+
+impl Inner {
+    pub(crate) async fn reap_once(&self) -> Result<ReapReport, JobsError> {
+        let now = self.config.clock.now_ms();
+        let mut report = ReapReport::default();
+        for _ in 0..MAX_BATCHES {
+            let batch = self.store.reap_expired(now, self.config.reap_batch).await?;
+            let n = batch.len();
+            report.reaped.extend(batch);
+            if n < self.config.reap_batch {
+                break;
+            }
+        }
+        for r in &report.reaped {
+            tracing::warn!(job_id = %r.id, new_state = %r.new_state, "job.reaped: its lease expired");
+        }
+        if report
+            .reaped
+            .iter()
+            .any(|r| r.new_state == JobState::Queued)
+        {
+            self.wake.notify_one();
+        }
+        if !report.reaped.is_empty() {
+            self.bump_changed();
+        }
+        report.purged = self.store.purge(now).await?;
+        Ok(report)
+    }
+}

@@ -1,0 +1,48 @@
+//! Routes the store's [`Signal`]s: a cancel stops the body if the job runs here, a wake-up
+//! makes the claim loop look now. Signals are hints that can be lost (a lagging receiver, a
+//! dropped LISTEN connection, another process on a SQLite file): the heartbeat still delivers
+//! every cancel flag, and the claim loop still polls.
+
+use std::sync::Arc;
+
+use staunch_store::Signal;
+use tokio::sync::broadcast::error::RecvError;
+
+use crate::runtime::Inner;
+
+pub(crate) async fn route_signals(inner: Arc<Inner>) {
+    let mut rx = inner.store.subscribe_signals();
+    loop {
+        let r = tokio::select! {
+            r = rx.recv() => r,
+            _ = inner.shutdown.cancelled() => return,
+        };
+        match r {
+            Ok(Signal::Cancel(id)) => inner.deliver_cancel(&id),
+            Ok(Signal::Wake) => inner.wake.notify_one(),
+            Err(RecvError::Lagged(n)) => {
+                tracing::warn!(
+                    missed = n,
+                    "job signals lagged; polling and heartbeating now"
+                );
+                inner.wake.notify_one();
+                // Missed cancels arrive with the next heartbeat; ask for it early.
+                for run in inner
+                    .running
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .values()
+                {
+                    run.progress_wake.notify_one();
+                }
+            }
+            Err(RecvError::Closed) => {
+                tokio::select! {
+                    _ = tokio::time::sleep(inner.config.claim_poll) => {}
+                    _ = inner.shutdown.cancelled() => return,
+                }
+                rx = inner.store.subscribe_signals();
+            }
+        }
+    }
+}

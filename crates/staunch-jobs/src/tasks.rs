@@ -1,0 +1,281 @@
+//! The tasks face (MCP 2025-11-25, experimental): `tools/call <tool>` with a `task` param
+//! creates a job and answers `CreateTaskResult` once it is durable; `tasks/get`,
+//! `tasks/result` (blocks until the task is terminal), `tasks/cancel`, and `tasks/list` only
+//! where requests carry an auth context; `notifications/tasks/status` when a task this process
+//! watches reaches a terminal status (optional in the spec; requesters must not rely on it).
+//!
+//! Binding: with an auth context a task belongs to its principal; without one, to the session
+//! that created it. Any other caller gets -32602 "unknown task", exactly as for an id that
+//! never existed, so ids cannot be probed.
+
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use serde_json::{Value, json};
+use staunch_server::protocol::{ErrorObject, codes};
+use staunch_server::{Context, MethodHandler, ToolError};
+use staunch_store::{CancelOutcome, JobRecord};
+
+use crate::error::JobsError;
+use crate::runtime::{JobRuntime, Waited};
+use crate::tool_face::create;
+use crate::view::{task_object, task_status, task_terminal, tool_result};
+
+/// The `_meta` key that ties a message to its task.
+pub const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
+
+/// The `tasks` capability this runtime declares.
+pub(crate) fn capability(rt: &JobRuntime) -> Value {
+    let mut caps = json!({"cancel": {}, "requests": {"tools": {"call": {}}}});
+    // Without an auth context the spec says not to advertise list (task ids would be the only
+    // thing standing between callers).
+    if rt.config().principal.is_some() {
+        caps["list"] = json!({});
+    }
+    caps
+}
+
+fn rpc(code: i64, message: impl Into<String>) -> ToolError {
+    ToolError::Rpc(ErrorObject::new(code, message))
+}
+
+fn unknown_task(id: &str) -> ToolError {
+    rpc(
+        codes::INVALID_PARAMS,
+        format!("unknown task {id:?} (it never existed, expired, or belongs to another session)"),
+    )
+}
+
+fn task_id(params: &Option<Value>) -> Result<String, ToolError> {
+    params
+        .as_ref()
+        .and_then(|p| p.get("taskId"))
+        .and_then(Value::as_str)
+        .map(String::from)
+        .ok_or_else(|| rpc(codes::INVALID_PARAMS, "taskId (a string) is required"))
+}
+
+impl JobRuntime {
+    /// Whether the caller of `ctx` may see this job as a task.
+    pub(crate) fn task_visible(&self, job: &JobRecord, ctx: &Context) -> bool {
+        if self.tool(&job.tool).is_none() {
+            return false;
+        }
+        match self.principal_of(ctx) {
+            Some(p) => job.principal == p,
+            None => job.principal.is_empty() && job.session_id.as_deref() == Some(ctx.session_id()),
+        }
+    }
+
+    async fn visible_task(&self, ctx: &Context, id: &str) -> Result<JobRecord, ToolError> {
+        match self.get(id).await {
+            Ok(Some(job)) if self.task_visible(&job, ctx) => Ok(job),
+            Ok(_) => Err(unknown_task(id)),
+            Err(e) => Err(rpc(
+                codes::INTERNAL_ERROR,
+                format!("reading the task failed: {e}"),
+            )),
+        }
+    }
+}
+
+/// `tools/call <tool>` with `task`: records the job, answers `{"task": Task}`.
+pub(crate) fn create_task(
+    rt: JobRuntime,
+    tool: String,
+    ctx: Context,
+    args: Value,
+    task: Value,
+) -> BoxFuture<'static, Result<Value, ToolError>> {
+    Box::pin(async move {
+        let max = rt.config().max_task_ttl;
+        let ttl = task
+            .get("ttl")
+            .and_then(Value::as_u64)
+            .map(|t| Duration::from_millis(t).min(max));
+        let sub = match create(&rt, &tool, &ctx, args, ttl).await {
+            Ok(s) => s,
+            Err(e @ (JobsError::InvalidArguments(_) | JobsError::InvalidKey(_))) => {
+                return Err(rpc(codes::INVALID_PARAMS, e.to_string()));
+            }
+            Err(e @ JobsError::KeyReused { .. }) => {
+                return Err(rpc(codes::INVALID_PARAMS, e.to_string()));
+            }
+            Err(e @ JobsError::ShuttingDown) => return Err(rpc(codes::SERVER_BUSY, e.to_string())),
+            Err(e) => return Err(rpc(codes::INTERNAL_ERROR, e.to_string())),
+        };
+        // A replayed key may point at a job another session created; handing it out would
+        // give this session a task it cannot read.
+        if !rt.task_visible(&sub.job, &ctx) {
+            return Err(rpc(
+                codes::INVALID_PARAMS,
+                "the idempotency key is bound to a task of another session; use a new key",
+            ));
+        }
+        rt.watch_task(&sub.job.id, ctx.notifier());
+        Ok(json!({"task": task_object(&sub.job, rt.poll_after_ms())}))
+    })
+}
+
+/// `tasks/get`.
+pub(crate) struct TaskGet(pub(crate) JobRuntime);
+
+impl MethodHandler for TaskGet {
+    fn call(
+        &self,
+        ctx: Context,
+        params: Option<Value>,
+    ) -> BoxFuture<'static, Result<Value, ToolError>> {
+        let rt = self.0.clone();
+        Box::pin(async move {
+            let id = task_id(&params)?;
+            let job = rt.visible_task(&ctx, &id).await?;
+            Ok(task_object(&job, rt.poll_after_ms()))
+        })
+    }
+}
+
+/// `tasks/result`: blocks until the task is terminal, then answers the tool result exactly as
+/// a plain call would have (a failed job is a result with `isError`), with the related-task
+/// `_meta`. A cancelled task has no result: it gets a -32603 error saying so, as the
+/// TypeScript SDK's own task store answers.
+pub(crate) struct TaskResult(pub(crate) JobRuntime);
+
+impl MethodHandler for TaskResult {
+    fn call(
+        &self,
+        ctx: Context,
+        params: Option<Value>,
+    ) -> BoxFuture<'static, Result<Value, ToolError>> {
+        let rt = self.0.clone();
+        Box::pin(async move {
+            let id = task_id(&params)?;
+            rt.visible_task(&ctx, &id).await?;
+            let stop = ctx.cancellation_token();
+            let waited = rt
+                .inner
+                .wait_for(&id, task_terminal, &stop, |_| {})
+                .await
+                .map_err(|e| {
+                    rpc(
+                        codes::INTERNAL_ERROR,
+                        format!("reading the task failed: {e}"),
+                    )
+                })?;
+            let job = match waited {
+                Waited::Done(job) => job,
+                Waited::Gone => return Err(unknown_task(&id)),
+                Waited::Stopped => return Err(ToolError::Cancelled),
+            };
+            if task_status(&job) == "cancelled" {
+                return Err(ToolError::Rpc(
+                    ErrorObject::new(
+                        codes::INTERNAL_ERROR,
+                        format!("task {id} was cancelled; a cancelled task has no result"),
+                    )
+                    .with_data(json!({"taskId": id, "status": "cancelled", "jobState": job.state.as_str()})),
+                ));
+            }
+            let result = tool_result(&job)
+                .ok_or_else(|| rpc(codes::INTERNAL_ERROR, "the task ended without a result"))?;
+            let mut v = serde_json::to_value(result)
+                .map_err(|e| rpc(codes::INTERNAL_ERROR, e.to_string()))?;
+            v["_meta"] = json!({ RELATED_TASK: {"taskId": id} });
+            Ok(v)
+        })
+    }
+
+    fn deadline(&self, _default: Duration) -> Option<Duration> {
+        // The spec requires blocking until the task is terminal, however long that takes; the
+        // client's cancel still ends the wait.
+        None
+    }
+}
+
+/// `tasks/cancel`: the task is `cancelled` before the reply and stays so, even if the body
+/// finishes its current unit afterwards; a terminal task is refused with -32602.
+pub(crate) struct TaskCancel(pub(crate) JobRuntime);
+
+impl MethodHandler for TaskCancel {
+    fn call(
+        &self,
+        ctx: Context,
+        params: Option<Value>,
+    ) -> BoxFuture<'static, Result<Value, ToolError>> {
+        let rt = self.0.clone();
+        Box::pin(async move {
+            let id = task_id(&params)?;
+            let job = rt.visible_task(&ctx, &id).await?;
+            let terminal = |j: &JobRecord| {
+                rpc(
+                    codes::INVALID_PARAMS,
+                    format!(
+                        "task {id} is already {}; it cannot be cancelled",
+                        task_status(j)
+                    ),
+                )
+            };
+            if task_terminal(&job) {
+                return Err(terminal(&job));
+            }
+            let by = format!("tasks/cancel (session {})", ctx.session_id());
+            let out = rt
+                .cancel(&id, &by)
+                .await
+                .map_err(|e| rpc(codes::INTERNAL_ERROR, format!("cancelling failed: {e}")))?;
+            match out {
+                CancelOutcome::CancelledQueued(j) | CancelOutcome::Requested(j) => {
+                    Ok(task_object(&j, rt.poll_after_ms()))
+                }
+                CancelOutcome::AlreadyTerminal(j) => Err(terminal(&j)),
+                CancelOutcome::NotFound => Err(unknown_task(&id)),
+            }
+        })
+    }
+}
+
+/// `tasks/list`, registered only where requests carry an auth context.
+pub(crate) struct TaskList(pub(crate) JobRuntime);
+
+/// Tasks per `tasks/list` page.
+const LIST_PAGE: usize = 100;
+
+impl MethodHandler for TaskList {
+    fn call(
+        &self,
+        ctx: Context,
+        params: Option<Value>,
+    ) -> BoxFuture<'static, Result<Value, ToolError>> {
+        let rt = self.0.clone();
+        Box::pin(async move {
+            let Some(principal) = rt.principal_of(&ctx) else {
+                // No identity on this request: nothing is bound to it.
+                return Ok(json!({"tasks": []}));
+            };
+            let cursor = params
+                .as_ref()
+                .and_then(|p| p.get("cursor"))
+                .and_then(Value::as_str)
+                .map(String::from);
+            let (jobs, next) = rt
+                .store()
+                .list(&principal, cursor.as_deref(), LIST_PAGE)
+                .await
+                .map_err(|e| match e {
+                    staunch_store::StoreError::InvalidInput(m) => rpc(codes::INVALID_PARAMS, m),
+                    other => rpc(codes::INTERNAL_ERROR, other.to_string()),
+                })?;
+            let poll = rt.poll_after_ms();
+            let tasks: Vec<Value> = jobs
+                .iter()
+                .filter(|j| rt.task_visible(j, &ctx))
+                .map(|j| task_object(j, poll))
+                .collect();
+            let mut out = json!({"tasks": tasks});
+            if let Some(n) = next {
+                out["nextCursor"] = n.into();
+            }
+            Ok(out)
+        })
+    }
+}

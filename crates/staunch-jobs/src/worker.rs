@@ -1,0 +1,351 @@
+//! The worker: a claim loop that takes queued jobs while a worker slot is free, and the life
+//! of one attempt — body in its own task, heartbeat beside it, cancel grace, maximum runtime,
+//! and the one fenced write of the outcome.
+//!
+//! What is recorded when the body ends:
+//!
+//! | why it stopped | body returned | recorded |
+//! |---|---|---|
+//! | lease lost | anything | nothing: the lease holder (or the reaper) decides |
+//! | shutdown | a result | `succeeded` |
+//! | shutdown | anything else | nothing now; released by the shutdown like a crash |
+//! | — / cancel / max runtime | a result | `succeeded` (a success that races a cancel is a success) |
+//! | — / cancel / max runtime | a panic | `failed(panic)` with its message |
+//! | cancel requested | an error, or aborted after the grace | `cancelled` |
+//! | max runtime | an error, or aborted after the grace | `failed(max_runtime)` |
+//! | — | an error | `failed(error)` with its message |
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use staunch_store::{FinishOutcome, Heartbeat, JobOutcome, Lease};
+use tokio::sync::OwnedSemaphorePermit;
+use tokio::task::{JoinError, JoinHandle};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::ms;
+use crate::context::{JobContext, LeaseRef, RunShared, StopReason};
+use crate::declare::JobTool;
+use crate::error::JobError;
+use crate::runtime::Inner;
+use crate::view::{REASON_ERROR, REASON_MAX_RUNTIME, REASON_PANIC};
+
+/// Claims queued jobs of this runtime's tools while a slot is free; sleeps until a wake-up
+/// (a signal, a local start) or the polling backstop.
+pub(crate) async fn claim_loop(inner: Arc<Inner>) {
+    let lease_ms = ms(inner.config.lease);
+    loop {
+        let permit = tokio::select! {
+            p = inner.slots.clone().acquire_owned() => match p {
+                Ok(p) => p,
+                Err(_) => return,
+            },
+            _ = inner.shutdown.cancelled() => return,
+        };
+        let tools = inner.tool_names();
+        let now = inner.config.clock.now_ms();
+        match inner
+            .store
+            .claim_next(&inner.owner, lease_ms, now, &tools)
+            .await
+        {
+            Ok(Some(lease)) => {
+                spawn_attempt(inner.clone(), lease, permit);
+                continue;
+            }
+            Ok(None) => drop(permit),
+            Err(e) => {
+                drop(permit);
+                tracing::warn!(error = %e, "job claim failed; retrying after the poll interval");
+            }
+        }
+        tokio::select! {
+            _ = inner.wake.notified() => {}
+            _ = tokio::time::sleep(inner.config.claim_poll) => {}
+            _ = inner.shutdown.cancelled() => return,
+        }
+    }
+}
+
+/// Registers the attempt as running (before anything can wait for it) and spawns it.
+fn spawn_attempt(inner: Arc<Inner>, lease: Lease, permit: OwnedSemaphorePermit) {
+    let job = lease.job;
+    let checkpoint = job
+        .checkpoint_json
+        .as_deref()
+        .and_then(|c| serde_json::from_str(c).ok());
+    let shared = Arc::new(RunShared::new(
+        job.id.clone(),
+        job.tool.clone(),
+        job.attempt,
+        checkpoint,
+        LeaseRef {
+            store: inner.store.clone(),
+            owner: inner.owner.clone(),
+            token: lease.token,
+            lease_ms: ms(inner.config.lease),
+            clock: inner.config.clock.clone(),
+        },
+    ));
+    inner
+        .running
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(job.id.clone(), shared.clone());
+    let args: Value = serde_json::from_str(&job.args_json).unwrap_or(Value::Null);
+    tokio::spawn(async move {
+        let _permit = permit;
+        let id = shared.job_id.clone();
+        run_attempt(&inner, shared, args).await;
+        inner
+            .running
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&id);
+        inner.ended.notify_waiters();
+        inner.job_changed(&id).await;
+        // A slot is free again.
+        inner.wake.notify_one();
+    });
+}
+
+/// How a body ended.
+enum Ended {
+    Returned(Result<Value, JobError>),
+    Panicked(String),
+    Aborted,
+}
+
+impl Ended {
+    fn from_join(r: Result<Result<Value, JobError>, JoinError>) -> Self {
+        match r {
+            Ok(r) => Ended::Returned(r),
+            Err(e) if e.is_panic() => Ended::Panicked(panic_message(e.into_panic())),
+            Err(_) => Ended::Aborted,
+        }
+    }
+}
+
+async fn run_attempt(inner: &Arc<Inner>, shared: Arc<RunShared>, args: Value) {
+    let Some(tool) = inner.tool(&shared.tool) else {
+        // claim_next only takes our tools; a tool can only vanish if the process is being
+        // rebuilt. Fail loudly rather than leave the job running.
+        let outcome = failed(REASON_ERROR, format!("unknown job tool {}", shared.tool));
+        finish(inner, &shared, outcome).await;
+        return;
+    };
+    tracing::info!(job_id = %shared.job_id, tool = %shared.tool, attempt = shared.attempt, "job.start");
+    let hb_stop = CancellationToken::new();
+    let hb = tokio::spawn(heartbeat_loop(
+        inner.clone(),
+        shared.clone(),
+        hb_stop.clone(),
+    ));
+    let ended = run_body(inner, &shared, &tool, args).await;
+    hb_stop.cancel();
+    let _ = hb.await;
+
+    let reason = shared.stop_reason();
+    let outcome = match (reason, ended) {
+        (Some(StopReason::LeaseLost), _) => {
+            tracing::warn!(job_id = %shared.job_id, "job.lease_lost: the outcome of this attempt is discarded");
+            return;
+        }
+        (Some(StopReason::Shutdown), Ended::Returned(Ok(v))) => succeeded(v),
+        (Some(StopReason::Shutdown), _) => return,
+        (_, Ended::Returned(Ok(v))) => succeeded(v),
+        (_, Ended::Panicked(m)) => failed(
+            REASON_PANIC,
+            format!("the job failed unexpectedly (panic: {m})"),
+        ),
+        (Some(StopReason::CancelRequested), _) => JobOutcome::Cancelled,
+        (Some(StopReason::MaxRuntime), _) => {
+            let limit = tool.max_runtime.unwrap_or(inner.config.max_runtime);
+            failed(
+                REASON_MAX_RUNTIME,
+                format!("stopped after {:.1} s", limit.as_secs_f64()),
+            )
+        }
+        (None, Ended::Returned(Err(JobError::Failed(m)))) => failed(REASON_ERROR, m),
+        (None, Ended::Returned(Err(JobError::Cancelled)) | Ended::Aborted) => failed(
+            REASON_ERROR,
+            "the job stopped as if cancelled, but nobody cancelled it".to_string(),
+        ),
+    };
+    // The last progress goes in before the end, so `get` shows how far it got.
+    if let Some(p) = shared.take_progress() {
+        let l = &shared.lease;
+        let _ = inner
+            .store
+            .heartbeat(
+                &shared.job_id,
+                &l.owner,
+                l.token,
+                l.lease_ms,
+                l.clock.now_ms(),
+                Some(p),
+                None,
+            )
+            .await;
+    }
+    finish(inner, &shared, outcome).await;
+}
+
+/// Runs the body in its own task (so a panic is caught and an abort is a drop), enforcing
+/// the cancel grace and the maximum runtime.
+async fn run_body(inner: &Inner, shared: &Arc<RunShared>, tool: &JobTool, args: Value) -> Ended {
+    let ctx = JobContext {
+        shared: shared.clone(),
+    };
+    let body = tool.body.clone();
+    // The body is built inside the task too: a panic while building it is caught the same way.
+    let mut handle: JoinHandle<Result<Value, JobError>> =
+        tokio::spawn(async move { body.run(ctx, args).await });
+    let max_runtime = tool.max_runtime.unwrap_or(inner.config.max_runtime);
+    let grace = inner.config.cancel_grace;
+    tokio::select! {
+        r = &mut handle => Ended::from_join(r),
+        _ = shared.token.cancelled() => with_grace(handle, grace, shared).await,
+        _ = tokio::time::sleep(max_runtime) => {
+            shared.stop(StopReason::MaxRuntime);
+            with_grace(handle, grace, shared).await
+        }
+    }
+}
+
+/// Gives a stopped body `grace` to return, then aborts it.
+async fn with_grace(
+    mut handle: JoinHandle<Result<Value, JobError>>,
+    grace: Duration,
+    shared: &RunShared,
+) -> Ended {
+    match tokio::time::timeout(grace, &mut handle).await {
+        Ok(r) => Ended::from_join(r),
+        Err(_) => {
+            tracing::warn!(job_id = %shared.job_id, ?grace, "job.aborted: the body ignored its cancel");
+            handle.abort();
+            match handle.await {
+                // It finished in the instant before the abort landed.
+                Ok(r) => Ended::Returned(r),
+                Err(e) if e.is_panic() => Ended::Panicked(panic_message(e.into_panic())),
+                Err(_) => Ended::Aborted,
+            }
+        }
+    }
+}
+
+/// Renews the lease every heartbeat interval and writes progress (at most every
+/// `progress_interval`); applies the cancel flag and a lost lease to the token. If the store
+/// cannot be reached for a whole lease, the attempt fences itself off: by then a reaper may
+/// have given the job to someone else.
+async fn heartbeat_loop(inner: Arc<Inner>, shared: Arc<RunShared>, stop: CancellationToken) {
+    let cfg = &inner.config;
+    let every = cfg.heartbeat_interval();
+    let mut last_ok = Instant::now();
+    let mut last_write = Instant::now();
+    let mut next = Instant::now() + every;
+    loop {
+        tokio::select! {
+            biased;
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep_until(next) => {}
+            _ = shared.progress_wake.notified() => {
+                let earliest = last_write + cfg.progress_interval;
+                if Instant::now() < earliest {
+                    tokio::select! {
+                        _ = stop.cancelled() => return,
+                        _ = tokio::time::sleep_until(earliest) => {}
+                    }
+                }
+            }
+        }
+        let progress = shared.take_progress();
+        let l = &shared.lease;
+        let r = inner
+            .store
+            .heartbeat(
+                &shared.job_id,
+                &l.owner,
+                l.token,
+                l.lease_ms,
+                l.clock.now_ms(),
+                progress.clone(),
+                None,
+            )
+            .await;
+        last_write = Instant::now();
+        next = last_write + every;
+        match r {
+            Ok(hb) => {
+                last_ok = last_write;
+                shared.apply(hb);
+                if progress.is_some() {
+                    inner.bump_changed();
+                }
+                if hb == Heartbeat::Lost {
+                    return;
+                }
+            }
+            Err(e) => {
+                tracing::warn!(job_id = %shared.job_id, error = %e, "job heartbeat failed");
+                if let Some(p) = progress {
+                    shared.restore_progress(p);
+                }
+                if last_ok.elapsed() >= cfg.lease {
+                    shared.stop(StopReason::LeaseLost);
+                    return;
+                }
+            }
+        }
+    }
+}
+
+fn succeeded(v: Value) -> JobOutcome {
+    JobOutcome::Succeeded {
+        result_json: v.to_string(),
+    }
+}
+
+fn failed(reason: &str, message: String) -> JobOutcome {
+    JobOutcome::Failed {
+        error_json: json!({"code": reason, "message": message}).to_string(),
+        reason: reason.to_string(),
+    }
+}
+
+async fn finish(inner: &Inner, shared: &RunShared, outcome: JobOutcome) {
+    let label = match &outcome {
+        JobOutcome::Succeeded { .. } => "succeeded",
+        JobOutcome::Failed { .. } => "failed",
+        JobOutcome::Cancelled => "cancelled",
+    };
+    let l = &shared.lease;
+    match inner
+        .store
+        .finish(&shared.job_id, &l.owner, l.token, outcome, l.clock.now_ms())
+        .await
+    {
+        Ok(FinishOutcome::Recorded) => {
+            tracing::info!(job_id = %shared.job_id, outcome = label, "job.end");
+        }
+        Ok(other) => {
+            tracing::warn!(job_id = %shared.job_id, outcome = label, ?other, "job.end not recorded: the attempt no longer held the job");
+        }
+        Err(e) => {
+            // The lease runs out and the reaper ends the job; nothing better can be done here.
+            tracing::error!(job_id = %shared.job_id, outcome = label, error = %e, "job.end could not be written");
+        }
+    }
+}
+
+fn panic_message(p: Box<dyn std::any::Any + Send>) -> String {
+    if let Some(s) = p.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = p.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "panic".to_string()
+    }
+}
