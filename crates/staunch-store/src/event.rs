@@ -33,6 +33,36 @@ pub enum Replay {
     UnknownStream,
 }
 
+/// One write of [`EventStore::write_batch`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EventWrite {
+    /// [`EventStore::create_stream`].
+    Create {
+        session_id: String,
+        stream_id: String,
+    },
+    /// [`EventStore::append`].
+    Append {
+        session_id: String,
+        stream_id: String,
+        payload: String,
+    },
+    /// [`EventStore::mark_closed`].
+    Close {
+        session_id: String,
+        stream_id: String,
+    },
+}
+
+/// What [`EventStore::write_batch`] did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BatchOutcome {
+    /// Writes applied.
+    pub applied: usize,
+    /// Writes that did not apply (unknown, foreign or closed stream); the rest still did.
+    pub skipped: usize,
+}
+
 /// Durable, session-scoped storage of SSE events. Object safe: use it as `Arc<dyn EventStore>`.
 ///
 /// Times are epoch milliseconds passed in by the caller, so retention can be tested without
@@ -93,4 +123,46 @@ pub trait EventStore: Send + Sync + 'static {
     /// Removes every stream and event of a session (on DELETE or session expiry).
     /// Returns how many streams were removed.
     async fn delete_session(&self, session_id: &str) -> Result<u64, StoreError>;
+
+    /// Applies many writes in order — in one transaction (one commit, one fsync) where the
+    /// driver can. The HTTP transport batches what its sessions send this way, so the cost of a
+    /// durable commit is shared by every event written meanwhile. A write that cannot apply
+    /// (unknown, foreign or closed stream) is skipped and counted; the others still apply.
+    async fn write_batch(
+        &self,
+        writes: Vec<EventWrite>,
+        now_ms: i64,
+    ) -> Result<BatchOutcome, StoreError> {
+        let mut out = BatchOutcome::default();
+        for w in writes {
+            let r = match w {
+                EventWrite::Create {
+                    session_id,
+                    stream_id,
+                } => self
+                    .create_stream(&session_id, &stream_id, now_ms)
+                    .await
+                    .map(|_| true),
+                EventWrite::Append {
+                    session_id,
+                    stream_id,
+                    payload,
+                } => self
+                    .append(&session_id, &stream_id, payload, now_ms)
+                    .await
+                    .map(|_| true),
+                EventWrite::Close {
+                    session_id,
+                    stream_id,
+                } => self.mark_closed(&session_id, &stream_id, now_ms).await,
+            };
+            match r {
+                Ok(true) => out.applied += 1,
+                Ok(false) => out.skipped += 1,
+                Err(e) if e.is_transient() || matches!(e, StoreError::WorkerGone) => return Err(e),
+                Err(_) => out.skipped += 1,
+            }
+        }
+        Ok(out)
+    }
 }

@@ -36,7 +36,7 @@ mod sqlite;
 pub mod testsuite;
 
 pub use error::StoreError;
-pub use event::{EventStore, Replay, StoredEvent};
+pub use event::{BatchOutcome, EventStore, EventWrite, Replay, StoredEvent};
 pub use job::{
     CancelOutcome, CreateOutcome, DEFAULT_IDEM_TTL_MS, DEFAULT_JOB_TTL_MS, FinishOutcome,
     Heartbeat, JobOutcome, JobRecord, JobState, JobStore, Lease, MAX_IDEM_KEY_CHARS, NewJob,

@@ -483,3 +483,45 @@ async fn standalone_stream_is_single_and_duplicate_ids_conflict() {
         "counted 5"
     );
 }
+
+#[tokio::test]
+async fn a_result_survives_a_server_restart_in_the_durable_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("durable.db").display().to_string();
+    let mut s = HttpServer::start_on(Some(&store), &[]).await;
+    let sid = s.initialize().await;
+    let id = json!(1);
+    let mut r = s
+        .post(
+            Some(&sid),
+            &call(
+                id.clone(),
+                "slow_count",
+                json!({"steps": 3, "delay_ms": 20}),
+                Some(json!(1)),
+            ),
+        )
+        .await;
+    let priming = r.next_event(T).await.unwrap();
+    drop(r);
+    s.log_until(|l| ended(l, &sid, &id)).await;
+    // A graceful stop (SIGTERM) flushes the event queue; then a new process on the same file.
+    let pid = s.child.id().unwrap().to_string();
+    std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
+    tokio::time::timeout(T, s.child.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    let s2 = HttpServer::start_on(Some(&store), &[]).await;
+    let mut g = s2.get(&sid, priming.id.as_deref()).await;
+    assert_eq!(g.status, 200);
+    let events = g.events_until_end(T).await;
+    assert_eq!(progress_values(&events), vec![1, 2, 3]);
+    assert_eq!(
+        responses(&events, &id)[0]["result"]["content"][0]["text"],
+        "counted 3"
+    );
+}

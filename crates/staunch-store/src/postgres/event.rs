@@ -5,7 +5,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use super::{Pg, execute, query, query_opt, to_i64, to_u64};
-use crate::{EventStore, Replay, StoreError, StoredEvent};
+use crate::{BatchOutcome, EventStore, EventWrite, Replay, StoreError, StoredEvent};
 
 pub(crate) struct PgEventStore {
     pg: Arc<Pg>,
@@ -19,6 +19,66 @@ impl PgEventStore {
 
 #[async_trait]
 impl EventStore for PgEventStore {
+    async fn write_batch(
+        &self,
+        writes: Vec<EventWrite>,
+        now_ms: i64,
+    ) -> Result<BatchOutcome, StoreError> {
+        let mut c = self.pg.client().await?;
+        let tx = c.transaction().await?;
+        let mut out = BatchOutcome::default();
+        // None of these statements fails on a missing or foreign stream (they just touch no
+        // row), so one transaction can carry the whole batch.
+        for w in &writes {
+            let n = match w {
+                EventWrite::Create {
+                    session_id,
+                    stream_id,
+                } => {
+                    tx.execute(
+                        "INSERT INTO staunch_sse_streams (stream_id, session_id, created_ms) \
+                         VALUES ($1, $2, $3) ON CONFLICT (stream_id) DO NOTHING",
+                        &[stream_id, session_id, &now_ms],
+                    )
+                    .await?
+                }
+                EventWrite::Append {
+                    session_id,
+                    stream_id,
+                    payload,
+                } => {
+                    tx.execute(
+                        "WITH s AS (UPDATE staunch_sse_streams SET last_seq = last_seq + 1 \
+                             WHERE stream_id = $1 AND session_id = $2 AND closed_ms IS NULL \
+                             RETURNING last_seq) \
+                         INSERT INTO staunch_sse_events (stream_id, seq, payload, created_ms) \
+                         SELECT $1::text, s.last_seq, $3::text, $4::bigint FROM s",
+                        &[stream_id, session_id, payload, &now_ms],
+                    )
+                    .await?
+                }
+                EventWrite::Close {
+                    session_id,
+                    stream_id,
+                } => {
+                    tx.execute(
+                        "UPDATE staunch_sse_streams SET closed_ms = COALESCE(closed_ms, $3) \
+                         WHERE stream_id = $1 AND session_id = $2",
+                        &[stream_id, session_id, &now_ms],
+                    )
+                    .await?
+                }
+            };
+            if n == 1 {
+                out.applied += 1;
+            } else {
+                out.skipped += 1;
+            }
+        }
+        tx.commit().await?;
+        Ok(out)
+    }
+
     async fn create_stream(
         &self,
         session_id: &str,

@@ -4,7 +4,7 @@ use async_trait::async_trait;
 use rusqlite::{OptionalExtension, params};
 
 use super::{Db, read_tx, to_i64, to_u64, write_tx};
-use crate::{EventStore, Replay, StoreError, StoredEvent};
+use crate::{BatchOutcome, EventStore, EventWrite, Replay, StoreError, StoredEvent};
 
 pub(crate) struct SqliteEventStore {
     db: Db,
@@ -24,6 +24,64 @@ const HORIZON: &str = "MAX(purged_through, last_seq - ?1, \
 
 #[async_trait]
 impl EventStore for SqliteEventStore {
+    async fn write_batch(
+        &self,
+        writes: Vec<EventWrite>,
+        now_ms: i64,
+    ) -> Result<BatchOutcome, StoreError> {
+        self.db
+            .call(move |conn| {
+                write_tx(conn, |tx| {
+                    let mut out = BatchOutcome::default();
+                    for w in &writes {
+                        let applied = match w {
+                            EventWrite::Create { session_id, stream_id } => {
+                                tx.prepare_cached(
+                                    "INSERT INTO staunch_sse_streams (stream_id, session_id, created_ms) \
+                                     VALUES (?1, ?2, ?3) ON CONFLICT (stream_id) DO NOTHING",
+                                )?
+                                .execute(params![stream_id, session_id, now_ms])?
+                                    == 1
+                            }
+                            EventWrite::Append { session_id, stream_id, payload } => {
+                                let seq: Option<i64> = tx
+                                    .prepare_cached(
+                                        "UPDATE staunch_sse_streams SET last_seq = last_seq + 1 \
+                                         WHERE stream_id = ?1 AND session_id = ?2 AND closed_ms IS NULL \
+                                         RETURNING last_seq",
+                                    )?
+                                    .query_row(params![stream_id, session_id], |r| r.get(0))
+                                    .optional()?;
+                                if let Some(seq) = seq {
+                                    tx.prepare_cached(
+                                        "INSERT INTO staunch_sse_events (stream_id, seq, payload, created_ms) \
+                                         VALUES (?1, ?2, ?3, ?4)",
+                                    )?
+                                    .execute(params![stream_id, seq, payload, now_ms])?;
+                                }
+                                seq.is_some()
+                            }
+                            EventWrite::Close { session_id, stream_id } => {
+                                tx.prepare_cached(
+                                    "UPDATE staunch_sse_streams SET closed_ms = COALESCE(closed_ms, ?3) \
+                                     WHERE stream_id = ?1 AND session_id = ?2",
+                                )?
+                                .execute(params![stream_id, session_id, now_ms])?
+                                    == 1
+                            }
+                        };
+                        if applied {
+                            out.applied += 1;
+                        } else {
+                            out.skipped += 1;
+                        }
+                    }
+                    Ok(out)
+                })
+            })
+            .await
+    }
+
     async fn create_stream(
         &self,
         session_id: &str,

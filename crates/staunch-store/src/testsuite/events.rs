@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 
 use super::{Harness, T0};
-use crate::{Replay, StoreError, StoredEvent};
+use crate::{BatchOutcome, EventWrite, Replay, StoreError, StoredEvent};
 
 fn events(r: Replay) -> Vec<StoredEvent> {
     match r {
@@ -282,4 +282,55 @@ pub async fn events_concurrent_appends_are_gap_free(h: Harness) {
             "payload stored under its seq"
         );
     }
+}
+
+pub async fn events_batches_apply_in_order_and_skip_what_cannot_apply(h: Harness) {
+    let ev = &h.a.events;
+    ev.create_stream("other", "foreign", T0).await.unwrap();
+    let w = |s: &str, st: &str, p: &str| EventWrite::Append {
+        session_id: s.into(),
+        stream_id: st.into(),
+        payload: p.into(),
+    };
+    let batch = vec![
+        EventWrite::Create {
+            session_id: "s1".into(),
+            stream_id: "b1".into(),
+        },
+        w("s1", "b1", "1"),
+        w("s1", "b1", "2"),
+        // Skipped, the rest still applies: another session's stream, an unknown one.
+        w("s1", "foreign", "x"),
+        w("s1", "nope", "x"),
+        EventWrite::Create {
+            session_id: "s1".into(),
+            stream_id: "foreign".into(),
+        },
+        w("s1", "b1", "3"),
+        EventWrite::Close {
+            session_id: "s1".into(),
+            stream_id: "b1".into(),
+        },
+        // After the close nothing more is appended.
+        w("s1", "b1", "4"),
+    ];
+    let out = ev.write_batch(batch, T0).await.unwrap();
+    assert_eq!(
+        out,
+        BatchOutcome {
+            applied: 5,
+            skipped: 4
+        }
+    );
+    let got = events(ev.replay_after("s1", "b1", 0, 100).await.unwrap());
+    assert_eq!(
+        got.iter().map(|e| e.payload.as_str()).collect::<Vec<_>>(),
+        ["1", "2", "3"]
+    );
+    assert_eq!(got.iter().map(|e| e.seq).collect::<Vec<_>>(), [1, 2, 3]);
+    assert!(matches!(
+        ev.replay_after("s1", "foreign", 0, 10).await.unwrap(),
+        Replay::UnknownStream
+    ));
+    assert!(events(ev.replay_after("other", "foreign", 0, 10).await.unwrap()).is_empty());
 }

@@ -69,6 +69,7 @@ macro_rules! event_store_suite {
             events_gone_after_retention_by_age,
             events_closed_streams_keep_events_then_go,
             events_concurrent_appends_are_gap_free,
+            events_batches_apply_in_order_and_skip_what_cannot_apply,
         );
     };
 }

@@ -139,7 +139,12 @@ fn adopt(state: &HttpState, rec: SessionRecord) -> Arc<HttpSession> {
     if let Some(s) = sessions.get(&rec.id) {
         return s.clone();
     }
-    let s = HttpSession::start(&state.server, rec.id.clone(), state.events.clone());
+    let s = HttpSession::start(
+        &state.server,
+        rec.id.clone(),
+        state.batcher.clone(),
+        state.cfg.event_max_per_stream,
+    );
     let caps = serde_json::from_str(&rec.client_capabilities_json).unwrap_or_default();
     s.session().restore(&rec.protocol_version, caps);
     sessions.insert(rec.id, s.clone());
@@ -202,7 +207,7 @@ async fn post(state: Arc<HttpState>, headers: HeaderMap, body: Bytes) -> Respons
     };
     if !accepts(&headers, "text/event-stream") {
         if accepts(&headers, "application/json") || headers.get(header::ACCEPT).is_none() {
-            return json_answer(&state, &session, msg, req_id).await;
+            return json_answer(&session, msg, req_id).await;
         }
         return error(
             StatusCode::NOT_ACCEPTABLE,
@@ -227,19 +232,6 @@ async fn post(state: Arc<HttpState>, headers: HeaderMap, body: Bytes) -> Respons
             &format!("request id {req_id} is already in flight in this session"),
         );
     };
-    if let Err(e) = state
-        .events
-        .create_stream(session.id(), &stream_id, now_ms())
-        .await
-    {
-        session.abandon_request_stream(&req_id);
-        tracing::error!(error = %e, "could not create stream");
-        return error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            codes::INTERNAL_ERROR,
-            "event store unavailable",
-        );
-    }
     let guard = session.connection_guard();
     session.session().handle(msg);
     let first = vec![sse::priming(&event_id(&stream_id, 0), state.cfg.sse_retry)];
@@ -254,32 +246,14 @@ async fn post(state: Arc<HttpState>, headers: HeaderMap, body: Bytes) -> Respons
 
 /// Answers a request with a single JSON response (client did not accept SSE). Messages sent
 /// before the response are still stored on the request's stream.
-async fn json_answer(
-    state: &HttpState,
-    session: &Arc<HttpSession>,
-    msg: Message,
-    req_id: RequestId,
-) -> Response {
-    let Ok((stream_id, mut rx)) = session.open_request_stream(&req_id) else {
+async fn json_answer(session: &Arc<HttpSession>, msg: Message, req_id: RequestId) -> Response {
+    let Ok((_stream_id, mut rx)) = session.open_request_stream(&req_id) else {
         return error(
             StatusCode::CONFLICT,
             codes::INVALID_REQUEST,
             &format!("request id {req_id} is already in flight in this session"),
         );
     };
-    if let Err(e) = state
-        .events
-        .create_stream(session.id(), &stream_id, now_ms())
-        .await
-    {
-        session.abandon_request_stream(&req_id);
-        tracing::error!(error = %e, "could not create stream");
-        return error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            codes::INTERNAL_ERROR,
-            "event store unavailable",
-        );
-    }
     let _guard = session.connection_guard();
     session.session().handle(msg);
     let mut last = None;
@@ -291,9 +265,11 @@ async fn json_answer(
     match last {
         // The stream ends with the response; anything else means the request was cancelled
         // (no response is due).
-        Some(data) if is_response(&data, &req_id) => {
-            ([(header::CONTENT_TYPE, "application/json")], data).into_response()
-        }
+        Some(data) if is_response(&data, &req_id) => (
+            [(header::CONTENT_TYPE, "application/json")],
+            data.to_string(),
+        )
+            .into_response(),
         _ => StatusCode::ACCEPTED.into_response(),
     }
 }
@@ -318,13 +294,18 @@ async fn initialize(state: Arc<HttpState>, msg: Message) -> Response {
     let params = req.params.clone().unwrap_or_default();
     // 128 bits from the OS CSPRNG: unguessable, visible ASCII.
     let id = random_hex(16);
-    let session = HttpSession::start(&state.server, id.clone(), state.events.clone());
+    let session = HttpSession::start(
+        &state.server,
+        id.clone(),
+        state.batcher.clone(),
+        state.cfg.event_max_per_stream,
+    );
     state
         .sessions
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .insert(id.clone(), session.clone());
-    let mut resp = json_answer(&state, &session, msg, req_id).await;
+    let mut resp = json_answer(&session, msg, req_id).await;
     let version = session
         .session()
         .protocol_version()
@@ -390,33 +371,21 @@ async fn get(state: Arc<HttpState>, headers: HeaderMap) -> Response {
 }
 
 async fn standalone(state: Arc<HttpState>, session: Arc<HttpSession>) -> Response {
-    let Ok((stream_id, rx, created)) = session.open_standalone() else {
+    let Ok((stream_id, rx)) = session.open_standalone() else {
         return error(
             StatusCode::CONFLICT,
             codes::INVALID_REQUEST,
             "a standalone stream is already open for this session",
         );
     };
-    if created
-        && let Err(e) = state
-            .events
-            .create_stream(session.id(), &stream_id, now_ms())
-            .await
-    {
-        tracing::error!(error = %e, "could not create stream");
-        return error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            codes::INTERNAL_ERROR,
-            "event store unavailable",
-        );
-    }
     let guard = session.connection_guard();
     let first = vec![sse::priming(&event_id(&stream_id, 0), state.cfg.sse_retry)];
     sse::body(first, Some(rx), None, state.cfg.keep_alive, guard)
 }
 
-/// Resumes a stream after `last` (`"{stream}:{seq}"`): stored events first, then the live
-/// connection, with no gap and no duplicate.
+/// Resumes a stream after `last` (`"{stream}:{seq}"`): missed events first (from memory, or the
+/// store when they are older or the stream ran elsewhere), then the live connection, with no
+/// gap and no duplicate.
 async fn resume(state: Arc<HttpState>, session: Arc<HttpSession>, last: &str) -> Response {
     let Some((stream_id, after)) = parse_event_id(last) else {
         return error(
@@ -426,75 +395,39 @@ async fn resume(state: Arc<HttpState>, session: Arc<HttpSession>, last: &str) ->
         );
     };
     let stream_id = stream_id.to_string();
-    let attach = session.attach(&stream_id);
-    let upto = match &attach {
-        Attach::Live { upto, .. } => Some(*upto),
-        Attach::Done | Attach::NotLocal => None,
+    let (local, from_store, memory, live) = match session.attach(&stream_id, after) {
+        Attach::Local {
+            from_store,
+            events,
+            live,
+        } => (true, from_store.is_some(), events, live),
+        Attach::NotLocal => (false, true, Vec::new(), None),
     };
+    // From the store: everything before the first event still in memory.
+    let upto = memory.first().map_or(u64::MAX, |(s, _)| s - 1);
     let mut first = Vec::new();
     let mut cursor = after;
-    loop {
-        if upto.is_some_and(|u| cursor >= u) {
-            break;
-        }
-        match state
-            .events
-            .replay_after(session.id(), &stream_id, cursor, REPLAY_PAGE)
-            .await
-        {
-            Ok(Replay::Events(evs)) => {
-                let n = evs.len();
-                for e in evs {
-                    if upto.is_some_and(|u| e.seq > u) {
-                        break;
-                    }
-                    cursor = e.seq;
-                    first.push(sse::event(&event_id(&stream_id, e.seq), &e.payload));
-                }
-                if n < REPLAY_PAGE {
-                    break;
-                }
-            }
-            Ok(Replay::Gone { oldest_retained }) => {
-                return error(
-                    StatusCode::GONE,
-                    codes::INVALID_REQUEST,
-                    &format!(
-                        "events after {last} are no longer retained (oldest kept: {}); the \
-                         stream cannot be resumed without a gap",
-                        event_id(&stream_id, oldest_retained)
-                    ),
-                );
-            }
-            Ok(Replay::UnknownStream) => {
-                return error(
-                    StatusCode::NOT_FOUND,
-                    codes::INVALID_REQUEST,
-                    "unknown Last-Event-ID for this session",
-                );
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "replay failed");
-                return error(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    codes::INTERNAL_ERROR,
-                    "event store unavailable",
-                );
-            }
+    if from_store {
+        match replay_range(&state, session.id(), &stream_id, after, upto, &mut first).await {
+            Ok(c) => cursor = c,
+            Err(r) => return r,
         }
     }
-    let live = match attach {
-        Attach::Live { rx, .. } => Some(rx),
-        Attach::Done => None,
+    for (seq, data) in memory {
+        cursor = seq;
+        first.push(sse::event(&event_id(&stream_id, seq), &data));
+    }
+    let live = match live {
+        Some(rx) => Some(rx),
         // Another instance runs this stream's request (or ran it before this one forgot the
         // stream): follow the store until the response has been delivered.
-        Attach::NotLocal if !ends_with_response(&first) => Some(follow_store(
+        None if !local && !ends_with_response(&first) => Some(follow_store(
             state.clone(),
             session.id().to_string(),
             stream_id.clone(),
             cursor,
         )),
-        Attach::NotLocal => None,
+        None => None,
     };
     let guard = session.connection_guard();
     sse::body(
@@ -504,6 +437,67 @@ async fn resume(state: Arc<HttpState>, session: Arc<HttpSession>, last: &str) ->
         state.cfg.keep_alive,
         guard,
     )
+}
+
+/// Replays `(after, upto]` of a stream from the store into `out`; returns the last seq read.
+async fn replay_range(
+    state: &HttpState,
+    session: &str,
+    stream_id: &str,
+    after: u64,
+    upto: u64,
+    out: &mut Vec<Bytes>,
+) -> Result<u64, Response> {
+    let mut cursor = after;
+    while cursor < upto {
+        match state
+            .events
+            .replay_after(session, stream_id, cursor, REPLAY_PAGE)
+            .await
+        {
+            Ok(Replay::Events(evs)) => {
+                let n = evs.len();
+                for e in evs {
+                    if e.seq > upto {
+                        return Ok(cursor);
+                    }
+                    cursor = e.seq;
+                    out.push(sse::event(&event_id(stream_id, e.seq), &e.payload));
+                }
+                if n < REPLAY_PAGE {
+                    break;
+                }
+            }
+            Ok(Replay::Gone { oldest_retained }) => {
+                return Err(error(
+                    StatusCode::GONE,
+                    codes::INVALID_REQUEST,
+                    &format!(
+                        "events after {} are no longer retained (oldest kept: {}); the stream \
+                         cannot be resumed without a gap",
+                        event_id(stream_id, after),
+                        event_id(stream_id, oldest_retained)
+                    ),
+                ));
+            }
+            Ok(Replay::UnknownStream) => {
+                return Err(error(
+                    StatusCode::NOT_FOUND,
+                    codes::INVALID_REQUEST,
+                    "unknown Last-Event-ID for this session",
+                ));
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "replay failed");
+                return Err(error(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    codes::INTERNAL_ERROR,
+                    "event store unavailable",
+                ));
+            }
+        }
+    }
+    Ok(cursor)
 }
 
 /// Whether the replayed events end with a response (a request stream's last message).
@@ -535,7 +529,11 @@ fn follow_store(
     tokio::spawn(async move {
         let mut wait = std::time::Duration::from_millis(20);
         while !tx.is_closed() {
-            match state.events.replay_after(&session, &stream_id, cursor, REPLAY_PAGE).await {
+            match state
+                .events
+                .replay_after(&session, &stream_id, cursor, REPLAY_PAGE)
+                .await
+            {
                 Ok(Replay::Events(evs)) if !evs.is_empty() => {
                     wait = std::time::Duration::from_millis(20);
                     for e in evs {
@@ -544,7 +542,7 @@ fn follow_store(
                         let done = is_response_event(&frame);
                         let item = super::session::SseItem::Event {
                             id: event_id(&stream_id, e.seq),
-                            data: e.payload,
+                            data: e.payload.into(),
                         };
                         if tx.send(item).is_err() || done {
                             return;

@@ -18,6 +18,7 @@
 //! Modules: [`guard`] (Host/Origin allow-list), [`session`] (per-session routing and the
 //! writer), [`handlers`] (POST/GET/DELETE), [`sse`] (the event streams).
 
+mod batch;
 mod guard;
 mod handlers;
 mod session;
@@ -93,6 +94,7 @@ pub(crate) struct HttpState {
     pub(crate) sessions_store: Arc<dyn SessionStore>,
     pub(crate) cfg: HttpConfig,
     pub(crate) sessions: Mutex<HashMap<String, Arc<session::HttpSession>>>,
+    pub(crate) batcher: batch::Batcher,
 }
 
 impl HttpState {
@@ -123,9 +125,8 @@ impl HttpState {
         if let Err(e) = self.sessions_store.delete(id).await {
             tracing::warn!(session = id, error = %e, "could not delete session record");
         }
-        if let Err(e) = self.events.delete_session(id).await {
-            tracing::warn!(session = id, error = %e, "could not delete session events");
-        }
+        // Through the write queue, so it lands after the session's pending writes.
+        self.batcher.delete_session(id.to_string());
         true
     }
 }
@@ -146,6 +147,7 @@ impl std::fmt::Debug for HttpTransport {
 
 impl HttpTransport {
     /// The transport for `server`, keeping SSE events and session records in the given stores.
+    /// Must be called inside a tokio runtime (it starts the event-store writer).
     pub fn new(
         server: Server,
         events: Arc<dyn EventStore>,
@@ -155,6 +157,7 @@ impl HttpTransport {
         Self {
             state: Arc::new(HttpState {
                 server,
+                batcher: batch::Batcher::start(events.clone()),
                 events,
                 sessions_store: sessions,
                 cfg,
@@ -207,6 +210,7 @@ impl HttpTransport {
         for s in &sessions {
             s.drain().await;
         }
+        self.state.batcher.flush().await;
         self.state.server.lifecycle_log().flush();
         result
     }

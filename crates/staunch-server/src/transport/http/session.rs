@@ -1,18 +1,27 @@
-//! One HTTP session: its [`Session`], where each of its messages goes, and the writer that
-//! stores every message before any connection sees it.
+//! One HTTP session: its [`Session`], where each of its messages goes, and the in-memory tail of
+//! every stream.
 //!
 //! Each client request gets its own SSE stream; messages related to that request go on it, the
 //! others on the standalone (GET) stream. A stream outlives its connections: connections come
 //! and go (drops, SEP-1699 polling, resumption), and at most one is attached at a time.
+//!
+//! When the session sends a message, [`HttpSession::deliver`] — under one lock — gives it the
+//! stream's next sequence number, keeps it in the stream's in-memory tail, hands it to the live
+//! connection if there is one, and queues it for the durable [`EventStore`] (written in
+//! batches by [`super::batch`]). A client that reconnects to this instance is served from the
+//! tail (older events from the store); another instance serves it from the store.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
 
 use staunch_protocol::RequestId;
-use staunch_store::{EventStore, now_ms};
+use staunch_store::{EventWrite, now_ms};
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 
+use super::batch::Batcher;
 use crate::outbound::{Outbound, OutboundKind, Sink};
 use crate::server::Server;
 use crate::session::Session;
@@ -20,8 +29,8 @@ use crate::session::Session;
 /// What a live connection receives.
 #[derive(Debug)]
 pub(crate) enum SseItem {
-    /// One stored message with its event id.
-    Event { id: String, data: String },
+    /// One message with its event id.
+    Event { id: String, data: Arc<str> },
     /// End this connection (the stream goes on; the client resumes with `Last-Event-ID`).
     Close,
 }
@@ -29,11 +38,30 @@ pub(crate) enum SseItem {
 pub(crate) type LiveTx = mpsc::UnboundedSender<SseItem>;
 pub(crate) type LiveRx = mpsc::UnboundedReceiver<SseItem>;
 
+/// Events kept in memory per stream for resumption on this instance (at most; never more than
+/// the store's retention per stream); older ones are read from the store.
+const TAIL: usize = 1024;
+
+/// How long a finished stream stays in memory (its events are in the store by then).
+const KEEP_DONE: Duration = Duration::from_secs(30);
+
 struct StreamState {
     last_seq: u64,
     live: Option<LiveTx>,
-    /// The response was written: nothing more will be appended.
-    done: bool,
+    /// When the response was written: nothing more will be appended.
+    done_at: Option<Instant>,
+    tail: VecDeque<(u64, Arc<str>)>,
+}
+
+impl StreamState {
+    fn new(live: Option<LiveTx>) -> Self {
+        Self {
+            last_seq: 0,
+            live,
+            done_at: None,
+            tail: VecDeque::new(),
+        }
+    }
 }
 
 #[derive(Default)]
@@ -45,30 +73,32 @@ struct Routes {
     standalone: Option<String>,
 }
 
-enum WriterItem {
-    Msg(Outbound),
-    CloseConnection(RequestId),
-}
-
-struct HttpSink(mpsc::UnboundedSender<WriterItem>);
+struct HttpSink(Weak<HttpSession>);
 
 impl Sink for HttpSink {
     fn send(&self, msg: Outbound) {
-        let _ = self.0.send(WriterItem::Msg(msg));
+        if let Some(s) = self.0.upgrade() {
+            s.deliver(msg);
+        }
     }
 
     fn close_connection(&self, related: &RequestId) {
-        let _ = self.0.send(WriterItem::CloseConnection(related.clone()));
+        if let Some(s) = self.0.upgrade() {
+            s.close_connection(related);
+        }
     }
 }
 
-/// Result of attaching a connection to an existing stream.
+/// Result of attaching a resuming connection to a stream.
 pub(crate) enum Attach {
-    /// The stream is live here: replay up to `upto` from the store, then read `rx`.
-    Live { upto: u64, rx: LiveRx },
-    /// The stream ended here: replay everything after the cursor, then end.
-    Done,
-    /// This instance does not know the stream: replay what the store has, then end.
+    /// This instance has the stream: read `(after, upto]` from the store first when
+    /// `from_store` is set, then `events` from memory, then `live` (none once it is done).
+    Local {
+        from_store: Option<u64>,
+        events: Vec<(u64, Arc<str>)>,
+        live: Option<LiveRx>,
+    },
+    /// This instance does not know the stream: serve it from the store.
     NotLocal,
 }
 
@@ -78,27 +108,25 @@ pub(crate) struct DuplicateId;
 pub(crate) struct HttpSession {
     id: String,
     session: Session,
-    events: Arc<dyn EventStore>,
+    batcher: Batcher,
+    tail_cap: usize,
     routes: Mutex<Routes>,
     last_seen_ms: AtomicI64,
     open_connections: AtomicUsize,
 }
 
 impl HttpSession {
-    /// Creates the session and its writer task.
-    pub(crate) fn start(server: &Server, id: String, events: Arc<dyn EventStore>) -> Arc<Self> {
-        let (tx, rx) = mpsc::unbounded_channel();
-        let session = server.session(id.clone(), Arc::new(HttpSink(tx)));
-        let me = Arc::new(Self {
+    /// `retained`: events the store keeps per stream (the memory tail keeps no more).
+    pub(crate) fn start(server: &Server, id: String, batcher: Batcher, retained: u64) -> Arc<Self> {
+        Arc::new_cyclic(|me| Self {
+            session: server.session(id.clone(), Arc::new(HttpSink(me.clone()))),
             id,
-            session,
-            events,
+            batcher,
+            tail_cap: usize::try_from(retained).unwrap_or(TAIL).clamp(1, TAIL),
             routes: Mutex::new(Routes::default()),
             last_seen_ms: AtomicI64::new(now_ms()),
             open_connections: AtomicUsize::new(0),
-        });
-        tokio::spawn(writer(Arc::downgrade(&me), rx));
-        me
+        })
     }
 
     pub(crate) fn id(&self) -> &str {
@@ -120,12 +148,12 @@ impl HttpSession {
     /// How long the client has not been heard from: zero while one of its connections is
     /// open. Work still running for a client that went away does not keep the session alive
     /// (its expiry cancels that work).
-    pub(crate) fn idle_for(&self, now: i64) -> std::time::Duration {
+    pub(crate) fn idle_for(&self, now: i64) -> Duration {
         if self.open_connections.load(Ordering::Relaxed) > 0 {
-            return std::time::Duration::ZERO;
+            return Duration::ZERO;
         }
         let idle = now - self.last_seen_ms.load(Ordering::Relaxed);
-        std::time::Duration::from_millis(u64::try_from(idle).unwrap_or(0))
+        Duration::from_millis(u64::try_from(idle).unwrap_or(0))
     }
 
     pub(crate) fn open_connections(&self) -> usize {
@@ -136,6 +164,13 @@ impl HttpSession {
     pub(crate) fn connection_guard(self: &Arc<Self>) -> ConnectionGuard {
         self.open_connections.fetch_add(1, Ordering::Relaxed);
         ConnectionGuard(self.clone())
+    }
+
+    fn create_in_store(&self, stream_id: &str) {
+        self.batcher.write(EventWrite::Create {
+            session_id: self.id.clone(),
+            stream_id: stream_id.to_string(),
+        });
     }
 
     /// A new stream for client request `req`, with a live connection attached.
@@ -150,28 +185,16 @@ impl HttpSession {
         let stream_id = new_stream_id();
         let (tx, rx) = mpsc::unbounded_channel();
         routes.by_request.insert(req.clone(), stream_id.clone());
-        routes.streams.insert(
-            stream_id.clone(),
-            StreamState {
-                last_seq: 0,
-                live: Some(tx),
-                done: false,
-            },
-        );
+        routes
+            .streams
+            .insert(stream_id.clone(), StreamState::new(Some(tx)));
+        self.create_in_store(&stream_id);
         Ok((stream_id, rx))
     }
 
-    /// Forgets a request stream that never got its request dispatched.
-    pub(crate) fn abandon_request_stream(&self, req: &RequestId) {
-        let mut routes = self.routes();
-        if let Some(s) = routes.by_request.remove(req) {
-            routes.streams.remove(&s);
-        }
-    }
-
-    /// The standalone stream: `Ok((id, rx, created))`, or `Err(())` when a connection is
-    /// already attached to it (one at a time).
-    pub(crate) fn open_standalone(&self) -> Result<(String, LiveRx, bool), ()> {
+    /// The standalone stream: `Ok((id, rx))`, or `Err(())` when a connection is already
+    /// attached to it (one at a time).
+    pub(crate) fn open_standalone(&self) -> Result<(String, LiveRx), ()> {
         let mut routes = self.routes();
         let (tx, rx) = mpsc::unbounded_channel();
         if let Some(id) = routes.standalone.clone() {
@@ -180,23 +203,20 @@ impl HttpSession {
                 return Err(());
             }
             st.live = Some(tx);
-            return Ok((id, rx, false));
+            return Ok((id, rx));
         }
         let id = new_stream_id();
         routes.standalone = Some(id.clone());
-        routes.streams.insert(
-            id.clone(),
-            StreamState {
-                last_seq: 0,
-                live: Some(tx),
-                done: false,
-            },
-        );
-        Ok((id, rx, true))
+        routes
+            .streams
+            .insert(id.clone(), StreamState::new(Some(tx)));
+        self.create_in_store(&id);
+        Ok((id, rx))
     }
 
-    /// Attaches a resuming connection to `stream_id` (replacing any other connection on it).
-    pub(crate) fn attach(&self, stream_id: &str) -> Attach {
+    /// Attaches a resuming connection to `stream_id` after `after` (replacing any other
+    /// connection on it).
+    pub(crate) fn attach(&self, stream_id: &str, after: u64) -> Attach {
         let mut routes = self.routes();
         let Some(st) = routes.streams.get_mut(stream_id) else {
             return Attach::NotLocal;
@@ -204,14 +224,26 @@ impl HttpSession {
         if let Some(old) = st.live.take() {
             let _ = old.send(SseItem::Close);
         }
-        if st.done {
-            return Attach::Done;
-        }
-        let (tx, rx) = mpsc::unbounded_channel();
-        st.live = Some(tx);
-        Attach::Live {
-            upto: st.last_seq,
-            rx,
+        let events: Vec<(u64, Arc<str>)> = st
+            .tail
+            .iter()
+            .filter(|(seq, _)| *seq > after)
+            .cloned()
+            .collect();
+        // The tail reaches back to the cursor unless older events were dropped from memory.
+        let tail_start = st.tail.front().map_or(st.last_seq + 1, |(s, _)| *s);
+        let from_store = (after + 1 < tail_start).then_some(after);
+        let live = if st.done_at.is_some() {
+            None
+        } else {
+            let (tx, rx) = mpsc::unbounded_channel();
+            st.live = Some(tx);
+            Some(rx)
+        };
+        Attach::Local {
+            from_store,
+            events,
+            live,
         }
     }
 
@@ -230,67 +262,59 @@ impl HttpSession {
         self.session.drain().await
     }
 
-    /// Stores one message, then hands it to the live connection of its stream.
-    async fn write(&self, msg: Outbound) {
-        let target = {
-            let routes = self.routes();
-            match &msg.related {
-                Some(r) => routes.by_request.get(r).cloned(),
-                None => None,
-            }
-            .or_else(|| routes.standalone.clone())
-        };
+    /// Puts one message on its stream: next seq, memory tail, live connection, store queue.
+    fn deliver(&self, msg: Outbound) {
+        let mut routes = self.routes();
+        let target = msg
+            .related
+            .as_ref()
+            .and_then(|r| routes.by_request.get(r).cloned())
+            .or_else(|| routes.standalone.clone());
         let Some(stream_id) = target else {
             tracing::debug!(session = %self.id, "no stream for a message; dropped");
             return;
-        };
-        let data = String::from_utf8_lossy(&msg.bytes).into_owned();
-        let seq = match self
-            .events
-            .append(&self.id, &stream_id, data.clone(), now_ms())
-            .await
-        {
-            Ok(seq) => Some(seq),
-            Err(e) => {
-                // Still deliver it live; it just cannot be replayed.
-                tracing::warn!(session = %self.id, stream = %stream_id, error = %e, "event not stored");
-                None
-            }
         };
         let ends_stream = msg.kind == OutboundKind::Response
             && msg
                 .related
                 .as_ref()
-                .is_some_and(|r| self.routes().by_request.get(r) == Some(&stream_id));
+                .is_some_and(|r| routes.by_request.get(r) == Some(&stream_id));
+        let data: Arc<str> = Arc::from(String::from_utf8_lossy(&msg.bytes).as_ref());
+        let Some(st) = routes.streams.get_mut(&stream_id) else {
+            return;
+        };
+        st.last_seq += 1;
+        let seq = st.last_seq;
+        st.tail.push_back((seq, data.clone()));
+        if st.tail.len() > self.tail_cap {
+            st.tail.pop_front();
+        }
+        if let Some(live) = &st.live
+            && live
+                .send(SseItem::Event {
+                    id: event_id(&stream_id, seq),
+                    data: data.clone(),
+                })
+                .is_err()
         {
-            let mut routes = self.routes();
-            if let Some(st) = routes.streams.get_mut(&stream_id) {
-                if let Some(seq) = seq {
-                    st.last_seq = seq;
-                }
-                let id = seq.map(|s| event_id(&stream_id, s)).unwrap_or_default();
-                if let Some(live) = &st.live
-                    && live.send(SseItem::Event { id, data }).is_err()
-                {
-                    st.live = None;
-                }
-                if ends_stream {
-                    st.done = true;
-                    // Dropping the sender ends the connection after this event.
-                    st.live = None;
-                }
-            }
-            if ends_stream && let Some(r) = &msg.related {
+            st.live = None;
+        }
+        self.batcher.write(EventWrite::Append {
+            session_id: self.id.clone(),
+            stream_id: stream_id.clone(),
+            payload: data.to_string(),
+        });
+        if ends_stream {
+            st.done_at = Some(Instant::now());
+            // Dropping the sender ends the connection after this event.
+            st.live = None;
+            self.batcher.write(EventWrite::Close {
+                session_id: self.id.clone(),
+                stream_id,
+            });
+            if let Some(r) = &msg.related {
                 routes.by_request.remove(r);
             }
-        }
-        if ends_stream
-            && let Err(e) = self
-                .events
-                .mark_closed(&self.id, &stream_id, now_ms())
-                .await
-        {
-            tracing::warn!(session = %self.id, error = %e, "could not mark stream closed");
         }
     }
 
@@ -306,12 +330,12 @@ impl HttpSession {
         }
     }
 
-    /// Drops finished streams from memory (their events stay in the store for replay; a later
-    /// resume is served from there).
+    /// Drops streams that finished a while ago from memory (their events are in the store; a
+    /// later resume is served from there).
     pub(crate) fn forget_done_streams(&self) {
         self.routes()
             .streams
-            .retain(|_, s| !s.done || s.live.is_some());
+            .retain(|_, s| s.live.is_some() || s.done_at.is_none_or(|t| t.elapsed() < KEEP_DONE));
     }
 }
 
@@ -321,16 +345,6 @@ impl Drop for ConnectionGuard {
     fn drop(&mut self) {
         self.0.open_connections.fetch_sub(1, Ordering::Relaxed);
         self.0.touch();
-    }
-}
-
-async fn writer(session: Weak<HttpSession>, mut rx: mpsc::UnboundedReceiver<WriterItem>) {
-    while let Some(item) = rx.recv().await {
-        let Some(s) = session.upgrade() else { return };
-        match item {
-            WriterItem::Msg(m) => s.write(m).await,
-            WriterItem::CloseConnection(r) => s.close_connection(&r),
-        }
     }
 }
 
