@@ -88,13 +88,20 @@ async fn python_sdk_client_calls_slow_count_with_progress_over_http() {
 async fn python_sdk_2x_falls_back_from_server_discover_to_initialize() {
     // mcp 2.x probes `server/discover` (2026-07-28) first; staunch answers it cleanly so the
     // client falls back to the 2025-11-25 handshake.
-    let Some(py2) = external::tool(".tools/py2/bin/python", "Python mcp 2.x client") else { return };
+    let Some(py2) = external::tool(".tools/py2/bin/python", "Python mcp 2.x client") else {
+        return;
+    };
     let s = HttpServer::start(&[]).await;
     let url = s.url();
-    let v = tokio::task::spawn_blocking(move || run(py2, "tests-external/py_http_client.py", &[&url]))
-        .await
-        .unwrap();
-    assert_eq!(v["mcpVersion"].as_str().unwrap().chars().next(), Some('2'), "{v}");
+    let v =
+        tokio::task::spawn_blocking(move || run(py2, "tests-external/py_http_client.py", &[&url]))
+            .await
+            .unwrap();
+    assert_eq!(
+        v["mcpVersion"].as_str().unwrap().chars().next(),
+        Some('2'),
+        "{v}"
+    );
     assert_eq!(v["protocolVersion"], "2025-11-25");
     assert_eq!(v["slow_result"], "counted 5");
 }
