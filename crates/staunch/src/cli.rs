@@ -67,6 +67,53 @@ pub struct ServeArgs {
     /// several deployments or test runs can share one database.
     #[arg(long, env = "STAUNCH_STORE_SCHEMA")]
     pub store_schema: Option<String>,
+    /// Stable name of this instance (e.g. the host name). With it, a restart at once ends the
+    /// jobs its previous run left running (side-effecting ones as failed(lease_lost),
+    /// retry-safe ones re-queued); without it they end when their lease expires. Must be unique
+    /// among running instances that share a store.
+    #[arg(long, env = "STAUNCH_INSTANCE_NAME")]
+    pub instance_name: Option<String>,
+    /// How long a job's claim holds without a heartbeat, in ms: a job whose process died is
+    /// resolved about this long (plus one reaper interval) later.
+    #[arg(long, default_value_t = 30_000, env = "STAUNCH_JOB_LEASE_MS")]
+    pub job_lease_ms: u64,
+    /// How often a running job renews its lease and learns about cancels, in ms (default: a
+    /// third of the lease).
+    #[arg(long, env = "STAUNCH_JOB_HEARTBEAT_MS")]
+    pub job_heartbeat_ms: Option<u64>,
+    /// How often the reaper ends jobs with expired leases and purges old jobs, in ms.
+    #[arg(long, default_value_t = 10_000, env = "STAUNCH_JOB_REAP_MS")]
+    pub job_reap_ms: u64,
+    /// How often idle workers look for queued jobs, in ms (wake-up signals make it faster;
+    /// this is the backstop).
+    #[arg(long, default_value_t = 1000, env = "STAUNCH_JOB_CLAIM_POLL_MS")]
+    pub job_claim_poll_ms: u64,
+    /// The polling interval suggested to clients (`poll_after_ms`, task `pollInterval`), in ms.
+    #[arg(long, default_value_t = 1000, env = "STAUNCH_JOB_POLL_AFTER_MS")]
+    pub job_poll_after_ms: u64,
+    /// How long a job body may run after its cancel before it is aborted, in ms.
+    #[arg(long, default_value_t = 5000, env = "STAUNCH_JOB_CANCEL_GRACE_MS")]
+    pub job_cancel_grace_ms: u64,
+    /// Longest a job may run per attempt, in seconds.
+    #[arg(long, default_value_t = 3600, env = "STAUNCH_JOB_MAX_RUNTIME_SECS")]
+    pub job_max_runtime_secs: u64,
+    /// Job bodies this instance runs at once.
+    #[arg(long, default_value_t = 8, env = "STAUNCH_JOB_WORKERS")]
+    pub job_workers: usize,
+    /// How long finished jobs are kept (and answered by get_x / tasks/get), in seconds.
+    #[arg(long, default_value_t = 86_400, env = "STAUNCH_JOB_TTL_SECS")]
+    pub job_ttl_secs: u64,
+    /// How long idempotency keys are honoured, in seconds.
+    #[arg(long, default_value_t = 86_400, env = "STAUNCH_IDEMPOTENCY_TTL_SECS")]
+    pub idempotency_ttl_secs: u64,
+    /// Join an identical call of a side-effecting job tool that is still running when the
+    /// call carries no idempotency key (agents re-call after a dropped stream).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, env = "STAUNCH_DEDUPE_INFLIGHT")]
+    pub dedupe_inflight: bool,
+    /// The SQLite file `import_rows` writes its rows to (default: the store's own file; for a
+    /// PostgreSQL store, staunch-import.db in the working directory; for :memory:, memory).
+    #[arg(long, env = "STAUNCH_IMPORT_DB")]
+    pub import_db: Option<PathBuf>,
     /// HTTP path of the MCP endpoint.
     #[arg(long, default_value = "/mcp", env = "STAUNCH_ENDPOINT")]
     pub endpoint: String,

@@ -3,13 +3,19 @@
 use std::time::Duration;
 
 use anyhow::Context as _;
+use staunch_jobs::{JobConfig, JobRuntime};
 use staunch_server::transport::http::{Allow, HttpConfig, HttpTransport};
 use staunch_server::{Config, LifecycleLog, ProgressRate, Server, transport};
 
 use crate::cli::ServeArgs;
+use crate::tools::jobs::ImportDb;
 
-/// Builds the configured server.
-pub fn build_server(args: &ServeArgs) -> anyhow::Result<Server> {
+/// Builds the configured server; the demo profile gets the job tools when a job runtime is
+/// given.
+pub fn build_server(
+    args: &ServeArgs,
+    jobs: Option<(&JobRuntime, ImportDb)>,
+) -> anyhow::Result<Server> {
     let config = Config {
         max_in_flight: args.max_in_flight,
         cancel_grace: Duration::from_millis(args.cancel_grace_ms),
@@ -34,7 +40,7 @@ pub fn build_server(args: &ServeArgs) -> anyhow::Result<Server> {
         .config(config)
         .lifecycle_log(log);
     let builder = match args.profile.as_str() {
-        "demo" => crate::tools::demo(builder),
+        "demo" => crate::tools::demo(builder, jobs),
         "conformance" => crate::tools::conformance::register(builder),
         other => anyhow::bail!("unknown profile {other:?}; use demo or conformance"),
     };
@@ -42,30 +48,96 @@ pub fn build_server(args: &ServeArgs) -> anyhow::Result<Server> {
 }
 
 pub async fn run(args: ServeArgs) -> anyhow::Result<i32> {
-    let server = build_server(&args)?;
+    // Job tools keep their state in the store, so stdio needs it too when they are served.
+    let with_jobs = args.profile == "demo";
+    let stores = if with_jobs || args.http.is_some() {
+        Some(open_store(&args).await?)
+    } else {
+        None
+    };
+    let jobs = match (&stores, with_jobs) {
+        (Some(stores), true) => Some(job_runtime(&args, stores)?),
+        _ => None,
+    };
+    let server = build_server(&args, jobs.as_ref().map(|(rt, db)| (rt, db.clone())))?;
+    if let Some((rt, _)) = &jobs {
+        rt.start().await.context("starting the job runtime")?;
+    }
     let shutdown = server.shutdown_token();
     tokio::spawn(async move {
         wait_for_signal().await;
         shutdown.cancel();
     });
-    match args.http {
-        Some(addr) => serve_http(&args, server, addr).await?,
-        None => {
+    match (args.http, stores) {
+        (Some(addr), Some(stores)) => serve_http(&args, server, addr, stores).await?,
+        _ => {
             let exit = transport::stdio::serve_stdio(&server).await?;
             if !exit.drained {
                 tracing::warn!("some requests did not end within the drain timeout");
             }
         }
     }
+    if let Some((rt, _)) = jobs {
+        rt.shutdown(Duration::from_millis(args.drain_timeout_ms))
+            .await;
+    }
     Ok(0)
+}
+
+/// The job runtime from the `--job-*` flags, and the table `import_rows` writes to.
+fn job_runtime(
+    args: &ServeArgs,
+    stores: &staunch_store::Stores,
+) -> anyhow::Result<(JobRuntime, ImportDb)> {
+    let config = JobConfig {
+        instance_name: args.instance_name.clone(),
+        lease: Duration::from_millis(args.job_lease_ms),
+        heartbeat: args.job_heartbeat_ms.map(Duration::from_millis),
+        reap_interval: Duration::from_millis(args.job_reap_ms),
+        claim_poll: Duration::from_millis(args.job_claim_poll_ms),
+        poll_after: Duration::from_millis(args.job_poll_after_ms),
+        cancel_grace: Duration::from_millis(args.job_cancel_grace_ms),
+        max_runtime: Duration::from_secs(args.job_max_runtime_secs),
+        workers: args.job_workers,
+        job_ttl: Duration::from_secs(args.job_ttl_secs),
+        idempotency_ttl: Duration::from_secs(args.idempotency_ttl_secs),
+        dedupe_inflight: args.dedupe_inflight,
+        ..JobConfig::default()
+    };
+    let rt = JobRuntime::new(stores.jobs.clone(), config).context("job settings")?;
+    let path = import_db_path(args);
+    let db = crate::tools::jobs::open_import_db(path.as_deref()).with_context(|| {
+        format!(
+            "opening the import_rows database {}",
+            path.as_deref()
+                .map_or(":memory:".into(), |p| p.display().to_string())
+        )
+    })?;
+    Ok((rt, db))
+}
+
+/// Where `import_rows` writes: `--import-db`, else the store's own SQLite file (a separate
+/// table), else (PostgreSQL) a file in the working directory; in memory with a `:memory:` store.
+fn import_db_path(args: &ServeArgs) -> Option<std::path::PathBuf> {
+    if let Some(p) = &args.import_db {
+        return Some(p.clone());
+    }
+    if args.store == ":memory:" {
+        return None;
+    }
+    if args.store.starts_with("postgres://") || args.store.starts_with("postgresql://") {
+        return Some("staunch-import.db".into());
+    }
+    let file = args.store.strip_prefix("sqlite:").unwrap_or(&args.store);
+    Some(file.into())
 }
 
 async fn serve_http(
     args: &ServeArgs,
     server: Server,
     addr: std::net::SocketAddr,
+    stores: staunch_store::Stores,
 ) -> anyhow::Result<()> {
-    let stores = open_store(args).await?;
     let mut allow = Allow::loopback();
     for h in &args.allow_hosts {
         allow = allow.with_host(h.clone());
@@ -107,7 +179,13 @@ pub async fn open_store(args: &ServeArgs) -> anyhow::Result<staunch_store::Store
         (Some(_), false) => anyhow::bail!("--store-schema needs a postgres:// store"),
         (None, _) => staunch_store::open(&args.store).await,
     };
-    stores.with_context(|| format!("opening the store {:?}", args.store))
+    stores.with_context(|| {
+        format!(
+            "opening the store {:?} (durable jobs and HTTP sessions live there; choose a \
+             writable path with --store, or --store :memory:)",
+            args.store
+        )
+    })
 }
 
 async fn wait_for_signal() {

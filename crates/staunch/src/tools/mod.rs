@@ -6,16 +6,25 @@ mod counting;
 mod echo;
 mod export;
 mod fail;
+pub mod jobs;
 mod kv;
 
 use staunch_server::ServerBuilder;
 
-/// The `demo` profile: every shape, plus a tool that fails on purpose.
-pub fn demo(builder: ServerBuilder) -> ServerBuilder {
+/// The `demo` profile: every shape, plus a tool that fails on purpose, plus the job tools
+/// when a job runtime is given.
+pub fn demo(
+    builder: ServerBuilder,
+    job_tools: Option<(&staunch_jobs::JobRuntime, jobs::ImportDb)>,
+) -> ServerBuilder {
     let builder = echo::register(builder);
     let builder = counting::register(builder);
     let builder = counting::register_flood(builder);
     let builder = export::register(builder);
     let builder = kv::register(builder);
-    fail::register(builder)
+    let builder = fail::register(builder);
+    match job_tools {
+        Some((rt, db)) => jobs::register(builder, rt, db),
+        None => builder,
+    }
 }

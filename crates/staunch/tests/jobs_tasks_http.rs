@@ -1,0 +1,220 @@
+//! MCP tasks (2025-11-25) over Streamable HTTP: raw requests for the binding rules, and the
+//! TypeScript SDK's experimental tasks client — a client nobody here wrote — creating, polling,
+//! fetching and cancelling tasks backed by durable jobs.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use common::external;
+use common::http::{HttpServer, call};
+use serde_json::{Value, json};
+
+const T: Duration = Duration::from_secs(15);
+
+/// Fast job loops for tests.
+const FLAGS: &[&str] = &[
+    "--job-lease-ms",
+    "900",
+    "--job-heartbeat-ms",
+    "150",
+    "--job-reap-ms",
+    "100",
+    "--job-claim-poll-ms",
+    "50",
+    "--job-poll-after-ms",
+    "100",
+    "--job-cancel-grace-ms",
+    "500",
+];
+
+/// Posts a request in a session and returns its JSON-RPC response (from the SSE stream or a
+/// JSON body).
+async fn rpc(s: &HttpServer, sid: &str, msg: Value) -> Value {
+    let id = msg["id"].clone();
+    let mut r = s.post(Some(sid), &msg).await;
+    assert_eq!(r.status, 200, "{msg}");
+    if r.header("content-type").as_deref() == Some("application/json") {
+        return r.json().await;
+    }
+    for e in r.events_until_end(T).await {
+        let m = e.json();
+        if m.get("method").is_none() && m["id"] == id {
+            return m;
+        }
+    }
+    panic!("no response to {msg}");
+}
+
+fn req(id: i64, method: &str, params: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+}
+
+fn rows(db: &Path, job_id: &str) -> i64 {
+    let c = rusqlite::Connection::open(db).unwrap();
+    c.busy_timeout(Duration::from_secs(5)).unwrap();
+    c.query_row(
+        "SELECT COUNT(*) FROM demo_import_rows WHERE job_id = ?1",
+        [job_id],
+        |r| r.get(0),
+    )
+    .unwrap_or(0)
+}
+
+#[tokio::test]
+async fn tasks_belong_to_the_session_that_created_them() {
+    let s = HttpServer::start(FLAGS).await;
+    let a = s.initialize().await;
+    let b = s.initialize().await;
+    let mut create = call(
+        json!(1),
+        "long_scan",
+        json!({"steps": 3, "delay_ms": 10}),
+        None,
+    );
+    create["params"]["task"] = json!({"ttl": 30000});
+    let created = rpc(&s, &a, create).await;
+    let id = created["result"]["task"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{created}"))
+        .to_string();
+    // Another session cannot read, wait for or cancel it: to it the task does not exist.
+    for method in ["tasks/get", "tasks/result", "tasks/cancel"] {
+        let r = rpc(&s, &b, req(2, method, json!({"taskId": id}))).await;
+        assert_eq!(r["error"]["code"], -32602, "{method}: {r}");
+        assert!(
+            r["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("unknown task")
+        );
+    }
+    let result = rpc(&s, &a, req(3, "tasks/result", json!({"taskId": id}))).await;
+    assert_eq!(
+        result["result"]["structuredContent"]["scanned"], 3,
+        "{result}"
+    );
+    assert_eq!(
+        result["result"]["_meta"]["io.modelcontextprotocol/related-task"]["taskId"],
+        id.as_str()
+    );
+    let got = rpc(&s, &a, req(4, "tasks/get", json!({"taskId": id}))).await;
+    assert_eq!(got["result"]["status"], "completed");
+    // The tool face reads the same row from any session (job ids are 128 random bits).
+    let via_tool = rpc(
+        &s,
+        &b,
+        call(json!(5), "get_long_scan", json!({"job_id": id}), None),
+    )
+    .await;
+    assert_eq!(
+        via_tool["result"]["structuredContent"]["status"],
+        "succeeded"
+    );
+}
+
+fn run_node(node: std::path::PathBuf, args: &[&str]) -> Value {
+    let out = Command::new(node)
+        .arg(external::root().join("tests-external/ts_tasks_client.mjs"))
+        .args(args)
+        .output()
+        .expect("run the TS tasks client");
+    assert!(
+        out.status.success(),
+        "ts_tasks_client failed: {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    serde_json::from_slice(&out.stdout).expect("one JSON object")
+}
+
+#[tokio::test]
+async fn typescript_sdk_tasks_client_creates_polls_and_fetches_a_job_result() {
+    let Some(node) = external::node() else { return };
+    let s = HttpServer::start(FLAGS).await;
+    let url = s.url();
+    let v = tokio::task::spawn_blocking(move || {
+        run_node(
+            node,
+            &[
+                &url,
+                "long_scan",
+                r#"{"steps":8,"delay_ms":50}"#,
+                "--ttl",
+                "60000",
+            ],
+        )
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        v["serverTasksCapability"],
+        json!({"cancel": {}, "requests": {"tools": {"call": {}}}}),
+        "{v}"
+    );
+    assert_eq!(v["taskSupport"], "optional");
+    assert_eq!(v["created"]["status"], "working");
+    assert_eq!(v["created"]["ttl"], 60000);
+    assert_eq!(v["created"]["pollInterval"], 100);
+    assert_eq!(v["final"]["status"], "completed");
+    assert_eq!(v["statuses"], json!(["working", "completed"]));
+    assert_eq!(v["result"]["isError"], false);
+    let text: Value = serde_json::from_str(v["result"]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(text["scanned"], 8, "{v}");
+    assert_eq!(v["result"]["relatedTask"]["taskId"], v["created"]["taskId"]);
+    assert_eq!(v["errors"], json!([]), "{v}");
+}
+
+#[tokio::test]
+async fn typescript_sdk_tasks_client_cancels_an_import_and_no_row_follows_the_cancel() {
+    let Some(node) = external::node() else { return };
+    let s = HttpServer::start(FLAGS).await;
+    let url = s.url();
+    let db = s.dir.path().join("staunch.db");
+    let v = tokio::task::spawn_blocking(move || {
+        run_node(
+            node,
+            &[
+                &url,
+                "import_rows",
+                r#"{"rows":100000,"delay_ms":20}"#,
+                "--cancel",
+            ],
+        )
+    })
+    .await
+    .unwrap();
+    assert_eq!(v["cancel"]["status"], "cancelled", "{v}");
+    assert_eq!(v["final"]["status"], "cancelled");
+    assert_eq!(v["recancel_error_code"], -32602);
+    let id = v["created"]["taskId"].as_str().unwrap().to_string();
+    // The body stops at its next row; once the job row is terminal nothing more is written.
+    let sid = s.initialize().await;
+    let end = tokio::time::Instant::now() + T;
+    let job = loop {
+        let r = rpc(
+            &s,
+            &sid,
+            call(json!(1), "get_import_rows", json!({"job_id": id}), None),
+        )
+        .await;
+        let job = r["result"]["structuredContent"].clone();
+        if job["status"] == "cancelled" {
+            break job;
+        }
+        assert!(tokio::time::Instant::now() < end, "{job}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let written = rows(&db, &id);
+    assert!(written < 100000);
+    let done = job["progress"]["done"].as_f64().unwrap_or(0.0);
+    assert_eq!(done, written as f64, "{job}");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        rows(&db, &id),
+        written,
+        "a row was written after the cancel"
+    );
+}
