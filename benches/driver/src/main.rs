@@ -141,7 +141,9 @@ async fn run(args: Args) -> anyhow::Result<()> {
             .split_whitespace()
             .map(String::from)
             .collect(),
+        scratch: std::env::temp_dir().join(format!("staunch-bench-{}", std::process::id())),
     };
+    std::fs::create_dir_all(&programs.scratch)?;
     let opts = Opts {
         runs: args.runs,
         pings: args.pings,
@@ -159,13 +161,17 @@ async fn run(args: Args) -> anyhow::Result<()> {
         ..Report::default()
     };
     report.notes.push(format!(
-        "staunch runs as `staunch serve {}`",
+        "staunch runs as `staunch serve {} --store <fresh SQLite file>` (its default store \
+         kind); the `staunch (:memory: store)` column adds `--store :memory:` instead (HTTP only)",
         args.staunch_flags
     ));
     let started = std::time::Instant::now();
     for &t in &transports {
         for &k in &kinds {
-            if k == Kind::Staunch && t == Transport::Http && !staunch_http {
+            if k == Kind::StaunchMem && t == Transport::Stdio {
+                continue;
+            }
+            if matches!(k, Kind::Staunch | Kind::StaunchMem) && t == Transport::Http && !staunch_http {
                 let note = "staunch HTTP not measured: this staunch binary has no `serve --http`"
                     .to_string();
                 eprintln!("{note}");
@@ -181,6 +187,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
             scenarios::bench(k, t, &programs, &opts, &mut report).await;
         }
     }
+    let _ = std::fs::remove_dir_all(&programs.scratch);
     let (burst, rate) = progress_limits(&programs.staunch_flags);
     targets::check(&mut report, (burst, rate));
 

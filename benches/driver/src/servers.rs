@@ -15,6 +15,8 @@ use tokio::process::{Child, Command};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Kind {
     Staunch,
+    /// staunch with `--store :memory:`: HTTP events kept in memory, as the peers keep theirs.
+    StaunchMem,
     Rmcp,
     Ts,
     Python,
@@ -22,8 +24,9 @@ pub enum Kind {
 }
 
 impl Kind {
-    pub const ALL: [Kind; 5] = [
+    pub const ALL: [Kind; 6] = [
         Kind::Staunch,
+        Kind::StaunchMem,
         Kind::Rmcp,
         Kind::Ts,
         Kind::Python,
@@ -33,6 +36,7 @@ impl Kind {
     pub fn key(self) -> &'static str {
         match self {
             Kind::Staunch => "staunch",
+            Kind::StaunchMem => "staunch-mem",
             Kind::Rmcp => "rmcp",
             Kind::Ts => "ts",
             Kind::Python => "python",
@@ -43,6 +47,7 @@ impl Kind {
     pub fn title(self) -> &'static str {
         match self {
             Kind::Staunch => "staunch",
+            Kind::StaunchMem => "staunch (:memory: store)",
             Kind::Rmcp => "rmcp",
             Kind::Ts => "TS SDK",
             Kind::Python => "Python mcp",
@@ -88,6 +93,9 @@ pub struct Programs {
     pub py_script: PathBuf,
     /// Extra flags for `staunch serve`, chosen for the load (printed with the results).
     pub staunch_flags: Vec<String>,
+    /// Where staunch's default (SQLite file) stores go: a fresh file per process, so no run
+    /// sees another's events and nothing is left in the working directory.
+    pub scratch: PathBuf,
 }
 
 impl Programs {
@@ -95,9 +103,17 @@ impl Programs {
     pub fn argv(&self, kind: Kind, transport: Transport, port: u16) -> Vec<String> {
         let p = |p: &PathBuf| p.display().to_string();
         let mut v = match kind {
-            Kind::Staunch => {
+            Kind::Staunch | Kind::StaunchMem => {
                 let mut v = vec![p(&self.staunch), "serve".into()];
                 v.extend(self.staunch_flags.iter().cloned());
+                v.push("--store".into());
+                v.push(if kind == Kind::StaunchMem {
+                    ":memory:".into()
+                } else {
+                    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+                    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    p(&self.scratch.join(format!("staunch-{n}.db")))
+                });
                 if transport == Transport::Http {
                     v.push("--http".into());
                     v.push(format!("127.0.0.1:{port}"));

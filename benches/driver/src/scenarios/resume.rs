@@ -65,18 +65,23 @@ pub async fn run(
         let mut body = resp.into_body();
         let mut p = SseParser::default();
         let until = Instant::now() + Duration::from_secs(5);
-        'read: while let Ok(Some(Ok(frame))) = tokio::time::timeout_at(until, body.frame()).await {
-            let Ok(chunk) = frame.into_data() else {
-                continue;
-            };
-            p.push(&chunk);
-            for e in p.drain() {
-                note(&e.data, id, &mut seen, &mut out);
-                if e.id.is_some() {
-                    last_id = e.id;
-                    break 'read;
+        // The first event decides: with an id the client can come back; without one it
+        // cannot (the client goes away all the same).
+        let first = tokio::time::timeout_at(until, async {
+            while let Some(Ok(frame)) = body.frame().await {
+                if let Ok(chunk) = frame.into_data() {
+                    p.push(&chunk);
+                }
+                if let Some(e) = p.drain().next() {
+                    return Some(e);
                 }
             }
+            None
+        })
+        .await;
+        if let Ok(Some(e)) = first {
+            note(&e.data, id, &mut seen, &mut out);
+            last_id = e.id;
         }
         // `conn` and `body` drop here: the client went away.
     }
@@ -85,7 +90,7 @@ pub async fn run(
         return Ok(out);
     }
     let Some(mut last) = last_id else {
-        out.why = Some("no SSE event id: cannot resume".into());
+        out.why = Some("first SSE event has no id: cannot resume".into());
         return Ok(out);
     };
     tokio::time::sleep(wait).await;
