@@ -85,24 +85,111 @@ fn counting_tool(name: &str, probe: Probe) -> JobTool {
     )
 }
 
-struct Db {
-    _dir: tempfile::TempDir,
-    path: String,
+/// Where the jobs live: a SQLite file in a temp dir, or a fresh schema of the PostgreSQL
+/// database named by `STAUNCH_TEST_POSTGRES` (dropped at the end).
+enum Db {
+    Sqlite {
+        _dir: tempfile::TempDir,
+        path: String,
+    },
+    Postgres {
+        url: String,
+        schema: String,
+    },
 }
 
 impl Db {
-    fn new() -> Self {
+    fn sqlite() -> Self {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("jobs.db").display().to_string();
-        Self { _dir: dir, path }
+        Db::Sqlite { _dir: dir, path }
     }
 
-    /// A separate store handle on the file: another "process" (its own connection, its own
-    /// signal bus).
+    fn postgres(test: &str) -> Option<Self> {
+        let Ok(url) = std::env::var("STAUNCH_TEST_POSTGRES") else {
+            eprintln!("SKIPPED: STAUNCH_TEST_POSTGRES not set; {test} (PostgreSQL) did not run");
+            return None;
+        };
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos();
+        let schema = format!(
+            "staunch_jobs_t_{}_{}",
+            std::process::id(),
+            nanos % 1_000_000_000
+        );
+        Some(Db::Postgres { url, schema })
+    }
+
+    /// A separate store handle: another "process" (its own connections and its own signal
+    /// subscription; on SQLite no in-process signal crosses between handles).
     async fn store(&self) -> Arc<dyn JobStore> {
-        staunch_store::open(&self.path).await.unwrap().jobs
+        match self {
+            Db::Sqlite { path, .. } => staunch_store::open(path).await.unwrap().jobs,
+            Db::Postgres { url, schema } => {
+                staunch_store::open_postgres_in_schema(url, schema)
+                    .await
+                    .unwrap()
+                    .jobs
+            }
+        }
     }
 }
+
+impl Drop for Db {
+    fn drop(&mut self) {
+        if let Db::Postgres { url, schema } = self {
+            let _ = std::process::Command::new("psql")
+                .arg(url.as_str())
+                .arg("-qc")
+                .arg(format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+                .output();
+        }
+    }
+}
+
+/// Every case runs on SQLite, and on PostgreSQL when `STAUNCH_TEST_POSTGRES` is set.
+macro_rules! on_both_backends {
+    ($($case:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() {
+                    super::$case(&super::Db::sqlite()).await;
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() {
+                    let Some(db) = super::Db::postgres(stringify!($case)) else { return };
+                    super::$case(&db).await;
+                }
+            )*
+        }
+    };
+}
+
+on_both_backends!(
+    a_job_runs_to_success_and_its_last_progress_is_recorded,
+    a_cancel_stops_the_body_at_its_next_unit,
+    a_cancel_from_another_process_reaches_the_body,
+    a_queued_job_is_cancelled_at_once_and_never_runs,
+    a_body_that_ignores_its_cancel_is_aborted_after_the_grace_and_recorded_cancelled,
+    a_panic_is_recorded_as_failed_with_its_message,
+    an_error_is_recorded_as_failed_and_the_runtime_goes_on,
+    fifty_concurrent_starts_with_one_key_make_one_job_and_one_execution,
+    a_key_reused_with_other_arguments_is_refused_and_bad_arguments_record_nothing,
+    an_identical_call_without_a_key_joins_the_running_job_of_a_side_effecting_tool,
+    a_side_effecting_job_whose_lease_is_lost_ends_failed_and_its_worker_writes_nothing,
+    a_retry_safe_job_whose_lease_is_lost_runs_again_from_its_checkpoint,
+    a_named_instance_ends_its_previous_runs_leases_when_it_starts_again,
+    a_job_past_its_maximum_runtime_is_stopped_and_recorded_failed,
+    finished_jobs_and_their_keys_are_purged_after_their_ttl,
+    shutdown_lets_short_jobs_finish_and_releases_the_rest,
+);
 
 fn fast() -> JobConfig {
     JobConfig {
@@ -138,9 +225,7 @@ fn error_code(job: &JobRecord) -> String {
     e["code"].as_str().unwrap().to_string()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_job_runs_to_success_and_its_last_progress_is_recorded() {
-    let db = Db::new();
+async fn a_job_runs_to_success_and_its_last_progress_is_recorded(db: &Db) {
     let probe = Probe::new();
     let rt = runtime(
         db.store().await,
@@ -165,9 +250,7 @@ async fn a_job_runs_to_success_and_its_last_progress_is_recorded() {
     rt.shutdown(Duration::from_secs(1)).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_cancel_stops_the_body_at_its_next_unit() {
-    let db = Db::new();
+async fn a_cancel_stops_the_body_at_its_next_unit(db: &Db) {
     let probe = Probe::new();
     let rt = runtime(
         db.store().await,
@@ -205,9 +288,7 @@ async fn a_cancel_stops_the_body_at_its_next_unit() {
     rt.shutdown(Duration::from_secs(1)).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_cancel_from_another_process_arrives_through_the_heartbeat() {
-    let db = Db::new();
+async fn a_cancel_from_another_process_reaches_the_body(db: &Db) {
     let probe = Probe::new();
     let a = runtime(
         db.store().await,
@@ -215,7 +296,8 @@ async fn a_cancel_from_another_process_arrives_through_the_heartbeat() {
         vec![counting_tool("count", probe.clone())],
     )
     .await;
-    // B shares only the database file: no in-process signal reaches A.
+    // B shares only the database: on SQLite no in-process signal reaches A, so the cancel
+    // arrives with A's next heartbeat; on PostgreSQL it comes through NOTIFY (or the heartbeat).
     let b = JobRuntime::new(db.store().await, fast()).unwrap();
     let s = a
         .submit(Submit::new(
@@ -235,9 +317,7 @@ async fn a_cancel_from_another_process_arrives_through_the_heartbeat() {
     a.shutdown(Duration::from_secs(1)).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_queued_job_is_cancelled_at_once_and_never_runs() {
-    let db = Db::new();
+async fn a_queued_job_is_cancelled_at_once_and_never_runs(db: &Db) {
     let probe = Probe::new();
     // Not started: nothing claims.
     let rt = JobRuntime::new(db.store().await, fast()).unwrap();
@@ -264,9 +344,7 @@ impl Drop for DropFlag {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_body_that_ignores_its_cancel_is_aborted_after_the_grace_and_recorded_cancelled() {
-    let db = Db::new();
+async fn a_body_that_ignores_its_cancel_is_aborted_after_the_grace_and_recorded_cancelled(db: &Db) {
     let dropped = Arc::new(AtomicBool::new(false));
     let (started_tx, mut started_rx) = watch::channel(false);
     let d = dropped.clone();
@@ -302,9 +380,7 @@ async fn a_body_that_ignores_its_cancel_is_aborted_after_the_grace_and_recorded_
     rt.shutdown(Duration::from_secs(1)).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_panic_is_recorded_as_failed_with_its_message() {
-    let db = Db::new();
+async fn a_panic_is_recorded_as_failed_with_its_message(db: &Db) {
     let bad = JobTool::new("bad", "panics", |_ctx: JobContext, a: Steps| async move {
         if a.steps > 0 {
             panic!("boom at step {}", a.steps);
@@ -323,9 +399,7 @@ async fn a_panic_is_recorded_as_failed_with_its_message() {
     rt.shutdown(Duration::from_secs(1)).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_error_is_recorded_as_failed_and_the_runtime_goes_on() {
-    let db = Db::new();
+async fn an_error_is_recorded_as_failed_and_the_runtime_goes_on(db: &Db) {
     let probe = Probe::new();
     let bad = JobTool::new("bad", "fails", |_ctx: JobContext, _a: Steps| async move {
         Err::<Value, _>(JobError::failed("the source is offline; retry later"))
@@ -352,9 +426,7 @@ async fn an_error_is_recorded_as_failed_and_the_runtime_goes_on() {
     rt.shutdown(Duration::from_secs(1)).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fifty_concurrent_starts_with_one_key_make_one_job_and_one_execution() {
-    let db = Db::new();
+async fn fifty_concurrent_starts_with_one_key_make_one_job_and_one_execution(db: &Db) {
     let probe = Probe::new();
     let rt = runtime(
         db.store().await,
@@ -397,9 +469,7 @@ async fn fifty_concurrent_starts_with_one_key_make_one_job_and_one_execution() {
     rt.shutdown(Duration::from_secs(1)).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_key_reused_with_other_arguments_is_refused_and_bad_arguments_record_nothing() {
-    let db = Db::new();
+async fn a_key_reused_with_other_arguments_is_refused_and_bad_arguments_record_nothing(db: &Db) {
     let probe = Probe::new();
     let rt = JobRuntime::new(db.store().await, fast()).unwrap();
     rt.add_tool(counting_tool("count", probe));
@@ -433,9 +503,7 @@ async fn a_key_reused_with_other_arguments_is_refused_and_bad_arguments_record_n
     assert_eq!(all.len(), 1);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_identical_call_without_a_key_joins_the_running_job_of_a_side_effecting_tool() {
-    let db = Db::new();
+async fn an_identical_call_without_a_key_joins_the_running_job_of_a_side_effecting_tool(db: &Db) {
     let probe = Probe::new();
     let rt = JobRuntime::new(db.store().await, fast()).unwrap();
     rt.add_tool(counting_tool("count", probe.clone()));
@@ -461,6 +529,21 @@ async fn an_identical_call_without_a_key_joins_the_running_job_of_a_side_effecti
     assert_ne!(d.job.id, e.job.id);
 }
 
+/// Reaper passes until one takes the job. On PostgreSQL the reaper skips a row that a worker
+/// is writing at that instant (`FOR UPDATE SKIP LOCKED`) and takes it on a later pass.
+async fn reap_until_taken(rt: &JobRuntime) -> Vec<staunch_store::ReapedJob> {
+    tokio::time::timeout(LIMIT, async {
+        loop {
+            let report = rt.reap_once().await.unwrap();
+            if !report.reaped.is_empty() {
+                return report.reaped;
+            }
+        }
+    })
+    .await
+    .expect("the reaper took the job")
+}
+
 /// A clock that can be moved forward.
 fn movable_clock() -> (Clock, Arc<AtomicI64>) {
     let offset = Arc::new(AtomicI64::new(0));
@@ -471,9 +554,9 @@ fn movable_clock() -> (Clock, Arc<AtomicI64>) {
     )
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_side_effecting_job_whose_lease_is_lost_ends_failed_and_its_worker_writes_nothing() {
-    let db = Db::new();
+async fn a_side_effecting_job_whose_lease_is_lost_ends_failed_and_its_worker_writes_nothing(
+    db: &Db,
+) {
     let probe = Probe::new();
     let a = runtime(
         db.store().await,
@@ -493,9 +576,9 @@ async fn a_side_effecting_job_whose_lease_is_lost_ends_failed_and_its_worker_wri
     let (clock, offset) = movable_clock();
     offset.store(10 * 60 * 1000, Ordering::SeqCst);
     let b = JobRuntime::new(db.store().await, JobConfig { clock, ..fast() }).unwrap();
-    let report = b.reap_once().await.unwrap();
-    assert_eq!(report.reaped.len(), 1);
-    assert_eq!(report.reaped[0].new_state, JobState::Failed);
+    let reaped = reap_until_taken(&b).await;
+    assert_eq!(reaped.len(), 1);
+    assert_eq!(reaped[0].new_state, JobState::Failed);
     // A's next heartbeat finds the lease gone and stops the body; it records nothing.
     tokio::time::timeout(LIMIT, async {
         while a.running_jobs() > 0 {
@@ -512,9 +595,7 @@ async fn a_side_effecting_job_whose_lease_is_lost_ends_failed_and_its_worker_wri
     a.shutdown(Duration::from_secs(1)).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_retry_safe_job_whose_lease_is_lost_runs_again_from_its_checkpoint() {
-    let db = Db::new();
+async fn a_retry_safe_job_whose_lease_is_lost_runs_again_from_its_checkpoint(db: &Db) {
     let executions = Arc::new(AtomicU32::new(0));
     let stopped_first = Arc::new(AtomicBool::new(false));
     let (tx, mut rx) = watch::channel(0u32);
@@ -560,9 +641,9 @@ async fn a_retry_safe_job_whose_lease_is_lost_runs_again_from_its_checkpoint() {
     let (clock, offset) = movable_clock();
     offset.store(10 * 60 * 1000, Ordering::SeqCst);
     let b = JobRuntime::new(db.store().await, JobConfig { clock, ..fast() }).unwrap();
-    let report = b.reap_once().await.unwrap();
-    assert_eq!(report.reaped.len(), 1);
-    assert_eq!(report.reaped[0].new_state, JobState::Queued);
+    let reaped = reap_until_taken(&b).await;
+    assert_eq!(reaped.len(), 1);
+    assert_eq!(reaped[0].new_state, JobState::Queued);
     let job = terminal(&a, &s.job.id).await;
     assert_eq!(job.state, JobState::Succeeded, "{job:?}");
     assert_eq!(job.attempt, 2);
@@ -580,9 +661,7 @@ async fn a_retry_safe_job_whose_lease_is_lost_runs_again_from_its_checkpoint() {
     a.shutdown(Duration::from_secs(1)).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_named_instance_ends_its_previous_runs_leases_when_it_starts_again() {
-    let db = Db::new();
+async fn a_named_instance_ends_its_previous_runs_leases_when_it_starts_again(db: &Db) {
     let probe = Probe::new();
     let named = || JobConfig {
         instance_name: Some("node-1".into()),
@@ -629,9 +708,7 @@ async fn a_named_instance_ends_its_previous_runs_leases_when_it_starts_again() {
     second.shutdown(Duration::from_secs(1)).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_job_past_its_maximum_runtime_is_stopped_and_recorded_failed() {
-    let db = Db::new();
+async fn a_job_past_its_maximum_runtime_is_stopped_and_recorded_failed(db: &Db) {
     let probe = Probe::new();
     let tool = counting_tool("count", probe.clone()).max_runtime(Duration::from_millis(100));
     let rt = runtime(db.store().await, fast(), vec![tool]).await;
@@ -649,9 +726,7 @@ async fn a_job_past_its_maximum_runtime_is_stopped_and_recorded_failed() {
     rt.shutdown(Duration::from_secs(1)).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn finished_jobs_and_their_keys_are_purged_after_their_ttl() {
-    let db = Db::new();
+async fn finished_jobs_and_their_keys_are_purged_after_their_ttl(db: &Db) {
     let probe = Probe::new();
     let (clock, offset) = movable_clock();
     let config = JobConfig {
@@ -692,9 +767,7 @@ async fn finished_jobs_and_their_keys_are_purged_after_their_ttl() {
     rt.shutdown(Duration::from_secs(1)).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn shutdown_lets_short_jobs_finish_and_releases_the_rest() {
-    let db = Db::new();
+async fn shutdown_lets_short_jobs_finish_and_releases_the_rest(db: &Db) {
     let probe = Probe::new();
     let scan_probe = Probe::new();
     let rt = runtime(
