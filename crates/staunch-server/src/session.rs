@@ -378,7 +378,10 @@ impl SessionInner {
             .server
             .capabilities
             .get("tasks")
-            .is_some_and(|t| t.pointer("/requests/tools/call").is_some());
+            // `get` rather than `pointer`: this runs on every call, and `pointer` allocates
+            // a string per path segment.
+            .and_then(|t| t.get("requests")?.get("tools")?.get("call"))
+            .is_some();
         let support = entry.spec.task_support();
         let task = p.task.filter(|_| tasks_declared);
         if tasks_declared && task.is_none() && support == "required" {
