@@ -17,6 +17,15 @@ pub struct Cli {
 pub enum Command {
     /// Run an MCP server with the built-in example tools (stdio by default).
     Serve(ServeArgs),
+    /// Call one tool on any MCP server (URL, or a command after `--`), with live progress, a
+    /// timeout that cancels on the wire, and job tools and tasks followed to the end.
+    Call(crate::call::CallArgs),
+    /// Black-box checks of any MCP server: does a cancel stop the work, is the loop
+    /// responsive during slow tools, does a dropped stream lose the result.
+    Probe(crate::probe::ProbeArgs),
+    /// Read a request-lifecycle log and report orphaned work, slow tools, retry clusters,
+    /// unknown cancels and requests that never ended.
+    Audit(crate::audit_cmd::AuditArgs),
 }
 
 /// Options of `staunch serve`.
@@ -150,5 +159,8 @@ pub struct ServeArgs {
 pub async fn run(cli: Cli) -> anyhow::Result<i32> {
     match cli.command {
         Command::Serve(args) => crate::serve::run(args).await,
+        Command::Call(args) => crate::call::run(args).await,
+        Command::Probe(args) => crate::probe::run(args).await,
+        Command::Audit(args) => crate::audit_cmd::run(args),
     }
 }

@@ -2,7 +2,12 @@
 
 #![forbid(unsafe_code)]
 
+mod args;
+mod audit_cmd;
+mod call;
+mod call_view;
 mod cli;
+mod probe;
 mod serve;
 mod tools;
 

@@ -1,0 +1,96 @@
+//! Parsing of the small values the client commands take: durations, tool arguments, headers.
+
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
+use serde_json::{Map, Value};
+
+/// `250ms`, `1.5s`, `2m`, `1h`, or a bare number of seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let (num, scale) = if let Some(n) = s.strip_suffix("ms") {
+        (n, 0.001)
+    } else if let Some(n) = s.strip_suffix('s') {
+        (n, 1.0)
+    } else if let Some(n) = s.strip_suffix('m') {
+        (n, 60.0)
+    } else if let Some(n) = s.strip_suffix('h') {
+        (n, 3600.0)
+    } else {
+        (s, 1.0)
+    };
+    let v: f64 = num
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration (try 500ms, 30s, 2m)"))?;
+    if !v.is_finite() || v < 0.0 {
+        return Err(format!("{s:?} is not a duration"));
+    }
+    Duration::try_from_secs_f64(v * scale).map_err(|e| e.to_string())
+}
+
+/// Tool arguments: one JSON object, or `key=value` pairs whose values are read as JSON when
+/// they parse (`steps=5` is a number, `flag=true` a boolean) and as strings otherwise.
+pub fn parse_tool_args(words: &[String]) -> anyhow::Result<Value> {
+    if let [one] = words
+        && one.trim_start().starts_with('{')
+    {
+        let v: Value = serde_json::from_str(one).context("arguments are not valid JSON")?;
+        if !v.is_object() {
+            bail!("arguments must be a JSON object");
+        }
+        return Ok(v);
+    }
+    let mut map = Map::new();
+    for w in words {
+        let Some((k, v)) = w.split_once('=') else {
+            bail!("argument {w:?} is neither key=value nor a JSON object");
+        };
+        if k.is_empty() {
+            bail!("argument {w:?} has an empty key");
+        }
+        let value = serde_json::from_str(v).unwrap_or_else(|_| Value::String(v.to_string()));
+        map.insert(k.to_string(), value);
+    }
+    Ok(Value::Object(map))
+}
+
+/// `Name: value`.
+pub fn parse_header(s: &str) -> Result<(String, String), String> {
+    let (k, v) = s
+        .split_once(':')
+        .ok_or_else(|| format!("{s:?} is not a header (Name: value)"))?;
+    Ok((k.trim().to_string(), v.trim().to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("3"), Ok(Duration::from_secs(3)));
+        assert!(parse_duration("soon").is_err());
+        assert!(parse_duration("-1s").is_err());
+    }
+
+    #[test]
+    fn tool_args() {
+        let w = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            parse_tool_args(&w(&["steps=5", "name=bob", "on=true", "l=[1]"])).unwrap(),
+            json!({"steps":5,"name":"bob","on":true,"l":[1]})
+        );
+        assert_eq!(
+            parse_tool_args(&w(&[r#"{"a":{"b":1}}"#])).unwrap(),
+            json!({"a":{"b":1}})
+        );
+        assert_eq!(parse_tool_args(&[]).unwrap(), json!({}));
+        assert!(parse_tool_args(&w(&["nope"])).is_err());
+        assert!(parse_tool_args(&w(&["[1]"])).is_err());
+    }
+}

@@ -1,0 +1,353 @@
+//! `staunch call <target> <tool> [args…]`: call one tool on any MCP server, the way a client
+//! should — progress shown live, a timeout that cancels on the wire, a ceiling progress cannot
+//! extend, Ctrl-C that cancels, job tools and tasks followed to the end.
+
+use std::time::Duration;
+
+use clap::Args;
+use serde_json::Value;
+use staunch_client::jobs::{JobEvent, JobOptions, job_tool_names};
+use staunch_client::result::{is_tool_error, text_of};
+use staunch_client::tasks::{TaskEvent, TaskOptions, TaskOutcome};
+use staunch_client::{
+    CallOptions, Client, ClientError, ConnectOptions, HttpOptions, StderrMode, StdioCommand,
+};
+use tokio_util::sync::CancellationToken;
+
+use crate::call_view::View;
+
+/// The tool succeeded.
+pub const EXIT_OK: i32 = 0;
+/// The tool reported an error, or the job/task failed.
+pub const EXIT_TOOL_ERROR: i32 = 1;
+/// Bad usage, or the server could not be reached or misbehaved.
+pub const EXIT_USAGE: i32 = 2;
+/// The timeout or the ceiling expired (same code as `timeout(1)`).
+pub const EXIT_TIMEOUT: i32 = 124;
+/// Interrupted by Ctrl-C (128 + SIGINT).
+pub const EXIT_INTERRUPTED: i32 = 130;
+
+const EXAMPLES_AND_EXIT: &str = "\
+Examples:
+  staunch call http://127.0.0.1:8080/mcp slow_count steps=20 delay_ms=100
+  staunch call --timeout 5s slow_count '{\"steps\":20}' -- staunch serve
+  staunch call start_import_rows rows=100 -- staunch serve      (a job: polled to the end)
+  staunch call --task slow_count_task steps=10 -- node server.mjs stdio
+
+Exit status:
+  0    the tool succeeded (the job succeeded, the task completed)
+  1    the tool reported an error (isError), or the job/task failed or was cancelled
+  2    usage error, or the server could not be reached or broke the protocol
+  124  --timeout (without progress) or --max-total expired; the call was cancelled on the wire
+  130  interrupted (Ctrl-C); the call, job or task was cancelled on the wire";
+
+/// Options of `staunch call`.
+#[derive(Debug, Args)]
+#[command(after_help = EXAMPLES_AND_EXIT)]
+pub struct CallArgs {
+    /// `URL TOOL [ARGS…]`, or `TOOL [ARGS…]` when the server command follows `--`. ARGS is one
+    /// JSON object or `key=value` pairs (values read as JSON when they parse, else strings).
+    #[arg(required = true, value_name = "TARGET TOOL ARGS")]
+    pub words: Vec<String>,
+    /// The server to spawn over stdio, after `--`.
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
+    /// Give up (and cancel) after this long without an answer or progress.
+    #[arg(long, default_value = "60s", value_parser = crate::args::parse_duration)]
+    pub timeout: Duration,
+    /// Give up (and cancel) after this long in all, whatever the progress.
+    #[arg(long, default_value = "10m", value_parser = crate::args::parse_duration)]
+    pub max_total: Duration,
+    /// Do not let progress restart the --timeout clock.
+    #[arg(long)]
+    pub no_reset_on_progress: bool,
+    /// Call the tool as a task (2025-11-25 tasks): create, poll, fetch the result.
+    #[arg(long)]
+    pub task: bool,
+    /// The task's time to live.
+    #[arg(long, default_value = "10m", value_parser = crate::args::parse_duration)]
+    pub task_ttl: Duration,
+    /// Call a `start_x` tool as a plain tool instead of following the job it starts.
+    #[arg(long)]
+    pub no_follow: bool,
+    /// The idempotency key for a job tool (default: a fresh one, reused on retries).
+    #[arg(long)]
+    pub idempotency_key: Option<String>,
+    /// Print the raw JSON result instead of its text.
+    #[arg(long)]
+    pub json: bool,
+    /// No progress output.
+    #[arg(long, short)]
+    pub quiet: bool,
+    /// Show the spawned server's stderr (by default it is kept and shown only on failure).
+    #[arg(long)]
+    pub server_stderr: bool,
+    /// An HTTP header for every request (`Name: value`), e.g. Authorization.
+    #[arg(long = "header", value_parser = crate::args::parse_header)]
+    pub headers: Vec<(String, String)>,
+}
+
+/// Where the server is.
+pub enum Target {
+    Http(String),
+    Stdio(StdioCommand),
+}
+
+impl Target {
+    pub fn describe(&self) -> String {
+        match self {
+            Self::Http(u) => u.clone(),
+            Self::Stdio(c) => c.display(),
+        }
+    }
+
+    pub async fn connect(&self, opts: &ConnectOptions) -> Result<Client, ClientError> {
+        match self {
+            Self::Http(url) => Client::connect_http(url, opts).await,
+            Self::Stdio(cmd) => Client::connect_stdio(cmd, opts).await,
+        }
+    }
+}
+
+/// Splits `words`/`command` into a target and the rest.
+pub fn target_of<'a>(
+    words: &'a [String],
+    command: &[String],
+) -> anyhow::Result<(Target, &'a [String])> {
+    if let Some(cmd) = StdioCommand::from_argv(command) {
+        return Ok((Target::Stdio(cmd), words));
+    }
+    match words.split_first() {
+        Some((url, rest)) if url.starts_with("http://") || url.starts_with("https://") => {
+            Ok((Target::Http(url.clone()), rest))
+        }
+        _ => anyhow::bail!("give a server URL first, or the server command after `--`"),
+    }
+}
+
+pub async fn run(args: CallArgs) -> anyhow::Result<i32> {
+    let (target, rest) = match target_of(&args.words, &args.command) {
+        Ok(t) => t,
+        Err(e) => return usage(&e.to_string()),
+    };
+    let Some((tool, tool_args)) = rest.split_first() else {
+        return usage("which tool? (staunch call TARGET TOOL [ARGS…])");
+    };
+    let arguments = match crate::args::parse_tool_args(tool_args) {
+        Ok(a) => a,
+        Err(e) => return usage(&format!("{e:#}")),
+    };
+    let connect = ConnectOptions {
+        stderr: if args.server_stderr {
+            StderrMode::Inherit
+        } else {
+            StderrMode::Capture
+        },
+        http: HttpOptions {
+            headers: args.headers.clone(),
+            ..HttpOptions::default()
+        },
+        ..ConnectOptions::default()
+    };
+    let client = match target.connect(&connect).await {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("staunch call: cannot connect to {}: {e}", target.describe());
+            return Ok(EXIT_USAGE);
+        }
+    };
+    let interrupt = CancellationToken::new();
+    let on_ctrl_c = interrupt.clone();
+    let watcher = tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            on_ctrl_c.cancel();
+        }
+    });
+    let opts = CallOptions {
+        timeout: Some(args.timeout),
+        reset_on_progress: !args.no_reset_on_progress,
+        max_total: Some(args.max_total),
+        progress: true,
+        cancel: Some(interrupt.clone()),
+    };
+    let view = View::new(args.quiet);
+    let code = if args.task {
+        run_task(&client, tool, arguments, &opts, &args, &view).await
+    } else if job_tool_names(tool).is_some() && !args.no_follow {
+        run_job(&client, tool, arguments, &opts, &args, &view).await
+    } else {
+        let r = client
+            .call_tool(tool, arguments, &opts, |p| {
+                view.progress(p.progress, p.total, p.message.as_deref())
+            })
+            .await;
+        view.finish();
+        finish_call(r, args.json)
+    };
+    watcher.abort();
+    client.close().await;
+    Ok(code)
+}
+
+fn usage(msg: &str) -> anyhow::Result<i32> {
+    eprintln!("staunch call: {msg}\n(see staunch call --help)");
+    Ok(EXIT_USAGE)
+}
+
+/// Prints a `tools/call` result and picks the exit code.
+fn finish_call(r: Result<Value, ClientError>, json: bool) -> i32 {
+    match r {
+        Ok(result) => {
+            print_result(&result, json);
+            if is_tool_error(&result) {
+                EXIT_TOOL_ERROR
+            } else {
+                EXIT_OK
+            }
+        }
+        Err(e) => exit_for_error(&e),
+    }
+}
+
+fn print_result(result: &Value, json: bool) {
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(result).unwrap_or_default()
+        );
+    } else {
+        let text = text_of(result);
+        if is_tool_error(result) {
+            eprintln!("tool error: {text}");
+        } else {
+            println!("{text}");
+        }
+    }
+}
+
+fn exit_for_error(e: &ClientError) -> i32 {
+    eprintln!("staunch call: {e}");
+    match e {
+        ClientError::Timeout { .. } => EXIT_TIMEOUT,
+        ClientError::Cancelled => EXIT_INTERRUPTED,
+        ClientError::Rpc(_) | ClientError::Tool(_) => EXIT_TOOL_ERROR,
+        _ => EXIT_USAGE,
+    }
+}
+
+async fn run_job(
+    client: &Client,
+    tool: &str,
+    arguments: Value,
+    opts: &CallOptions,
+    args: &CallArgs,
+    view: &View,
+) -> i32 {
+    let job_opts = JobOptions {
+        idempotency_key: args.idempotency_key.clone(),
+        ..JobOptions::default()
+    };
+    let r = client
+        .call_job(tool, arguments, opts, &job_opts, |ev| match ev {
+            JobEvent::StartRetry { attempt, error } => view.note(&format!(
+                "start attempt {attempt} failed ({error}); retrying with the same idempotency key"
+            )),
+            JobEvent::Started(h) => view.note(&format!("job {} {}", h.job_id, h.status)),
+            JobEvent::Status(s) => match s.progress() {
+                Some((done, total, msg)) => view.progress(done, total, msg.as_deref()),
+                None => view.progress(0.0, None, Some(&s.status)),
+            },
+            JobEvent::CancelSent(v) => view.note(&format!("cancel requested: {}", text_of(v))),
+        })
+        .await;
+    view.finish();
+    let out = match r {
+        Ok(o) => o,
+        Err(e) => return exit_for_error(&e),
+    };
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&out.last.raw).unwrap_or_default()
+        );
+    } else if let Some(result) = out.last.result() {
+        match result {
+            Value::String(s) => println!("{s}"),
+            v if v.get("content").is_some() => println!("{}", text_of(v)),
+            v => println!("{}", serde_json::to_string_pretty(v).unwrap_or_default()),
+        }
+    }
+    if !out.last.succeeded() {
+        let mut line = format!("job {} {}", out.handle.job_id, out.last.status);
+        if let Some(err) = out.last.error() {
+            line.push_str(&format!(
+                ": {}",
+                err.as_str().map_or(err.to_string(), str::to_string)
+            ));
+        }
+        if let Some(next) = &out.last.next {
+            line.push_str(&format!(" — {next}"));
+        }
+        eprintln!("{line}");
+    }
+    match (&out.interrupted, out.last.succeeded()) {
+        (_, true) => EXIT_OK,
+        (Some(ClientError::Cancelled), _) => EXIT_INTERRUPTED,
+        (Some(ClientError::Timeout { .. }), _) => EXIT_TIMEOUT,
+        _ => EXIT_TOOL_ERROR,
+    }
+}
+
+async fn run_task(
+    client: &Client,
+    tool: &str,
+    arguments: Value,
+    opts: &CallOptions,
+    args: &CallArgs,
+    view: &View,
+) -> i32 {
+    if !client.server().supports_tool_tasks() {
+        view.note("the server does not advertise tasks for tools/call; calling it directly");
+    }
+    let topts = TaskOptions {
+        ttl: Some(args.task_ttl),
+        ..TaskOptions::default()
+    };
+    let r = client
+        .call_tool_task(tool, arguments, opts, &topts, |ev| match ev {
+            TaskEvent::Created(t) => {
+                view.note(&format!("task {} {}", t.task_id, t.status.as_str()))
+            }
+            TaskEvent::Status(t) => view.progress(
+                0.0,
+                None,
+                Some(t.status_message.as_deref().unwrap_or(t.status.as_str())),
+            ),
+            TaskEvent::Progress(p) => view.progress(p.progress, p.total, p.message.as_deref()),
+            TaskEvent::CancelSent(v) => view.note(&format!(
+                "tasks/cancel: {}",
+                v["status"].as_str().unwrap_or("sent")
+            )),
+        })
+        .await;
+    view.finish();
+    match r {
+        Ok(TaskOutcome::Immediate(result)) => finish_call(Ok(result), args.json),
+        Ok(TaskOutcome::Finished { result, task }) => match result {
+            Ok(v) => {
+                print_result(&v, args.json);
+                if is_tool_error(&v) || task.status.as_str() == "failed" {
+                    EXIT_TOOL_ERROR
+                } else {
+                    EXIT_OK
+                }
+            }
+            Err(e) => exit_for_error(&ClientError::Rpc(e)),
+        },
+        Ok(TaskOutcome::Cancelled(task)) => {
+            eprintln!("task {} was cancelled by the server", task.task_id);
+            EXIT_TOOL_ERROR
+        }
+        Err(e) => exit_for_error(&e),
+    }
+}

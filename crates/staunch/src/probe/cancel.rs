@@ -1,0 +1,173 @@
+//! The seed's question, asked from outside: after `notifications/cancelled`, does the work
+//! stop (its progress stops), and does the request go unanswered, as the spec says it should?
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::time::Instant;
+
+use super::watch::{Watch, ms, progress_in};
+use super::{Check, Probe, Status};
+
+pub async fn checks(p: &Probe) -> Vec<Check> {
+    const ROUTED: &str = "cancel.routed";
+    const NO_RESPONSE: &str = "cancel.no_response";
+    let mut w = Watch::new(&p.client);
+    let pending = match p.start_call(p.long_steps(), true) {
+        Ok(x) => x,
+        Err(e) => {
+            let ev = format!("could not call: {e}");
+            return vec![
+                Check::new(ROUTED, Status::Fail, ev.clone(), json!({})),
+                Check::new(NO_RESPONSE, Status::Fail, ev, json!({})),
+            ];
+        }
+    };
+    let id = pending.id().clone();
+    let token = pending.progress_token().cloned();
+    let t0 = pending.sent_at();
+    // Let it get going: three progress reports, or a bounded wait for servers that send none.
+    let warmup = (p.step * 20).clamp(Duration::from_secs(2), Duration::from_secs(10));
+    if let Some(t) = &token {
+        let want = serde_json::to_value(t).unwrap_or(Value::Null);
+        w.until(t0 + warmup, |seen| progress_in(seen, &want).len() >= 3)
+            .await;
+    }
+    let window = (p.step * 8).clamp(Duration::from_millis(800), Duration::from_secs(4));
+    let t_cancel = Instant::now();
+    p.client.cancel(&id, "staunch probe: cancel check");
+    w.pump_until(t_cancel + window).await;
+    drop(pending);
+    let prog = token
+        .as_ref()
+        .map(|t| w.progress_for(t))
+        .unwrap_or_default();
+    let before = prog.iter().filter(|(at, _)| *at <= t_cancel).count();
+    let after: Vec<_> = prog.iter().filter(|(at, _)| *at > t_cancel).collect();
+    let last_after = after
+        .last()
+        .map(|(at, _)| at.saturating_duration_since(t_cancel));
+    let ping = p
+        .client
+        .request(
+            "ping",
+            None,
+            &staunch_client::CallOptions::default()
+                .timeout(Duration::from_secs(5))
+                .progress(false),
+        )
+        .await;
+    let alive = match &ping {
+        Ok(_) => "the server still answers ping".to_string(),
+        Err(e) => format!("ping after the cancel: {e}"),
+    };
+    let data = json!({
+        "step_ms": p.step.as_secs_f64() * 1000.0,
+        "window_ms": window.as_millis() as u64,
+        "progress_before_cancel": before,
+        "progress_after_cancel": after.len(),
+        "cancel_to_last_progress_ms": last_after.map(|d| d.as_secs_f64() * 1000.0),
+        "ping_after_cancel_ok": ping.is_ok(),
+    });
+
+    let routed = if before == 0 {
+        Check::new(
+            ROUTED,
+            Status::Warn,
+            format!(
+                "no progress within {} of the call, so whether the work stops cannot be seen ({alive})",
+                ms(warmup)
+            ),
+            data.clone(),
+        )
+    } else {
+        match last_after {
+            None => Check::new(
+                ROUTED,
+                Status::Pass,
+                format!(
+                    "progress stopped at the cancel: none in the {} after it (one every {} before); {alive}",
+                    ms(window),
+                    ms(p.step)
+                ),
+                data.clone(),
+            ),
+            Some(d) if after.len() <= 2 && d <= p.step * 2 + Duration::from_millis(100) => {
+                Check::new(
+                    ROUTED,
+                    Status::Pass,
+                    format!(
+                        "progress stopped {} after the cancel ({} already in flight); {alive}",
+                        ms(d),
+                        after.len()
+                    ),
+                    data.clone(),
+                )
+            }
+            Some(d) if d + p.step * 3 >= window => Check::new(
+                ROUTED,
+                Status::Fail,
+                format!(
+                    "the work goes on after the cancel: {} progress notifications in the {} after it, the last {} after it",
+                    after.len(),
+                    ms(window),
+                    ms(d)
+                ),
+                data.clone(),
+            ),
+            Some(d) => Check::new(
+                ROUTED,
+                Status::Warn,
+                format!(
+                    "progress stopped only {} after the cancel ({} notifications)",
+                    ms(d),
+                    after.len()
+                ),
+                data.clone(),
+            ),
+        }
+    };
+
+    let late = p.client.late_responses().into_iter().find(|l| l.id == id);
+    let no_response = match (w.response_for(&id), late) {
+        (Some((at, _)), _) if at <= t_cancel => Check::new(
+            NO_RESPONSE,
+            Status::Warn,
+            "the call finished before the cancel was sent; nothing to judge",
+            data,
+        ),
+        (_, Some(l)) => {
+            let body: Value = match &l.outcome {
+                Ok(v) => json!({"result": v}),
+                Err(e) => json!({"error": e}),
+            };
+            Check::new(
+                NO_RESPONSE,
+                Status::Fail,
+                format!(
+                    "the cancelled request was answered {} after the cancel: {}",
+                    ms(l.since_abandoned),
+                    body
+                ),
+                json!({"late_response": body, "after_cancel_ms": l.since_abandoned.as_millis() as u64}),
+            )
+        }
+        (Some((at, outcome)), None) => Check::new(
+            NO_RESPONSE,
+            Status::Fail,
+            format!(
+                "the cancelled request was answered {} after the cancel: {:?}",
+                ms(at.saturating_duration_since(t_cancel)),
+                outcome
+            ),
+            data,
+        ),
+        (None, None) => Check::new(
+            NO_RESPONSE,
+            Status::Pass,
+            format!("no response in the {} after the cancel", ms(window)),
+            data,
+        ),
+    };
+    vec![routed, no_response]
+}

@@ -1,0 +1,274 @@
+//! `staunch probe`: black-box checks of any MCP server, over stdio or Streamable HTTP.
+//!
+//! The official conformance suite never cancels anything. These checks do, with a slow tool
+//! the server already has (`--tool`, `--args`, `--steps-arg`), and report what a client would
+//! live with: does a cancel stop the work (progress stops) and get no answer, does the loop
+//! stay responsive while tools run, are progress rules kept, does a dropped HTTP stream lose
+//! the result, are sessions and Origin guarded, does `tasks/cancel` stop a task. Every wait is
+//! bounded; a run takes seconds.
+
+mod cancel;
+mod http;
+mod load;
+mod progress;
+mod report;
+mod tasks;
+mod watch;
+
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::Args;
+use serde_json::{Map, Value, json};
+use staunch_client::{
+    Client, ClientError, ConnectOptions, HttpOptions, PendingRequest, StderrMode,
+};
+use tokio::time::Instant;
+
+pub use report::{Check, ProbeReport, Status};
+
+use crate::call::Target;
+
+const HELP: &str = "\
+Checks (each PASS, WARN, FAIL or SKIP, with the evidence):
+  initialize           the handshake; server name, version, protocol
+  progress.token       with a progressToken: progress strictly increasing, none after the
+                       result; rate in notifications/s
+  progress.no_token    without a progressToken: no progress at all
+  cancel.routed        after notifications/cancelled, does progress stop, and how fast
+  cancel.no_response   a cancelled request gets no response
+  responsiveness       ping and tools/list latency while several slow calls run
+  http.resume          (HTTP, 2025-11-25) drop the stream mid-call: does the work go on, and
+                       does GET with Last-Event-ID deliver the result
+  http.unknown_session (HTTP) 404;  http.missing_session 400;  http.bad_origin 403
+  tasks.cancel         (if tasks are advertised) does tasks/cancel stop the work
+
+The slow tool must take a step count (--steps-arg) and report progress per step when asked;
+staunch's slow_count {steps, delay_ms} and the SDK peers' slow_count do.
+
+Exit status: 0 no FAIL, 1 at least one FAIL, 2 usage error or the server cannot be reached.";
+
+/// Options of `staunch probe`.
+#[derive(Debug, Args)]
+#[command(after_help = HELP)]
+pub struct ProbeArgs {
+    /// The server's Streamable HTTP URL (or give the server command after `--`).
+    pub url: Option<String>,
+    /// The server to spawn over stdio, after `--`.
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
+    /// The slow tool to call.
+    #[arg(long, default_value = "slow_count")]
+    pub tool: String,
+    /// Its arguments, a JSON object; the steps argument is set by each check.
+    #[arg(long, default_value = r#"{"steps":20,"delay_ms":50}"#)]
+    pub args: String,
+    /// The integer argument that sets how long a call runs (in steps).
+    #[arg(long, default_value = "steps")]
+    pub steps_arg: String,
+    /// A tool to run as a task for `tasks.cancel` (default: the slow tool, or `<tool>_task`,
+    /// when its taskSupport allows tasks).
+    #[arg(long)]
+    pub task_tool: Option<String>,
+    /// Slow calls in flight during the responsiveness check.
+    #[arg(long, default_value_t = 4)]
+    pub concurrent: usize,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Show a spawned server's stderr.
+    #[arg(long)]
+    pub server_stderr: bool,
+}
+
+/// What the checks share.
+pub struct Probe {
+    pub client: Client,
+    pub tool: String,
+    pub base: Map<String, Value>,
+    pub steps_arg: String,
+    /// Time per step: estimated from `delay_ms` until `progress.token` measures it.
+    pub step: Duration,
+    pub tools: Vec<Value>,
+    pub task_tool: Option<String>,
+    pub concurrent: usize,
+}
+
+impl Probe {
+    /// Arguments for a call of `steps` steps.
+    pub fn arguments(&self, steps: u64) -> Value {
+        let mut a = self.base.clone();
+        a.insert(self.steps_arg.clone(), json!(steps));
+        Value::Object(a)
+    }
+
+    /// Starts a call of the slow tool.
+    pub fn start_call(&self, steps: u64, progress: bool) -> Result<PendingRequest, ClientError> {
+        self.client.start_request(
+            "tools/call",
+            Some(json!({"name": self.tool, "arguments": self.arguments(steps)})),
+            progress,
+        )
+    }
+
+    /// Steps for a call that runs about `d`, within `[min, max]`.
+    pub fn steps_for(&self, d: Duration, min: u64, max: u64) -> u64 {
+        let per = self.step.as_secs_f64().max(0.000_5);
+        ((d.as_secs_f64() / per).ceil() as u64).clamp(min, max)
+    }
+
+    /// Steps for a call that would run about a minute: long enough that a server which
+    /// ignores the cancel is visibly still working, short enough not to run for ever.
+    pub fn long_steps(&self) -> u64 {
+        self.steps_for(Duration::from_secs(60), 100, 1_000_000)
+    }
+
+    /// A tool's `execution.taskSupport`.
+    pub fn task_support(&self, name: &str) -> Option<&str> {
+        self.tools
+            .iter()
+            .find(|t| t["name"] == name)
+            .and_then(|t| t.pointer("/execution/taskSupport"))
+            .and_then(Value::as_str)
+    }
+
+    pub fn has_tool(&self, name: &str) -> bool {
+        self.tools.iter().any(|t| t["name"] == name)
+    }
+}
+
+pub async fn run(args: ProbeArgs) -> anyhow::Result<i32> {
+    let target = match (&args.url, args.command.is_empty()) {
+        (Some(u), true) => Target::Http(u.clone()),
+        (None, false) => match staunch_client::StdioCommand::from_argv(&args.command) {
+            Some(c) => Target::Stdio(c),
+            None => return usage("empty command"),
+        },
+        (Some(_), false) => return usage("give a URL or a command after `--`, not both"),
+        (None, true) => return usage("give the server's URL, or its command after `--`"),
+    };
+    let base: Value = match serde_json::from_str(&args.args).context("--args is not JSON") {
+        Ok(v @ Value::Object(_)) => v,
+        Ok(_) => return usage("--args must be a JSON object"),
+        Err(e) => return usage(&format!("{e:#}")),
+    };
+    let Value::Object(base) = base else {
+        return usage("--args must be a JSON object");
+    };
+    let started = Instant::now();
+    let transport = match target {
+        Target::Http(_) => "Streamable HTTP",
+        Target::Stdio(_) => "stdio",
+    };
+    let mut report = ProbeReport::new(target.describe(), transport);
+    let opts = ConnectOptions {
+        client_name: "staunch-probe".into(),
+        stderr: if args.server_stderr {
+            StderrMode::Inherit
+        } else {
+            StderrMode::Null
+        },
+        init_timeout: Duration::from_secs(20),
+        http: HttpOptions {
+            // Long enough to see a late answer to a cancelled request.
+            linger_after_cancel: Duration::from_secs(5),
+            ..HttpOptions::default()
+        },
+        ..ConnectOptions::default()
+    };
+    let client = match target.connect(&opts).await {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!(
+                "staunch probe: cannot initialize {}: {e}",
+                target.describe()
+            );
+            return Ok(2);
+        }
+    };
+    let info = client.server().clone();
+    report.server = json!({
+        "name": info.name, "version": info.version,
+        "protocol_version": info.protocol_version, "capabilities": info.capabilities,
+    });
+    let caps: Vec<&str> = info
+        .capabilities
+        .as_object()
+        .map(|m| m.keys().map(String::as_str).collect())
+        .unwrap_or_default();
+    report.push(Check::new(
+        "initialize",
+        Status::Pass,
+        format!(
+            "{} {}, protocol {}, capabilities: {}",
+            info.name,
+            info.version,
+            info.protocol_version,
+            if caps.is_empty() {
+                "none".to_string()
+            } else {
+                caps.join(", ")
+            }
+        ),
+        report.server.clone(),
+    ));
+    let tools = client
+        .list_tools(&staunch_client::CallOptions::default().timeout(Duration::from_secs(10)))
+        .await
+        .unwrap_or_default();
+    let step = base
+        .get("delay_ms")
+        .and_then(Value::as_u64)
+        .map_or(Duration::from_millis(50), Duration::from_millis);
+    let mut probe = Probe {
+        client,
+        tool: args.tool.clone(),
+        base,
+        steps_arg: args.steps_arg.clone(),
+        step,
+        tools,
+        task_tool: args.task_tool.clone(),
+        concurrent: args.concurrent.clamp(1, 64),
+    };
+    if !probe.tools.is_empty() && !probe.has_tool(&probe.tool) {
+        eprintln!(
+            "staunch probe: the server has no tool {:?} (use --tool; it has: {})",
+            probe.tool,
+            probe
+                .tools
+                .iter()
+                .filter_map(|t| t["name"].as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        probe.client.close().await;
+        return Ok(2);
+    }
+
+    report.push(progress::with_token(&mut probe).await);
+    report.push(progress::without_token(&probe).await);
+    for c in cancel::checks(&probe).await {
+        report.push(c);
+    }
+    report.push(load::responsiveness(&probe).await);
+    if probe.client.http_endpoint().is_some() {
+        report.push(http::resume(&probe).await);
+        for c in http::guards(&probe).await {
+            report.push(c);
+        }
+    }
+    report.push(tasks::cancel(&probe).await);
+    probe.client.close().await;
+    report.duration_ms = started.elapsed().as_millis() as u64;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", report.render_table());
+    }
+    Ok(if report.failed() { 1 } else { 0 })
+}
+
+fn usage(msg: &str) -> anyhow::Result<i32> {
+    eprintln!("staunch probe: {msg}\n(see staunch probe --help)");
+    Ok(2)
+}

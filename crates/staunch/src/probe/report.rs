@@ -1,0 +1,140 @@
+//! The probe's findings: one row per check, PASS/WARN/FAIL/SKIP with the evidence, as a
+//! table for people and JSON for scripts.
+
+use serde::Serialize;
+use serde_json::Value;
+
+/// A check's verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum Status {
+    /// The server does what the spec asks.
+    Pass,
+    /// Allowed, or not observable, but worth knowing.
+    Warn,
+    /// The server breaks a rule or loses work.
+    Fail,
+    /// Not applicable to this server or transport.
+    Skip,
+}
+
+impl Status {
+    fn label(self) -> &'static str {
+        match self {
+            Self::Pass => "PASS",
+            Self::Warn => "WARN",
+            Self::Fail => "FAIL",
+            Self::Skip => "SKIP",
+        }
+    }
+}
+
+/// One check.
+#[derive(Debug, Clone, Serialize)]
+pub struct Check {
+    /// Stable id (`cancel.routed`, …).
+    pub id: &'static str,
+    /// The verdict.
+    pub status: Status,
+    /// One sentence with the figures behind the verdict.
+    pub evidence: String,
+    /// The raw figures.
+    pub data: Value,
+}
+
+impl Check {
+    pub fn new(id: &'static str, status: Status, evidence: impl Into<String>, data: Value) -> Self {
+        Self {
+            id,
+            status,
+            evidence: evidence.into(),
+            data,
+        }
+    }
+}
+
+/// Counts per verdict.
+#[derive(Debug, Default, Serialize)]
+pub struct Summary {
+    pub pass: usize,
+    pub warn: usize,
+    pub fail: usize,
+    pub skip: usize,
+}
+
+/// The whole run.
+#[derive(Debug, Serialize)]
+pub struct ProbeReport {
+    pub target: String,
+    pub transport: &'static str,
+    pub server: Value,
+    pub checks: Vec<Check>,
+    pub summary: Summary,
+    pub duration_ms: u64,
+}
+
+impl ProbeReport {
+    pub fn new(target: String, transport: &'static str) -> Self {
+        Self {
+            target,
+            transport,
+            server: Value::Null,
+            checks: Vec::new(),
+            summary: Summary::default(),
+            duration_ms: 0,
+        }
+    }
+
+    pub fn push(&mut self, c: Check) {
+        match c.status {
+            Status::Pass => self.summary.pass += 1,
+            Status::Warn => self.summary.warn += 1,
+            Status::Fail => self.summary.fail += 1,
+            Status::Skip => self.summary.skip += 1,
+        }
+        self.checks.push(c);
+    }
+
+    pub fn failed(&self) -> bool {
+        self.summary.fail > 0
+    }
+
+    pub fn render_table(&self) -> String {
+        let mut out = format!("staunch probe: {} ({})\n", self.target, self.transport);
+        if let Some(name) = self.server["name"].as_str() {
+            out.push_str(&format!(
+                "server: {} {}, protocol {}\n",
+                name,
+                self.server["version"].as_str().unwrap_or(""),
+                self.server["protocol_version"].as_str().unwrap_or("?")
+            ));
+        }
+        out.push('\n');
+        let width = self
+            .checks
+            .iter()
+            .map(|c| c.id.len())
+            .max()
+            .unwrap_or(5)
+            .max(5);
+        out.push_str(&format!("{:width$}  RESULT  EVIDENCE\n", "CHECK"));
+        for c in &self.checks {
+            out.push_str(&format!(
+                "{:width$}  {:6}  {}\n",
+                c.id,
+                c.status.label(),
+                c.evidence
+            ));
+        }
+        let s = &self.summary;
+        out.push_str(&format!(
+            "\n{} passed, {} warned, {} failed, {} skipped in {:.1} s\n",
+            s.pass,
+            s.warn,
+            s.fail,
+            s.skip,
+            self.duration_ms as f64 / 1000.0
+        ));
+        out
+    }
+}
