@@ -255,7 +255,11 @@ impl JobContext {
         if !done.is_finite() || total.is_some_and(|t| !t.is_finite()) {
             return;
         }
-        let p = json!({"progress": done, "total": total, "message": message});
+        let p = json!({
+            "progress": crate::view::number(done),
+            "total": total.map(crate::view::number),
+            "message": message,
+        });
         self.shared.set_progress(p.to_string());
     }
 

@@ -1,17 +1,33 @@
 //! Declaring a job tool: [`JobTool`] (name, description, typed body, and how it may be re-run)
 //! and the [`JobBody`] trait behind it.
 //!
-//! ```ignore
-//! JobTool::new("import_rows", "Imports rows into the warehouse.", |ctx: JobContext, a: ImportArgs| async move {
-//!     for i in 0..a.rows {
-//!         ctx.check()?;                      // stop here if cancelled
-//!         write_row(i).await;
-//!         ctx.progress((i + 1) as f64, Some(a.rows as f64), None);
-//!     }
-//!     Ok(json!({"imported": a.rows}))
-//! })
-//! .side_effects(true)   // the default: never re-run after a crash
-//! .retry_safe(false)
+//! ```
+//! use schemars::JsonSchema;
+//! use serde::{Deserialize, Serialize};
+//! use serde_json::json;
+//! use staunch_jobs::{JobContext, JobError, JobTool};
+//!
+//! #[derive(Serialize, Deserialize, JsonSchema)]
+//! struct ImportArgs {
+//!     /// Rows to import.
+//!     rows: u32,
+//! }
+//!
+//! let tool = JobTool::new(
+//!     "import_rows",
+//!     "Imports rows into the warehouse.",
+//!     |ctx: JobContext, a: ImportArgs| async move {
+//!         for i in 0..a.rows {
+//!             ctx.check()?; // stop here once cancelled, before the next write
+//!             // … write row i …
+//!             ctx.progress(f64::from(i + 1), Some(f64::from(a.rows)), None);
+//!         }
+//!         Ok::<_, JobError>(json!({"imported": a.rows}))
+//!     },
+//! )
+//! .side_effects(true) // the default
+//! .retry_safe(false); // the default: never re-run after a crash
+//! assert_eq!(tool.name(), "import_rows");
 //! ```
 
 use std::future::Future;

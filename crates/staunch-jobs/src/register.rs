@@ -77,11 +77,13 @@ impl JobRuntime {
         } else {
             "It changes nothing."
         };
-        let title = |prefix: &str| {
-            tool.title
-                .as_ref()
-                .map(|t| format!("{prefix}{t}"))
-                .unwrap_or_else(|| format!("{prefix}{name}"))
+        let base = tool.title.clone().unwrap_or_else(|| name.clone());
+        let title = |face: &str| {
+            if face.is_empty() {
+                base.clone()
+            } else {
+                format!("{base} ({face})")
+            }
         };
         let hints = json!({"readOnlyHint": !tool.side_effects, "idempotentHint": false});
         let run = ToolSpec::new(
@@ -108,28 +110,30 @@ impl JobRuntime {
                 tool.description
             ),
         )
-        .title(title("Start "))
+        .title(title("start"))
         .input_schema(schema)
         .annotations(hints);
         let get = ToolSpec::quick(
             format!("get_{name}"),
             format!(
-                "Reports a {name} job: status (queued, running, succeeded, failed or \
-                 cancelled), progress, the result or the error, and what to do next."
+                "Reports on a job started with start_{name}: status (queued, running, \
+                 succeeded, failed or cancelled), progress, the result or the error, and what \
+                 to do next."
             ),
         )
-        .title(title("Status of "))
+        .title(title("status"))
         .input_schema(schema_of::<JobIdArgs>())
         .annotations(json!({"readOnlyHint": true}));
         let cancel = ToolSpec::new(
             format!("cancel_{name}"),
             Shape::Atomic,
             format!(
-                "Asks a {name} job to stop. It stops at its next unit of work (work already done \
-                 stays done). Returns cancelling, or the final state if it had already ended."
+                "Asks a job started with start_{name} to stop. It stops at its next unit of work \
+                 (work already done stays done). Returns cancelling, or the final state if it \
+                 had already ended."
             ),
         )
-        .title(title("Cancel "))
+        .title(title("cancel"))
         .input_schema(schema_of::<JobIdArgs>())
         .annotations(
             json!({"readOnlyHint": false, "destructiveHint": false, "idempotentHint": true}),

@@ -20,10 +20,11 @@ use crate::idempotency::take_key;
 use crate::runtime::{JobRuntime, Submit, Submitted, Waited};
 use crate::view::{job_view, next_step, progress_of, start_view, tool_result};
 
-/// The arguments of `get_<tool>` and `cancel_<tool>`.
+// The arguments of `get_<tool>` and `cancel_<tool>` (a plain comment: doc comments would
+// become the schema's description, which the model reads).
 #[derive(Deserialize, JsonSchema)]
 pub(crate) struct JobIdArgs {
-    /// The job_id that start_ returned.
+    /// The job_id that the start_ tool returned.
     pub(crate) job_id: String,
 }
 

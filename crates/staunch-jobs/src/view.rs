@@ -73,14 +73,20 @@ fn seconds(ms: u64) -> String {
 
 fn progress_phrase(job: &JobRecord) -> Option<String> {
     let (done, total, message) = progress_of(job)?;
-    let mut s = match total {
-        Some(t) => format!("{done} of {t} done"),
-        None => format!("{done} done"),
-    };
-    if let Some(m) = message {
-        s.push_str(&format!(": {m}"));
+    Some(match (message, total) {
+        (Some(m), _) => m,
+        (None, Some(t)) => format!("{done} of {t} done"),
+        (None, None) => format!("{done} done"),
+    })
+}
+
+/// A whole number as a JSON integer (progress counts read better as `19` than `19.0`).
+pub(crate) fn number(x: f64) -> Value {
+    if x.fract() == 0.0 && x.abs() < 9_007_199_254_740_992.0 {
+        json!(x as i64)
+    } else {
+        json!(x)
     }
-    Some(s)
 }
 
 /// A sentence the model can act on, for the tool face.
@@ -152,7 +158,8 @@ pub fn job_view(job: &JobRecord, poll_ms: u64) -> Value {
         "created_at": iso(job.created_ms),
     });
     if let Some((done, total, message)) = progress_of(job) {
-        v["progress"] = json!({"done": done, "total": total, "message": message});
+        v["progress"] =
+            json!({"done": number(done), "total": total.map(number), "message": message});
     }
     if let Some(ms) = job.started_ms {
         v["started_at"] = iso(ms).into();
@@ -340,7 +347,7 @@ mod tests {
     fn the_get_view_says_what_to_do_next() {
         let v = job_view(&job(JobState::Running), 1000);
         assert_eq!(v["status"], "running");
-        assert_eq!(v["progress"]["done"], 3.0);
+        assert_eq!(v["progress"]["done"], 3);
         assert!(v["next"].as_str().unwrap().contains("get_import_rows"));
         let mut j = job(JobState::Failed);
         j.error_json = Some(r#"{"code":"lease_lost","message":"m"}"#.into());
