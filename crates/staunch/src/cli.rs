@@ -16,7 +16,8 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run an MCP server with the built-in example tools (stdio by default).
-    Serve(ServeArgs),
+    // Boxed: serve has many more options than the other commands.
+    Serve(Box<ServeArgs>),
     /// Call one tool on any MCP server (URL, or a command after `--`), with live progress, a
     /// timeout that cancels on the wire, and job tools and tasks followed to the end.
     Call(crate::call::CallArgs),
@@ -158,7 +159,7 @@ pub struct ServeArgs {
 /// Runs the command; returns the process exit code.
 pub async fn run(cli: Cli) -> anyhow::Result<i32> {
     match cli.command {
-        Command::Serve(args) => crate::serve::run(args).await,
+        Command::Serve(args) => crate::serve::run(*args).await,
         Command::Call(args) => crate::call::run(args).await,
         Command::Probe(args) => crate::probe::run(args).await,
         Command::Audit(args) => crate::audit_cmd::run(args),
