@@ -24,6 +24,9 @@ use crate::view::{task_object, task_status, task_terminal, tool_result};
 /// The `_meta` key that ties a message to its task.
 pub const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
 
+/// The shortest task retention granted, whatever `ttl` the requester asks for.
+const MIN_TASK_TTL: Duration = Duration::from_secs(60);
+
 /// The `tasks` capability this runtime declares.
 pub(crate) fn capability(rt: &JobRuntime) -> Value {
     let mut caps = json!({"cancel": {}, "requests": {"tools": {"call": {}}}});
@@ -88,11 +91,13 @@ pub(crate) fn create_task(
     task: Value,
 ) -> BoxFuture<'static, Result<Value, ToolError>> {
     Box::pin(async move {
+        // The ttl actually kept (and reported): at least a minute, so a task cannot vanish
+        // between its end and a requester's next poll; at most the configured maximum.
         let max = rt.config().max_task_ttl;
         let ttl = task
             .get("ttl")
             .and_then(Value::as_u64)
-            .map(|t| Duration::from_millis(t).min(max));
+            .map(|t| Duration::from_millis(t).max(MIN_TASK_TTL).min(max));
         let sub = match create(&rt, &tool, &ctx, args, ttl).await {
             Ok(s) => s,
             Err(e @ (JobsError::InvalidArguments(_) | JobsError::InvalidKey(_))) => {
