@@ -96,7 +96,14 @@ pub async fn responsiveness(p: &Probe) -> Check {
         .filter(|t| !progress_in(&w.seen, t).is_empty())
         .count();
     let ping = time(p, "ping").await;
-    let list = time(p, "tools/list").await;
+    // A loop that did not answer ping will not answer tools/list either; don't wait twice.
+    let list = match &ping.failure {
+        Some(e @ (ClientError::Timeout { .. } | ClientError::Closed(_))) => Timings {
+            samples: Vec::new(),
+            failure: Some(e.clone()),
+        },
+        _ => time(p, "tools/list").await,
+    };
     for c in calls {
         c.cancel("staunch probe: responsiveness check done");
     }
