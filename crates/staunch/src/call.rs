@@ -313,16 +313,21 @@ async fn run_task(
         ttl: Some(args.task_ttl),
         ..TaskOptions::default()
     };
+    // Polls repeat the status; show it when it changes.
+    let mut last_status = String::new();
     let r = client
         .call_tool_task(tool, arguments, opts, &topts, |ev| match ev {
             TaskEvent::Created(t) => {
-                view.note(&format!("task {} {}", t.task_id, t.status.as_str()))
+                last_status = t.status.as_str().to_string();
+                view.note(&format!("task {} {}", t.task_id, last_status));
             }
-            TaskEvent::Status(t) => view.progress(
-                0.0,
-                None,
-                Some(t.status_message.as_deref().unwrap_or(t.status.as_str())),
-            ),
+            TaskEvent::Status(t) => {
+                if t.status.as_str() != last_status {
+                    last_status = t.status.as_str().to_string();
+                    let msg = t.status_message.as_deref().unwrap_or("");
+                    view.note(&format!("task {} {last_status} {msg}", t.task_id));
+                }
+            }
             TaskEvent::Progress(p) => view.progress(p.progress, p.total, p.message.as_deref()),
             TaskEvent::CancelSent(v) => view.note(&format!(
                 "tasks/cancel: {}",
