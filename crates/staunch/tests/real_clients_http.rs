@@ -61,7 +61,10 @@ async fn typescript_sdk_timeout_sends_a_cancel_that_stops_the_work() {
     assert_eq!(v["late_response"], false, "{v}");
     assert_eq!(v["echo_after"], "still alive");
     let lines = s
-        .log_until(|l| l.iter().any(|x| x["event"] == "request.cancel_received"))
+        .log_until(|l| {
+            l.iter()
+                .any(|x| x["event"] == "request.end" && x["outcome"] == "cancelled")
+        })
         .await;
     let cancelled: Vec<&Value> = lines
         .iter()

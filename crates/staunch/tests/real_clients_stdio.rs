@@ -15,7 +15,7 @@ fn run_py(args: &[&str]) -> Option<Value> {
         .args(args)
         .arg("--")
         .arg(common::BIN)
-        .args(["serve", "--no-log"])
+        .args(["serve", "--no-log", "--store", ":memory:"])
         .output()
         .expect("run python client");
     assert!(

@@ -40,10 +40,17 @@ impl Proc {
     pub async fn spawn(extra: &[&str]) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let log_path = dir.path().join("lifecycle.jsonl");
+        // No stray staunch.db in the working directory unless a test names a store.
+        let store: &[&str] = if extra.contains(&"--store") {
+            &[]
+        } else {
+            &["--store", ":memory:"]
+        };
         let mut child = Command::new(BIN)
             .arg("serve")
             .arg("--log-file")
             .arg(&log_path)
+            .args(store)
             .args(extra)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
