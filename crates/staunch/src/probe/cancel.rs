@@ -82,16 +82,26 @@ pub async fn checks(p: &Probe) -> Vec<Check> {
         )
     } else {
         match last_after {
-            None => Check::new(
-                ROUTED,
-                Status::Pass,
-                format!(
-                    "progress stopped at the cancel: none in the {} after it (one every {} before); {alive}",
-                    ms(window),
-                    ms(p.step)
-                ),
-                data.clone(),
-            ),
+            None => {
+                let last_before = prog
+                    .iter()
+                    .filter(|(at, _)| *at <= t_cancel)
+                    .map(|(at, _)| t_cancel.saturating_duration_since(*at))
+                    .min()
+                    .unwrap_or_default();
+                Check::new(
+                    ROUTED,
+                    Status::Pass,
+                    format!(
+                        "progress stopped at the cancel: the last came {} before it, none in the {} \
+                         after it (one every {} before); {alive}",
+                        ms(last_before),
+                        ms(window),
+                        ms(p.step)
+                    ),
+                    data.clone(),
+                )
+            }
             Some(d) if after.len() <= 2 && d <= p.step * 2 + Duration::from_millis(100) => {
                 Check::new(
                     ROUTED,

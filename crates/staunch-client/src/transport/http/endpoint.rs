@@ -1,0 +1,272 @@
+//! The raw layer of Streamable HTTP: one endpoint URL with a connection pool, requests with
+//! exact headers, and bodies read as text or as SSE events. The transport builds on it; so
+//! does `staunch probe`, which needs to send what a well-behaved client never would.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use hyper::{Method, Request, Uri};
+use hyper_util::client::legacy::Client as HyperClient;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+
+use super::POST_ACCEPT;
+use crate::ClientError;
+use crate::sse::{SseEvent, SseParser};
+
+/// One MCP endpoint URL and a connection pool to it.
+#[derive(Clone, Debug)]
+pub struct HttpEndpoint {
+    uri: Uri,
+    client: HyperClient<HttpConnector, Full<Bytes>>,
+    extra: Arc<Vec<(HeaderName, HeaderValue)>>,
+}
+
+impl HttpEndpoint {
+    /// An endpoint for an `http://` URL (TLS is not supported: staunch talks to loopback and
+    /// to servers behind a terminating proxy).
+    pub fn new(url: &str) -> Result<Self, ClientError> {
+        Self::with_headers(url, &[])
+    }
+
+    /// Same, with headers added to every request.
+    pub fn with_headers(url: &str, headers: &[(String, String)]) -> Result<Self, ClientError> {
+        let bad = |why: &str| ClientError::InvalidUrl {
+            url: url.to_string(),
+            why: why.to_string(),
+        };
+        let uri: Uri = url
+            .parse()
+            .map_err(|e: hyper::http::uri::InvalidUri| bad(&e.to_string()))?;
+        match uri.scheme_str() {
+            Some("http") => {}
+            Some("https") => return Err(bad("https is not supported; use http:// on loopback")),
+            _ => return Err(bad("expected an http:// URL")),
+        }
+        if uri.host().is_none() {
+            return Err(bad("no host"));
+        }
+        let extra = headers
+            .iter()
+            .map(|(k, v)| {
+                let name = HeaderName::try_from(k.as_str()).map_err(|e| bad(&e.to_string()))?;
+                let value = HeaderValue::try_from(v.as_str()).map_err(|e| bad(&e.to_string()))?;
+                Ok((name, value))
+            })
+            .collect::<Result<Vec<_>, ClientError>>()?;
+        let mut connector = HttpConnector::new();
+        // Without TCP_NODELAY small SSE writes can stall ~40 ms behind Nagle + delayed ACK.
+        connector.set_nodelay(true);
+        connector.set_connect_timeout(Some(Duration::from_secs(10)));
+        let client = HyperClient::builder(TokioExecutor::new()).build(connector);
+        Ok(Self {
+            uri,
+            client,
+            extra: Arc::new(extra),
+        })
+    }
+
+    /// The URL.
+    pub fn url(&self) -> String {
+        self.uri.to_string()
+    }
+
+    /// `scheme://host:port`, e.g. for an `Origin` header that matches the server.
+    pub fn origin(&self) -> String {
+        let scheme = self.uri.scheme_str().unwrap_or("http");
+        let auth = self.uri.authority().map(|a| a.as_str()).unwrap_or("");
+        format!("{scheme}://{auth}")
+    }
+
+    /// POST a JSON body with `Content-Type: application/json` and the MCP `Accept`, plus
+    /// `headers` (which override those two when they name them).
+    pub async fn post(
+        &self,
+        body: Vec<u8>,
+        headers: &[(&str, &str)],
+    ) -> Result<RawResponse, ClientError> {
+        let mut all = vec![
+            ("content-type", "application/json"),
+            ("accept", POST_ACCEPT),
+        ];
+        all.extend_from_slice(headers);
+        self.send(Method::POST, Bytes::from(body), &all).await
+    }
+
+    /// GET with `Accept: text/event-stream` plus `headers`.
+    pub async fn get(&self, headers: &[(&str, &str)]) -> Result<RawResponse, ClientError> {
+        let mut all = vec![("accept", "text/event-stream")];
+        all.extend_from_slice(headers);
+        self.send(Method::GET, Bytes::new(), &all).await
+    }
+
+    /// DELETE with `headers`.
+    pub async fn delete(&self, headers: &[(&str, &str)]) -> Result<RawResponse, ClientError> {
+        self.send(Method::DELETE, Bytes::new(), headers).await
+    }
+
+    async fn send(
+        &self,
+        method: Method,
+        body: Bytes,
+        headers: &[(&str, &str)],
+    ) -> Result<RawResponse, ClientError> {
+        let mut req = Request::builder()
+            .method(method)
+            .uri(self.uri.clone())
+            .body(Full::new(body))
+            .map_err(|e| ClientError::Connect(e.to_string()))?;
+        let h = req.headers_mut();
+        for (k, v) in self.extra.iter() {
+            h.insert(k.clone(), v.clone());
+        }
+        for (k, v) in headers {
+            let name = HeaderName::try_from(*k).map_err(|e| ClientError::Connect(e.to_string()))?;
+            let value =
+                HeaderValue::try_from(*v).map_err(|e| ClientError::Connect(e.to_string()))?;
+            h.insert(name, value);
+        }
+        let resp = self
+            .client
+            .request(req)
+            .await
+            .map_err(|e| ClientError::Connect(error_chain(&e)))?;
+        let (parts, body) = resp.into_parts();
+        Ok(RawResponse {
+            status: parts.status.as_u16(),
+            headers: parts.headers,
+            body,
+        })
+    }
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cur = c.source();
+    }
+    s
+}
+
+/// A response whose body has not been read yet.
+#[derive(Debug)]
+pub struct RawResponse {
+    status: u16,
+    headers: HeaderMap,
+    body: Incoming,
+}
+
+impl RawResponse {
+    /// The status code.
+    pub fn status(&self) -> u16 {
+        self.status
+    }
+
+    /// A header as text.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    /// Whether the body is an SSE stream.
+    pub fn is_sse(&self) -> bool {
+        self.header(CONTENT_TYPE.as_str())
+            .is_some_and(|c| c.trim_start().starts_with("text/event-stream"))
+    }
+
+    /// Reads the body as text, up to `limit` bytes (the rest is dropped).
+    pub async fn text(self, limit: usize) -> Result<String, ClientError> {
+        let mut body = self.body;
+        let mut buf = Vec::new();
+        while let Some(frame) = body.frame().await {
+            let frame = frame.map_err(|e| ClientError::Connect(error_chain(&e)))?;
+            if let Ok(data) = frame.into_data() {
+                let room = limit.saturating_sub(buf.len());
+                buf.extend_from_slice(&data[..data.len().min(room)]);
+                if buf.len() >= limit {
+                    break;
+                }
+            }
+        }
+        Ok(String::from_utf8_lossy(&buf).into_owned())
+    }
+
+    /// The body as a stream of SSE events.
+    pub fn into_sse(self) -> SseStream {
+        SseStream {
+            body: Some(self.body),
+            parser: SseParser::new(),
+            queue: Default::default(),
+        }
+    }
+}
+
+/// An SSE body read event by event.
+#[derive(Debug)]
+pub struct SseStream {
+    body: Option<Incoming>,
+    parser: SseParser,
+    queue: std::collections::VecDeque<SseEvent>,
+}
+
+impl SseStream {
+    /// The next event; `Ok(None)` when the server ended the stream, `Err` when the
+    /// connection broke.
+    pub async fn next_event(&mut self) -> Result<Option<SseEvent>, ClientError> {
+        loop {
+            if let Some(ev) = self.queue.pop_front() {
+                return Ok(Some(ev));
+            }
+            let Some(body) = self.body.as_mut() else {
+                return Ok(None);
+            };
+            match body.frame().await {
+                None => {
+                    self.body = None;
+                    return Ok(None);
+                }
+                Some(Err(e)) => {
+                    self.body = None;
+                    return Err(ClientError::Connect(error_chain(&e)));
+                }
+                Some(Ok(frame)) => {
+                    if let Ok(data) = frame.into_data() {
+                        let evs = self
+                            .parser
+                            .feed(&data)
+                            .map_err(|e| ClientError::Protocol(e.to_string()))?;
+                        self.queue.extend(evs);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The last event id seen on this stream (and the streams it was resumed into).
+    pub fn last_event_id(&self) -> Option<&str> {
+        self.parser.last_event_id()
+    }
+
+    /// The last `retry` the server sent.
+    pub fn retry(&self) -> Option<Duration> {
+        self.parser.retry()
+    }
+
+    /// Drops the connection (the way a flaky network would).
+    pub fn drop_connection(&mut self) {
+        self.body = None;
+    }
+
+    /// Continues with the body of a resumption GET, keeping the last id and `retry`.
+    pub fn resume_with(&mut self, next: RawResponse) {
+        self.body = Some(next.body);
+        self.queue.clear();
+        self.parser = std::mem::take(&mut self.parser).continue_after();
+    }
+}
