@@ -1,0 +1,400 @@
+//! The HTTP transport against a scripted HTTP/1.1 server on loopback: headers it must send,
+//! JSON and SSE answers, resumption with `Last-Event-ID` after the server's `retry`, and what
+//! happens when resuming is impossible (the call fails; it is never sent twice).
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use staunch_client::{CallOptions, Client, ClientError, ConnectOptions, HttpOptions};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// One request as the server saw it.
+#[derive(Clone, Debug)]
+struct Seen {
+    method: String,
+    headers: Vec<(String, String)>,
+    body: Value,
+    at: Instant,
+}
+
+impl Seen {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+    fn rpc_method(&self) -> &str {
+        self.body["method"].as_str().unwrap_or("")
+    }
+}
+
+enum Reply {
+    Json(u16, Value),
+    Empty(u16),
+    /// SSE events, then the connection is cut without ending the stream.
+    SseCut(Vec<String>),
+    /// SSE events, then the stream ends properly.
+    Sse(Vec<String>),
+}
+
+type Script = Arc<dyn Fn(&Seen) -> Reply + Send + Sync>;
+
+struct Fake {
+    port: u16,
+    seen: Arc<Mutex<Vec<Seen>>>,
+}
+
+impl Fake {
+    async fn start(script: impl Fn(&Seen) -> Reply + Send + Sync + 'static) -> Self {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = l.local_addr().unwrap().port();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let script: Script = Arc::new(script);
+        let s = seen.clone();
+        tokio::spawn(async move {
+            for _ in 0..100 {
+                let Ok((sock, _)) = l.accept().await else {
+                    return;
+                };
+                tokio::spawn(serve(sock, script.clone(), s.clone()));
+            }
+        });
+        Self { port, seen }
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/mcp", self.port)
+    }
+
+    fn seen(&self) -> Vec<Seen> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+async fn serve(mut sock: TcpStream, script: Script, seen: Arc<Mutex<Vec<Seen>>>) {
+    let mut buf = Vec::new();
+    // Several requests per connection (keep-alive), bounded.
+    for _ in 0..100 {
+        let head_end = loop {
+            if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                break i;
+            }
+            let mut chunk = [0u8; 4096];
+            match sock.read(&mut chunk).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            }
+        };
+        let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
+        let mut lines = head.split("\r\n");
+        let method = lines
+            .next()
+            .unwrap_or("")
+            .split(' ')
+            .next()
+            .unwrap_or("")
+            .to_string();
+        let headers: Vec<(String, String)> = lines
+            .filter_map(|l| l.split_once(':'))
+            .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+            .collect();
+        let len: usize = headers
+            .iter()
+            .find(|(k, _)| k == "content-length")
+            .and_then(|(_, v)| v.parse().ok())
+            .unwrap_or(0);
+        let start = head_end + 4;
+        while buf.len() < start + len {
+            let mut chunk = [0u8; 4096];
+            match sock.read(&mut chunk).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            }
+        }
+        let body = serde_json::from_slice(&buf[start..start + len]).unwrap_or(Value::Null);
+        buf.drain(..start + len);
+        let req = Seen {
+            method,
+            headers,
+            body,
+            at: Instant::now(),
+        };
+        seen.lock().unwrap().push(req.clone());
+        let ok = match script(&req) {
+            Reply::Json(status, v) => {
+                let b = v.to_string();
+                let mut h = format!(
+                    "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\n",
+                    b.len()
+                );
+                if req.rpc_method() == "initialize" {
+                    h.push_str("mcp-session-id: S-1\r\n");
+                }
+                sock.write_all(format!("{h}\r\n{b}").as_bytes())
+                    .await
+                    .is_ok()
+            }
+            Reply::Empty(status) => sock
+                .write_all(format!("HTTP/1.1 {status} X\r\ncontent-length: 0\r\n\r\n").as_bytes())
+                .await
+                .is_ok(),
+            Reply::Sse(events) | Reply::SseCut(events) if events.is_empty() => false,
+            r @ (Reply::Sse(_) | Reply::SseCut(_)) => {
+                let (events, cut) = match r {
+                    Reply::Sse(e) => (e, false),
+                    Reply::SseCut(e) => (e, true),
+                    _ => unreachable!(),
+                };
+                let mut out = String::from(
+                    "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n",
+                );
+                for e in events {
+                    out.push_str(&format!("{:x}\r\n{e}\r\n", e.len()));
+                }
+                if cut {
+                    let _ = sock.write_all(out.as_bytes()).await;
+                    let _ = sock.flush().await;
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    return; // drop the connection mid-stream
+                }
+                out.push_str("0\r\n\r\n");
+                sock.write_all(out.as_bytes()).await.is_ok()
+            }
+        };
+        if !ok {
+            return;
+        }
+    }
+}
+
+fn init_reply(req: &Seen) -> Option<Reply> {
+    match req.rpc_method() {
+        "initialize" => Some(Reply::Json(
+            200,
+            json!({"jsonrpc":"2.0","id":req.body["id"],"result":{
+                "protocolVersion":"2025-11-25","capabilities":{"tools":{}},
+                "serverInfo":{"name":"fake-http","version":"0"}}}),
+        )),
+        "notifications/initialized" | "notifications/cancelled" => Some(Reply::Empty(202)),
+        _ if req.method == "DELETE" => Some(Reply::Empty(200)),
+        _ => None,
+    }
+}
+
+fn event(id: &str, msg: &Value) -> String {
+    format!("id: {id}\ndata: {msg}\n\n")
+}
+
+fn progress(req: &Seen, n: u32) -> Value {
+    json!({"jsonrpc":"2.0","method":"notifications/progress",
+           "params":{"progressToken":req.body["params"]["_meta"]["progressToken"],"progress":n}})
+}
+
+/// Our own resumption delay is a minute: a test that finishes followed the server's `retry`
+/// (the calls give up after 30 s).
+fn opts() -> ConnectOptions {
+    ConnectOptions {
+        http: HttpOptions {
+            default_retry: Duration::from_secs(60),
+            ..HttpOptions::default()
+        },
+        ..ConnectOptions::default()
+    }
+}
+
+fn call_opts() -> CallOptions {
+    CallOptions::default()
+        .timeout(Duration::from_secs(20))
+        .max_total(Duration::from_secs(30))
+}
+
+#[tokio::test]
+async fn a_dropped_stream_is_resumed_after_retry_with_last_event_id() {
+    let call_id = Arc::new(Mutex::new(Value::Null));
+    let cid = call_id.clone();
+    let fake = Fake::start(move |req| {
+        if let Some(r) = init_reply(req) {
+            return r;
+        }
+        match (req.method.as_str(), req.rpc_method()) {
+            ("POST", "tools/call") => {
+                *cid.lock().unwrap() = req.body["id"].clone();
+                // Priming event with a retry, one progress, then the connection is cut.
+                Reply::SseCut(vec![
+                    "id: e1\nretry: 150\ndata:\n\n".into(),
+                    event("e2", &progress(req, 1)),
+                ])
+            }
+            ("GET", _) => {
+                let id = cid.lock().unwrap().clone();
+                Reply::Sse(vec![
+                    event(
+                        "e3",
+                        &json!({"jsonrpc":"2.0","method":"notifications/progress",
+                        "params":{"progressToken":id,"progress":2}}),
+                    ),
+                    event(
+                        "e4",
+                        &json!({"jsonrpc":"2.0","id":id,"result":{
+                        "content":[{"type":"text","text":"done"}]}}),
+                    ),
+                ])
+            }
+            _ => Reply::Empty(400),
+        }
+    })
+    .await;
+    let client = Client::connect_http(&fake.url(), &opts()).await.unwrap();
+    let mut seen = Vec::new();
+    let r = client
+        .call_tool("slow", json!({}), &call_opts(), |p| seen.push(p.progress))
+        .await
+        .expect("resumed");
+    assert_eq!(r["content"][0]["text"], "done");
+    assert_eq!(seen, [1.0, 2.0]);
+    assert_eq!(client.resumes(), 1);
+    client.close().await;
+
+    let reqs = fake.seen();
+    let calls: Vec<_> = reqs
+        .iter()
+        .filter(|r| r.rpc_method() == "tools/call")
+        .collect();
+    assert_eq!(calls.len(), 1, "never sent twice");
+    let get = reqs
+        .iter()
+        .find(|r| r.method == "GET")
+        .expect("a resumption GET");
+    assert_eq!(get.header("last-event-id"), Some("e2"));
+    assert_eq!(get.header("accept"), Some("text/event-stream"));
+    assert_eq!(get.header("mcp-session-id"), Some("S-1"));
+    assert_eq!(get.header("mcp-protocol-version"), Some("2025-11-25"));
+    // The server's retry (150 ms) was waited for, and it replaced our one-minute default.
+    let waited = get.at.duration_since(calls[0].at);
+    assert!(waited >= Duration::from_millis(150), "{waited:?}");
+    assert!(
+        reqs.iter()
+            .any(|r| r.method == "DELETE" && r.header("mcp-session-id") == Some("S-1"))
+    );
+}
+
+#[tokio::test]
+async fn headers_on_every_request() {
+    let fake = Fake::start(|req| {
+        if let Some(r) = init_reply(req) {
+            return r;
+        }
+        Reply::Json(
+            200,
+            json!({"jsonrpc":"2.0","id":req.body["id"],"result":{}}),
+        )
+    })
+    .await;
+    let client = Client::connect_http(&fake.url(), &opts()).await.unwrap();
+    client
+        .request("ping", None, &call_opts().progress(false))
+        .await
+        .unwrap();
+    client.close().await;
+    let reqs = fake.seen();
+    let init = &reqs[0];
+    assert_eq!(init.rpc_method(), "initialize");
+    assert_eq!(
+        init.header("accept"),
+        Some("application/json, text/event-stream")
+    );
+    assert_eq!(init.header("mcp-session-id"), None);
+    assert_eq!(init.header("mcp-protocol-version"), None);
+    for r in &reqs[1..] {
+        assert_eq!(r.header("mcp-session-id"), Some("S-1"), "{r:?}");
+        assert_eq!(
+            r.header("mcp-protocol-version"),
+            Some("2025-11-25"),
+            "{r:?}"
+        );
+    }
+    assert!(
+        reqs.iter()
+            .any(|r| r.rpc_method() == "notifications/initialized")
+    );
+    assert!(reqs.iter().any(|r| r.rpc_method() == "ping"));
+}
+
+#[tokio::test]
+async fn no_event_id_means_the_call_is_lost_not_repeated() {
+    let fake = Fake::start(|req| {
+        if let Some(r) = init_reply(req) {
+            return r;
+        }
+        match req.rpc_method() {
+            "tools/call" => Reply::SseCut(vec![format!("data: {}\n\n", progress(req, 1))]),
+            _ => Reply::Empty(405),
+        }
+    })
+    .await;
+    let client = Client::connect_http(&fake.url(), &opts()).await.unwrap();
+    let r = client
+        .call_tool("slow", json!({}), &call_opts(), |_| {})
+        .await;
+    assert!(matches!(r, Err(ClientError::StreamLost(_))), "{r:?}");
+    let reqs = fake.seen();
+    assert_eq!(
+        reqs.iter()
+            .filter(|r| r.rpc_method() == "tools/call")
+            .count(),
+        1
+    );
+    assert!(
+        !reqs.iter().any(|r| r.method == "GET"),
+        "nothing to resume from"
+    );
+}
+
+#[tokio::test]
+async fn a_refused_resume_is_reported_and_not_repeated() {
+    let fake = Fake::start(|req| {
+        if let Some(r) = init_reply(req) {
+            return r;
+        }
+        match (req.method.as_str(), req.rpc_method()) {
+            ("POST", "tools/call") => Reply::SseCut(vec!["id: e1\nretry: 10\ndata:\n\n".into()]),
+            _ => Reply::Empty(405),
+        }
+    })
+    .await;
+    let client = Client::connect_http(&fake.url(), &opts()).await.unwrap();
+    let r = client
+        .call_tool("slow", json!({}), &call_opts(), |_| {})
+        .await;
+    match r {
+        Err(ClientError::StreamLost(why)) => assert!(why.contains("405"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+    let reqs = fake.seen();
+    assert_eq!(
+        reqs.iter()
+            .filter(|r| r.rpc_method() == "tools/call")
+            .count(),
+        1
+    );
+    assert_eq!(reqs.iter().filter(|r| r.method == "GET").count(), 1);
+}
+
+#[tokio::test]
+async fn a_forgotten_session_is_session_expired() {
+    let fake = Fake::start(|req| {
+        if let Some(r) = init_reply(req) {
+            return r;
+        }
+        Reply::Json(404, json!({"jsonrpc":"2.0","id":null,"error":{"code":-32001,"message":"Session not found"}}))
+    })
+    .await;
+    let client = Client::connect_http(&fake.url(), &opts()).await.unwrap();
+    let r = client
+        .request("tools/list", None, &call_opts().progress(false))
+        .await;
+    assert!(matches!(r, Err(ClientError::SessionExpired)), "{r:?}");
+}
