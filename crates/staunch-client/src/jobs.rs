@@ -232,7 +232,9 @@ impl Client {
             ..call.clone()
         };
 
-        // Start, retrying with the same key.
+        // Start, retrying with the same key. The caller's cancel is deliberately not applied
+        // to a start in flight: the server may already have created the job, and only its id
+        // lets us cancel it, so a cancel takes effect right after the start answers (below).
         let mut attempt = 0;
         let handle = loop {
             attempt += 1;

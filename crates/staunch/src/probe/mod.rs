@@ -79,6 +79,9 @@ pub struct ProbeArgs {
     /// Show a spawned server's stderr.
     #[arg(long)]
     pub server_stderr: bool,
+    /// An HTTP header for every request (`Name: value`), e.g. Authorization.
+    #[arg(long = "header", value_parser = crate::args::parse_header)]
+    pub headers: Vec<(String, String)>,
 }
 
 /// What the checks share.
@@ -172,6 +175,7 @@ pub async fn run(args: ProbeArgs) -> anyhow::Result<i32> {
         http: HttpOptions {
             // Long enough to see a late answer to a cancelled request.
             linger_after_cancel: Duration::from_secs(5),
+            headers: args.headers.clone(),
             ..HttpOptions::default()
         },
         ..ConnectOptions::default()
