@@ -38,10 +38,11 @@ use crate::servers::{Kind, Programs, Transport};
 #[command(name = "staunch-bench", version)]
 struct Args {
     /// Servers to run (staunch, rmcp, ts, python, bare), comma-separated.
+    /// `staunch-mem` is staunch with `--store :memory:` (HTTP only; stdio keeps no events).
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "staunch,rmcp,ts,python,bare"
+        default_value = "staunch,staunch-mem,rmcp,ts,python,bare"
     )]
     servers: Vec<String>,
     /// Transports (stdio, http), comma-separated. HTTP is skipped for staunch when its
@@ -60,6 +61,10 @@ struct Args {
     /// Seconds of each throughput measurement (after the warm-up).
     #[arg(long, default_value_t = 3.0)]
     secs: f64,
+    /// Throughput rounds: every server is measured once per round, servers interleaved, and
+    /// the median is reported (a shared 2-core machine drifts by tens of percent).
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
     /// Seconds of warm-up before each throughput measurement.
     #[arg(long, default_value_t = 1.0)]
     warmup_secs: f64,
@@ -82,10 +87,11 @@ struct Args {
     #[arg(long, default_value = "target/release/staunch")]
     staunch: PathBuf,
     /// Flags for `staunch serve`, chosen for the load: no lifecycle log (the peers write
-    /// none), and room for 10,000 in-flight calls (the default limit is 1,024).
+    /// none), room for 10,000 in-flight calls (the default limit is 1,024) and for 1,000 SSE
+    /// connections in one HTTP session (the default limit is 256).
     #[arg(
         long,
-        default_value = "--no-log --max-in-flight 20000",
+        default_value = "--no-log --max-in-flight 20000 --max-streams-per-session 20000",
         allow_hyphen_values = true
     )]
     staunch_flags: String,
@@ -153,6 +159,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         mem_stdio: args.mem_stdio.clone(),
         mem_http: args.mem_http.clone(),
         only: args.only.clone(),
+        rounds: args.rounds.max(1),
     };
     let staunch_http = staunch_has_http(&args.staunch);
 
@@ -171,7 +178,10 @@ async fn run(args: Args) -> anyhow::Result<()> {
             if k == Kind::StaunchMem && t == Transport::Stdio {
                 continue;
             }
-            if matches!(k, Kind::Staunch | Kind::StaunchMem) && t == Transport::Http && !staunch_http {
+            if matches!(k, Kind::Staunch | Kind::StaunchMem)
+                && t == Transport::Http
+                && !staunch_http
+            {
                 let note = "staunch HTTP not measured: this staunch binary has no `serve --http`"
                     .to_string();
                 eprintln!("{note}");
@@ -187,8 +197,26 @@ async fn run(args: Args) -> anyhow::Result<()> {
             scenarios::bench(k, t, &programs, &opts, &mut report).await;
         }
     }
+    if opts.wants("throughput") {
+        let runs: Vec<(Kind, Transport)> = transports
+            .iter()
+            .flat_map(|&t| kinds.iter().map(move |&k| (k, t)))
+            .filter(|&(k, t)| match k {
+                Kind::StaunchMem if t == Transport::Stdio => false,
+                Kind::Staunch | Kind::StaunchMem => t == Transport::Stdio || staunch_http,
+                _ => true,
+            })
+            .collect();
+        eprintln!(
+            "[{:>5.0}s] throughput, {} rounds",
+            started.elapsed().as_secs_f64(),
+            opts.rounds
+        );
+        scenarios::throughput_phase(&runs, &programs, &opts, &mut report).await;
+    }
     let _ = std::fs::remove_dir_all(&programs.scratch);
     let (burst, rate) = progress_limits(&programs.staunch_flags);
+    report.sort_rows();
     targets::check(&mut report, (burst, rate));
 
     let meta = json!({

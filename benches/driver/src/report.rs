@@ -78,6 +78,33 @@ impl Report {
         row.cells.insert(kind, cell);
     }
 
+    /// Orders the rows as DESIGN.md's Targets table does (stable: stdio before HTTP).
+    pub fn sort_rows(&mut self) {
+        const ORDER: [&str; 14] = [
+            "cancel.stop",
+            "cancel.late_progress",
+            "cancel.response",
+            "cancel.sse_close",
+            "mem.survive",
+            "ping",
+            "tput",
+            "mem.idle",
+            "mem.per_call",
+            "mem.after_cancel",
+            "mem.leak",
+            "resume",
+            "flood",
+            "",
+        ];
+        let rank = |k: &str| {
+            ORDER
+                .iter()
+                .position(|p| k.starts_with(p))
+                .unwrap_or(ORDER.len())
+        };
+        self.rows.sort_by_key(|r| rank(&r.key));
+    }
+
     pub fn get(&self, key: &str, kind: Kind) -> Option<&Cell> {
         self.rows.iter().find(|r| r.key == key)?.cells.get(&kind)
     }

@@ -18,10 +18,7 @@ impl SseParser {
     /// Adds bytes; complete events become available from [`SseParser::drain`].
     pub fn push(&mut self, bytes: &[u8]) {
         self.buf.extend_from_slice(bytes);
-        loop {
-            let Some((end, sep)) = find_blank_line(&self.buf) else {
-                break;
-            };
+        while let Some((end, sep)) = find_blank_line(&self.buf) {
             let block: Vec<u8> = self.buf.drain(..end + sep).collect();
             if let Some(e) = parse_block(&block[..end]) {
                 self.ready.push(e);

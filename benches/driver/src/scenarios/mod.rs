@@ -27,10 +27,11 @@ pub struct Opts {
     pub mem_stdio: Vec<usize>,
     pub mem_http: Vec<usize>,
     pub only: Option<Vec<String>>,
+    pub rounds: usize,
 }
 
 impl Opts {
-    fn wants(&self, scenario: &str) -> bool {
+    pub fn wants(&self, scenario: &str) -> bool {
         self.only
             .as_ref()
             .is_none_or(|o| o.iter().any(|s| s == scenario))
@@ -63,16 +64,16 @@ pub async fn bench(
 ) {
     let tk = t.key();
     if kind.has_slow_tools() {
-        if opts.wants("cancel") || opts.wants("ping") || opts.wants("flood") {
-            if let Err(e) = behaviour(kind, t, programs, opts, report).await {
-                fail(
-                    report,
-                    &format!("cancel.stop_p50.{tk}"),
-                    &format!("cancel → last progress p50 ({tk})"),
-                    kind,
-                    &e,
-                );
-            }
+        if (opts.wants("cancel") || opts.wants("ping") || opts.wants("flood"))
+            && let Err(e) = behaviour(kind, t, programs, opts, report).await
+        {
+            fail(
+                report,
+                &format!("cancel.stop_p50.{tk}"),
+                &format!("cancel → last progress p50 ({tk})"),
+                kind,
+                &e,
+            );
         }
         if opts.wants("memory") {
             let counts = if t == Transport::Stdio {
@@ -103,9 +104,6 @@ pub async fn bench(
                 &e,
             ),
         }
-    }
-    if opts.wants("throughput") {
-        tput(kind, t, programs, opts, report).await;
     }
 }
 
@@ -423,63 +421,93 @@ async fn idle_only(kind: Kind, t: Transport, programs: &Programs) -> anyhow::Res
     crate::procfs::rss_bytes(srv.pid).ok_or_else(|| anyhow::anyhow!("no RSS"))
 }
 
-async fn tput(kind: Kind, t: Transport, programs: &Programs, opts: &Opts, report: &mut Report) {
+/// Throughput, interleaved: each round measures every (server, transport) once, so drift of
+/// the machine hits them alike; the median of the rounds is reported with the range.
+pub async fn throughput_phase(
+    runs: &[(Kind, Transport)],
+    programs: &Programs,
+    opts: &Opts,
+    report: &mut Report,
+) {
+    use std::collections::BTreeMap;
+    let mut samples: BTreeMap<(String, Kind), Vec<anyhow::Result<throughput::Rate>>> =
+        BTreeMap::new();
+    let mut labels: BTreeMap<String, String> = BTreeMap::new();
+    for _ in 0..opts.rounds {
+        for &(kind, t) in runs {
+            for (key, label, r) in tput_once(kind, t, programs, opts).await {
+                labels.insert(key.clone(), label);
+                samples.entry((key, kind)).or_default().push(r);
+            }
+        }
+    }
+    for ((key, kind), rs) in samples {
+        let label = labels.get(&key).cloned().unwrap_or_default();
+        let mut ok: Vec<f64> = rs
+            .iter()
+            .filter_map(|r| r.as_ref().ok().map(|r| r.per_sec))
+            .collect();
+        let errors: u64 = rs
+            .iter()
+            .filter_map(|r| r.as_ref().ok().map(|r| r.errors))
+            .sum();
+        if ok.is_empty() {
+            if let Some(Err(e)) = rs.into_iter().find(|r| r.is_err()) {
+                fail(report, &key, &label, kind, &e);
+            }
+            continue;
+        }
+        ok.sort_by(f64::total_cmp);
+        let median = ok[ok.len() / 2];
+        let mut text = stats::rate(median);
+        if ok.len() > 1 {
+            text.push_str(&format!(
+                " ({}–{})",
+                stats::rate(ok[0]).trim_end_matches("/s"),
+                stats::rate(ok[ok.len() - 1]).trim_end_matches("/s")
+            ));
+        }
+        if errors > 0 {
+            text.push_str(&format!(" ({errors} errors)"));
+        }
+        report.set(&key, &label, Better::Higher, kind, Cell::num(median, text));
+    }
+}
+
+/// One round for one server on one transport: (key, label, rate) per measurement.
+async fn tput_once(
+    kind: Kind,
+    t: Transport,
+    programs: &Programs,
+    opts: &Opts,
+) -> Vec<(String, String, anyhow::Result<throughput::Rate>)> {
     match t {
         Transport::Stdio => {
-            let key = "tput.stdio.16";
-            let label = "echo throughput, stdio, 16 in flight";
             let r = async {
                 let mut srv = servers::spawn(programs, kind, t).await?;
                 throughput::stdio(&mut srv, 16, opts.warmup, opts.measure).await
             }
             .await;
-            tput_cell(report, key, label, kind, r);
+            vec![(
+                "tput.stdio.16".into(),
+                "echo throughput, stdio, 16 in flight".into(),
+                r,
+            )]
         }
         Transport::Http => {
-            let srv = match servers::spawn(programs, kind, t).await {
-                Ok(s) => s,
-                Err(e) => {
-                    return fail(
-                        report,
-                        "tput.http.1",
-                        "echo throughput, HTTP, concurrency 1",
-                        kind,
-                        &e,
-                    );
-                }
-            };
+            let srv = servers::spawn(programs, kind, t).await;
+            let mut out = Vec::new();
             for c in [1usize, 16, 64] {
                 let key = format!("tput.http.{c}");
                 let label = format!("echo throughput, HTTP, concurrency {c}");
-                let r = throughput::http(srv.port, c, opts.warmup, opts.measure).await;
-                tput_cell(report, &key, &label, kind, r);
+                let r = match &srv {
+                    Ok(srv) => throughput::http(srv.port, c, opts.warmup, opts.measure).await,
+                    Err(e) => Err(anyhow::anyhow!("{e:#}")),
+                };
+                out.push((key, label, r));
             }
+            out
         }
-    }
-}
-
-fn tput_cell(
-    report: &mut Report,
-    key: &str,
-    label: &str,
-    kind: Kind,
-    r: anyhow::Result<throughput::Rate>,
-) {
-    match r {
-        Ok(rate) => {
-            let mut text = stats::rate(rate.per_sec);
-            if rate.errors > 0 {
-                text.push_str(&format!(" ({} errors)", rate.errors));
-            }
-            report.set(
-                key,
-                label,
-                Better::Higher,
-                kind,
-                Cell::num(rate.per_sec, text),
-            );
-        }
-        Err(e) => fail(report, key, label, kind, &e),
     }
 }
 
