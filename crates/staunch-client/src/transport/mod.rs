@@ -1,7 +1,6 @@
 //! The two ways to reach a server. Both hand what they read to the client's router (as
 //! `Inbound` items: a message, a failed request, a closed connection) and take outgoing frames
-//! without blocking, so
-//! a cancel can be sent from anywhere, even from a `Drop`.
+//! without blocking, so a cancel can be sent from anywhere, even from a `Drop`.
 
 pub mod http;
 pub mod stdio;
