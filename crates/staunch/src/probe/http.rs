@@ -104,6 +104,7 @@ pub async fn resume(p: &Probe) -> Check {
     let mut priming = false;
     let mut events = 0;
     let mut got_result_early = false;
+    let mut ids_seen = false;
     let mut progress_before = None;
     let until = t0 + READ_LIMIT;
     while let Ok(Ok(Some(ev))) = timeout_at(until, sse.next_event()).await {
@@ -116,6 +117,7 @@ pub async fn resume(p: &Probe) -> Check {
         }
         if answers(&ev.data, &rid) {
             got_result_early = true;
+            ids_seen |= ev.id.is_some();
             break;
         }
         if let Some(id) = ev.id {
@@ -128,6 +130,15 @@ pub async fn resume(p: &Probe) -> Check {
         "steps": steps, "expected_ms": expected.as_millis() as u64, "priming_event": priming,
         "retry_ms": retry.map(|d| d.as_millis() as u64), "events_before_drop": events,
     });
+    if got_result_early && ids_seen {
+        return Check::new(
+            ID,
+            Status::Warn,
+            "the call finished before an event with an id arrived, so there was no moment to \
+             drop the stream; try a longer call (--args)",
+            data,
+        );
+    }
     let Some(last_id) = first_id else {
         let why = if got_result_early {
             "the result came on a stream whose events carry no id"
