@@ -118,8 +118,69 @@ pub(crate) fn create_task(
             ));
         }
         rt.watch_task(&sub.job.id, ctx.notifier());
+        // The request's progress token stays valid until the task is terminal (2025-11-25):
+        // forward the job's progress to it.
+        if let Some(token) = ctx.meta().and_then(|m| m.get("progressToken")).cloned() {
+            tokio::spawn(forward_progress(
+                rt.clone(),
+                sub.job.id.clone(),
+                token,
+                ctx.notifier(),
+            ));
+        }
         Ok(json!({"task": task_object(&sub.job, rt.poll_after_ms())}))
     })
+}
+
+/// How often a task's progress is read for forwarding (the job persists it at about this rate).
+const PROGRESS_POLL: Duration = Duration::from_millis(250);
+
+/// Sends `notifications/progress` for a task's token while the job runs: strictly increasing
+/// values only, none after the task is terminal, and it stops when the session is gone.
+async fn forward_progress(
+    rt: JobRuntime,
+    id: String,
+    token: Value,
+    notifier: staunch_server::Notifier,
+) {
+    let mut last: Option<f64> = None;
+    loop {
+        let job = match rt.get(&id).await {
+            Ok(Some(j)) => j,
+            _ => return,
+        };
+        if task_terminal(&job) {
+            return;
+        }
+        if let Some((done, total, message)) = crate::view::progress_of(&job)
+            && last.is_none_or(|l| done > l)
+        {
+            last = Some(done);
+            // Whole numbers go out as integers, as everywhere else in staunch.
+            let whole = |v: f64| {
+                if v.fract() == 0.0 {
+                    json!(v as i64)
+                } else {
+                    json!(v)
+                }
+            };
+            let mut params = json!({
+                "progressToken": token,
+                "progress": whole(done),
+                "_meta": {"io.modelcontextprotocol/related-task": {"taskId": id}},
+            });
+            if let Some(t) = total {
+                params["total"] = whole(t);
+            }
+            if let Some(m) = message {
+                params["message"] = json!(m);
+            }
+            if !notifier.notify("notifications/progress", params) {
+                return;
+            }
+        }
+        tokio::time::sleep(PROGRESS_POLL).await;
+    }
 }
 
 /// `tasks/get`.

@@ -506,3 +506,45 @@ async fn sigkill_mid_scan_reruns_the_retry_safe_job_to_success_from_its_checkpoi
     assert_eq!(v["result"]["scanned"], 40);
     assert!(v["result"]["resumed_from"].as_u64().unwrap() > 0, "{v}");
 }
+
+#[tokio::test]
+async fn a_tasks_progress_token_gets_the_jobs_progress_until_it_ends() {
+    let db = Db::new();
+    let mut c = Client::new(&flags(&db, &[])).await;
+    let created = c
+        .rpc(
+            "tools/call",
+            json!({"name": "long_scan", "arguments": {"steps": 12, "delay_ms": 100},
+                   "task": {}, "_meta": {"progressToken": "task-progress"}}),
+        )
+        .await;
+    let id = created["result"]["task"]["taskId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let result = c.rpc("tasks/result", json!({"taskId": id})).await;
+    assert_eq!(
+        result["result"]["structuredContent"]["scanned"], 12,
+        "{result}"
+    );
+    c.p.pump(Duration::from_millis(600)).await;
+    let progress: Vec<&Value> =
+        c.p.history
+            .iter()
+            .map(|s| &s.msg)
+            .filter(|m| {
+                m["method"] == "notifications/progress"
+                    && m["params"]["progressToken"] == "task-progress"
+            })
+            .collect();
+    assert!(!progress.is_empty(), "no progress for the task's token");
+    let values: Vec<f64> = progress
+        .iter()
+        .map(|m| m["params"]["progress"].as_f64().unwrap())
+        .collect();
+    assert!(values.windows(2).all(|w| w[0] < w[1]), "{values:?}");
+    assert!(values.iter().all(|v| *v <= 12.0));
+    assert!(progress.iter().all(
+        |m| m["params"]["_meta"]["io.modelcontextprotocol/related-task"]["taskId"] == id.as_str()
+    ));
+}
