@@ -39,12 +39,17 @@ impl Server {
             .with_context(|| format!("starting {bin}"))?;
         let stdin = child.stdin.take().context("stdin")?;
         let lines = BufReader::new(child.stdout.take().context("stdout")?).lines();
-        let mut s = Self { child, stdin, lines };
+        let mut s = Self {
+            child,
+            stdin,
+            lines,
+        };
         s.send(&json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{
             "protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"job-bench","version":"0"}}}))
             .await?;
         s.response(0).await?;
-        s.send(&json!({"jsonrpc":"2.0","method":"notifications/initialized"})).await?;
+        s.send(&json!({"jsonrpc":"2.0","method":"notifications/initialized"}))
+            .await?;
         Ok(s)
     }
 
@@ -84,7 +89,10 @@ fn job_id(resp: &Value) -> anyhow::Result<String> {
     }
     let text = r["content"][0]["text"].as_str().unwrap_or_default();
     let v: Value = serde_json::from_str(text).with_context(|| format!("no job_id in {resp}"))?;
-    v["job_id"].as_str().map(String::from).with_context(|| format!("no job_id in {resp}"))
+    v["job_id"]
+        .as_str()
+        .map(String::from)
+        .with_context(|| format!("no job_id in {resp}"))
 }
 
 struct Figures {
@@ -93,7 +101,12 @@ struct Figures {
     get_p99: Duration,
 }
 
-async fn measure(bin: &str, store: &[String], starts: usize, gets: usize) -> anyhow::Result<Figures> {
+async fn measure(
+    bin: &str,
+    store: &[String],
+    starts: usize,
+    gets: usize,
+) -> anyhow::Result<Figures> {
     let mut s = Server::start(bin, store).await?;
     // Starts, 32 in flight; distinct arguments so no two calls are deduplicated.
     let window = 32usize;
@@ -131,7 +144,8 @@ async fn measure(bin: &str, store: &[String], starts: usize, gets: usize) -> any
     for i in 0..gets {
         let id = 1_000_000 + i64::try_from(i).unwrap_or(0);
         let t = Instant::now();
-        s.send(&call(id, "get_long_scan", json!({"job_id": job}))).await?;
+        s.send(&call(id, "get_long_scan", json!({"job_id": job})))
+            .await?;
         let r = s.response(id).await?;
         lat.push(t.elapsed());
         if r.get("error").is_some() {
@@ -150,7 +164,9 @@ async fn measure(bin: &str, store: &[String], starts: usize, gets: usize) -> any
 }
 
 fn flag(args: &[String], name: &str) -> Option<String> {
-    args.iter().position(|a| a == name).and_then(|i| args.get(i + 1).cloned())
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1).cloned())
 }
 
 #[tokio::main(flavor = "current_thread")]
@@ -170,7 +186,12 @@ async fn main() -> anyhow::Result<()> {
         let name = format!("staunch_job_bench_{}", std::process::id());
         targets.push((
             "PostgreSQL (local)".into(),
-            vec!["--store".into(), url.clone(), "--store-schema".into(), name.clone()],
+            vec![
+                "--store".into(),
+                url.clone(),
+                "--store-schema".into(),
+                name.clone(),
+            ],
         ));
         schema = Some((url, name));
     } else {
@@ -187,7 +208,9 @@ async fn main() -> anyhow::Result<()> {
             f.get_p99.as_secs_f64() * 1e3
         );
     }
-    println!("\n{starts} starts, {gets} gets; `staunch serve --no-log --store …` over stdio, raw JSON-RPC.");
+    println!(
+        "\n{starts} starts, {gets} gets; `staunch serve --no-log --store …` over stdio, raw JSON-RPC."
+    );
     if let Some((url, name)) = schema {
         let _ = std::process::Command::new("psql")
             .arg(url)
