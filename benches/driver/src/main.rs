@@ -55,18 +55,21 @@ struct Args {
     /// Cancel runs per server and transport (p50/p99 over these).
     #[arg(long, default_value_t = 20)]
     runs: usize,
+    /// Cancel runs over HTTP (each may wait 1.6 s for a stream that stays open).
+    #[arg(long, default_value_t = 10)]
+    http_runs: usize,
     /// Pings measured while 8 slow calls run.
     #[arg(long, default_value_t = 200)]
     pings: usize,
     /// Seconds of each throughput measurement (after the warm-up).
-    #[arg(long, default_value_t = 3.0)]
+    #[arg(long, default_value_t = 2.0)]
     secs: f64,
     /// Throughput rounds: every server is measured once per round, servers interleaved, and
     /// the median is reported (a shared 2-core machine drifts by tens of percent).
     #[arg(long, default_value_t = 3)]
     rounds: usize,
     /// Seconds of warm-up before each throughput measurement.
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 0.5)]
     warmup_secs: f64,
     /// Reports of the progress flood.
     #[arg(long, default_value_t = 50_000)]
@@ -152,6 +155,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
     std::fs::create_dir_all(&programs.scratch)?;
     let opts = Opts {
         runs: args.runs,
+        http_runs: args.http_runs,
         pings: args.pings,
         warmup: Duration::from_secs_f64(args.warmup_secs),
         measure: Duration::from_secs_f64(args.secs),

@@ -20,6 +20,7 @@ use crate::stats::{self, percentile};
 #[derive(Clone, Debug)]
 pub struct Opts {
     pub runs: usize,
+    pub http_runs: usize,
     pub pings: usize,
     pub warmup: Duration,
     pub measure: Duration,
@@ -119,7 +120,8 @@ async fn behaviour(
     let client = Client::connect(&mut srv, t).await?;
 
     if opts.wants("cancel") {
-        let r = cancel::run(&client, t, "slow_count", opts.runs).await;
+        let runs = if t == Transport::Http { opts.http_runs } else { opts.runs };
+        let r = cancel::run(&client, t, "slow_count", runs).await;
         cancel_rows(report, kind, t, "", &r);
         if kind == Kind::Staunch && t == Transport::Stdio {
             // staunch's promise beyond the peers: also blocking and non-cooperative handlers.
