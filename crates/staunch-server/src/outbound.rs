@@ -40,4 +40,11 @@ pub trait Sink: Send + Sync + 'static {
     fn close_connection(&self, related: &RequestId) {
         let _ = related;
     }
+
+    /// `related` was cancelled: no response will follow, so its stream can end now
+    /// (Streamable HTTP closes the request's SSE stream). Transports without per-request
+    /// streams ignore it.
+    fn end_stream(&self, related: &RequestId) {
+        let _ = related;
+    }
 }

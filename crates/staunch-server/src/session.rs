@@ -571,7 +571,9 @@ impl SessionInner {
             self.log_cancel(id, reason, since_start, ignored);
         });
         match routed {
-            CancelResult::Routed | CancelResult::Repeated => {}
+            // No response will follow: the request's stream (HTTP) can close now.
+            CancelResult::Routed => self.sink.end_stream(id),
+            CancelResult::Repeated => {}
             CancelResult::Unknown => {
                 let why = if self.lock_state().initialize_id.as_ref() == Some(id) {
                     "not_cancellable"

@@ -289,7 +289,7 @@ async fn a_cancel_notification_ends_work_and_no_response_follows() {
             ),
         )
         .await;
-    r.next_event(T).await.unwrap();
+    let r_first = r.next_event(T).await.unwrap();
     r.next_event(T).await.unwrap();
     let n = s
         .post(Some(&sid), &json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "c"}}))
@@ -300,8 +300,21 @@ async fn a_cancel_notification_ends_work_and_no_response_follows() {
         lines_of(&lines, &sid, &id).last().unwrap()["outcome"],
         "cancelled"
     );
-    let rest = r.events_until_end(Duration::from_secs(1)).await;
+    // No response is due, so the request's stream ends instead of hanging open.
+    assert!(
+        r.ends_within(Duration::from_secs(5)).await,
+        "the cancelled request's stream stayed open"
+    );
+    let rest = r.events_until_end(Duration::from_millis(10)).await;
     assert!(responses(&rest, &id).is_empty());
+    // Resuming it later replays what was sent and ends.
+    let mut g = s
+        .get(&sid, Some(&format!("{}:0", stream_of(&r_first))))
+        .await;
+    assert_eq!(g.status, 200);
+    let replay = g.events_until_end(Duration::from_secs(5)).await;
+    assert!(responses(&replay, &id).is_empty());
+    assert!(!replay.is_empty());
 }
 
 #[tokio::test]
@@ -524,4 +537,13 @@ async fn a_result_survives_a_server_restart_in_the_durable_store() {
         responses(&events, &id)[0]["result"]["content"][0]["text"],
         "counted 3"
     );
+}
+
+fn stream_of(e: &common::http::Event) -> String {
+    e.id.as_deref()
+        .unwrap()
+        .split(':')
+        .next()
+        .unwrap()
+        .to_string()
 }

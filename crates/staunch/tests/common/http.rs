@@ -91,6 +91,22 @@ impl Resp {
         }
     }
 
+    /// Reads until the body ends; `false` if it is still open after `limit`.
+    pub async fn ends_within(&mut self, limit: Duration) -> bool {
+        let end = Instant::now() + limit;
+        loop {
+            match tokio::time::timeout_at(end, self.body.frame()).await {
+                Ok(Some(Ok(f))) => {
+                    if let Ok(d) = f.into_data() {
+                        self.buf.extend_from_slice(&d);
+                    }
+                }
+                Ok(Some(Err(_)) | None) => return true,
+                Err(_) => return false,
+            }
+        }
+    }
+
     /// Every event until the stream ends (bounded by `limit`).
     pub async fn events_until_end(&mut self, limit: Duration) -> Vec<Event> {
         let end = Instant::now() + limit;

@@ -395,14 +395,21 @@ async fn resume(state: Arc<HttpState>, session: Arc<HttpSession>, last: &str) ->
         );
     };
     let stream_id = stream_id.to_string();
-    let (local, from_store, memory, live) = match session.attach(&stream_id, after) {
+    let (follow, from_store, memory, live) = match session.attach(&stream_id, after) {
         Attach::Local {
             from_store,
             events,
             live,
-        } => (true, from_store.is_some(), events, live),
-        Attach::NotLocal => (false, true, Vec::new(), None),
+        } => (false, from_store.is_some(), events, live),
+        Attach::Ended => (false, true, Vec::new(), None),
+        // Another instance runs this stream's request (or ran it before this one forgot the
+        // stream): follow the store until the response has been delivered.
+        Attach::NotLocal => (true, true, Vec::new(), None),
     };
+    if from_store {
+        // What this instance queued for the store must be there before it is read back.
+        state.batcher.flush().await;
+    }
     // From the store: everything before the first event still in memory.
     let upto = memory.first().map_or(u64::MAX, |(s, _)| s - 1);
     let mut first = Vec::new();
@@ -419,9 +426,7 @@ async fn resume(state: Arc<HttpState>, session: Arc<HttpSession>, last: &str) ->
     }
     let live = match live {
         Some(rx) => Some(rx),
-        // Another instance runs this stream's request (or ran it before this one forgot the
-        // stream): follow the store until the response has been delivered.
-        None if !local && !ends_with_response(&first) => Some(follow_store(
+        None if follow && !ends_with_response(&first) => Some(follow_store(
             state.clone(),
             session.id().to_string(),
             stream_id.clone(),

@@ -233,9 +233,7 @@ async fn maintenance(state: Arc<HttpState>) {
         let now = staunch_store::now_ms();
         let idle: Vec<String> = {
             let sessions = state.sessions.lock().unwrap_or_else(|p| p.into_inner());
-            for s in sessions.values() {
-                s.forget_done_streams();
-            }
+
             sessions
                 .values()
                 .filter(|s| s.idle_for(now) > state.cfg.session_idle)

@@ -11,7 +11,7 @@
 //! batches by [`super::batch`]). A client that reconnects to this instance is served from the
 //! tail (older events from the store); another instance serves it from the store.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
@@ -19,7 +19,6 @@ use std::time::Duration;
 use staunch_protocol::RequestId;
 use staunch_store::{EventWrite, now_ms};
 use tokio::sync::mpsc;
-use tokio::time::Instant;
 
 use super::batch::Batcher;
 use crate::outbound::{Outbound, OutboundKind, Sink};
@@ -42,14 +41,13 @@ pub(crate) type LiveRx = mpsc::UnboundedReceiver<SseItem>;
 /// the store's retention per stream); older ones are read from the store.
 const TAIL: usize = 1024;
 
-/// How long a finished stream stays in memory (its events are in the store by then).
-const KEEP_DONE: Duration = Duration::from_secs(30);
+/// Ended streams remembered per session (a resume of an older one that ran here is treated like
+/// one that ran elsewhere: replayed from the store, then followed until its response).
+const ENDED: usize = 4096;
 
 struct StreamState {
     last_seq: u64,
     live: Option<LiveTx>,
-    /// When the response was written: nothing more will be appended.
-    done_at: Option<Instant>,
     tail: VecDeque<(u64, Arc<str>)>,
 }
 
@@ -58,7 +56,6 @@ impl StreamState {
         Self {
             last_seq: 0,
             live,
-            done_at: None,
             tail: VecDeque::new(),
         }
     }
@@ -71,6 +68,26 @@ struct Routes {
     streams: HashMap<String, StreamState>,
     /// The standalone stream, once a GET opened it.
     standalone: Option<String>,
+    /// Streams that ended here (response written, or the request was cancelled), newest last:
+    /// a resume is served from the store and then ends. Bounded by `ENDED`.
+    ended: HashSet<String>,
+    ended_order: VecDeque<String>,
+}
+
+impl Routes {
+    /// Forgets a finished stream's state (its events are queued for the store) and remembers
+    /// that it ended.
+    fn end(&mut self, stream_id: &str) {
+        self.streams.remove(stream_id);
+        if self.ended.insert(stream_id.to_string()) {
+            self.ended_order.push_back(stream_id.to_string());
+            if self.ended_order.len() > ENDED
+                && let Some(old) = self.ended_order.pop_front()
+            {
+                self.ended.remove(&old);
+            }
+        }
+    }
 }
 
 struct HttpSink(Weak<HttpSession>);
@@ -87,6 +104,12 @@ impl Sink for HttpSink {
             s.close_connection(related);
         }
     }
+
+    fn end_stream(&self, related: &RequestId) {
+        if let Some(s) = self.0.upgrade() {
+            s.end_request_stream(related);
+        }
+    }
 }
 
 /// Result of attaching a resuming connection to a stream.
@@ -98,6 +121,8 @@ pub(crate) enum Attach {
         events: Vec<(u64, Arc<str>)>,
         live: Option<LiveRx>,
     },
+    /// The stream ended here: everything is in the store (after a flush); replay it and end.
+    Ended,
     /// This instance does not know the stream: serve it from the store.
     NotLocal,
 }
@@ -218,6 +243,9 @@ impl HttpSession {
     /// connection on it).
     pub(crate) fn attach(&self, stream_id: &str, after: u64) -> Attach {
         let mut routes = self.routes();
+        if routes.ended.contains(stream_id) {
+            return Attach::Ended;
+        }
         let Some(st) = routes.streams.get_mut(stream_id) else {
             return Attach::NotLocal;
         };
@@ -233,18 +261,27 @@ impl HttpSession {
         // The tail reaches back to the cursor unless older events were dropped from memory.
         let tail_start = st.tail.front().map_or(st.last_seq + 1, |(s, _)| *s);
         let from_store = (after + 1 < tail_start).then_some(after);
-        let live = if st.done_at.is_some() {
-            None
-        } else {
-            let (tx, rx) = mpsc::unbounded_channel();
-            st.live = Some(tx);
-            Some(rx)
-        };
+        let (tx, rx) = mpsc::unbounded_channel();
+        st.live = Some(tx);
         Attach::Local {
             from_store,
             events,
-            live,
+            live: Some(rx),
         }
+    }
+
+    /// The request was cancelled: no response will follow, so its stream ends now (the
+    /// client's connection closes instead of hanging open).
+    pub(crate) fn end_request_stream(&self, req: &RequestId) {
+        let mut routes = self.routes();
+        let Some(stream_id) = routes.by_request.remove(req) else {
+            return;
+        };
+        routes.end(&stream_id);
+        self.batcher.write(EventWrite::Close {
+            session_id: self.id.clone(),
+            stream_id,
+        });
     }
 
     /// Closes the session: cancels its requests, ends every connection.
@@ -305,9 +342,8 @@ impl HttpSession {
             payload: data.to_string(),
         });
         if ends_stream {
-            st.done_at = Some(Instant::now());
-            // Dropping the sender ends the connection after this event.
-            st.live = None;
+            // Dropping the stream's sender ends the connection after this event.
+            routes.end(&stream_id);
             self.batcher.write(EventWrite::Close {
                 session_id: self.id.clone(),
                 stream_id,
@@ -328,14 +364,6 @@ impl HttpSession {
         {
             let _ = l.send(SseItem::Close);
         }
-    }
-
-    /// Drops streams that finished a while ago from memory (their events are in the store; a
-    /// later resume is served from there).
-    pub(crate) fn forget_done_streams(&self) {
-        self.routes()
-            .streams
-            .retain(|_, s| s.live.is_some() || s.done_at.is_none_or(|t| t.elapsed() < KEEP_DONE));
     }
 }
 
