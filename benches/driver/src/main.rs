@@ -68,6 +68,10 @@ struct Args {
     /// the median is reported (a shared 2-core machine drifts by tens of percent).
     #[arg(long, default_value_t = 3)]
     rounds: usize,
+    /// Throughput rounds over stdio (cheap, and the pipe's batching makes single runs
+    /// bimodal, the ceiling's most of all).
+    #[arg(long, default_value_t = 5)]
+    stdio_rounds: usize,
     /// Seconds of warm-up before each throughput measurement.
     #[arg(long, default_value_t = 0.5)]
     warmup_secs: f64,
@@ -164,6 +168,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         mem_http: args.mem_http.clone(),
         only: args.only.clone(),
         rounds: args.rounds.max(1),
+        stdio_rounds: args.stdio_rounds.max(1),
     };
     let staunch_http = staunch_has_http(&args.staunch);
 
@@ -212,8 +217,9 @@ async fn run(args: Args) -> anyhow::Result<()> {
             })
             .collect();
         eprintln!(
-            "[{:>5.0}s] throughput, {} rounds",
+            "[{:>5.0}s] throughput, {} rounds over stdio, {} over HTTP",
             started.elapsed().as_secs_f64(),
+            opts.stdio_rounds,
             opts.rounds
         );
         scenarios::throughput_phase(&runs, &programs, &opts, &mut report).await;

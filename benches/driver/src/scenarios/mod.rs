@@ -29,6 +29,7 @@ pub struct Opts {
     pub mem_http: Vec<usize>,
     pub only: Option<Vec<String>>,
     pub rounds: usize,
+    pub stdio_rounds: usize,
 }
 
 impl Opts {
@@ -435,8 +436,12 @@ pub async fn throughput_phase(
     let mut samples: BTreeMap<(String, Kind), Vec<anyhow::Result<throughput::Rate>>> =
         BTreeMap::new();
     let mut labels: BTreeMap<String, String> = BTreeMap::new();
-    for _ in 0..opts.rounds {
+    for round in 0..opts.rounds.max(opts.stdio_rounds) {
         for &(kind, t) in runs {
+            let rounds = if t == Transport::Stdio { opts.stdio_rounds } else { opts.rounds };
+            if round >= rounds {
+                continue;
+            }
             for (key, label, r) in tput_once(kind, t, programs, opts).await {
                 labels.insert(key.clone(), label);
                 samples.entry((key, kind)).or_default().push(r);

@@ -36,14 +36,17 @@ pub struct StdioExit {
 ///
 /// stdout is written by a thread of its own rather than through `tokio::io::Stdout`, which
 /// hands every write and flush to the blocking pool: a task spawn and a cross-thread wake-up
-/// per burst of responses, ~6 % of the instructions of an echo call (benches/profile). The
-/// thread blocks on the queue instead and flushes when it is empty, as the task does.
+/// per burst of responses (30.4k → 29.0k instructions per echo call, and 72–79k → 88–95k
+/// calls/s, benches/profile and staunch-bench). The thread blocks on the queue instead and
+/// flushes when it is empty, as the task does.
 pub async fn serve_stdio(server: &Server) -> std::io::Result<StdioExit> {
     let (tx, rx) = mpsc::unbounded_channel::<Vec<u8>>();
     let writer = std::thread::Builder::new()
         .name("staunch-stdout".into())
         .spawn(move || write_thread(std::io::stdout(), rx))?;
-    let exit = read_loop(server, tokio::io::stdin(), tx.clone(), "stdio").await;
+    // stdin likewise: tokio's Stdin spawns a blocking-pool task per read.
+    let stdin = ThreadReader::spawn()?;
+    let exit = read_loop(server, stdin, tx.clone(), "stdio").await;
     // The stop marker: everything queued before it is written, then the thread ends.
     let _ = tx.send(Vec::new());
     let _ = tokio::task::spawn_blocking(move || writer.join()).await;
@@ -198,6 +201,71 @@ async fn write_loop<W: AsyncWrite + Unpin>(
         }
     }
     let _ = out.flush().await;
+}
+
+/// stdin read by a thread of its own, handed over in chunks (a bounded queue: the thread
+/// stops reading when the loop falls behind). The thread may stay blocked in `read` after the
+/// loop has ended; the process exits without waiting for it.
+struct ThreadReader {
+    rx: mpsc::Receiver<std::io::Result<Vec<u8>>>,
+    chunk: Vec<u8>,
+    pos: usize,
+}
+
+impl ThreadReader {
+    fn spawn() -> std::io::Result<Self> {
+        let (tx, rx) = mpsc::channel(4);
+        std::thread::Builder::new()
+            .name("staunch-stdin".into())
+            .spawn(move || {
+                use std::io::Read as _;
+                let mut stdin = std::io::stdin().lock();
+                let mut buf = vec![0u8; 64 * 1024];
+                loop {
+                    let got = match stdin.read(&mut buf) {
+                        Ok(0) => break,
+                        Ok(n) => Ok(buf[..n].to_vec()),
+                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                        Err(e) => Err(e),
+                    };
+                    let failed = got.is_err();
+                    if tx.blocking_send(got).is_err() || failed {
+                        break;
+                    }
+                }
+            })?;
+        Ok(Self {
+            rx,
+            chunk: Vec::new(),
+            pos: 0,
+        })
+    }
+}
+
+impl AsyncRead for ThreadReader {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        out: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        loop {
+            if self.pos < self.chunk.len() {
+                let n = out.remaining().min(self.chunk.len() - self.pos);
+                out.put_slice(&self.chunk[self.pos..self.pos + n]);
+                self.pos += n;
+                return std::task::Poll::Ready(Ok(()));
+            }
+            match std::task::ready!(self.rx.poll_recv(cx)) {
+                Some(Ok(chunk)) => {
+                    self.chunk = chunk;
+                    self.pos = 0;
+                }
+                Some(Err(e)) => return std::task::Poll::Ready(Err(e)),
+                // EOF: the thread ended; a read of zero bytes says so.
+                None => return std::task::Poll::Ready(Ok(())),
+            }
+        }
+    }
 }
 
 /// The stdout thread: writes each message as a line, flushes when the queue is empty, ends at
