@@ -121,7 +121,11 @@ async fn behaviour(
     let client = Client::connect(&mut srv, t).await?;
 
     if opts.wants("cancel") {
-        let runs = if t == Transport::Http { opts.http_runs } else { opts.runs };
+        let runs = if t == Transport::Http {
+            opts.http_runs
+        } else {
+            opts.runs
+        };
         let r = cancel::run(&client, t, "slow_count", runs).await;
         cancel_rows(report, kind, t, "", &r);
         if kind == Kind::Staunch && t == Transport::Stdio {
@@ -438,7 +442,11 @@ pub async fn throughput_phase(
     let mut labels: BTreeMap<String, String> = BTreeMap::new();
     for round in 0..opts.rounds.max(opts.stdio_rounds) {
         for &(kind, t) in runs {
-            let rounds = if t == Transport::Stdio { opts.stdio_rounds } else { opts.rounds };
+            let rounds = if t == Transport::Stdio {
+                opts.stdio_rounds
+            } else {
+                opts.rounds
+            };
             if round >= rounds {
                 continue;
             }
