@@ -59,7 +59,7 @@ struct Args {
     #[arg(long, default_value_t = 10)]
     http_runs: usize,
     /// Pings measured while 8 slow calls run.
-    #[arg(long, default_value_t = 200)]
+    #[arg(long, default_value_t = 1000)]
     pings: usize,
     /// Seconds of each throughput measurement (after the warm-up).
     #[arg(long, default_value_t = 2.0)]

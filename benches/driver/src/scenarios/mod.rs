@@ -137,7 +137,13 @@ async fn behaviour(
                 let r = cancel::run(&client, t, tool, opts.runs.div_ceil(2)).await;
                 let key = format!("cancel.late_progress.{tool}.{tk}");
                 let label = format!("progress after cancel, {what} ({tk})");
-                report.set(&key, &label, Better::Lower, kind, late_cell(&r));
+                // The value is the p99 of cancel → last progress (the verdict's measure).
+                let mut cell = late_cell(&r);
+                if let Some(p99) = percentile(&r.stop, 99.0) {
+                    cell.text.push_str(&format!(", p99 {}", stats::ms(p99)));
+                    cell.value = Some(p99.as_secs_f64() * 1e3);
+                }
+                report.set(&key, &label, Better::Lower, kind, cell);
             }
         }
     }
