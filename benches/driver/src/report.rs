@@ -130,7 +130,8 @@ impl Report {
         }
         let s = row.cells.get(&Kind::Staunch).and_then(|c| c.value);
         match (s, c.value) {
-            (Some(s), Some(p)) if p != 0.0 && s.is_finite() && p.is_finite() => {
+            // Ratios of signed quantities (RSS growth can shrink) mean nothing.
+            (Some(s), Some(p)) if p > 0.0 && s >= 0.0 && s.is_finite() && p.is_finite() => {
                 format!("{} (×{})", c.text, ratio(s / p))
             }
             _ => c.text.clone(),
