@@ -57,7 +57,12 @@ async fn typescript_sdk_timeout_sends_a_cancel_that_stops_the_work() {
     .await
     .unwrap();
     assert_eq!(v["error_code"], -32001, "{v}");
-    assert_eq!(v["progress_after_cancel"], 0, "{v}");
+    // The client counts progress arriving more than 50 ms after its timeout. The cancel goes
+    // out on a fresh POST after the timeout, so on a loaded machine one step (20 ms) can still
+    // be on the wire before the server sees it; a server that kept working would send ~15 more
+    // in the client's 300 ms listening window.
+    let after = v["progress_after_cancel"].as_u64().unwrap();
+    assert!(after <= 2, "work went on after the cancel: {v}");
     assert_eq!(v["late_response"], false, "{v}");
     assert_eq!(v["echo_after"], "still alive");
     let lines = s

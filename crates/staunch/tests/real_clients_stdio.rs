@@ -55,10 +55,11 @@ fn python_sdk_client_timeout_cancel_stops_the_work() {
         return;
     };
     assert_eq!(v["error"], true, "{v}");
-    assert_eq!(
-        v["progress_after_cancel"], 0,
-        "work continued after the cancel: {v}"
-    );
+    // Counted from 50 ms after the client's timeout; the cancel is sent after it, so on a
+    // loaded machine one step can still be in the pipe. A server that kept working would send
+    // dozens in the listening window.
+    let after = v["progress_after_cancel"].as_u64().unwrap();
+    assert!(after <= 2, "work continued after the cancel: {v}");
     assert_eq!(v["echo_after"], "still alive");
     let late = v["late_messages"].as_array().map(|a| a.len()).unwrap_or(0);
     assert_eq!(late, 0, "a cancelled request was answered: {v}");
