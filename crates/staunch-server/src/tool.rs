@@ -242,6 +242,11 @@ pub fn schema_of<A: JsonSchema>() -> Value {
 
 /// Deserialises arguments, describing a failure in terms the model can act on.
 pub fn decode_args<A: DeserializeOwned>(args: Value) -> Result<A, String> {
+    // The common case first: plain deserialisation from the borrowed value. Only a failure
+    // pays for the path-tracking deserialiser, which allocates a path segment per key.
+    if let Ok(a) = A::deserialize(&args) {
+        return Ok(a);
+    }
     serde_path_to_error::deserialize::<_, A>(args).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner();
