@@ -20,5 +20,3 @@ pub const SERVER_BUSY: i64 = -32000;
 pub const DEADLINE_EXCEEDED: i64 = -32001;
 /// MCP (up to 2025-11-25): resource not found.
 pub const RESOURCE_NOT_FOUND: i64 = -32002;
-/// staunch: a message or body is larger than the configured limit.
-pub const MESSAGE_TOO_LARGE: i64 = -32003;

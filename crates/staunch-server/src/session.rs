@@ -78,7 +78,6 @@ enum Ended {
 
 /// What kind of work a started request does.
 struct Work {
-    method: &'static str,
     tool: Option<String>,
     shape: Option<Shape>,
     deadline: Option<Duration>,
@@ -327,7 +326,6 @@ impl SessionInner {
                     let handler = entry.handler.clone();
                     let params = req.params.clone();
                     let work = Work {
-                        method: "custom",
                         tool: None,
                         shape: None,
                         deadline: handler.deadline(self.server.config.quick_deadline),
@@ -402,7 +400,6 @@ impl SessionInner {
             }
             let name = p.name.clone();
             return Ok(Work {
-                method: methods::TOOLS_CALL,
                 tool: Some(p.name),
                 shape: Some(entry.spec.shape),
                 deadline: Some(self.server.config.quick_deadline),
@@ -429,7 +426,6 @@ impl SessionInner {
             Shape::Atomic | Shape::Job => None,
         });
         Ok(Work {
-            method: methods::TOOLS_CALL,
             tool: Some(p.name),
             shape: Some(entry.spec.shape),
             deadline,
@@ -542,7 +538,6 @@ impl SessionInner {
         extra.insert("why".into(), why.into());
         extra.insert("duration_ms".into(), 0.into());
         self.log("request.end", &req.id, extra);
-        let _ = work.method;
     }
 
     fn on_notification(&self, n: Notification) {
