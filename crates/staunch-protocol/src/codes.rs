@@ -1,7 +1,8 @@
 //! JSON-RPC and MCP error codes.
 //!
 //! The -32700..-32600 block is JSON-RPC 2.0's own. -32000..-32019 are implementation-defined in
-//! MCP; staunch uses a few of them for its limits so a client can tell them apart.
+//! MCP; staunch uses a few of them for its limits so a client can tell them apart. From
+//! 2026-07-28, -32020..-32099 belong to the specification.
 
 /// The frame is not valid JSON.
 pub const PARSE_ERROR: i64 = -32700;
@@ -20,3 +21,13 @@ pub const SERVER_BUSY: i64 = -32000;
 pub const DEADLINE_EXCEEDED: i64 = -32001;
 /// MCP (up to 2025-11-25): resource not found.
 pub const RESOURCE_NOT_FOUND: i64 = -32002;
+
+/// 2026-07-28: an HTTP header (`MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`) is missing or
+/// does not match the body (answered with HTTP 400).
+pub const HEADER_MISMATCH: i64 = -32020;
+/// 2026-07-28: serving the request needs a client capability the request did not declare in
+/// `_meta["io.modelcontextprotocol/clientCapabilities"]` (`data.requiredCapabilities`).
+pub const MISSING_REQUIRED_CLIENT_CAPABILITY: i64 = -32021;
+/// 2026-07-28: the request's protocol version is not served here (`data.supported`,
+/// `data.requested`; HTTP 400).
+pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;

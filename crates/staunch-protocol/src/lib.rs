@@ -9,12 +9,14 @@
 //! - [`ErrorObject`] and the error [`codes`].
 //! - [`mcp`]: the MCP payloads (initialize, tools, progress, cancellation, logging) and
 //!   [`version`] negotiation.
+//! - [`modern`]: the stateless era (2026-07-28): per-request `_meta`, header rules, error codes.
 
 #![forbid(unsafe_code)]
 
 pub mod codes;
 mod jsonrpc;
 pub mod mcp;
+pub mod modern;
 pub mod version;
 
 pub use jsonrpc::{

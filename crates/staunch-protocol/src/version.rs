@@ -1,19 +1,31 @@
-//! Protocol version negotiation.
+//! Protocol versions and their eras.
 //!
-//! A client proposes a version in `initialize`; the server answers in that version when it
-//! supports it, otherwise in its latest. The client then decides whether it can continue.
+//! Two eras share one server, decided per request:
+//! - the **session era** (2025-03-26 … 2025-11-25): a client proposes a version in `initialize`;
+//!   the server answers in that version when it supports it, otherwise in its latest session
+//!   version, and the session keeps it;
+//! - the **stateless era** (2026-07-28): no handshake; every request names its version in
+//!   `_meta["io.modelcontextprotocol/protocolVersion"]` ([`crate::modern`]).
 
-/// Versions this server speaks, oldest first.
+/// Session-era versions this server speaks, oldest first (what `initialize` negotiates).
 pub const SUPPORTED: &[&str] = &["2025-03-26", "2025-06-18", "2025-11-25"];
 
-/// The newest supported version.
+/// The newest session-era version.
 pub const LATEST: &str = "2025-11-25";
+
+/// Stateless-era versions this server speaks (what `server/discover` lists).
+pub const MODERN_SUPPORTED: &[&str] = &["2026-07-28"];
+
+/// Session-era revisions a client may name (including ones older than this server speaks): a
+/// request that names one of these in `MCP-Protocol-Version` and carries no per-request
+/// `_meta` is session traffic.
+pub const SESSION_ERA: &[&str] = &["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
 
 /// The version a Streamable HTTP request is assumed to speak when it carries no
 /// `MCP-Protocol-Version` header and nothing else tells.
 pub const HTTP_DEFAULT: &str = "2025-03-26";
 
-/// The 2026-07-28 revision (stateless, `server/discover`); not served yet.
+/// The 2026-07-28 revision (stateless, `server/discover`).
 pub const MODERN: &str = "2026-07-28";
 
 /// Picks the version to answer `initialize` with.
@@ -25,9 +37,19 @@ pub fn negotiate(requested: &str) -> &'static str {
         .unwrap_or(LATEST)
 }
 
-/// Whether `v` is a version this server speaks.
+/// Whether `v` is a session-era version this server speaks.
 pub fn is_supported(v: &str) -> bool {
     SUPPORTED.contains(&v)
+}
+
+/// Whether `v` is a stateless-era version this server speaks.
+pub fn is_modern_supported(v: &str) -> bool {
+    MODERN_SUPPORTED.contains(&v)
+}
+
+/// Whether `v` names a session-era revision (served or not).
+pub fn is_session_era(v: &str) -> bool {
+    SESSION_ERA.contains(&v)
 }
 
 /// Whether a negotiated version is at least `min` (versions are ISO dates, so they sort as

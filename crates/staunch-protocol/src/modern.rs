@@ -1,0 +1,312 @@
+//! The stateless era (2026-07-28): what every request carries, and how a server reads it.
+//!
+//! There is no `initialize` and no session. Each request names its version and the client's
+//! capabilities in `params._meta` ([`RequestMeta`]); on Streamable HTTP the same facts travel
+//! in headers that must agree with the body ([`expected_name`], [`decode_header_value`]).
+//! Results carry `resultType`; server→client requests become input-required rounds.
+
+use serde_json::{Map, Value};
+
+use crate::codes;
+use crate::jsonrpc::ErrorObject;
+use crate::mcp::LoggingLevel;
+use crate::version;
+
+/// `_meta` keys of the 2026-07-28 revision.
+pub mod keys {
+    /// The request's protocol version (required).
+    pub const PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+    /// The client's capabilities for this request (required).
+    pub const CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+    /// Who the client is (should).
+    pub const CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
+    /// The lowest level of `notifications/message` the client wants for this request; none
+    /// are sent without it.
+    pub const LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
+    /// Who the server is, in every result's `_meta`.
+    pub const SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
+    /// The id of a `subscriptions/listen` stream, on every notification it carries.
+    pub const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
+}
+
+/// Method names that exist only in the stateless era.
+pub mod methods {
+    /// Replaces the GET stream and `resources/subscribe`.
+    pub const SUBSCRIPTIONS_LISTEN: &str = "subscriptions/listen";
+    /// The first message on a `subscriptions/listen` stream.
+    pub const SUBSCRIPTIONS_ACKNOWLEDGED: &str = "notifications/subscriptions/acknowledged";
+}
+
+/// Methods of the session era that the stateless era removed: a 2026-07-28 request for one of
+/// them is answered -32601 (HTTP 404).
+pub const REMOVED_METHODS: &[&str] = &[
+    "initialize",
+    "ping",
+    "logging/setLevel",
+    "resources/subscribe",
+    "resources/unsubscribe",
+    "notifications/initialized",
+    "notifications/roots/list_changed",
+];
+
+/// `resultType` values.
+pub mod result_type {
+    /// The request is done; the result is final.
+    pub const COMPLETE: &str = "complete";
+    /// The client must answer `inputRequests` and retry (MRTR).
+    pub const INPUT_REQUIRED: &str = "input_required";
+    /// The tasks extension: the result is a task handle.
+    pub const TASK: &str = "task";
+}
+
+/// Whether a request's params carry the stateless era's `_meta` (any protocol version key).
+pub fn has_modern_meta(params: Option<&Value>) -> bool {
+    params
+        .and_then(|p| p.get("_meta"))
+        .and_then(|m| m.get(keys::PROTOCOL_VERSION))
+        .is_some()
+}
+
+/// What a stateless request says about itself in `params._meta`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RequestMeta {
+    /// `io.modelcontextprotocol/protocolVersion`.
+    pub protocol_version: String,
+    /// `io.modelcontextprotocol/clientCapabilities` (an object).
+    pub client_capabilities: Value,
+    /// `io.modelcontextprotocol/clientInfo`, when sent.
+    pub client_info: Option<Value>,
+    /// `io.modelcontextprotocol/logLevel`, when sent: log messages at this level and above go
+    /// out; none at all without it.
+    pub log_level: Option<LoggingLevel>,
+}
+
+impl RequestMeta {
+    /// Reads and validates the required fields. A missing or malformed required field is
+    /// -32602 (HTTP 400); a version this server does not serve is -32022 with `data.supported`
+    /// and `data.requested` (HTTP 400).
+    pub fn from_params(params: Option<&Value>) -> Result<Self, ErrorObject> {
+        let meta = params
+            .and_then(|p| p.get("_meta"))
+            .and_then(Value::as_object)
+            .ok_or_else(|| {
+                ErrorObject::invalid_params(format!(
+                    "missing params._meta: a {} request must carry {} and {}",
+                    version::MODERN,
+                    keys::PROTOCOL_VERSION,
+                    keys::CLIENT_CAPABILITIES
+                ))
+            })?;
+        let protocol_version = match meta.get(keys::PROTOCOL_VERSION) {
+            Some(Value::String(v)) if !v.is_empty() => v.clone(),
+            Some(_) => {
+                return Err(ErrorObject::invalid_params(format!(
+                    "_meta[\"{}\"] must be a non-empty string",
+                    keys::PROTOCOL_VERSION
+                )));
+            }
+            None => {
+                return Err(ErrorObject::invalid_params(format!(
+                    "missing _meta[\"{}\"]",
+                    keys::PROTOCOL_VERSION
+                )));
+            }
+        };
+        let client_capabilities = match meta.get(keys::CLIENT_CAPABILITIES) {
+            Some(v @ Value::Object(_)) => v.clone(),
+            Some(_) => {
+                return Err(ErrorObject::invalid_params(format!(
+                    "_meta[\"{}\"] must be an object",
+                    keys::CLIENT_CAPABILITIES
+                )));
+            }
+            None => {
+                return Err(ErrorObject::invalid_params(format!(
+                    "missing _meta[\"{}\"]",
+                    keys::CLIENT_CAPABILITIES
+                )));
+            }
+        };
+        let log_level = match meta.get(keys::LOG_LEVEL) {
+            None | Some(Value::Null) => None,
+            Some(v) => Some(serde_json::from_value(v.clone()).map_err(|_| {
+                ErrorObject::invalid_params(format!(
+                    "_meta[\"{}\"] must be a logging level (debug … emergency)",
+                    keys::LOG_LEVEL
+                ))
+            })?),
+        };
+        Ok(Self {
+            protocol_version,
+            client_capabilities,
+            client_info: meta.get(keys::CLIENT_INFO).cloned(),
+            log_level,
+        })
+    }
+
+    /// -32022 unless this server serves the request's version.
+    pub fn check_version(&self) -> Result<(), ErrorObject> {
+        if version::is_modern_supported(&self.protocol_version) {
+            return Ok(());
+        }
+        Err(unsupported_version(&self.protocol_version))
+    }
+}
+
+/// -32022 naming what is served and what was asked for.
+pub fn unsupported_version(requested: &str) -> ErrorObject {
+    ErrorObject::new(
+        codes::UNSUPPORTED_PROTOCOL_VERSION,
+        format!(
+            "unsupported protocol version {requested:?}: this server serves {} statelessly \
+             and {} with initialize",
+            version::MODERN_SUPPORTED.join(", "),
+            version::SUPPORTED.join(", ")
+        ),
+    )
+    .with_data(serde_json::json!({
+        "supported": version::MODERN_SUPPORTED,
+        "requested": requested,
+    }))
+}
+
+/// -32021: the request needs `capability` (e.g. `"sampling"`) and did not declare it.
+pub fn missing_capability(capability: &str, why: &str) -> ErrorObject {
+    let mut required = Map::new();
+    required.insert(capability.to_string(), Value::Object(Map::new()));
+    ErrorObject::new(
+        codes::MISSING_REQUIRED_CLIENT_CAPABILITY,
+        format!("{why}: the client did not declare the {capability:?} capability"),
+    )
+    .with_data(serde_json::json!({"requiredCapabilities": required}))
+}
+
+/// -32020: a header does not agree with the body.
+pub fn header_mismatch(message: impl Into<String>) -> ErrorObject {
+    ErrorObject::new(codes::HEADER_MISMATCH, message)
+}
+
+/// The `Mcp-Name` a request must carry on HTTP: `params.name` for `tools/call` and
+/// `prompts/get`, `params.uri` for `resources/read`, `params.taskId` for the tasks methods;
+/// `None` for every other method.
+pub fn expected_name<'a>(method: &str, params: Option<&'a Value>) -> Option<Option<&'a str>> {
+    let field = match method {
+        "tools/call" | "prompts/get" => "name",
+        "resources/read" => "uri",
+        "tasks/get" | "tasks/update" | "tasks/cancel" | "tasks/result" => "taskId",
+        _ => return None,
+    };
+    Some(params.and_then(|p| p.get(field)).and_then(Value::as_str))
+}
+
+/// Decodes a header value as SEP-2243 writes non-ASCII text: `=?base64?<base64>?=` is the
+/// UTF-8 of the decoded bytes; any other value is itself. Surrounding whitespace is not part
+/// of the value (RFC 9110 §5.5). `None` when the base64 form is malformed.
+pub fn decode_header_value(raw: &str) -> Option<String> {
+    let v = raw.trim_matches([' ', '\t']);
+    match v
+        .strip_prefix("=?base64?")
+        .and_then(|rest| rest.strip_suffix("?="))
+    {
+        Some(b64) => {
+            use base64::Engine as _;
+            let bytes = base64::engine::general_purpose::STANDARD_NO_PAD
+                .decode(b64.trim_end_matches('='))
+                .ok()?;
+            String::from_utf8(bytes).ok()
+        }
+        None => Some(v.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn params(meta: Value) -> Value {
+        json!({"_meta": meta})
+    }
+
+    #[test]
+    fn required_meta_fields_are_checked() {
+        let ok = params(json!({
+            keys::PROTOCOL_VERSION: "2026-07-28",
+            keys::CLIENT_CAPABILITIES: {"sampling": {}},
+            keys::LOG_LEVEL: "warning"
+        }));
+        let m = RequestMeta::from_params(Some(&ok)).unwrap();
+        assert_eq!(m.protocol_version, "2026-07-28");
+        assert_eq!(m.log_level, Some(LoggingLevel::Warning));
+        assert!(m.client_info.is_none());
+        m.check_version().unwrap();
+
+        for bad in [
+            json!({}),
+            params(json!({keys::CLIENT_CAPABILITIES: {}})),
+            params(json!({keys::PROTOCOL_VERSION: "2026-07-28"})),
+            params(json!({keys::PROTOCOL_VERSION: 7, keys::CLIENT_CAPABILITIES: {}})),
+            params(json!({keys::PROTOCOL_VERSION: "2026-07-28", keys::CLIENT_CAPABILITIES: []})),
+            params(
+                json!({keys::PROTOCOL_VERSION: "2026-07-28", keys::CLIENT_CAPABILITIES: {},
+                keys::LOG_LEVEL: "loud"}),
+            ),
+        ] {
+            let e = RequestMeta::from_params(Some(&bad)).unwrap_err();
+            assert_eq!(e.code, codes::INVALID_PARAMS, "{bad}");
+        }
+    }
+
+    #[test]
+    fn unsupported_versions_name_what_is_served() {
+        let p = params(json!({keys::PROTOCOL_VERSION: "v999", keys::CLIENT_CAPABILITIES: {}}));
+        let e = RequestMeta::from_params(Some(&p))
+            .unwrap()
+            .check_version()
+            .unwrap_err();
+        assert_eq!(e.code, codes::UNSUPPORTED_PROTOCOL_VERSION);
+        let data = e.data.unwrap();
+        assert_eq!(data["requested"], "v999");
+        assert_eq!(data["supported"], json!(["2026-07-28"]));
+    }
+
+    #[test]
+    fn mcp_name_follows_the_method() {
+        let p = json!({"name": "echo", "uri": "test://x", "taskId": "t1"});
+        assert_eq!(expected_name("tools/call", Some(&p)), Some(Some("echo")));
+        assert_eq!(expected_name("prompts/get", Some(&p)), Some(Some("echo")));
+        assert_eq!(
+            expected_name("resources/read", Some(&p)),
+            Some(Some("test://x"))
+        );
+        assert_eq!(expected_name("tasks/get", Some(&p)), Some(Some("t1")));
+        assert_eq!(expected_name("tools/list", Some(&p)), None);
+        assert_eq!(expected_name("tools/call", None), Some(None));
+    }
+
+    #[test]
+    fn header_values_decode_base64_and_trim() {
+        assert_eq!(decode_header_value("  echo\t").as_deref(), Some("echo"));
+        // "héllo" in UTF-8, base64.
+        assert_eq!(
+            decode_header_value("=?base64?aMOpbGxv?=").as_deref(),
+            Some("héllo")
+        );
+        assert_eq!(
+            decode_header_value("=?base64?aMOpbGxv").as_deref(),
+            Some("=?base64?aMOpbGxv")
+        );
+        assert_eq!(decode_header_value("=?base64?a$b?="), None);
+        assert_eq!(decode_header_value("=?base64?YQ==?=").as_deref(), Some("a"));
+        assert_eq!(decode_header_value("=?base64?YWI?=").as_deref(), Some("ab"));
+    }
+
+    #[test]
+    fn modern_meta_is_detected_by_its_version_key() {
+        assert!(has_modern_meta(Some(&params(
+            json!({keys::PROTOCOL_VERSION: "x"})
+        ))));
+        assert!(!has_modern_meta(Some(&params(json!({"progressToken": 1})))));
+        assert!(!has_modern_meta(None));
+    }
+}
