@@ -6,18 +6,19 @@
 //! must be found by timestamp rather than by line order, because concurrent writers interleave
 //! sessions' lines arbitrarily). Example lists are capped at `AuditOptions::examples`.
 
+use std::borrow::Cow;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use crate::AuditOptions;
-use crate::event::{Event, Line, Millis, Parsed, RequestId, format_ts, parse_line};
 use crate::groups::{Bounded, GroupAcc, Label, groups, orphan_order, unknown_order};
 use crate::report::{
     FORMAT_VERSION, Malformed, MalformedLine, OptionsUsed, Orphan, Report, Summary, ToolStats,
     Unended, UnknownCancel, UnknownCancelKind, UnknownCancels, percentile,
 };
 use crate::retry::{Slot, StartRec, Starts};
+use staunch_lifecycle::{Event, Line, Millis, Parsed, RequestId, format_ts, parse_line};
 
 type Key = (Arc<str>, RequestId);
 
@@ -161,9 +162,18 @@ impl Auditor {
                 method,
                 tool,
                 args_fingerprint,
-                atomic,
-            } => self.on_start(key, line.ts, method, tool, args_fingerprint, atomic),
-            Event::CancelReceived { reason } => {
+                shape,
+                ..
+            } => self.on_start(
+                key,
+                line.ts,
+                method.map(Cow::into_owned),
+                tool.map(Cow::into_owned),
+                args_fingerprint.map(Cow::into_owned),
+                shape.as_deref() == Some("atomic"),
+            ),
+            Event::CancelReceived { reason, .. } => {
+                let reason = reason.map(Cow::into_owned);
                 if let Some(req) = self.oldest_in_flight(&key) {
                     req.cancel.get_or_insert(line.ts);
                     let slot = req.retry_slot;
@@ -174,6 +184,7 @@ impl Auditor {
             }
             Event::CancelIgnored { why, reason } => match why.as_deref() {
                 Some("unknown_id") => {
+                    let reason = reason.map(Cow::into_owned);
                     self.unknown_cancel(UnknownCancelKind::IgnoredUnknownId, line.ts, key, reason);
                 }
                 Some("atomic") => {
@@ -206,12 +217,13 @@ impl Auditor {
                 outcome,
                 duration_ms,
                 after_cancel_ms,
+                ..
             } => self.on_end(
                 key,
                 line.ts,
-                method,
-                tool,
-                outcome,
+                method.map(Cow::into_owned),
+                tool.map(Cow::into_owned),
+                outcome.into_owned(),
                 duration_ms,
                 after_cancel_ms,
             ),

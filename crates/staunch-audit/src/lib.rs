@@ -46,7 +46,6 @@
 #![warn(missing_docs)]
 
 mod analysis;
-mod event;
 mod groups;
 mod render;
 pub mod report;
@@ -56,9 +55,9 @@ use std::io::{self, BufRead};
 use std::time::Duration;
 
 pub use analysis::Auditor;
-pub use event::RequestId;
 pub use render::fmt_ms;
 pub use report::Report;
+pub use staunch_lifecycle::RequestId;
 
 /// A line longer than this is reported as malformed without being buffered, so one runaway
 /// line (a logged 50 MB argument, a binary file) cannot exhaust memory.

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::event::RequestId;
+use staunch_lifecycle::RequestId;
 
 /// Version of the JSON shape below; bumped on any incompatible change.
 pub const FORMAT_VERSION: u32 = 1;

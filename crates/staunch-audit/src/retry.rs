@@ -7,8 +7,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::analysis::non_negative;
-use crate::event::{Millis, RequestId, format_ts};
 use crate::report::{ClusterKind, ClusterMember, RetryCluster};
+use staunch_lifecycle::{Millis, RequestId, format_ts};
 
 /// One start of a (tool, fingerprint) pair, for retry clusters.
 #[derive(Debug)]

@@ -1,4 +1,4 @@
-//! One log line in, one [`Line`] out.
+//! Reading: one log line in, one [`Line`] out.
 //!
 //! Parsing is deliberately forgiving about what it does not use (unknown events and unknown
 //! fields are ignored, as `docs/lifecycle-log.md` promises) and strict about what it does use:
@@ -6,10 +6,13 @@
 //! is *malformed*, because silently guessing would turn one bad line into a wrong finding
 //! (an `end` we could not read becomes a request that "never ended").
 
+use std::borrow::Cow;
 use std::cmp::Ordering;
 use std::fmt;
 
 use serde::{Serialize, Serializer};
+
+use crate::event::{Event, names};
 use serde_json::{Map, Number, Value};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
@@ -27,7 +30,8 @@ pub enum RequestId {
 }
 
 impl RequestId {
-    fn from_value(v: &Value) -> Option<Self> {
+    /// Reads an id from JSON (a number or a string).
+    pub fn from_value(v: &Value) -> Option<Self> {
         match v {
             Value::Number(n) => Some(Self::Number(n.clone())),
             Value::String(s) => Some(Self::String(s.clone())),
@@ -102,42 +106,13 @@ pub fn format_ts(ms: Millis) -> String {
         .unwrap_or_else(|| format!("@{ms}ms"))
 }
 
-/// The events the audit understands, with the fields it uses.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Event {
-    Start {
-        method: Option<String>,
-        tool: Option<String>,
-        args_fingerprint: Option<String>,
-        /// `shape: atomic`: the tool finishes on purpose after a cancel.
-        atomic: bool,
-    },
-    CancelReceived {
-        reason: Option<String>,
-    },
-    CancelIgnored {
-        why: Option<String>,
-        reason: Option<String>,
-    },
-    Aborted {
-        since_cancel_ms: Option<u64>,
-    },
-    End {
-        method: Option<String>,
-        tool: Option<String>,
-        outcome: String,
-        duration_ms: Option<u64>,
-        after_cancel_ms: Option<u64>,
-    },
-}
-
 /// A parsed line of a known event.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Line {
     pub ts: Millis,
     pub session: String,
     pub request_id: RequestId,
-    pub event: Event,
+    pub event: Event<'static>,
 }
 
 /// What one non-blank line turned out to be.
@@ -167,11 +142,7 @@ pub fn parse_line(bytes: &[u8]) -> Result<Option<Parsed>, String> {
     };
     let known = matches!(
         event,
-        "request.start"
-            | "request.cancel_received"
-            | "request.cancel_ignored"
-            | "request.aborted"
-            | "request.end"
+        names::START | names::CANCEL_RECEIVED | names::CANCEL_IGNORED | names::ABORTED | names::END
     );
     if !known {
         let ts = obj.get("ts").and_then(Value::as_str).and_then(parse_ts);
@@ -199,29 +170,36 @@ pub fn parse_line(bytes: &[u8]) -> Result<Option<Parsed>, String> {
     };
 
     let event = match event {
-        "request.start" => Event::Start {
-            method: opt_str(&obj, "method")?,
-            tool: opt_str(&obj, "tool")?,
-            args_fingerprint: opt_str(&obj, "args_fingerprint")?,
-            atomic: opt_str(&obj, "shape")?.as_deref() == Some("atomic"),
+        names::START => Event::Start {
+            method: opt_str(&obj, "method")?.map(Cow::Owned),
+            tool: opt_str(&obj, "tool")?.map(Cow::Owned),
+            args_fingerprint: opt_str(&obj, "args_fingerprint")?.map(Cow::Owned),
+            shape: opt_str(&obj, "shape")?.map(Cow::Owned),
+            protocol_version: lenient_str(&obj, "protocol_version").map(Cow::Owned),
         },
-        "request.cancel_received" => Event::CancelReceived {
-            reason: lenient_str(&obj, "reason"),
+        names::CANCEL_RECEIVED => Event::CancelReceived {
+            reason: lenient_str(&obj, "reason").map(Cow::Owned),
+            since_start_ms: opt_ms(&obj, "since_start_ms")?,
         },
-        "request.cancel_ignored" => Event::CancelIgnored {
-            why: opt_str(&obj, "why")?,
-            reason: lenient_str(&obj, "reason"),
+        names::CANCEL_IGNORED => Event::CancelIgnored {
+            why: opt_str(&obj, "why")?.map(Cow::Owned),
+            reason: lenient_str(&obj, "reason").map(Cow::Owned),
         },
-        "request.aborted" => Event::Aborted {
+        names::ABORTED => Event::Aborted {
             since_cancel_ms: opt_ms(&obj, "since_cancel_ms")?,
         },
-        "request.end" => Event::End {
-            method: opt_str(&obj, "method")?,
-            tool: opt_str(&obj, "tool")?,
-            outcome: opt_str(&obj, "outcome")?
-                .ok_or_else(|| "`request.end` without `outcome`".to_owned())?,
+        names::END => Event::End {
+            method: opt_str(&obj, "method")?.map(Cow::Owned),
+            tool: opt_str(&obj, "tool")?.map(Cow::Owned),
+            outcome: Cow::Owned(
+                opt_str(&obj, "outcome")?
+                    .ok_or_else(|| "`request.end` without `outcome`".to_owned())?,
+            ),
             duration_ms: opt_ms(&obj, "duration_ms")?,
             after_cancel_ms: opt_ms(&obj, "after_cancel_ms")?,
+            why: lenient_str(&obj, "why").map(Cow::Owned),
+            panic: lenient_str(&obj, "panic").map(Cow::Owned),
+            response_suppressed: obj.get("response_suppressed") == Some(&Value::Bool(true)),
         },
         _ => unreachable!("filtered by `known` above"),
     };
