@@ -16,12 +16,11 @@
 //! | — | an error | `failed(error)` with its message |
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use serde_json::{Value, json};
+use staunch_server::supervise::{Ended, supervise};
 use staunch_store::{FinishOutcome, Heartbeat, JobOutcome, Lease};
 use tokio::sync::OwnedSemaphorePermit;
-use tokio::task::{JoinError, JoinHandle};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -99,6 +98,8 @@ fn spawn_attempt(inner: Arc<Inner>, lease: Lease, permit: OwnedSemaphorePermit) 
         let _permit = permit;
         let id = shared.job_id.clone();
         run_attempt(&inner, shared, args).await;
+        // Removed only after the outcome is written: shutdown waits for this map to empty
+        // before it releases this process's leases.
         inner
             .running
             .lock()
@@ -109,23 +110,6 @@ fn spawn_attempt(inner: Arc<Inner>, lease: Lease, permit: OwnedSemaphorePermit) 
         // A slot is free again.
         inner.wake.notify_one();
     });
-}
-
-/// How a body ended.
-enum Ended {
-    Returned(Result<Value, JobError>),
-    Panicked(String),
-    Aborted,
-}
-
-impl Ended {
-    fn from_join(r: Result<Result<Value, JobError>, JoinError>) -> Self {
-        match r {
-            Ok(r) => Ended::Returned(r),
-            Err(e) if e.is_panic() => Ended::Panicked(panic_message(e.into_panic())),
-            Err(_) => Ended::Aborted,
-        }
-    }
 }
 
 async fn run_attempt(inner: &Arc<Inner>, shared: Arc<RunShared>, args: Value) {
@@ -193,47 +177,35 @@ async fn run_attempt(inner: &Arc<Inner>, shared: Arc<RunShared>, args: Value) {
     finish(inner, &shared, outcome).await;
 }
 
-/// Runs the body in its own task (so a panic is caught and an abort is a drop), enforcing
-/// the cancel grace and the maximum runtime.
-async fn run_body(inner: &Inner, shared: &Arc<RunShared>, tool: &JobTool, args: Value) -> Ended {
+/// Runs the body under the same supervision as a request (`staunch_server::supervise`): a panic
+/// is caught, a stop (cancel, lost lease, shutdown) grants the grace and then drops the body,
+/// and the maximum runtime is the body's limit.
+async fn run_body(
+    inner: &Inner,
+    shared: &Arc<RunShared>,
+    tool: &JobTool,
+    args: Value,
+) -> Ended<Result<Value, JobError>> {
     let ctx = JobContext {
         shared: shared.clone(),
     };
     let body = tool.body.clone();
-    // The body is built inside the task too: a panic while building it is caught the same way.
-    let mut handle: JoinHandle<Result<Value, JobError>> =
-        tokio::spawn(async move { body.run(ctx, args).await });
+    // Built inside the supervised future: a panic while building it is caught the same way.
+    let fut = async move { body.run(ctx, args).await };
     let max_runtime = tool.max_runtime.unwrap_or(inner.config.max_runtime);
     let grace = inner.config.cancel_grace;
-    tokio::select! {
-        r = &mut handle => Ended::from_join(r),
-        _ = shared.token.cancelled() => with_grace(handle, grace, shared).await,
-        _ = tokio::time::sleep(max_runtime) => {
-            shared.stop(StopReason::MaxRuntime);
-            with_grace(handle, grace, shared).await
-        }
+    let supervised = supervise(
+        fut,
+        &shared.token,
+        grace,
+        Some(Instant::now() + max_runtime),
+        || shared.stop(StopReason::MaxRuntime),
+    )
+    .await;
+    if matches!(supervised.ended, Ended::Aborted) {
+        tracing::warn!(job_id = %shared.job_id, ?grace, "job.aborted: the body ignored its cancel");
     }
-}
-
-/// Gives a stopped body `grace` to return, then aborts it.
-async fn with_grace(
-    mut handle: JoinHandle<Result<Value, JobError>>,
-    grace: Duration,
-    shared: &RunShared,
-) -> Ended {
-    match tokio::time::timeout(grace, &mut handle).await {
-        Ok(r) => Ended::from_join(r),
-        Err(_) => {
-            tracing::warn!(job_id = %shared.job_id, ?grace, "job.aborted: the body ignored its cancel");
-            handle.abort();
-            match handle.await {
-                // It finished in the instant before the abort landed.
-                Ok(r) => Ended::Returned(r),
-                Err(e) if e.is_panic() => Ended::Panicked(panic_message(e.into_panic())),
-                Err(_) => Ended::Aborted,
-            }
-        }
-    }
+    supervised.ended
 }
 
 /// Renews the lease every heartbeat interval and writes progress (at most every
@@ -337,15 +309,5 @@ async fn finish(inner: &Inner, shared: &RunShared, outcome: JobOutcome) {
             // The lease runs out and the reaper ends the job; nothing better can be done here.
             tracing::error!(job_id = %shared.job_id, outcome = label, error = %e, "job.end could not be written");
         }
-    }
-}
-
-fn panic_message(p: Box<dyn std::any::Any + Send>) -> String {
-    if let Some(s) = p.downcast_ref::<&str>() {
-        (*s).to_string()
-    } else if let Some(s) = p.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "panic".to_string()
     }
 }

@@ -46,6 +46,10 @@ pub struct Config {
     pub progress_rate: ProgressRate,
     /// Longest accepted frame (a stdio line or an HTTP body), in bytes.
     pub max_message_bytes: usize,
+    /// Stateless era: how long a client may cache list results and `server/discover`
+    /// (`ttlMs`, SEP-2549). Lists change only when the server's tools or configuration do, and
+    /// `subscriptions/listen` tells a listening client at once.
+    pub list_ttl_ms: u64,
 }
 
 impl Default for Config {
@@ -59,6 +63,7 @@ impl Default for Config {
             max_cleanup: Duration::from_secs(10),
             progress_rate: ProgressRate::default(),
             max_message_bytes: 4 * 1024 * 1024,
+            list_ttl_ms: 60_000,
         }
     }
 }

@@ -3,7 +3,14 @@
 //! Cancellation is cooperative first and forced second: a handler observes its cancel through
 //! [`Context::check`], [`Context::cancelled`], or by wrapping downstream calls in
 //! [`Context::run`] (which drops them on cancel or deadline, so their socket or query ends
-//! too). A handler that ignores it is dropped by the Registry after the grace period.
+//! too). A handler that ignores it is dropped by the request core after the grace period.
+//!
+//! A context holds a narrow handle on its request — its key and token, its progress, the
+//! connection it answers on and what it knows about its client — never the session, so the same
+//! handler serves a session-era request and a stateless one. Questions to the client
+//! ([`Context::elicit`], [`Context::sample`], [`Context::list_roots`], [`Context::ask`]) are a
+//! server→client request in the session era and an input-required round in the stateless era
+//! (see [`crate::input`]).
 
 use std::future::Future;
 use std::sync::{Arc, Mutex};
@@ -11,26 +18,40 @@ use std::time::Duration;
 
 use serde_json::Value;
 use staunch_protocol::mcp::{LoggingLevel, LoggingMessageParams, methods};
-use staunch_protocol::{RequestId, notification_bytes, request_bytes};
+use staunch_protocol::modern::missing_capability;
+use staunch_protocol::{ErrorObject, RequestId, notification_bytes, request_bytes};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 
+use crate::conn::Conn;
 use crate::error::ToolError;
+use crate::input::{Rounds, capability_for};
 use crate::outbound::{Outbound, OutboundKind};
+use crate::peer::Peer;
 use crate::progress::Progress;
-use crate::session::SessionInner;
+use crate::request::RequestKey;
 
 /// State one request's handler shares with the runtime.
 pub(crate) struct RequestShared {
+    pub(crate) key: RequestKey,
     pub(crate) id: RequestId,
-    pub(crate) session: Arc<SessionInner>,
+    /// Where its messages go.
+    pub(crate) conn: Arc<Conn>,
+    /// What it knows about its client.
+    pub(crate) peer: Peer,
+    /// The longest a cleanup may run.
+    pub(crate) max_cleanup: Duration,
     pub(crate) token: CancellationToken,
     pub(crate) deadline: Option<Instant>,
     pub(crate) progress: Arc<Progress>,
     pub(crate) cleanups: Mutex<Vec<JoinHandle<()>>>,
     /// The request's `params._meta`, as sent.
     pub(crate) meta: Option<Value>,
+    /// A stateless request's input-required rounds (tools/call, prompts/get, resources/read).
+    pub(crate) rounds: Option<Rounds>,
+    /// Where list changes are announced.
+    pub(crate) listen: crate::listen::ListenHub,
 }
 
 /// The handle a tool handler gets for its request. Cheap to clone.
@@ -43,15 +64,15 @@ impl std::fmt::Debug for Context {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Context")
             .field("request_id", &self.shared.id)
-            .field("session", &self.shared.session.id)
+            .field("conn", &self.shared.conn.label)
             .finish()
     }
 }
 
-/// Sends notifications to a session that may have outlived the request it came from.
+/// Sends notifications to a connection that may have outlived the request it came from.
 #[derive(Clone)]
 pub struct Notifier {
-    session: std::sync::Weak<SessionInner>,
+    conn: std::sync::Weak<Conn>,
 }
 
 impl std::fmt::Debug for Notifier {
@@ -64,14 +85,13 @@ impl Notifier {
     /// Sends a notification unrelated to any request (on HTTP: the standalone stream).
     /// Returns false when the session is gone.
     pub fn notify(&self, method: &str, params: Value) -> bool {
-        let Some(s) = self.session.upgrade() else {
+        let Some(c) = self.conn.upgrade() else {
             return false;
         };
-        s.sink.send(Outbound {
-            related: None,
-            kind: OutboundKind::Notification,
-            bytes: notification_bytes(method, Some(&params)),
-        });
+        c.send(Outbound::notification(
+            None,
+            notification_bytes(method, Some(&params)),
+        ));
         true
     }
 }
@@ -118,9 +138,16 @@ impl Context {
         self.shared.meta.as_ref()
     }
 
-    /// The session (connection) the request came on.
+    /// The session (connection) the request came on: an HTTP session's id, `stdio`, or — for
+    /// a stateless HTTP request — the key the lifecycle log uses for it.
     pub fn session_id(&self) -> &str {
-        &self.shared.session.id
+        &self.shared.conn.label
+    }
+
+    /// Whether the request was made in the stateless era (2026-07-28): no session; closing its
+    /// stream cancels it; questions to the client are input-required rounds.
+    pub fn is_stateless(&self) -> bool {
+        self.shared.peer.is_stateless()
     }
 
     /// Whether the request was cancelled (by the client, its session closing, or its deadline).
@@ -191,6 +218,24 @@ impl Context {
         self.shared.progress.report(progress, total, message);
     }
 
+    /// Sends a notification on this request's stream (stdio: in order with its other
+    /// messages), unless the request was cancelled.
+    pub fn notify(&self, method: &str, params: Value) {
+        if self.shared.token.is_cancelled() {
+            return;
+        }
+        self.shared.conn.send(Outbound::notification(
+            Some(self.shared.id.clone()),
+            notification_bytes(method, Some(&params)),
+        ));
+    }
+
+    /// Announces a change to every `subscriptions/listen` stream that asked for it (e.g. the
+    /// tool list changed).
+    pub fn announce(&self, change: crate::listen::Change) {
+        self.shared.listen.announce(change);
+    }
+
     /// Whether the client asked for progress (sent a token).
     pub fn wants_progress(&self) -> bool {
         self.shared.progress.has_token()
@@ -204,7 +249,7 @@ impl Context {
     where
         F: Future<Output = ()> + Send + 'static,
     {
-        let limit = limit.min(self.shared.session.server.config.max_cleanup);
+        let limit = limit.min(self.shared.max_cleanup);
         let handle = tokio::spawn(async move {
             if tokio::time::timeout(limit, fut).await.is_err() {
                 tracing::warn!(?limit, "cleanup did not finish within its limit");
@@ -217,11 +262,12 @@ impl Context {
             .push(handle);
     }
 
-    /// Sends a client-visible log message (`notifications/message`) if the session's level
-    /// lets it through.
+    /// Sends a client-visible log message (`notifications/message`) if the client's level lets
+    /// it through (a session's level; a stateless request's own `logLevel` — none without it).
     pub fn log(&self, level: LoggingLevel, data: impl Into<Value>) {
-        if level < self.shared.session.log_level() {
-            return;
+        match self.shared.peer.log_level() {
+            Some(min) if level >= min => {}
+            _ => return,
         }
         let params = LoggingMessageParams {
             level,
@@ -229,61 +275,164 @@ impl Context {
             data: data.into(),
         };
         let params = serde_json::to_value(params).unwrap_or_default();
-        self.shared.session.sink.send(Outbound {
-            related: Some(self.shared.id.clone()),
-            kind: OutboundKind::Notification,
-            bytes: notification_bytes(methods::MESSAGE, Some(&params)),
-        });
+        self.shared.conn.send(Outbound::notification(
+            Some(self.shared.id.clone()),
+            notification_bytes(methods::MESSAGE, Some(&params)),
+        ));
     }
 
     /// Closes the connection carrying this request's SSE stream, without ending the stream:
     /// the client reconnects with `Last-Event-ID` and gets what it missed (Streamable HTTP
     /// 2025-11-25 polling). A no-op on stdio.
     pub fn close_sse_stream(&self) {
-        self.shared.session.sink.close_connection(&self.shared.id);
+        self.shared.conn.sink.close_connection(&self.shared.id);
     }
 
-    /// A handle that can send notifications to this session after the request has ended
-    /// (e.g. `notifications/tasks/status` from a job), for as long as the session lives.
+    /// A handle that can send notifications to this connection after the request has ended
+    /// (e.g. `notifications/tasks/status` from a job), for as long as the connection lives.
     pub fn notifier(&self) -> Notifier {
         Notifier {
-            session: Arc::downgrade(&self.shared.session),
+            conn: Arc::downgrade(&self.shared.conn),
         }
     }
 
-    /// The capabilities the client declared at `initialize`.
+    /// The capabilities the client declared (at `initialize`, or in this request's `_meta`).
     pub fn client_capabilities(&self) -> Value {
-        self.shared.session.client_capabilities()
+        self.shared.peer.client_capabilities()
     }
 
-    /// The negotiated protocol version, once initialized.
+    /// The protocol version the request is served in (a session's negotiated version, or a
+    /// stateless request's own).
     pub fn protocol_version(&self) -> Option<String> {
-        self.shared.session.protocol_version()
+        self.shared.peer.protocol_version()
+    }
+
+    /// Rounds of input the client has answered so far for this request (stateless era; always
+    /// 0 in the session era, where questions are answered within one request).
+    pub fn input_round(&self) -> u32 {
+        self.shared.rounds.as_ref().map_or(0, Rounds::round)
+    }
+
+    /// Asks the user through the client (`elicitation/create`; `params` are its params:
+    /// `message`, `requestedSchema`). Returns the client's answer (`action`, `content`).
+    ///
+    /// In the stateless era an unanswered question ends this round: propagate the
+    /// [`ToolError::InputRequired`] this returns (with `?`), and the client retries the
+    /// request with the answer; the handler runs again from the start. Ask before acting.
+    pub async fn elicit(&self, params: Value) -> Result<Value, ToolError> {
+        self.ask(None, "elicitation/create", params).await
+    }
+
+    /// [`Context::elicit`] with the key the question carries in `inputRequests` (stateless era;
+    /// keys must be unique within the request).
+    pub async fn elicit_as(&self, key: &str, params: Value) -> Result<Value, ToolError> {
+        self.ask(Some(key), "elicitation/create", params).await
+    }
+
+    /// Asks the client's model (`sampling/createMessage`; `params` are its params). See
+    /// [`Context::elicit`] for the stateless era.
+    pub async fn sample(&self, params: Value) -> Result<Value, ToolError> {
+        self.ask(None, "sampling/createMessage", params).await
+    }
+
+    /// Asks the client for its roots (`roots/list`). See [`Context::elicit`] for the stateless
+    /// era.
+    pub async fn list_roots(&self) -> Result<Value, ToolError> {
+        self.ask(None, "roots/list", Value::Object(Default::default()))
+            .await
+    }
+
+    /// Asks the client one question: `method` (`elicitation/create`, `sampling/createMessage`,
+    /// `roots/list`) with `params`, under `key` when given. A client that did not declare the
+    /// capability the method needs gets -32021 (`requiredCapabilities`) instead.
+    pub async fn ask(
+        &self,
+        key: Option<&str>,
+        method: &str,
+        params: Value,
+    ) -> Result<Value, ToolError> {
+        let mut answers = self.ask_all(vec![(key, method, params)]).await?;
+        Ok(answers.pop().unwrap_or_default())
+    }
+
+    /// Asks several questions at once: one round in the stateless era (every unanswered one
+    /// goes out in the same `inputRequests`), concurrent server→client requests in the session
+    /// era. The answers come back in order.
+    pub async fn ask_all(
+        &self,
+        questions: Vec<(Option<&str>, &str, Value)>,
+    ) -> Result<Vec<Value>, ToolError> {
+        for (_, method, _) in &questions {
+            if let Some(cap) = capability_for(method)
+                && !self.shared.peer.has_capability(cap)
+            {
+                return Err(ToolError::Rpc(missing_capability(
+                    cap,
+                    &format!("this request needs to send {method}"),
+                )));
+            }
+        }
+        if let Some(rounds) = &self.shared.rounds {
+            let mut answers = Vec::with_capacity(questions.len());
+            let mut missing = false;
+            for (key, method, params) in &questions {
+                let key = match key {
+                    Some(k) => (*k).to_string(),
+                    None => rounds.next_key(method.split('/').next().unwrap_or("input")),
+                };
+                match rounds.answer_or_ask(&key, method, params) {
+                    Some(a) => answers.push(a),
+                    None => missing = true,
+                }
+            }
+            return if missing {
+                Err(ToolError::InputRequired)
+            } else {
+                Ok(answers)
+            };
+        }
+        if self.shared.peer.is_stateless() {
+            return Err(ToolError::Rpc(ErrorObject::internal(
+                "this request cannot ask the client for input (only tools/call, prompts/get and \
+                 resources/read can, in the stateless era)",
+            )));
+        }
+        let calls = questions
+            .into_iter()
+            .map(|(_, method, params)| self.request_client(method, params));
+        futures_util::future::join_all(calls)
+            .await
+            .into_iter()
+            .collect()
     }
 
     /// Sends a request to the client (sampling, elicitation, roots) on this request's stream
     /// and waits for its answer; gives up (and tells the client) if this request is cancelled.
+    /// In the stateless era this is [`Context::ask`] (an input-required round).
     pub async fn request_client(&self, method: &str, params: Value) -> Result<Value, ToolError> {
-        let session = &self.shared.session;
-        let (id, rx) = session.register_outgoing();
-        session.sink.send(Outbound {
+        if self.shared.peer.is_stateless() {
+            return self.ask(None, method, params).await;
+        }
+        let conn = &self.shared.conn;
+        let (id, rx) = conn.register_outgoing();
+        conn.send(Outbound {
             related: Some(self.shared.id.clone()),
             kind: OutboundKind::Request,
             bytes: request_bytes(&id, method, Some(&params)),
+            error_code: None,
         });
         match self.run(rx).await {
             Ok(Ok(Ok(v))) => Ok(v),
             Ok(Ok(Err(e))) => Err(ToolError::Rpc(e)),
             Ok(Err(_)) => Err(ToolError::Internal("the session closed".into())),
             Err(e) => {
-                session.forget_outgoing(&id);
+                conn.forget_outgoing(&id);
                 let params =
                     serde_json::json!({"requestId": id.to_value(), "reason": "request cancelled"});
-                session.sink.send(Outbound {
-                    related: Some(self.shared.id.clone()),
-                    kind: OutboundKind::Notification,
-                    bytes: notification_bytes(methods::CANCELLED, Some(&params)),
-                });
+                conn.send(Outbound::notification(
+                    Some(self.shared.id.clone()),
+                    notification_bytes(methods::CANCELLED, Some(&params)),
+                ));
                 Err(e)
             }
         }

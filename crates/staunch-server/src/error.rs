@@ -22,6 +22,11 @@ pub enum ToolError {
     /// The server failed: answered as -32603.
     #[error("internal error: {0}")]
     Internal(String),
+    /// The stateless era: the handler asked the client a question that has no answer yet
+    /// ([`crate::Context::elicit`] and friends return it). Propagate it: the request is answered
+    /// with an input-required result, and the client retries with the answer.
+    #[error("input required from the client")]
+    InputRequired,
 }
 
 impl ToolError {

@@ -1,9 +1,13 @@
 //! The staunch runtime: MCP tools that stop when told.
 //!
 //! - [`Server`] / [`ServerBuilder`]: the tools, their [`Shape`]s and the limits ([`Config`]).
-//! - [`Session`]: one client connection; parses frames, routes each request to its own task
-//!   through the request Registry, routes `notifications/cancelled` to the request's token and
-//!   never answers a cancelled request.
+//! - [`Session`]: one client connection (stdio, or an HTTP session); parses frames and hands
+//!   each request — session-era or stateless-era, decided per request — to the request core,
+//!   which runs it in its own task, routes `notifications/cancelled` to its token and never
+//!   answers a cancelled request. [`Server::serve_stateless`] serves one stateless HTTP request.
+//! - [`supervise`]: how a handler (or a job body) ends — grace, abort, panic, deadline.
+//! - [`input`]: input-required rounds (the stateless era's elicitation, sampling and roots).
+//! - [`listen`]: `subscriptions/listen` streams and the [`ListenHub`] that feeds them.
 //! - [`Context`]: what a handler receives — cancellation, deadline, `run`, `blocking`,
 //!   rate-limited progress, shielded `cleanup`, client-visible logging, requests to the client.
 //! - [`LifecycleLog`]: one JSON line per step of every request (`docs/lifecycle-log.md`).
@@ -12,23 +16,32 @@
 #![forbid(unsafe_code)]
 
 mod config;
+mod conn;
 mod context;
+mod dispatch;
 mod error;
+pub mod input;
 mod lifecycle;
+pub mod listen;
 mod outbound;
+mod peer;
 mod progress;
-mod registry;
+mod request;
 mod server;
 mod session;
+pub mod supervise;
 mod tool;
 pub mod transport;
 
 pub use config::{Config, ProgressRate};
 pub use context::{BlockingUnit, Context, Notifier};
 pub use error::ToolError;
+pub use input::StateKey;
 pub use lifecycle::LifecycleLog;
+pub use listen::{Change, ListenHub};
 pub use outbound::{Outbound, OutboundKind, Sink};
-pub use server::{MethodHandler, Server, ServerBuilder};
+pub use request::CancelReason;
+pub use server::{MethodHandler, Server, ServerBuilder, StatelessRequest};
 pub use session::Session;
 pub use staunch_protocol as protocol;
 pub use staunch_protocol::mcp::{CallToolResult, Content, LoggingLevel};

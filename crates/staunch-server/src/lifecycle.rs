@@ -1,4 +1,5 @@
-//! The request-lifecycle log: one JSON object per line, format in `docs/lifecycle-log.md`.
+//! The request-lifecycle log: one JSON object per line, format in `docs/lifecycle-log.md`, the
+//! events typed in `staunch-lifecycle` (shared with `staunch audit`, which reads them).
 //!
 //! Lines are formatted on the caller's thread and written by one background thread, so a
 //! request task never waits on a slow terminal or disk. `flush` waits until everything queued
@@ -7,10 +8,8 @@
 use std::io::Write;
 use std::sync::mpsc;
 
-use serde_json::{Map, Value};
+use staunch_lifecycle::{Event, IdRef, write_line};
 use staunch_protocol::RequestId;
-use time::OffsetDateTime;
-use time::macros::format_description;
 
 enum Command {
     Line(String),
@@ -84,18 +83,16 @@ impl LifecycleLog {
         self.tx.is_some()
     }
 
-    /// Writes one line: the common fields plus `extra`.
-    pub fn emit(&self, event: &str, session: &str, id: &RequestId, extra: Map<String, Value>) {
+    /// Writes one event of request `id` on connection `label`.
+    pub fn event(&self, label: &str, id: &RequestId, event: &Event<'_>) {
         let Some(tx) = &self.tx else { return };
-        let mut line = Map::with_capacity(extra.len() + 4);
-        line.insert("ts".into(), Value::String(now_rfc3339()));
-        line.insert("event".into(), Value::String(event.into()));
-        line.insert("request_id".into(), id.to_value());
-        line.insert("session".into(), Value::String(session.into()));
-        line.extend(extra);
-        let mut s = Value::Object(line).to_string();
-        s.push('\n');
-        let _ = tx.send(Command::Line(s));
+        let id = match id {
+            RequestId::Number(n) => IdRef::Number(*n),
+            RequestId::String(s) => IdRef::String(s),
+        };
+        let mut line = String::with_capacity(192);
+        write_line(&mut line, &staunch_lifecycle::timestamp(), label, id, event);
+        let _ = tx.send(Command::Line(line));
     }
 
     /// Blocks until every line emitted so far is written and flushed.
@@ -106,12 +103,4 @@ impl LifecycleLog {
             let _ = done_rx.recv_timeout(std::time::Duration::from_secs(5));
         }
     }
-}
-
-/// Now as RFC 3339 UTC with milliseconds.
-pub(crate) fn now_rfc3339() -> String {
-    // Fixed width (always three fraction digits) so lines sort and align.
-    let fmt =
-        format_description!("[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z");
-    OffsetDateTime::now_utc().format(fmt).unwrap_or_default()
 }

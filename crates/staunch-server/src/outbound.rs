@@ -26,6 +26,21 @@ pub struct Outbound {
     pub kind: OutboundKind,
     /// The JSON bytes, without a trailing newline.
     pub bytes: Vec<u8>,
+    /// For an error response: its JSON-RPC code (a stateless HTTP response picks its status
+    /// from it).
+    pub error_code: Option<i64>,
+}
+
+impl Outbound {
+    /// A notification related to request `related` (or to none).
+    pub fn notification(related: Option<RequestId>, bytes: Vec<u8>) -> Self {
+        Self {
+            related,
+            kind: OutboundKind::Notification,
+            bytes,
+            error_code: None,
+        }
+    }
 }
 
 /// Where a session's messages go. `send` must not block: it is called from request tasks and

@@ -13,7 +13,7 @@ use staunch_protocol::mcp::{ProgressParams, ProgressToken, methods};
 use staunch_protocol::{RequestId, notification_bytes};
 
 use crate::config::ProgressRate;
-use crate::outbound::{Outbound, OutboundKind, Sink};
+use crate::outbound::{Outbound, Sink};
 
 /// Counters for tests and benchmarks.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -193,11 +193,10 @@ impl Progress {
     fn emit(&self, st: &mut State, p: &ProgressParams) {
         st.stats.sent += 1;
         let params = serde_json::to_value(p).unwrap_or_default();
-        self.sink.send(Outbound {
-            related: Some(self.related.clone()),
-            kind: OutboundKind::Notification,
-            bytes: notification_bytes(methods::PROGRESS, Some(&params)),
-        });
+        self.sink.send(Outbound::notification(
+            Some(self.related.clone()),
+            notification_bytes(methods::PROGRESS, Some(&params)),
+        ));
     }
 }
 

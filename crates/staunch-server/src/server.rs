@@ -13,11 +13,19 @@ use staunch_protocol::mcp::{CallToolResult, Implementation};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
+use staunch_protocol::modern::RequestMeta;
+use staunch_protocol::{Request, RequestId};
+
 use crate::config::Config;
+use crate::conn::Conn;
 use crate::context::Context;
 use crate::error::ToolError;
+use crate::input::StateKey;
 use crate::lifecycle::LifecycleLog;
+use crate::listen::ListenHub;
 use crate::outbound::Sink;
+use crate::peer::Peer;
+use crate::request::{self, CancelReason, Origin, Registry};
 use crate::session::Session;
 use crate::tool::{ToolHandler, ToolSpec, Typed, schema_of};
 
@@ -74,6 +82,16 @@ pub(crate) struct ServerInner {
     pub(crate) log: LifecycleLog,
     pub(crate) limiter: Arc<Semaphore>,
     pub(crate) shutdown: CancellationToken,
+    /// Every request in flight, in every era.
+    pub(crate) registry: Registry,
+    /// Seals the `requestState` of input-required rounds.
+    pub(crate) state_key: StateKey,
+    /// Where list changes are announced to `subscriptions/listen` streams.
+    pub(crate) listen: ListenHub,
+    /// `serverInfo` as JSON, for every stateless result's `_meta`.
+    pub(crate) server_info_value: Value,
+    /// Tells this process's stateless requests apart in the lifecycle log.
+    pub(crate) instance_tag: String,
 }
 
 /// An MCP server: shared by all its sessions. Cheap to clone.
@@ -106,6 +124,7 @@ impl Server {
             capabilities: Map::new(),
             config: Config::default(),
             log: LifecycleLog::disabled(),
+            state_key: None,
         }
     }
 
@@ -129,9 +148,53 @@ impl Server {
         self.inner.config.max_in_flight - self.inner.limiter.available_permits()
     }
 
-    /// Fires on server shutdown; every session's token is a child of it.
+    /// Requests registered in the request core right now (in flight, in every era).
+    pub fn registered(&self) -> usize {
+        self.inner.registry.len()
+    }
+
+    /// Fires when the server starts shutting down: transports stop accepting, and call
+    /// [`Server::cancel_all_requests`].
     pub fn shutdown_token(&self) -> CancellationToken {
         self.inner.shutdown.clone()
+    }
+
+    /// Shutdown: ends every `subscriptions/listen` stream gracefully (each answers its
+    /// request), then cancels every request still in flight with reason "server shutdown" (no
+    /// response goes to any of them). Returns how many requests it cancelled.
+    pub fn cancel_all_requests(&self) -> usize {
+        self.inner.listen.close();
+        request::cancel_everything(&self.inner)
+    }
+
+    /// Where list changes are announced (to `subscriptions/listen` streams).
+    pub fn listen_hub(&self) -> &ListenHub {
+        &self.inner.listen
+    }
+
+    /// Serves one stateless-era request (its `_meta` already read by the transport) whose
+    /// messages go to `sink` — one HTTP response stream. The returned handle cancels it when
+    /// the stream closes before the response.
+    pub fn serve_stateless(
+        &self,
+        req: Request,
+        meta: RequestMeta,
+        sink: Arc<dyn Sink>,
+    ) -> StatelessRequest {
+        let n = NEXT_STATELESS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let label = format!("req-{}-{n}", self.inner.instance_tag);
+        let conn = Conn::new(label, sink);
+        let origin = Origin {
+            conn: conn.clone(),
+            peer: Peer::Stateless(Arc::new(meta)),
+        };
+        let id = req.id.clone();
+        crate::dispatch::dispatch(&self.inner, &origin, req);
+        StatelessRequest {
+            server: self.inner.clone(),
+            conn,
+            id,
+        }
     }
 
     /// The declared tool names, in declaration order.
@@ -147,6 +210,41 @@ impl Server {
     }
 }
 
+static NEXT_STATELESS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+/// A stateless request being served (see [`Server::serve_stateless`]).
+pub struct StatelessRequest {
+    server: Arc<ServerInner>,
+    conn: Arc<Conn>,
+    id: RequestId,
+}
+
+impl std::fmt::Debug for StatelessRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StatelessRequest")
+            .field("key", &self.conn.label)
+            .finish()
+    }
+}
+
+impl StatelessRequest {
+    /// The key the lifecycle log uses for the request's connection.
+    pub fn log_key(&self) -> &str {
+        &self.conn.label
+    }
+
+    /// The client closed the response stream before the response: in the stateless era that
+    /// is the request's cancellation. A request that already ended is left alone.
+    pub fn stream_closed(&self) {
+        request::cancel_quietly(
+            &self.server,
+            &self.conn,
+            &self.id,
+            CancelReason::StreamClosed,
+        );
+    }
+}
+
 /// Declares a [`Server`].
 pub struct ServerBuilder {
     info: Implementation,
@@ -156,6 +254,7 @@ pub struct ServerBuilder {
     capabilities: Map<String, Value>,
     config: Config,
     log: LifecycleLog,
+    state_key: Option<StateKey>,
 }
 
 impl std::fmt::Debug for ServerBuilder {
@@ -189,6 +288,14 @@ impl ServerBuilder {
     /// them to stderr).
     pub fn lifecycle_log(mut self, log: LifecycleLog) -> Self {
         self.log = log;
+        self
+    }
+
+    /// The key that seals input-required rounds' `requestState`. Instances that share a store
+    /// should share the key (so any of them can continue a round); by default each server
+    /// makes a random one.
+    pub fn state_key(mut self, key: StateKey) -> Self {
+        self.state_key = Some(key);
         self
     }
 
@@ -248,8 +355,17 @@ impl ServerBuilder {
             .into_iter()
             .map(|t| (t.spec.name.clone(), Arc::new(t)))
             .collect();
+        let server_info_value = serde_json::to_value(&self.info).unwrap_or_default();
+        let mut tag = [0u8; 3];
+        let _ = getrandom::fill(&mut tag);
+        let instance_tag = tag.iter().map(|b| format!("{b:02x}")).collect();
         Server {
             inner: Arc::new(ServerInner {
+                server_info_value,
+                instance_tag,
+                registry: Registry::default(),
+                state_key: self.state_key.unwrap_or_else(StateKey::random),
+                listen: ListenHub::default(),
                 info: self.info,
                 instructions: self.instructions,
                 tools,

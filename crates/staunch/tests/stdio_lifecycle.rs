@@ -496,8 +496,22 @@ async fn initialize_is_not_cancellable_and_versions_negotiate() {
         q.initialize("2024-11-05").await["result"]["protocolVersion"],
         "2025-11-25"
     );
+    // server/discover is a stateless-era request: without its _meta it is malformed (-32602),
+    // with it the same connection answers in the stateless era.
     q.request(json!(1), "server/discover", json!({})).await;
-    assert_eq!(q.response(&json!(1)).await["error"]["code"], -32601);
+    assert_eq!(q.response(&json!(1)).await["error"]["code"], -32602);
+    let meta = json!({"_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {}
+    }});
+    q.request(json!(2), "server/discover", meta).await;
+    let d = q.response(&json!(2)).await;
+    assert_eq!(d["result"]["supportedVersions"], json!(["2026-07-28"]));
+    assert_eq!(d["result"]["resultType"], "complete");
+    assert_eq!(
+        d["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]["name"],
+        "staunch"
+    );
 }
 
 #[tokio::test]

@@ -14,6 +14,7 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader
 use tokio::sync::{mpsc, oneshot};
 
 use crate::outbound::{Outbound, Sink};
+use crate::request::CancelReason;
 use crate::server::Server;
 
 struct ChannelSink(mpsc::UnboundedSender<Vec<u8>>);
@@ -113,7 +114,14 @@ async fn read_loop<R: AsyncRead + Unpin>(
             }
         }
     }
-    session.close("transport closed");
+    let reason = if shutdown.is_cancelled() {
+        // Subscriptions end gracefully; everything else is cancelled, never answered.
+        server.listen_hub().close();
+        CancelReason::Shutdown
+    } else {
+        CancelReason::SessionClosed("transport closed")
+    };
+    session.close(reason);
     let drained = session.drain().await;
     server.lifecycle_log().flush();
     StdioExit { drained }

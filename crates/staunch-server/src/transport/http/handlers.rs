@@ -8,15 +8,17 @@ use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
+use staunch_protocol::modern::has_modern_meta;
 use staunch_protocol::{Message, RequestId, codes, parse_message, version};
 use staunch_store::{Replay, SessionRecord, now_ms};
 
 use super::HttpState;
 use super::session::{Attach, HttpSession, event_id, parse_event_id, random_hex};
 use super::sse;
+use super::stateless::{self, VERSION_HEADER};
+use crate::request::CancelReason;
 
 const SESSION_HEADER: &str = "mcp-session-id";
-const VERSION_HEADER: &str = "mcp-protocol-version";
 const LAST_EVENT_ID: &str = "last-event-id";
 
 /// Events replayed per store round trip.
@@ -33,6 +35,9 @@ pub(crate) async fn endpoint(
     }
     match method {
         Method::POST => post(state, headers, body).await,
+        Method::GET | Method::DELETE if stateless_client(&headers) => {
+            stateless::method_not_allowed()
+        }
         Method::GET => get(state, headers).await,
         Method::DELETE => delete(state, headers).await,
         _ => {
@@ -151,6 +156,13 @@ fn adopt(state: &HttpState, rec: SessionRecord) -> Arc<HttpSession> {
     s
 }
 
+/// A client of the stateless era: no session, and a protocol version header that names no
+/// session-era revision.
+fn stateless_client(headers: &HeaderMap) -> bool {
+    headers.get(SESSION_HEADER).is_none()
+        && header_str(headers, VERSION_HEADER).is_some_and(|v| !version::is_session_era(v.trim()))
+}
+
 async fn post(state: Arc<HttpState>, headers: HeaderMap, body: Bytes) -> Response {
     let json_ct = header_str(&headers, header::CONTENT_TYPE.as_str()).is_some_and(|ct| {
         ct.split(';')
@@ -162,18 +174,6 @@ async fn post(state: Arc<HttpState>, headers: HeaderMap, body: Bytes) -> Respons
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             codes::INVALID_REQUEST,
             "Content-Type must be application/json",
-        );
-    }
-    if let Some(v) = header_str(&headers, VERSION_HEADER)
-        && !version::is_supported(v)
-    {
-        return error(
-            StatusCode::BAD_REQUEST,
-            codes::INVALID_REQUEST,
-            &format!(
-                "unsupported MCP-Protocol-Version {v:?}; supported: {}",
-                version::SUPPORTED.join(", ")
-            ),
         );
     }
     let msg = match parse_message(&body) {
@@ -189,6 +189,35 @@ async fn post(state: Arc<HttpState>, headers: HeaderMap, body: Bytes) -> Respons
                 .into_response();
         }
     };
+    // The era, per request: the stateless era's `_meta` (whatever else the request carries), or
+    // a stateless client's headers; everything else is session traffic.
+    let stateless = match &msg {
+        Message::Request(r) => has_modern_meta(r.params.as_ref()) || stateless_client(&headers),
+        _ => stateless_client(&headers),
+    };
+    if stateless {
+        return match msg {
+            Message::Request(req) => {
+                let sse_ok = accepts(&headers, "text/event-stream");
+                stateless::post(state, headers, req, sse_ok).await
+            }
+            _ => stateless::not_a_request(),
+        };
+    }
+    if let Some(v) = header_str(&headers, VERSION_HEADER)
+        && !version::is_supported(v)
+    {
+        return error(
+            StatusCode::BAD_REQUEST,
+            codes::INVALID_REQUEST,
+            &format!(
+                "unsupported MCP-Protocol-Version {v:?}; supported: {} with a session, {} \
+                 stateless",
+                version::SUPPORTED.join(", "),
+                version::MODERN_SUPPORTED.join(", ")
+            ),
+        );
+    }
     if let Message::Request(r) = &msg
         && r.method == "initialize"
     {
@@ -328,7 +357,12 @@ async fn initialize(state: Arc<HttpState>, msg: Message) -> Response {
     };
     if let Err(e) = state.sessions_store.create(record).await {
         tracing::error!(error = %e, "could not store session");
-        state.end_session(&id, "session store unavailable").await;
+        state
+            .end_session(
+                &id,
+                CancelReason::SessionClosed("session store unavailable"),
+            )
+            .await;
         return error(
             StatusCode::SERVICE_UNAVAILABLE,
             codes::INTERNAL_ERROR,
@@ -589,6 +623,8 @@ async fn delete(state: Arc<HttpState>, headers: HeaderMap) -> Response {
             }
         }
     }
-    state.end_session(id, "session deleted").await;
+    state
+        .end_session(id, CancelReason::SessionClosed("session deleted"))
+        .await;
     StatusCode::OK.into_response()
 }

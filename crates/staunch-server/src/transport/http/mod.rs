@@ -23,6 +23,7 @@ mod guard;
 mod handlers;
 mod session;
 mod sse;
+mod stateless;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -35,6 +36,7 @@ use axum::routing::any;
 use axum::serve::ListenerExt;
 use staunch_store::{EventStore, SessionStore};
 
+use crate::request::CancelReason;
 use crate::server::Server;
 
 pub use guard::Allow;
@@ -67,6 +69,14 @@ pub struct HttpConfig {
     pub event_max_age: Duration,
     /// At most this many events are kept per stream.
     pub event_max_per_stream: u64,
+    /// Stateless era: how long a silent request's answer waits for its first message before
+    /// the response becomes an SSE stream (whose keep-alives then detect a client that left).
+    /// A request that answers sooner gets a plain JSON body, with an HTTP status that follows
+    /// its error.
+    pub stateless_hold: Duration,
+    /// Stateless era: SSE keep-alive interval on a silent request's stream; a closed
+    /// connection is noticed at the latest on the second write after it closed.
+    pub keep_alive_stateless: Duration,
 }
 
 impl Default for HttpConfig {
@@ -83,6 +93,8 @@ impl Default for HttpConfig {
             poll_after: None,
             event_max_age: Duration::from_secs(15 * 60),
             event_max_per_stream: 10_000,
+            stateless_hold: Duration::from_millis(250),
+            keep_alive_stateless: Duration::from_millis(500),
         }
     }
 }
@@ -94,6 +106,8 @@ pub(crate) struct HttpState {
     pub(crate) sessions_store: Arc<dyn SessionStore>,
     pub(crate) cfg: HttpConfig,
     pub(crate) sessions: Mutex<HashMap<String, Arc<session::HttpSession>>>,
+    /// Sessions closed at shutdown, still draining.
+    pub(crate) closing: Mutex<Vec<Arc<session::HttpSession>>>,
     pub(crate) batcher: batch::Batcher,
 }
 
@@ -106,6 +120,16 @@ impl HttpState {
             .cloned()
     }
 
+    /// Forgets every session (shutdown), handing them to the caller to close.
+    pub(crate) fn take_sessions(&self) -> Vec<Arc<session::HttpSession>> {
+        self.sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain()
+            .map(|(_, s)| s)
+            .collect()
+    }
+
     pub(crate) fn session_count(&self) -> usize {
         self.sessions
             .lock()
@@ -114,7 +138,7 @@ impl HttpState {
     }
 
     /// Ends a session: cancels its requests, forgets it, deletes its stored state.
-    pub(crate) async fn end_session(&self, id: &str, reason: &str) -> bool {
+    pub(crate) async fn end_session(&self, id: &str, reason: CancelReason) -> bool {
         let removed = self
             .sessions
             .lock()
@@ -162,6 +186,7 @@ impl HttpTransport {
                 sessions_store: sessions,
                 cfg,
                 sessions: Mutex::new(HashMap::new()),
+                closing: Mutex::new(Vec::new()),
             }),
         }
     }
@@ -185,6 +210,25 @@ impl HttpTransport {
     pub async fn serve(self, listener: tokio::net::TcpListener) -> std::io::Result<()> {
         let shutdown = self.state.server.shutdown_token();
         let maintenance = tokio::spawn(maintenance(self.state.clone()));
+        // Shutdown begins by ending the work, so that open streams close and the graceful
+        // shutdown below does not wait for calls to finish on their own: subscriptions end with
+        // a response, every other request is cancelled (never answered), sessions close.
+        let closer = {
+            let state = self.state.clone();
+            let shutdown = shutdown.clone();
+            tokio::spawn(async move {
+                shutdown.cancelled().await;
+                state.server.cancel_all_requests();
+                for s in state.take_sessions() {
+                    s.close(CancelReason::Shutdown);
+                    state
+                        .closing
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .push(s);
+                }
+            })
+        };
         let app = self.router();
         // Without TCP_NODELAY every small SSE write waits for the peer's delayed ACK (~40 ms).
         let listener = listener.tap_io(|tcp| {
@@ -196,16 +240,13 @@ impl HttpTransport {
             .with_graceful_shutdown(async move { shutdown.cancelled().await })
             .await;
         maintenance.abort();
-        let sessions: Vec<_> = self
-            .state
-            .sessions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .drain()
-            .map(|(_, s)| s)
-            .collect();
+        let _ = closer.await;
+        let mut sessions =
+            std::mem::take(&mut *self.state.closing.lock().unwrap_or_else(|p| p.into_inner()));
+        // Sessions opened while shutting down.
+        sessions.extend(self.state.take_sessions());
         for s in &sessions {
-            s.close("server shutdown");
+            s.close(CancelReason::Shutdown);
         }
         for s in &sessions {
             s.drain().await;
@@ -242,7 +283,9 @@ async fn maintenance(state: Arc<HttpState>) {
         };
         for id in idle {
             tracing::info!(session = %id, "session expired");
-            state.end_session(&id, "session expired").await;
+            state
+                .end_session(&id, CancelReason::SessionClosed("session expired"))
+                .await;
         }
         let max_age = i64::try_from(state.cfg.event_max_age.as_millis()).unwrap_or(i64::MAX);
         if let Err(e) = state

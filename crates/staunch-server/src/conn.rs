@@ -1,0 +1,133 @@
+//! [`Conn`]: one place messages leave through — a stdio pipe, an HTTP session, or the response
+//! stream of one stateless HTTP request.
+//!
+//! A connection knows where its messages go (its [`Sink`]), how many of its requests are in
+//! flight (so closing it can wait for them), and the server→client requests it is waiting on
+//! (sampling, elicitation and roots in the session era). Request ids are unique per
+//! connection, so a request is keyed by the connection's [`ConnId`] and its own id.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::Value;
+use staunch_protocol::{ErrorObject, RequestId};
+use tokio::sync::{Notify, oneshot};
+
+use crate::outbound::{Outbound, Sink};
+
+/// A connection's identity within this process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct ConnId(pub(crate) u64);
+
+/// The answer to a server→client request.
+pub(crate) type ClientReply = Result<Value, ErrorObject>;
+
+static NEXT_CONN: AtomicU64 = AtomicU64::new(1);
+
+pub(crate) struct Conn {
+    pub(crate) id: ConnId,
+    /// How the lifecycle log names it: the session id, `stdio`, or a stateless request's key.
+    pub(crate) label: Arc<str>,
+    pub(crate) sink: Arc<dyn Sink>,
+    in_flight: AtomicUsize,
+    emptied: Notify,
+    outgoing: Mutex<HashMap<RequestId, oneshot::Sender<ClientReply>>>,
+    next_outgoing: AtomicU64,
+}
+
+impl std::fmt::Debug for Conn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Conn")
+            .field("id", &self.id)
+            .field("label", &self.label)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Conn {
+    pub(crate) fn new(label: impl Into<Arc<str>>, sink: Arc<dyn Sink>) -> Arc<Self> {
+        Arc::new(Self {
+            id: ConnId(NEXT_CONN.fetch_add(1, Ordering::Relaxed)),
+            label: label.into(),
+            sink,
+            in_flight: AtomicUsize::new(0),
+            emptied: Notify::new(),
+            outgoing: Mutex::new(HashMap::new()),
+            next_outgoing: AtomicU64::new(1),
+        })
+    }
+
+    pub(crate) fn send(&self, msg: Outbound) {
+        self.sink.send(msg);
+    }
+
+    /// Counts a request that started on this connection.
+    pub(crate) fn request_started(&self) {
+        self.in_flight.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Counts a request that ended; wakes [`Conn::wait_empty`] at zero.
+    pub(crate) fn request_ended(&self) {
+        if self.in_flight.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.emptied.notify_waiters();
+        }
+    }
+
+    pub(crate) fn in_flight(&self) -> usize {
+        self.in_flight.load(Ordering::Acquire)
+    }
+
+    /// Waits until no request of this connection is in flight, or `limit` passes; returns
+    /// whether it emptied.
+    pub(crate) async fn wait_empty(&self, limit: Duration) -> bool {
+        let wait = async {
+            loop {
+                let notified = self.emptied.notified();
+                tokio::pin!(notified);
+                notified.as_mut().enable();
+                if self.in_flight() == 0 {
+                    return;
+                }
+                notified.await;
+            }
+        };
+        tokio::time::timeout(limit, wait).await.is_ok()
+    }
+
+    /// A new server→client request id and the receiver of its answer.
+    pub(crate) fn register_outgoing(&self) -> (RequestId, oneshot::Receiver<ClientReply>) {
+        let n = self.next_outgoing.fetch_add(1, Ordering::Relaxed);
+        let id = RequestId::String(format!("staunch-{n}"));
+        let (tx, rx) = oneshot::channel();
+        self.lock_outgoing().insert(id.clone(), tx);
+        (id, rx)
+    }
+
+    pub(crate) fn forget_outgoing(&self, id: &RequestId) {
+        self.lock_outgoing().remove(id);
+    }
+
+    /// Hands the client's answer to whoever waits for it; `false` for an id nobody waits for.
+    pub(crate) fn resolve_outgoing(&self, id: &RequestId, reply: ClientReply) -> bool {
+        match self.lock_outgoing().remove(id) {
+            Some(tx) => {
+                let _ = tx.send(reply);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Fails every pending server→client request (the connection is closing).
+    pub(crate) fn clear_outgoing(&self) {
+        self.lock_outgoing().clear();
+    }
+
+    fn lock_outgoing(
+        &self,
+    ) -> std::sync::MutexGuard<'_, HashMap<RequestId, oneshot::Sender<ClientReply>>> {
+        self.outgoing.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}

@@ -1,0 +1,299 @@
+//! Routing one request to what serves it, in the era it was made in.
+//!
+//! The session handles `initialize` and `logging/setLevel` (they change the session) before it
+//! gets here. Everything else is routed the same way in both eras, with these differences:
+//! `ping` exists only in the session era; `server/discover` and `subscriptions/listen` only in
+//! the stateless era, which answers the session era's removed methods with -32601; a stateless
+//! `tools/call`, `prompts/get` or `resources/read` can ask the client for input in rounds; the
+//! session era's tasks (2025-11-25) are negotiated only with a session.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use serde_json::{Map, Value, json};
+use sha2::{Digest, Sha256};
+use staunch_protocol::mcp::{CallToolParams, CallToolResult, methods};
+use staunch_protocol::modern::{REMOVED_METHODS, keys, methods as modern, result_type};
+use staunch_protocol::{ErrorObject, Request, codes, version};
+
+use crate::error::ToolError;
+use crate::input::{Binding, Rounds};
+use crate::listen;
+use crate::peer::Peer;
+use crate::request::{self, Origin, Work};
+use crate::server::ServerInner;
+use crate::tool::Shape;
+
+/// Routes `req`; answers it inline or starts it in its own task. Never blocks.
+pub(crate) fn dispatch(server: &Arc<ServerInner>, origin: &Origin, req: Request) {
+    let stateless = origin.peer.is_stateless();
+    let method = req.method.as_str();
+    if stateless && REMOVED_METHODS.contains(&method) {
+        let e = ErrorObject::new(
+            codes::METHOD_NOT_FOUND,
+            format!(
+                "method not found: {method} was removed in protocol {} (stateless requests need \
+                 no initialize, ping or logging/setLevel; use subscriptions/listen for updates)",
+                version::MODERN
+            ),
+        );
+        request::answer_now(server, origin, &req, Err(e));
+        return;
+    }
+    match method {
+        methods::PING => request::answer_now(server, origin, &req, Ok(json!({}))),
+        methods::TOOLS_LIST => {
+            let list = server.tool_list.clone();
+            request::answer_now(server, origin, &req, Ok(list));
+        }
+        methods::SERVER_DISCOVER => {
+            let outcome = if stateless {
+                Ok(discover(server))
+            } else {
+                Err(ErrorObject::invalid_params(format!(
+                    "server/discover is a {} request: send it with _meta[\"{}\"] and _meta[\"{}\"] \
+                     (or send initialize for a session)",
+                    version::MODERN,
+                    keys::PROTOCOL_VERSION,
+                    keys::CLIENT_CAPABILITIES
+                )))
+            };
+            request::answer_now(server, origin, &req, outcome);
+        }
+        modern::SUBSCRIPTIONS_LISTEN if stateless => {
+            let hub = server.listen.clone();
+            let caps = server.capabilities.clone();
+            let params = req.params.clone();
+            let work = Work {
+                tool: None,
+                shape: None,
+                // Open until the client leaves or the server shuts down.
+                deadline: None,
+                fingerprint: None,
+                is_tool_call: false,
+                rounds: None,
+                answers_at_shutdown: true,
+                make: Box::new(move |ctx| Box::pin(listen::listen(ctx, hub, caps, params))),
+            };
+            request::start(server, origin, req, work);
+        }
+        methods::TOOLS_CALL => match tool_call_work(server, origin, &req) {
+            Ok(work) => request::start(server, origin, req, work),
+            Err(e) => request::answer_now(server, origin, &req, Err(e)),
+        },
+        other => match server.methods.get(other) {
+            Some(entry) => {
+                let handler = entry.handler.clone();
+                let params = req.params.clone();
+                let rounds = match input_rounds(server, origin, &req, other, name_of(&req)) {
+                    Ok(r) => r,
+                    Err(e) => return request::answer_now(server, origin, &req, Err(e)),
+                };
+                let work = Work {
+                    tool: None,
+                    shape: None,
+                    deadline: handler.deadline(server.config.quick_deadline),
+                    fingerprint: None,
+                    is_tool_call: false,
+                    rounds,
+                    answers_at_shutdown: false,
+                    make: Box::new(move |ctx| handler.call(ctx, params)),
+                };
+                request::start(server, origin, req, work);
+            }
+            None => {
+                let e = ErrorObject::method_not_found(other);
+                request::answer_now(server, origin, &req, Err(e));
+            }
+        },
+    }
+}
+
+/// The `server/discover` result (stateless era): versions, capabilities, identity.
+fn discover(server: &ServerInner) -> Value {
+    let mut caps = server.capabilities.clone();
+    // The session era's tasks capability is negotiated at initialize; it is never advertised
+    // next to the stateless era's (the tasks extension lives under `extensions`).
+    caps.remove("tasks");
+    let mut out = Map::new();
+    out.insert("supportedVersions".into(), json!(version::MODERN_SUPPORTED));
+    out.insert("capabilities".into(), Value::Object(caps));
+    if let Some(i) = &server.instructions {
+        out.insert("instructions".into(), i.clone().into());
+    }
+    out.insert("resultType".into(), result_type::COMPLETE.into());
+    Value::Object(out)
+}
+
+fn name_of(req: &Request) -> String {
+    let p = req.params.as_ref();
+    p.and_then(|p| p.get("name").or_else(|| p.get("uri")))
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// The input-required rounds of a stateless request that may have them.
+fn input_rounds(
+    server: &ServerInner,
+    origin: &Origin,
+    req: &Request,
+    method: &str,
+    name: String,
+) -> Result<Option<Rounds>, ErrorObject> {
+    if !origin.peer.is_stateless()
+        || !matches!(method, "tools/call" | "prompts/get" | "resources/read")
+    {
+        return Ok(None);
+    }
+    let args = req
+        .params
+        .as_ref()
+        .and_then(|p| p.get("arguments"))
+        .cloned()
+        .unwrap_or(Value::Null);
+    let binding = Binding {
+        method: method.to_string(),
+        name,
+        fingerprint: fingerprint(&args),
+    };
+    Rounds::from_params(
+        &server.state_key,
+        binding,
+        req.params.as_ref(),
+        staunch_store::now_ms(),
+    )
+    .map(Some)
+}
+
+fn tool_call_work(
+    server: &Arc<ServerInner>,
+    origin: &Origin,
+    req: &Request,
+) -> Result<Work, ErrorObject> {
+    let p: CallToolParams = parse_params(req.params.as_ref())?;
+    let Some(entry) = server.tools.get(&p.name).cloned() else {
+        return Err(ErrorObject::invalid_params(format!(
+            "unknown tool: {}",
+            p.name
+        )));
+    };
+    let args = Value::Object(p.arguments.unwrap_or_default());
+    let fingerprint = server.log.enabled().then(|| fingerprint(&args));
+    let rounds = input_rounds(server, origin, req, methods::TOOLS_CALL, p.name.clone())?;
+    // Tasks (2025-11-25): negotiated per session; a server that does not declare them, or a
+    // stateless request, ignores the `task` field.
+    let tasks_declared = matches!(origin.peer, Peer::Session(_))
+        && server
+            .capabilities
+            .get("tasks")
+            // `get` rather than `pointer`: this runs on every call, and `pointer` allocates
+            // a string per path segment.
+            .and_then(|t| t.get("requests")?.get("tools")?.get("call"))
+            .is_some();
+    let support = entry.spec.task_support();
+    let task = p.task.filter(|_| tasks_declared);
+    if tasks_declared && task.is_none() && support == "required" {
+        return Err(ErrorObject::new(
+            codes::METHOD_NOT_FOUND,
+            format!(
+                "tool {} must be called as a task (execution.taskSupport = required)",
+                p.name
+            ),
+        ));
+    }
+    if let Some(task) = task {
+        if support == "forbidden" {
+            return Err(ErrorObject::new(
+                codes::METHOD_NOT_FOUND,
+                format!("tool {} does not support tasks", p.name),
+            ));
+        }
+        let name = p.name.clone();
+        return Ok(Work {
+            tool: Some(p.name),
+            shape: Some(entry.spec.shape),
+            deadline: Some(server.config.quick_deadline),
+            fingerprint,
+            is_tool_call: false,
+            rounds: None,
+            answers_at_shutdown: false,
+            make: Box::new(
+                move |ctx| match entry.handler.call_as_task(ctx, args, task) {
+                    Some(fut) => fut,
+                    None => Box::pin(std::future::ready(Err(ToolError::Rpc(ErrorObject::new(
+                        codes::METHOD_NOT_FOUND,
+                        format!("tool {name} does not run as a task"),
+                    ))))),
+                },
+            ),
+        });
+    }
+    let cfg = &server.config;
+    let deadline: Option<Duration> = entry.spec.deadline.or(match entry.spec.shape {
+        Shape::Quick => Some(cfg.quick_deadline),
+        Shape::Streaming => Some(cfg.streaming_deadline),
+        // An atomic write is never interrupted; a job tool answers at once.
+        Shape::Atomic | Shape::Job => None,
+    });
+    Ok(Work {
+        tool: Some(p.name),
+        shape: Some(entry.spec.shape),
+        deadline,
+        fingerprint,
+        is_tool_call: true,
+        rounds,
+        answers_at_shutdown: false,
+        make: Box::new(move |ctx| {
+            let fut = entry.handler.call(ctx, args);
+            let fut: BoxFuture<'static, Result<Value, ToolError>> = Box::pin(async move {
+                match fut.await {
+                    Ok(r) => Ok(to_value(&r)),
+                    Err(ToolError::Tool(m)) => Ok(to_value(&CallToolResult::error(m))),
+                    Err(e) => Err(e),
+                }
+            });
+            fut
+        }),
+    })
+}
+
+pub(crate) fn parse_params<T: serde::de::DeserializeOwned>(
+    params: Option<&Value>,
+) -> Result<T, ErrorObject> {
+    // Fast path (every well-formed request): straight from the borrowed value — no copy of the
+    // whole params, no path tracking. serde_path_to_error allocates a path segment per key and
+    // was ~15 % of the instructions of a `tools/call` (callgrind, benches/profile); only a
+    // failure pays for it now, to say where the input is wrong.
+    let empty = Value::Object(Map::new());
+    let v = params.unwrap_or(&empty);
+    if let Ok(t) = <T as serde::Deserialize>::deserialize(v) {
+        return Ok(t);
+    }
+    serde_path_to_error::deserialize::<_, T>(v.clone()).map_err(|e| {
+        let path = e.path().to_string();
+        ErrorObject::invalid_params(if path == "." {
+            format!("invalid params: {}", e.into_inner())
+        } else {
+            format!("invalid params: `{path}`: {}", e.into_inner())
+        })
+    })
+}
+
+fn to_value<T: serde::Serialize>(v: &T) -> Value {
+    serde_json::to_value(v).unwrap_or_default()
+}
+
+/// First 16 hex digits of SHA-256 of the canonical arguments (keys sorted: serde_json's map
+/// is ordered).
+pub(crate) fn fingerprint(args: &Value) -> String {
+    let digest = Sha256::digest(args.to_string().as_bytes());
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(16);
+    for b in &digest[..8] {
+        out.push(char::from(HEX[usize::from(b >> 4)]));
+        out.push(char::from(HEX[usize::from(b & 0xf)]));
+    }
+    out
+}

@@ -1,0 +1,381 @@
+//! Input-required rounds (the stateless era's MRTR, SEP-2322): how a handler asks the client
+//! for input — elicitation, sampling, roots — without a server→client request.
+//!
+//! In the session era [`crate::Context::elicit`] and friends send a request to the client on
+//! the open stream and wait. In the stateless era there is no such stream: the handler's first
+//! unanswered question ends the round. The request is answered with
+//! `{resultType: "input_required", inputRequests: {key: {method, params}}, requestState}`, and
+//! the client retries the *same* request with `inputResponses: {key: answer}` and the state
+//! echoed. The handler then runs again from the start; its questions are answered from what the
+//! client sent (this round) and from the sealed state (earlier rounds), in the same order, so it
+//! gets further each round. Side effects a handler performs before its last question run once
+//! per round: a handler must ask first and act after (the README says so).
+//!
+//! `requestState` is sealed with HMAC-SHA256 under a key the server gets from its store, so any
+//! instance sharing the store can continue a round, and a client can neither forge answers into
+//! it nor move it to another request (it is bound to the method, the tool or prompt name and the
+//! arguments). A tampered, foreign or expired state is -32602.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use hmac::{Hmac, KeyInit, Mac};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+use sha2::Sha256;
+use staunch_protocol::ErrorObject;
+use staunch_protocol::modern::result_type;
+
+/// How long a `requestState` stays valid: a person answering an elicitation takes minutes, not
+/// hours.
+const STATE_MAX_AGE_MS: i64 = 60 * 60 * 1000;
+
+/// The key that seals `requestState`. Any instance with the same key can continue a round.
+#[derive(Clone)]
+pub struct StateKey(Vec<u8>);
+
+impl std::fmt::Debug for StateKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("StateKey(..)")
+    }
+}
+
+impl StateKey {
+    /// A key from stored bytes (at least 32).
+    pub fn from_bytes(bytes: Vec<u8>) -> Self {
+        Self(bytes)
+    }
+
+    /// A fresh random key (for a single instance; rounds do not survive a restart).
+    pub fn random() -> Self {
+        let mut b = vec![0u8; 32];
+        if getrandom::fill(&mut b).is_err() {
+            panic!("the operating system's random number generator failed");
+        }
+        Self(b)
+    }
+
+    fn mac(&self, payload: &[u8]) -> Hmac<Sha256> {
+        let mut m = <Hmac<Sha256> as KeyInit>::new_from_slice(&self.0)
+            .unwrap_or_else(|_| unreachable!("HMAC takes keys of any length"));
+        m.update(payload);
+        m
+    }
+}
+
+/// What the sealed state carries between rounds.
+#[derive(Serialize, Deserialize)]
+struct State {
+    /// Format version.
+    v: u32,
+    /// What the state is bound to: method, tool/prompt name, argument fingerprint.
+    m: String,
+    n: String,
+    f: String,
+    /// Rounds answered so far.
+    r: u32,
+    /// Every answer so far, by key.
+    a: Map<String, Value>,
+    /// When sealed (ms since the epoch).
+    t: i64,
+}
+
+/// What a request is bound to, so its state cannot be replayed into another one.
+#[derive(Clone, Debug)]
+pub(crate) struct Binding {
+    pub(crate) method: String,
+    pub(crate) name: String,
+    pub(crate) fingerprint: String,
+}
+
+/// The input-required rounds of one stateless request.
+pub(crate) struct Rounds {
+    binding: Binding,
+    /// Answers from earlier rounds (sealed state) and this one (`inputResponses`).
+    answers: Map<String, Value>,
+    /// Rounds answered before this one.
+    round: u32,
+    /// Questions asked this round that have no answer yet, in order.
+    asked: Mutex<Vec<(String, Value)>>,
+    /// For generated keys: the n-th question of a kind gets the same key every round.
+    counter: AtomicU32,
+}
+
+impl Rounds {
+    /// The rounds of a request whose params may carry `inputResponses` and `requestState`.
+    pub(crate) fn from_params(
+        key: &StateKey,
+        binding: Binding,
+        params: Option<&Value>,
+        now_ms: i64,
+    ) -> Result<Self, ErrorObject> {
+        let mut answers = Map::new();
+        let mut round = 0;
+        if let Some(state) = params.and_then(|p| p.get("requestState")) {
+            let Value::String(sealed) = state else {
+                return Err(ErrorObject::invalid_params("requestState must be a string"));
+            };
+            let st = open(key, sealed)?;
+            if st.m != binding.method || st.n != binding.name || st.f != binding.fingerprint {
+                return Err(ErrorObject::invalid_params(
+                    "requestState belongs to another request (method, name or arguments \
+                     differ): retry without it",
+                ));
+            }
+            if now_ms.saturating_sub(st.t) > STATE_MAX_AGE_MS {
+                return Err(ErrorObject::invalid_params(
+                    "requestState has expired: retry without it",
+                ));
+            }
+            answers = st.a;
+            round = st.r;
+        }
+        match params.and_then(|p| p.get("inputResponses")) {
+            None => {}
+            Some(Value::Object(responses)) => {
+                for (k, v) in responses {
+                    if !v.is_object() {
+                        return Err(ErrorObject::invalid_params(format!(
+                            "inputResponses[{k:?}] must be an object (the answer to the input \
+                             request with that key)"
+                        )));
+                    }
+                    answers.insert(k.clone(), v.clone());
+                }
+                if !responses.is_empty() {
+                    round += 1;
+                }
+            }
+            Some(_) => {
+                return Err(ErrorObject::invalid_params(
+                    "inputResponses must be an object mapping input request keys to answers",
+                ));
+            }
+        }
+        Ok(Self {
+            binding,
+            answers,
+            round,
+            asked: Mutex::new(Vec::new()),
+            counter: AtomicU32::new(0),
+        })
+    }
+
+    /// Rounds the client has answered so far (0 on the first call).
+    pub(crate) fn round(&self) -> u32 {
+        self.round
+    }
+
+    /// A key for an unnamed question of `kind`: the same on every round for the same call order.
+    pub(crate) fn next_key(&self, kind: &str) -> String {
+        let n = self.counter.fetch_add(1, Ordering::Relaxed) + 1;
+        format!("{kind}-{n}")
+    }
+
+    /// The answer to `key`, or records the question (`{method, params}`) for this round.
+    pub(crate) fn answer_or_ask(&self, key: &str, method: &str, params: &Value) -> Option<Value> {
+        if let Some(a) = self.answers.get(key) {
+            return Some(a.clone());
+        }
+        let mut asked = self.asked.lock().unwrap_or_else(|p| p.into_inner());
+        if !asked.iter().any(|(k, _)| k == key) {
+            asked.push((key.to_string(), json!({"method": method, "params": params})));
+        }
+        None
+    }
+
+    /// Whether the handler asked something this round that the client has not answered.
+    pub(crate) fn pending(&self) -> bool {
+        !self
+            .asked
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_empty()
+    }
+
+    /// The `InputRequiredResult` for this round: the open questions and the sealed state.
+    pub(crate) fn input_required(&self, key: &StateKey, now_ms: i64) -> Value {
+        let asked = self.asked.lock().unwrap_or_else(|p| p.into_inner());
+        let mut requests = Map::new();
+        for (k, q) in asked.iter() {
+            requests.insert(k.clone(), q.clone());
+        }
+        let st = State {
+            v: 1,
+            m: self.binding.method.clone(),
+            n: self.binding.name.clone(),
+            f: self.binding.fingerprint.clone(),
+            r: self.round,
+            a: self.answers.clone(),
+            t: now_ms,
+        };
+        json!({
+            "resultType": result_type::INPUT_REQUIRED,
+            "inputRequests": requests,
+            "requestState": seal(key, &st),
+        })
+    }
+}
+
+fn seal(key: &StateKey, st: &State) -> String {
+    let payload = URL_SAFE_NO_PAD.encode(serde_json::to_vec(st).unwrap_or_default());
+    let tag = URL_SAFE_NO_PAD.encode(key.mac(payload.as_bytes()).finalize().into_bytes());
+    format!("{payload}.{tag}")
+}
+
+fn open(key: &StateKey, sealed: &str) -> Result<State, ErrorObject> {
+    let tampered = || {
+        ErrorObject::invalid_params(
+            "requestState failed its integrity check (it was changed, or sealed by another \
+             server): retry without it",
+        )
+    };
+    let (payload, tag) = sealed.split_once('.').ok_or_else(tampered)?;
+    let tag = URL_SAFE_NO_PAD.decode(tag).map_err(|_| tampered())?;
+    // Constant-time comparison.
+    key.mac(payload.as_bytes())
+        .verify_slice(&tag)
+        .map_err(|_| tampered())?;
+    let bytes = URL_SAFE_NO_PAD.decode(payload).map_err(|_| tampered())?;
+    serde_json::from_slice(&bytes).map_err(|_| tampered())
+}
+
+/// The client capability a server→client method needs.
+pub(crate) fn capability_for(method: &str) -> Option<&'static str> {
+    match method {
+        "elicitation/create" => Some("elicitation"),
+        "sampling/createMessage" => Some("sampling"),
+        "roots/list" => Some("roots"),
+        _ => None,
+    }
+}
+
+/// Keeps only answers whose keys a handler may still ask (for tests and logs).
+#[cfg(test)]
+fn answer_keys(r: &Rounds) -> Vec<String> {
+    let mut k: Vec<String> = r.answers.keys().cloned().collect();
+    k.sort();
+    k
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn binding() -> Binding {
+        Binding {
+            method: "tools/call".into(),
+            name: "ask".into(),
+            fingerprint: "abc".into(),
+        }
+    }
+
+    fn ask_once(r: &Rounds) -> Option<Value> {
+        r.answer_or_ask("name", "elicitation/create", &json!({"message": "name?"}))
+    }
+
+    #[test]
+    fn a_round_trip_carries_the_answers_forward() {
+        let key = StateKey::random();
+        let r1 = Rounds::from_params(&key, binding(), None, 1_000).unwrap();
+        assert_eq!(r1.round(), 0);
+        assert!(ask_once(&r1).is_none());
+        assert!(r1.pending());
+        let out = r1.input_required(&key, 1_000);
+        assert_eq!(out["resultType"], "input_required");
+        assert_eq!(out["inputRequests"]["name"]["method"], "elicitation/create");
+        let state = out["requestState"].clone();
+
+        let retry = json!({
+            "requestState": state,
+            "inputResponses": {"name": {"action": "accept", "content": {"name": "Ada"}}}
+        });
+        let r2 = Rounds::from_params(&key, binding(), Some(&retry), 2_000).unwrap();
+        assert_eq!(r2.round(), 1);
+        assert_eq!(ask_once(&r2).unwrap()["content"]["name"], "Ada");
+        // A second question: the first answer travels on in the next state.
+        assert!(
+            r2.answer_or_ask("color", "elicitation/create", &json!({}))
+                .is_none()
+        );
+        let out2 = r2.input_required(&key, 2_000);
+        let retry2 = json!({
+            "requestState": out2["requestState"],
+            "inputResponses": {"color": {"action": "accept", "content": {"color": "red"}}}
+        });
+        let r3 = Rounds::from_params(&key, binding(), Some(&retry2), 3_000).unwrap();
+        assert_eq!(answer_keys(&r3), ["color", "name"]);
+        assert_eq!(r3.round(), 2);
+    }
+
+    #[test]
+    fn tampered_foreign_and_expired_states_are_refused() {
+        let key = StateKey::random();
+        let r = Rounds::from_params(&key, binding(), None, 0).unwrap();
+        ask_once(&r);
+        let state = r.input_required(&key, 0)["requestState"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let with = |s: &str| json!({"requestState": s});
+        for bad in [
+            format!("{state}-TAMPERED"),
+            format!("x{state}"),
+            "no-dot".to_string(),
+            String::new(),
+        ] {
+            let e = Rounds::from_params(&key, binding(), Some(&with(&bad)), 1)
+                .err()
+                .expect("refused");
+            assert_eq!(e.code, -32602, "{bad}");
+        }
+        // Sealed by another server.
+        let other = StateKey::random();
+        assert!(Rounds::from_params(&other, binding(), Some(&with(&state)), 1).is_err());
+        // Bound to another tool.
+        let mut b = binding();
+        b.name = "other".into();
+        assert!(Rounds::from_params(&key, b, Some(&with(&state)), 1).is_err());
+        // Too old.
+        assert!(
+            Rounds::from_params(&key, binding(), Some(&with(&state)), STATE_MAX_AGE_MS + 1)
+                .is_err()
+        );
+        // Still fine within its age.
+        assert!(Rounds::from_params(&key, binding(), Some(&with(&state)), 10).is_ok());
+    }
+
+    #[test]
+    fn malformed_input_responses_are_refused_and_extra_keys_ignored() {
+        let key = StateKey::random();
+        for bad in [
+            json!({"inputResponses": null}),
+            json!({"inputResponses": [1]}),
+            json!({"inputResponses": {"name": 12345}}),
+            json!({"requestState": 5}),
+        ] {
+            assert!(
+                Rounds::from_params(&key, binding(), Some(&bad), 0).is_err(),
+                "{bad}"
+            );
+        }
+        let extra = json!({"inputResponses": {
+            "name": {"action": "accept", "content": {}},
+            "unexpected": {"action": "accept"}
+        }});
+        let r = Rounds::from_params(&key, binding(), Some(&extra), 0).unwrap();
+        assert!(ask_once(&r).is_some());
+        assert!(!r.pending());
+    }
+
+    #[test]
+    fn generated_keys_repeat_in_call_order() {
+        let key = StateKey::random();
+        let a = Rounds::from_params(&key, binding(), None, 0).unwrap();
+        let b = Rounds::from_params(&key, binding(), None, 0).unwrap();
+        assert_eq!(a.next_key("elicitation"), b.next_key("elicitation"));
+        assert_eq!(a.next_key("elicitation"), "elicitation-2");
+    }
+}

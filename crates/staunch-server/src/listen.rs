@@ -1,0 +1,268 @@
+//! `subscriptions/listen` (stateless era): long-lived streams of list-changed and
+//! resource-updated notifications, replacing the session era's GET stream and
+//! `resources/subscribe`.
+//!
+//! A listen is an ordinary request in the request core: its handler subscribes to the server's
+//! [`ListenHub`] *before* it acknowledges (so no change between the two is missed), sends
+//! `notifications/subscriptions/acknowledged` with the filter it honours, then forwards each
+//! change its filter asked for, every notification tagged with the subscription id (the listen
+//! request's own JSON-RPC id). It ends like any request: the client closes the stream (HTTP) or
+//! cancels it (stdio) — no response — or the server shuts down, when it answers with a
+//! completion result first (graceful closure).
+
+use serde_json::{Map, Value, json};
+use staunch_protocol::modern::{keys, methods as modern};
+use tokio::sync::broadcast;
+use tokio_util::sync::CancellationToken;
+
+use crate::context::Context;
+use crate::error::ToolError;
+
+/// A change a listen stream may carry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Change {
+    /// The tool list changed.
+    ToolsListChanged,
+    /// The prompt list changed.
+    PromptsListChanged,
+    /// The resource list changed.
+    ResourcesListChanged,
+    /// The resource with this URI changed.
+    ResourceUpdated(String),
+}
+
+impl Change {
+    fn method(&self) -> &'static str {
+        match self {
+            Change::ToolsListChanged => "notifications/tools/list_changed",
+            Change::PromptsListChanged => "notifications/prompts/list_changed",
+            Change::ResourcesListChanged => "notifications/resources/list_changed",
+            Change::ResourceUpdated(_) => "notifications/resources/updated",
+        }
+    }
+}
+
+/// Where changes are announced, for every open listen stream. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct ListenHub {
+    tx: broadcast::Sender<Change>,
+    closing: CancellationToken,
+}
+
+impl Default for ListenHub {
+    fn default() -> Self {
+        // A stream that falls this far behind gets told "something changed" once per kind
+        // instead (see `Lagged` below), so the bound costs nothing but precision.
+        let (tx, _) = broadcast::channel(256);
+        Self {
+            tx,
+            closing: CancellationToken::new(),
+        }
+    }
+}
+
+impl ListenHub {
+    /// Announces a change to every listen stream whose filter asked for it.
+    pub fn announce(&self, change: Change) {
+        // No receivers is fine: nobody listens.
+        let _ = self.tx.send(change);
+    }
+
+    /// Ends every listen stream gracefully (server shutdown): each answers its request.
+    pub fn close(&self) {
+        self.closing.cancel();
+    }
+
+    fn subscribe(&self) -> broadcast::Receiver<Change> {
+        self.tx.subscribe()
+    }
+}
+
+/// What a listen request asked for, cut to what the server offers.
+#[derive(Debug, Default, PartialEq)]
+struct Filter {
+    tools: bool,
+    prompts: bool,
+    resources: bool,
+    uris: Vec<String>,
+}
+
+impl Filter {
+    fn from_params(params: Option<&Value>, caps: &Map<String, Value>) -> Result<Self, ToolError> {
+        let bad = |m: &str| {
+            ToolError::Rpc(staunch_protocol::ErrorObject::invalid_params(format!(
+                "subscriptions/listen: {m}"
+            )))
+        };
+        let Some(n) = params.and_then(|p| p.get("notifications")) else {
+            return Ok(Self::default());
+        };
+        let Value::Object(n) = n else {
+            return Err(bad("`notifications` must be an object"));
+        };
+        let flag = |k: &str| -> Result<bool, ToolError> {
+            match n.get(k) {
+                None | Some(Value::Null) => Ok(false),
+                Some(Value::Bool(b)) => Ok(*b),
+                Some(_) => Err(bad(&format!("`notifications.{k}` must be a boolean"))),
+            }
+        };
+        let has = |cap: &str, flag: &str| {
+            caps.get(cap)
+                .is_some_and(|c| c.get(flag) == Some(&Value::Bool(true)))
+        };
+        let uris = match n.get("resourceSubscriptions") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(a)) => a
+                .iter()
+                .map(|u| u.as_str().map(str::to_owned))
+                .collect::<Option<Vec<_>>>()
+                .ok_or_else(|| bad("`notifications.resourceSubscriptions` must be strings"))?,
+            Some(_) => {
+                return Err(bad(
+                    "`notifications.resourceSubscriptions` must be an array",
+                ));
+            }
+        };
+        Ok(Self {
+            tools: flag("toolsListChanged")? && has("tools", "listChanged"),
+            prompts: flag("promptsListChanged")? && has("prompts", "listChanged"),
+            resources: flag("resourcesListChanged")? && has("resources", "listChanged"),
+            uris: if has("resources", "subscribe") {
+                uris
+            } else {
+                Vec::new()
+            },
+        })
+    }
+
+    fn wants(&self, c: &Change) -> bool {
+        match c {
+            Change::ToolsListChanged => self.tools,
+            Change::PromptsListChanged => self.prompts,
+            Change::ResourcesListChanged => self.resources,
+            Change::ResourceUpdated(u) => self.uris.iter().any(|x| x == u),
+        }
+    }
+
+    fn honoured(&self) -> Value {
+        let mut o = Map::new();
+        if self.tools {
+            o.insert("toolsListChanged".into(), true.into());
+        }
+        if self.prompts {
+            o.insert("promptsListChanged".into(), true.into());
+        }
+        if self.resources {
+            o.insert("resourcesListChanged".into(), true.into());
+        }
+        if !self.uris.is_empty() {
+            o.insert("resourceSubscriptions".into(), json!(self.uris));
+        }
+        Value::Object(o)
+    }
+}
+
+/// The handler of one `subscriptions/listen` request.
+pub(crate) async fn listen(
+    ctx: Context,
+    hub: ListenHub,
+    caps: Map<String, Value>,
+    params: Option<Value>,
+) -> Result<Value, ToolError> {
+    let filter = Filter::from_params(params.as_ref(), &caps)?;
+    let sub_id = ctx.request_id().to_value();
+    let tag = |mut p: Map<String, Value>| {
+        p.insert(
+            "_meta".into(),
+            json!({ keys::SUBSCRIPTION_ID: sub_id.clone() }),
+        );
+        Value::Object(p)
+    };
+    // Subscribe first: a change between the acknowledgement and the first recv is not lost.
+    let mut rx = hub.subscribe();
+    let mut ack = Map::new();
+    ack.insert("notifications".into(), filter.honoured());
+    ctx.notify(modern::SUBSCRIPTIONS_ACKNOWLEDGED, tag(ack));
+    loop {
+        let change = tokio::select! {
+            biased;
+            // Before the cancel: at shutdown the hub closes first, and the subscription ends
+            // with its graceful response.
+            _ = hub.closing.cancelled() => break,
+            _ = ctx.cancelled() => return Err(ToolError::Cancelled),
+            c = rx.recv() => c,
+        };
+        match change {
+            Ok(c) if filter.wants(&c) => {
+                let mut p = Map::new();
+                if let Change::ResourceUpdated(uri) = &c {
+                    p.insert("uri".into(), uri.clone().into());
+                }
+                ctx.notify(c.method(), tag(p));
+            }
+            Ok(_) => {}
+            // Fell behind: say that each wanted list may have changed (a client re-lists).
+            Err(broadcast::error::RecvError::Lagged(_)) => {
+                for c in [
+                    Change::ToolsListChanged,
+                    Change::PromptsListChanged,
+                    Change::ResourcesListChanged,
+                ] {
+                    if filter.wants(&c) {
+                        ctx.notify(c.method(), tag(Map::new()));
+                    }
+                }
+            }
+            Err(broadcast::error::RecvError::Closed) => break,
+        }
+    }
+    // Graceful closure: the server ends the subscription with a completion result.
+    Ok(tag(Map::new()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn caps() -> Map<String, Value> {
+        json!({"tools": {"listChanged": true}, "prompts": {}, "resources": {"subscribe": true}})
+            .as_object()
+            .cloned()
+            .unwrap()
+    }
+
+    #[test]
+    fn the_filter_keeps_only_what_was_asked_and_is_offered() {
+        let p = json!({"notifications": {
+            "toolsListChanged": true, "promptsListChanged": true,
+            "resourceSubscriptions": ["test://a"]
+        }});
+        let f = Filter::from_params(Some(&p), &caps()).unwrap();
+        assert!(f.wants(&Change::ToolsListChanged));
+        // prompts.listChanged is not offered: not honoured.
+        assert!(!f.wants(&Change::PromptsListChanged));
+        assert!(f.wants(&Change::ResourceUpdated("test://a".into())));
+        assert!(!f.wants(&Change::ResourceUpdated("test://b".into())));
+        assert_eq!(
+            f.honoured(),
+            json!({"toolsListChanged": true, "resourceSubscriptions": ["test://a"]})
+        );
+        assert_eq!(
+            Filter::from_params(None, &caps()).unwrap(),
+            Filter::default()
+        );
+    }
+
+    #[test]
+    fn malformed_filters_are_invalid_params() {
+        for bad in [
+            json!({"notifications": 1}),
+            json!({"notifications": {"toolsListChanged": "yes"}}),
+            json!({"notifications": {"resourceSubscriptions": "test://a"}}),
+            json!({"notifications": {"resourceSubscriptions": [1]}}),
+        ] {
+            assert!(Filter::from_params(Some(&bad), &caps()).is_err(), "{bad}");
+        }
+    }
+}

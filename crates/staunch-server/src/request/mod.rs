@@ -1,0 +1,553 @@
+//! The request core: the one home of a request's whole life, whichever era it came in.
+//!
+//! - [`start`] admits a request (the concurrency limit, a duplicate id), registers it, writes
+//!   its `request.start` line and spawns the one task that runs it;
+//! - that task ([`run`]) supervises the handler ([`crate::supervise`]: grace after a stop, then
+//!   the abort; panics caught; the deadline), waits for its cleanups, and decides from the
+//!   Registry's record of *why* its token fired whether a response goes out — a request
+//!   cancelled for any reason but its own deadline never gets one;
+//! - [`cancel`] (and [`cancel_conn`], [`cancel_everything`]) are the only ways a request's token
+//!   fires; each records its reason and writes `request.cancel_received` under the Registry's
+//!   lock, so the cancel line always precedes the end line;
+//! - [`answer_now`] answers cheap methods inline, logged like the rest.
+//!
+//! A request needs no session: it needs a connection to answer on ([`Conn`]) and what it knows
+//! about its client ([`Peer`]). Results of stateless requests are finished here for their era
+//! ([`respond`]): `resultType`, `serverInfo` in `_meta`, caching hints, the era's error codes.
+
+mod registry;
+mod respond;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use serde_json::Value;
+use staunch_lifecycle::{Event, IgnoredWhy, Outcome};
+use staunch_protocol::mcp::{CallToolResult, ProgressToken};
+use staunch_protocol::{ErrorObject, Request, RequestId, codes};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+pub use registry::CancelReason;
+pub(crate) use registry::{CancelResult, Registry, RequestKey, Routed};
+pub(crate) use respond::respond;
+
+use crate::conn::Conn;
+use crate::context::{Context, RequestShared};
+use crate::error::ToolError;
+use crate::input::Rounds;
+use crate::peer::Peer;
+use crate::progress::Progress;
+use crate::server::ServerInner;
+use crate::supervise::{Ended, supervise};
+use crate::tool::Shape;
+use registry::Slot;
+
+/// Where a request came from: the connection it is answered on and what it knows about its
+/// client.
+#[derive(Clone, Debug)]
+pub(crate) struct Origin {
+    pub(crate) conn: Arc<Conn>,
+    pub(crate) peer: Peer,
+}
+
+/// The work a started request does, as the dispatcher prepared it.
+pub(crate) struct Work {
+    pub(crate) tool: Option<String>,
+    pub(crate) shape: Option<Shape>,
+    pub(crate) deadline: Option<Duration>,
+    pub(crate) fingerprint: Option<String>,
+    /// A `tools/call`: a deadline becomes a tool error (`isError`) rather than a JSON-RPC error.
+    pub(crate) is_tool_call: bool,
+    /// Stateless requests that may ask the client for input (tools/call, prompts/get,
+    /// resources/read): their input-required rounds.
+    pub(crate) rounds: Option<Rounds>,
+    /// A subscription: when the server shuts down it ends with a response.
+    pub(crate) answers_at_shutdown: bool,
+    pub(crate) make:
+        Box<dyn FnOnce(Context) -> BoxFuture<'static, Result<Value, ToolError>> + Send>,
+}
+
+/// Starts a request in its own task. Returns at once.
+pub(crate) fn start(server: &Arc<ServerInner>, origin: &Origin, req: Request, work: Work) {
+    let key = RequestKey {
+        conn: origin.conn.id,
+        id: req.id.clone(),
+    };
+    let Ok(permit) = server.limiter.clone().try_acquire_owned() else {
+        let e = ErrorObject::new(
+            codes::SERVER_BUSY,
+            format!(
+                "server busy: {} requests are in flight (the limit); retry later",
+                server.config.max_in_flight
+            ),
+        );
+        reject(server, origin, &req, &work, "busy", e);
+        return;
+    };
+    let token = CancellationToken::new();
+    let progress = Arc::new(Progress::new(
+        ProgressToken::from_params(req.params.as_ref()),
+        req.id.clone(),
+        server.config.progress_rate,
+        origin.conn.sink.clone(),
+    ));
+    let started = Instant::now();
+    let inserted = server.registry.insert(
+        key.clone(),
+        Slot {
+            label: origin.conn.label.clone(),
+            token: token.clone(),
+            started,
+            shape: work.shape,
+            progress: progress.clone(),
+            cancel: None,
+            answers_at_shutdown: work.answers_at_shutdown,
+        },
+    );
+    if !inserted {
+        let e = ErrorObject::new(
+            codes::INVALID_REQUEST,
+            format!(
+                "request id {} is already in flight on this connection",
+                req.id
+            ),
+        );
+        reject(server, origin, &req, &work, "duplicate_id", e);
+        return;
+    }
+    origin.conn.request_started();
+    let version = origin.peer.protocol_version();
+    server.log.event(
+        &origin.conn.label,
+        &req.id,
+        &Event::Start {
+            method: Some(req.method.as_str().into()),
+            tool: work.tool.as_deref().map(Into::into),
+            args_fingerprint: work.fingerprint.as_deref().map(Into::into),
+            shape: work.shape.map(|s| s.as_str().into()),
+            protocol_version: version.as_deref().map(Into::into),
+        },
+    );
+    let shared = Arc::new(RequestShared {
+        key,
+        id: req.id.clone(),
+        conn: origin.conn.clone(),
+        peer: origin.peer.clone(),
+        max_cleanup: server.config.max_cleanup,
+        token,
+        deadline: work.deadline.map(|d| started + d),
+        progress,
+        cleanups: Mutex::new(Vec::new()),
+        meta: req.params.as_ref().and_then(|p| p.get("_meta")).cloned(),
+        rounds: work.rounds,
+        listen: server.listen.clone(),
+    });
+    let fut = (work.make)(Context {
+        shared: shared.clone(),
+    });
+    let end = EndInfo {
+        method: req.method,
+        tool: work.tool,
+        is_tool_call: work.is_tool_call,
+        started,
+    };
+    let server = server.clone();
+    tokio::spawn(async move {
+        let _permit = permit;
+        run(server, shared, fut, end).await;
+    });
+}
+
+/// Answers a request inline (cheap methods), logged as a request that started and ended.
+pub(crate) fn answer_now(
+    server: &ServerInner,
+    origin: &Origin,
+    req: &Request,
+    outcome: Result<Value, ErrorObject>,
+) {
+    let label = &origin.conn.label;
+    let version = origin.peer.protocol_version();
+    server.log.event(
+        label,
+        &req.id,
+        &Event::Start {
+            method: Some(req.method.as_str().into()),
+            tool: None,
+            args_fingerprint: None,
+            shape: None,
+            protocol_version: version.as_deref().map(Into::into),
+        },
+    );
+    let ok = if outcome.is_ok() {
+        Outcome::Ok
+    } else {
+        Outcome::Error
+    };
+    server.log.event(
+        label,
+        &req.id,
+        &Event::End {
+            method: Some(req.method.as_str().into()),
+            tool: None,
+            outcome: ok.as_str().into(),
+            duration_ms: Some(0),
+            after_cancel_ms: None,
+            why: None,
+            panic: None,
+            response_suppressed: false,
+        },
+    );
+    respond(server, origin, &req.id, &req.method, outcome);
+}
+
+fn reject(
+    server: &ServerInner,
+    origin: &Origin,
+    req: &Request,
+    work: &Work,
+    why: &'static str,
+    e: ErrorObject,
+) {
+    let label = &origin.conn.label;
+    server.log.event(
+        label,
+        &req.id,
+        &Event::Start {
+            method: Some(req.method.as_str().into()),
+            tool: work.tool.as_deref().map(Into::into),
+            args_fingerprint: None,
+            shape: None,
+            protocol_version: None,
+        },
+    );
+    server.log.event(
+        label,
+        &req.id,
+        &Event::End {
+            method: Some(req.method.as_str().into()),
+            tool: work.tool.as_deref().map(Into::into),
+            outcome: Outcome::Rejected.as_str().into(),
+            duration_ms: Some(0),
+            after_cancel_ms: None,
+            why: Some(why.into()),
+            panic: None,
+            response_suppressed: false,
+        },
+    );
+    respond(server, origin, &req.id, &req.method, Err(e));
+}
+
+/// Cancels one request of a connection for `reason`; logs what happened. Unknown ids are
+/// ignored (and logged as such).
+pub(crate) fn cancel(
+    server: &ServerInner,
+    conn: &Conn,
+    id: &RequestId,
+    reason: CancelReason,
+    not_cancellable: bool,
+) -> CancelResult {
+    let key = RequestKey {
+        conn: conn.id,
+        id: id.clone(),
+    };
+    let text = reason.log_text().map(str::to_owned);
+    let result = server.registry.cancel(&key, reason, |routed| {
+        log_cancel(server, &conn.label, id, text.as_deref(), routed);
+    });
+    match result {
+        // No response will follow: the request's stream (HTTP) can end now.
+        CancelResult::Routed => conn.sink.end_stream(id),
+        CancelResult::Repeated => {}
+        CancelResult::Unknown => {
+            let why = if not_cancellable {
+                IgnoredWhy::NotCancellable
+            } else {
+                IgnoredWhy::UnknownId
+            };
+            tracing::info!(conn = %conn.label, request_id = %id, why = why.as_str(), "cancel ignored");
+            server.log.event(
+                &conn.label,
+                id,
+                &Event::CancelIgnored {
+                    why: Some(why.as_str().into()),
+                    reason: text.as_deref().map(Into::into),
+                },
+            );
+        }
+    }
+    result
+}
+
+/// Cancels a request if it is still in flight, saying nothing when it is not (a stream that
+/// closed right after its response).
+pub(crate) fn cancel_quietly(
+    server: &ServerInner,
+    conn: &Conn,
+    id: &RequestId,
+    reason: CancelReason,
+) {
+    let key = RequestKey {
+        conn: conn.id,
+        id: id.clone(),
+    };
+    let text = reason.log_text().map(str::to_owned);
+    if server.registry.cancel(&key, reason, |routed| {
+        log_cancel(server, &conn.label, id, text.as_deref(), routed);
+    }) == CancelResult::Routed
+    {
+        conn.sink.end_stream(id);
+    }
+}
+
+/// Cancels every request of connection `conn` (its session or transport closed).
+pub(crate) fn cancel_conn(server: &ServerInner, conn: &Conn, reason: CancelReason) {
+    let text = reason.log_text().map(str::to_owned);
+    let mut routed_ids = Vec::new();
+    server.registry.cancel_conn(conn.id, reason, |id, routed| {
+        log_cancel(server, &conn.label, id, text.as_deref(), routed);
+        routed_ids.push(id.clone());
+    });
+    for id in routed_ids {
+        conn.sink.end_stream(&id);
+    }
+}
+
+/// Cancels everything in flight (the server is shutting down). Returns how many requests it
+/// reached. Their connections end their streams when the requests end.
+pub(crate) fn cancel_everything(server: &ServerInner) -> usize {
+    let mut n = 0;
+    server
+        .registry
+        .cancel_all(CancelReason::Shutdown, |key, label, routed| {
+            n += 1;
+            log_cancel(server, label, &key.id, Some("server shutdown"), routed);
+        });
+    n
+}
+
+fn log_cancel(
+    server: &ServerInner,
+    label: &str,
+    id: &RequestId,
+    reason: Option<&str>,
+    routed: Routed,
+) {
+    server.log.event(
+        label,
+        id,
+        &Event::CancelReceived {
+            reason: reason.map(Into::into),
+            since_start_ms: Some(ms(routed.since_start)),
+        },
+    );
+    if routed.ignored {
+        server.log.event(
+            label,
+            id,
+            &Event::CancelIgnored {
+                why: Some(IgnoredWhy::Atomic.as_str().into()),
+                reason: reason.map(Into::into),
+            },
+        );
+    }
+}
+
+struct EndInfo {
+    method: String,
+    tool: Option<String>,
+    is_tool_call: bool,
+    started: Instant,
+}
+
+/// The task of one request: supervises the handler, waits for its cleanups, then answers (or
+/// not) and logs the end.
+async fn run(
+    server: Arc<ServerInner>,
+    shared: Arc<RequestShared>,
+    fut: BoxFuture<'static, Result<Value, ToolError>>,
+    end: EndInfo,
+) {
+    let grace = server.config.cancel_grace;
+    let supervised = supervise(fut, &shared.token, grace, shared.deadline, || {
+        // The deadline: recorded (it still answers) before the token fires.
+        server
+            .registry
+            .cancel(&shared.key, CancelReason::Deadline, |_| {});
+    })
+    .await;
+    let cleanups = std::mem::take(&mut *shared.cleanups.lock().unwrap_or_else(|p| p.into_inner()));
+    for c in cleanups {
+        let _ = c.await;
+    }
+
+    let slot = server.registry.finish(&shared.key);
+    shared.conn.request_ended();
+    let mark = slot.as_ref().and_then(|s| s.cancel.clone());
+    let atomic = slot.as_ref().and_then(|s| s.shape) == Some(Shape::Atomic);
+    let now = Instant::now();
+    let ended = supervised.ended;
+    let mut after_cancel_ms = None;
+    let mut panic = None;
+    let mut response_suppressed = false;
+
+    let origin = Origin {
+        conn: shared.conn.clone(),
+        peer: shared.peer.clone(),
+    };
+    let outcome = match mark {
+        Some(mark) if !mark.answers => {
+            // The client gave up, its session closed, or the server is going away: never
+            // answer.
+            shared.progress.close();
+            let since = now.duration_since(mark.at);
+            after_cancel_ms = Some(ms(since));
+            match &ended {
+                Ended::Aborted => {
+                    server.log.event(
+                        &shared.conn.label,
+                        &shared.id,
+                        &Event::Aborted {
+                            since_cancel_ms: Some(ms(since)),
+                        },
+                    );
+                    Outcome::Aborted
+                }
+                Ended::Panicked(m) => {
+                    panic = Some(m.clone());
+                    Outcome::Panic
+                }
+                Ended::Returned(Err(
+                    ToolError::Cancelled | ToolError::DeadlineExceeded | ToolError::InputRequired,
+                )) => Outcome::Cancelled,
+                Ended::Returned(_) if atomic => {
+                    response_suppressed = true;
+                    Outcome::Ok
+                }
+                Ended::Returned(_) => Outcome::LateFinish,
+            }
+        }
+        mark => {
+            let deadline_hit = supervised.limit_hit
+                || mark
+                    .as_ref()
+                    .is_some_and(|m| m.reason == CancelReason::Deadline);
+            let (outcome, response) =
+                decide(&server, &shared, &end, ended, deadline_hit, &mut panic);
+            respond(&server, &origin, &shared.id, &end.method, response);
+            outcome
+        }
+    };
+
+    server.log.event(
+        &shared.conn.label,
+        &shared.id,
+        &Event::End {
+            method: Some(end.method.as_str().into()),
+            tool: end.tool.as_deref().map(Into::into),
+            outcome: outcome.as_str().into(),
+            duration_ms: Some(ms(now.duration_since(end.started))),
+            after_cancel_ms,
+            why: None,
+            panic: panic.as_deref().map(Into::into),
+            response_suppressed,
+        },
+    );
+}
+
+/// The answer to a request that was not cancelled (or only by its own deadline).
+fn decide(
+    server: &ServerInner,
+    shared: &RequestShared,
+    end: &EndInfo,
+    ended: Ended<Result<Value, ToolError>>,
+    deadline_hit: bool,
+    panic: &mut Option<String>,
+) -> (Outcome, Result<Value, ErrorObject>) {
+    // An input-required round: the handler asked the client something it has not answered.
+    // That is the answer, whatever the handler did with the question.
+    if let Some(rounds) = &shared.rounds
+        && rounds.pending()
+        && !deadline_hit
+        && !matches!(ended, Ended::Panicked(_))
+    {
+        shared.progress.finish();
+        let now = staunch_store::now_ms();
+        return (
+            Outcome::InputRequired,
+            Ok(rounds.input_required(&server.state_key, now)),
+        );
+    }
+    match ended {
+        Ended::Returned(Ok(v)) => {
+            shared.progress.finish();
+            let is_error = end.is_tool_call && v.get("isError") == Some(&Value::Bool(true));
+            (
+                if is_error {
+                    Outcome::Error
+                } else {
+                    Outcome::Ok
+                },
+                Ok(v),
+            )
+        }
+        Ended::Returned(Err(e)) if deadline_hit || matches!(e, ToolError::DeadlineExceeded) => {
+            shared.progress.close();
+            (Outcome::Deadline, deadline_response(shared, end))
+        }
+        Ended::Aborted => {
+            shared.progress.close();
+            (Outcome::Deadline, deadline_response(shared, end))
+        }
+        Ended::Returned(Err(e)) => {
+            shared.progress.finish();
+            (Outcome::Error, Err(error_object(e)))
+        }
+        Ended::Panicked(msg) => {
+            shared.progress.close();
+            tracing::error!(conn = %shared.conn.label, request_id = %shared.id, panic = %msg, "handler panicked");
+            let e = ErrorObject::internal(format!("the handler failed unexpectedly: {msg}"));
+            *panic = Some(msg);
+            (Outcome::Panic, Err(e))
+        }
+    }
+}
+
+fn deadline_response(shared: &RequestShared, end: &EndInfo) -> Result<Value, ErrorObject> {
+    let limit = shared
+        .deadline
+        .map(|d| d.duration_since(end.started))
+        .unwrap_or_default();
+    let msg = format!(
+        "stopped after its deadline of {:.1} s; the work was cancelled. Retry with less work, \
+         or use a job tool for long work",
+        limit.as_secs_f64()
+    );
+    if end.is_tool_call {
+        Ok(serde_json::to_value(CallToolResult::error(msg)).unwrap_or_default())
+    } else {
+        Err(ErrorObject::new(codes::DEADLINE_EXCEEDED, msg))
+    }
+}
+
+fn error_object(e: ToolError) -> ErrorObject {
+    match e {
+        ToolError::Rpc(e) => e,
+        ToolError::Tool(m) => ErrorObject::invalid_params(m),
+        ToolError::Internal(m) => ErrorObject::internal(m),
+        // Only reached when the runtime itself did not cancel: the handler gave up on its own.
+        ToolError::Cancelled => ErrorObject::internal("the handler stopped as if cancelled"),
+        ToolError::DeadlineExceeded => {
+            ErrorObject::new(codes::DEADLINE_EXCEEDED, "deadline exceeded")
+        }
+        // Asked outside a stateless request's rounds (cannot happen through Context).
+        ToolError::InputRequired => {
+            ErrorObject::internal("the handler needs input from the client but cannot ask it")
+        }
+    }
+}
+
+pub(crate) fn ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}

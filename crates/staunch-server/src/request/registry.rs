@@ -1,0 +1,244 @@
+//! The Registry: every request in flight in this process, keyed by connection and id.
+//!
+//! It is the only thing that fires a request's token, and it records *why* in the request's
+//! slot first ([`CancelReason`]), so the request's own task decides "respond or not" from one
+//! place whatever stopped it: a client's cancel, a closed stream, a closed session, shutdown or
+//! the deadline. The map is sharded so that requests on different connections rarely share a
+//! lock.
+
+use std::collections::HashMap;
+use std::collections::hash_map::DefaultHasher;
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use staunch_protocol::RequestId;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::conn::ConnId;
+use crate::progress::Progress;
+use crate::tool::Shape;
+
+/// A request in flight: its connection and its JSON-RPC id (unique per connection).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct RequestKey {
+    pub(crate) conn: ConnId,
+    pub(crate) id: RequestId,
+}
+
+/// Why a request's token fired.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CancelReason {
+    /// The client sent `notifications/cancelled` (with its reason, if any).
+    Client(Option<String>),
+    /// The stateless era on HTTP: the client closed the request's response stream.
+    StreamClosed,
+    /// The request's session or connection ended: `session deleted`, `session expired`,
+    /// `transport closed` (stdin EOF).
+    SessionClosed(&'static str),
+    /// The server is shutting down.
+    Shutdown,
+    /// The tool's own deadline passed.
+    Deadline,
+}
+
+impl CancelReason {
+    /// Whether the request still gets a response: only when its own deadline stopped it (the
+    /// client is still listening and is told why). Everyone else gave up, or is going away.
+    pub fn answers(&self) -> bool {
+        matches!(self, CancelReason::Deadline)
+    }
+
+    /// The reason as the lifecycle log writes it.
+    pub fn log_text(&self) -> Option<&str> {
+        match self {
+            CancelReason::Client(r) => r.as_deref(),
+            CancelReason::StreamClosed => Some("stream closed"),
+            CancelReason::SessionClosed(why) => Some(why),
+            CancelReason::Shutdown => Some("server shutdown"),
+            CancelReason::Deadline => Some("deadline"),
+        }
+    }
+}
+
+/// A received cancel.
+#[derive(Clone, Debug)]
+pub(crate) struct CancelMark {
+    pub(crate) at: Instant,
+    pub(crate) reason: CancelReason,
+    /// Whether the request still gets its response (its own deadline; a subscription that the
+    /// server ends at shutdown, which answers to say so).
+    pub(crate) answers: bool,
+}
+
+pub(crate) struct Slot {
+    /// The connection's label, for log lines written without the connection at hand.
+    pub(crate) label: Arc<str>,
+    pub(crate) token: CancellationToken,
+    pub(crate) started: Instant,
+    pub(crate) shape: Option<Shape>,
+    pub(crate) progress: Arc<Progress>,
+    pub(crate) cancel: Option<CancelMark>,
+    /// A subscription: at shutdown it ends with a response (graceful closure).
+    pub(crate) answers_at_shutdown: bool,
+}
+
+/// What a cancel did.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum CancelResult {
+    /// Not in flight (never seen, or already finished).
+    Unknown,
+    /// Already cancelled before; nothing more to do.
+    Repeated,
+    /// Marked; the token fired unless the shape ignores cancels.
+    Routed,
+}
+
+/// How a routed cancel went, for its log line (written under the registry's lock, so it always
+/// precedes the request's end line).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Routed {
+    pub(crate) since_start: Duration,
+    /// The tool's shape ignores cancels (`atomic`): marked, but the token did not fire.
+    pub(crate) ignored: bool,
+}
+
+const SHARDS: usize = 16;
+
+pub(crate) struct Registry {
+    shards: [Mutex<HashMap<RequestKey, Slot>>; SHARDS],
+}
+
+impl Default for Registry {
+    fn default() -> Self {
+        Self {
+            shards: std::array::from_fn(|_| Mutex::new(HashMap::new())),
+        }
+    }
+}
+
+impl Registry {
+    fn shard(&self, key: &RequestKey) -> MutexGuard<'_, HashMap<RequestKey, Slot>> {
+        // By connection: a connection's requests share a shard, so cancelling all of them
+        // visits one lock (stateless requests each have their own connection anyway).
+        let mut h = DefaultHasher::new();
+        key.conn.hash(&mut h);
+        let i = (h.finish() as usize) % SHARDS;
+        self.shards[i].lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Adds a request; `false` if its id is already in flight on its connection.
+    pub(crate) fn insert(&self, key: RequestKey, slot: Slot) -> bool {
+        let mut shard = self.shard(&key);
+        if shard.contains_key(&key) {
+            return false;
+        }
+        shard.insert(key, slot);
+        true
+    }
+
+    /// Marks the request cancelled for `reason`, stops its progress at once and fires its
+    /// token — unless its shape ignores cancels (an `atomic` write finishes; only a deadline,
+    /// which atomic tools do not have, would stop it). `on_routed` runs under the lock.
+    pub(crate) fn cancel(
+        &self,
+        key: &RequestKey,
+        reason: CancelReason,
+        on_routed: impl FnOnce(Routed),
+    ) -> CancelResult {
+        let mut shard = self.shard(key);
+        let Some(slot) = shard.get_mut(key) else {
+            return CancelResult::Unknown;
+        };
+        mark(slot, reason, on_routed)
+    }
+
+    /// Cancels every request of connection `conn` (its session closed).
+    pub(crate) fn cancel_conn(
+        &self,
+        conn: ConnId,
+        reason: CancelReason,
+        mut on_routed: impl FnMut(&RequestId, Routed),
+    ) {
+        let probe = RequestKey {
+            conn,
+            id: RequestId::Number(0),
+        };
+        let mut shard = self.shard(&probe);
+        for (key, slot) in shard.iter_mut().filter(|(k, _)| k.conn == conn) {
+            mark(slot, reason.clone(), |r| on_routed(&key.id, r));
+        }
+    }
+
+    /// Cancels everything in flight (shutdown); `on_routed` gets each request's key and its
+    /// connection's label.
+    pub(crate) fn cancel_all(
+        &self,
+        reason: CancelReason,
+        mut on_routed: impl FnMut(&RequestKey, &str, Routed),
+    ) {
+        for shard in &self.shards {
+            let mut shard = shard.lock().unwrap_or_else(|p| p.into_inner());
+            for (key, slot) in shard.iter_mut() {
+                let label = slot.label.clone();
+                mark(slot, reason.clone(), |r| on_routed(key, &label, r));
+            }
+        }
+    }
+
+    /// Removes a finished request and returns its slot.
+    pub(crate) fn finish(&self, key: &RequestKey) -> Option<Slot> {
+        self.shard(key).remove(key)
+    }
+
+    /// Requests in flight in the whole process.
+    pub(crate) fn len(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|s| s.lock().unwrap_or_else(|p| p.into_inner()).len())
+            .sum()
+    }
+}
+
+fn mark(slot: &mut Slot, reason: CancelReason, on_routed: impl FnOnce(Routed)) -> CancelResult {
+    let now = Instant::now();
+    let answers =
+        reason.answers() || (reason == CancelReason::Shutdown && slot.answers_at_shutdown);
+    match &slot.cancel {
+        // The deadline stopped it, but now the client gave up too: no answer after all.
+        Some(m) if m.answers && !answers => {
+            slot.progress.close();
+            slot.cancel = Some(CancelMark {
+                at: now,
+                reason,
+                answers,
+            });
+            on_routed(Routed {
+                since_start: now.duration_since(slot.started),
+                ignored: false,
+            });
+            return CancelResult::Routed;
+        }
+        Some(_) => return CancelResult::Repeated,
+        None => {}
+    }
+    let ignored = slot.shape == Some(Shape::Atomic) && reason != CancelReason::Deadline;
+    slot.cancel = Some(CancelMark {
+        at: now,
+        reason,
+        answers,
+    });
+    if !answers {
+        // Nothing more goes to a client that gave up.
+        slot.progress.close();
+    }
+    on_routed(Routed {
+        since_start: now.duration_since(slot.started),
+        ignored,
+    });
+    if !ignored {
+        slot.token.cancel();
+    }
+    CancelResult::Routed
+}

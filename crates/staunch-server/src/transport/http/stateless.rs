@@ -1,0 +1,320 @@
+//! Stateless-era (2026-07-28) requests on the MCP endpoint: one POST, one request, no session.
+//!
+//! Before anything runs, the request is checked the way the revision requires, each failure
+//! with its own code and HTTP 400: `MCP-Protocol-Version` present (-32020), the required `_meta`
+//! fields present (-32602), header and `_meta` versions equal (-32020), the version served
+//! (-32022 with `data.supported`), `Mcp-Method` equal to the method and `Mcp-Name` to the name,
+//! uri or task id the method carries (-32020; values may be `=?base64?…?=`). Every error carries
+//! the request's id.
+//!
+//! Then the request goes to the request core with a sink of its own: this response stream.
+//! Nothing is written until the request's first message: when that is its response, the answer
+//! is a single JSON body whose status follows the error (-32601 → 404; -32020/-32021/-32022 →
+//! 400); when it is a notification (progress, a log line), the answer becomes an SSE stream that
+//! ends after the response. There are no event ids and no resumption in this era.
+//!
+//! **Closing the stream is the cancellation.** The request's guard lives in this handler and
+//! then in the stream's body; when the client goes away hyper drops them, and the guard cancels
+//! the request through the core (`cancel_received` with reason `stream closed`). While nothing
+//! has been written, a silent handler's stream is held with SSE keep-alive comments after a
+//! short wait, so a closed connection is seen within one keep-alive interval even when hyper
+//! would not notice on its own.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use futures_util::stream;
+use serde_json::json;
+use staunch_protocol::modern::{RequestMeta, decode_header_value, expected_name, header_mismatch};
+use staunch_protocol::{ErrorObject, Request, RequestId, codes, error_response_bytes};
+use tokio::sync::mpsc;
+
+use super::HttpState;
+use super::sse;
+use crate::outbound::{Outbound, OutboundKind, Sink};
+use crate::server::StatelessRequest;
+
+pub(crate) const VERSION_HEADER: &str = "mcp-protocol-version";
+const METHOD_HEADER: &str = "mcp-method";
+const NAME_HEADER: &str = "mcp-name";
+
+/// A request's messages, from the core to this response.
+struct StreamSink(mpsc::UnboundedSender<Outbound>);
+
+impl Sink for StreamSink {
+    fn send(&self, msg: Outbound) {
+        // The receiver is gone only when the response is: nothing to deliver to.
+        let _ = self.0.send(msg);
+    }
+}
+
+/// Cancels the request when dropped before its response went out: the stream closed.
+struct StreamGuard {
+    request: StatelessRequest,
+    answered: bool,
+}
+
+impl Drop for StreamGuard {
+    fn drop(&mut self) {
+        if !self.answered {
+            self.request.stream_closed();
+        }
+    }
+}
+
+fn status_for(code: i64) -> StatusCode {
+    match code {
+        codes::METHOD_NOT_FOUND => StatusCode::NOT_FOUND,
+        codes::HEADER_MISMATCH
+        | codes::MISSING_REQUIRED_CLIENT_CAPABILITY
+        | codes::UNSUPPORTED_PROTOCOL_VERSION => StatusCode::BAD_REQUEST,
+        _ => StatusCode::OK,
+    }
+}
+
+/// A JSON-RPC error as the whole answer, with its id.
+pub(crate) fn error_answer(
+    status: StatusCode,
+    id: Option<&RequestId>,
+    e: &ErrorObject,
+) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        error_response_bytes(id, e),
+    )
+        .into_response()
+}
+
+fn header_value(headers: &HeaderMap, name: &str) -> Result<Option<String>, ErrorObject> {
+    let mut values = headers.get_all(name).iter();
+    let Some(v) = values.next() else {
+        return Ok(None);
+    };
+    if values.next().is_some() {
+        return Err(header_mismatch(format!(
+            "the {name} header is repeated; send it once"
+        )));
+    }
+    let v = v
+        .to_str()
+        .map_err(|_| header_mismatch(format!("the {name} header is not visible ASCII")))?;
+    decode_header_value(v).map(Some).ok_or_else(|| {
+        header_mismatch(format!(
+            "the {name} header has a malformed =?base64?…?= value"
+        ))
+    })
+}
+
+/// Checks the request against its headers and `_meta`; the error to answer with otherwise.
+fn validate(headers: &HeaderMap, req: &Request) -> Result<RequestMeta, (StatusCode, ErrorObject)> {
+    let bad = |e: ErrorObject| (StatusCode::BAD_REQUEST, e);
+    let header_version = header_value(headers, VERSION_HEADER)
+        .map_err(bad)?
+        .ok_or_else(|| {
+            bad(header_mismatch(
+                "missing MCP-Protocol-Version header: a stateless request must name its version \
+                 in the header and in _meta",
+            ))
+        })?;
+    let meta = RequestMeta::from_params(req.params.as_ref()).map_err(bad)?;
+    if header_version != meta.protocol_version {
+        return Err(bad(header_mismatch(format!(
+            "MCP-Protocol-Version header {header_version:?} does not match \
+             _meta[\"io.modelcontextprotocol/protocolVersion\"] {:?}",
+            meta.protocol_version
+        ))));
+    }
+    meta.check_version().map_err(bad)?;
+    match header_value(headers, METHOD_HEADER).map_err(bad)? {
+        Some(m) if m == req.method => {}
+        Some(m) => {
+            return Err(bad(header_mismatch(format!(
+                "Mcp-Method header {m:?} does not match the method {:?}",
+                req.method
+            ))));
+        }
+        None => {
+            return Err(bad(header_mismatch(format!(
+                "missing Mcp-Method header (the method is {:?})",
+                req.method
+            ))));
+        }
+    }
+    if let Some(expected) = expected_name(&req.method, req.params.as_ref()) {
+        let got = header_value(headers, NAME_HEADER).map_err(bad)?;
+        match (got, expected) {
+            (Some(g), Some(e)) if g == e => {}
+            (None, None) => {}
+            (Some(g), Some(e)) => {
+                return Err(bad(header_mismatch(format!(
+                    "Mcp-Name header {g:?} does not match {e:?} in the body"
+                ))));
+            }
+            (None, Some(e)) => {
+                return Err(bad(header_mismatch(format!(
+                    "missing Mcp-Name header (the body names {e:?})"
+                ))));
+            }
+            (Some(g), None) => {
+                return Err(bad(header_mismatch(format!(
+                    "Mcp-Name header {g:?} names nothing in the body"
+                ))));
+            }
+        }
+    }
+    Ok(meta)
+}
+
+/// Serves one stateless request POSTed with `headers`.
+pub(crate) async fn post(
+    state: Arc<HttpState>,
+    headers: HeaderMap,
+    req: Request,
+    sse_ok: bool,
+) -> Response {
+    let meta = match validate(&headers, &req) {
+        Ok(m) => m,
+        Err((status, e)) => {
+            tracing::info!(method = %req.method, code = e.code, error = %e.message, "stateless request refused");
+            return error_answer(status, Some(&req.id), &e);
+        }
+    };
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let request = state
+        .server
+        .serve_stateless(req, meta, Arc::new(StreamSink(tx)));
+    let mut guard = StreamGuard {
+        request,
+        answered: false,
+    };
+    // Wait for the first message; if the handler is silent for a while, open the stream anyway
+    // so that keep-alives can notice a client that left.
+    let first = tokio::select! {
+        m = rx.recv() => match m {
+            Some(m) => m,
+            None => {
+                // The request ended without an answer (the server is shutting down).
+                guard.answered = true;
+                return StatusCode::ACCEPTED.into_response();
+            }
+        },
+        _ = tokio::time::sleep(state.cfg.stateless_hold), if sse_ok => {
+            return sse_body(None, rx, guard, state.cfg.keep_alive_stateless);
+        }
+    };
+    if first.kind == OutboundKind::Response {
+        guard.answered = true;
+        let status = first.error_code.map_or(StatusCode::OK, status_for);
+        return (
+            status,
+            [(header::CONTENT_TYPE, "application/json")],
+            first.bytes,
+        )
+            .into_response();
+    }
+    if !sse_ok {
+        // A JSON-only client: the notifications cannot reach it; wait for the response.
+        while let Some(m) = rx.recv().await {
+            if m.kind == OutboundKind::Response {
+                guard.answered = true;
+                let status = m.error_code.map_or(StatusCode::OK, status_for);
+                return (
+                    status,
+                    [(header::CONTENT_TYPE, "application/json")],
+                    m.bytes,
+                )
+                    .into_response();
+            }
+        }
+        guard.answered = true;
+        return StatusCode::ACCEPTED.into_response();
+    }
+    sse_body(Some(first), rx, guard, state.cfg.keep_alive_stateless)
+}
+
+struct BodyState {
+    pending: Option<Outbound>,
+    rx: mpsc::UnboundedReceiver<Outbound>,
+    guard: StreamGuard,
+    keep_alive: Duration,
+    done: bool,
+}
+
+/// The SSE answer: `first` (if any), then every message until the response; keep-alive
+/// comments while silent.
+fn sse_body(
+    first: Option<Outbound>,
+    rx: mpsc::UnboundedReceiver<Outbound>,
+    guard: StreamGuard,
+    keep_alive: Duration,
+) -> Response {
+    let st = BodyState {
+        pending: first,
+        rx,
+        guard,
+        keep_alive,
+        done: false,
+    };
+    let frames = stream::unfold(st, |mut st| async move {
+        if st.done {
+            return None;
+        }
+        let msg = match st.pending.take() {
+            Some(m) => Some(m),
+            None => match tokio::time::timeout(st.keep_alive, st.rx.recv()).await {
+                Ok(m) => m,
+                Err(_) => {
+                    return Some((
+                        Ok::<_, Infallible>(Bytes::from_static(b": keep-alive\n\n")),
+                        st,
+                    ));
+                }
+            },
+        };
+        let msg = msg?;
+        if msg.kind == OutboundKind::Response {
+            st.guard.answered = true;
+            st.done = true;
+        }
+        let data = String::from_utf8_lossy(&msg.bytes);
+        Some((Ok(sse::event("", &data)), st))
+    });
+    (
+        [
+            (header::CONTENT_TYPE, "text/event-stream"),
+            (header::CACHE_CONTROL, "no-cache"),
+            (header::HeaderName::from_static("x-accel-buffering"), "no"),
+        ],
+        Body::from_stream(frames),
+    )
+        .into_response()
+}
+
+/// A stateless POST that is not a request (a notification or a response): nothing in this era
+/// is sent that way over HTTP; accepted and ignored.
+pub(crate) fn not_a_request() -> Response {
+    StatusCode::ACCEPTED.into_response()
+}
+
+/// `GET`/`DELETE` from a stateless client: those belong to sessions.
+pub(crate) fn method_not_allowed() -> Response {
+    let body = json!({"jsonrpc": "2.0", "id": null, "error": {
+        "code": codes::INVALID_REQUEST,
+        "message": "GET and DELETE are not part of protocol 2026-07-28: POST each request; use \
+                    subscriptions/listen for updates"
+    }});
+    (
+        StatusCode::METHOD_NOT_ALLOWED,
+        [
+            (header::CONTENT_TYPE, "application/json"),
+            (header::ALLOW, "POST"),
+        ],
+        body.to_string(),
+    )
+        .into_response()
+}
