@@ -200,8 +200,9 @@ pub fn expected_name<'a>(method: &str, params: Option<&'a Value>) -> Option<Opti
 }
 
 /// Decodes a header value as SEP-2243 writes non-ASCII text: `=?base64?<base64>?=` is the
-/// UTF-8 of the decoded bytes; any other value is itself. Surrounding whitespace is not part
-/// of the value (RFC 9110 §5.5). `None` when the base64 form is malformed.
+/// UTF-8 of the decoded bytes (standard alphabet, padding required: anything else is
+/// malformed); any other value is itself. Surrounding whitespace is not part of the value
+/// (RFC 9110 §5.5). `None` when the base64 form is malformed.
 pub fn decode_header_value(raw: &str) -> Option<String> {
     let v = raw.trim_matches([' ', '\t']);
     match v
@@ -210,9 +211,7 @@ pub fn decode_header_value(raw: &str) -> Option<String> {
     {
         Some(b64) => {
             use base64::Engine as _;
-            let bytes = base64::engine::general_purpose::STANDARD_NO_PAD
-                .decode(b64.trim_end_matches('='))
-                .ok()?;
+            let bytes = base64::engine::general_purpose::STANDARD.decode(b64).ok()?;
             String::from_utf8(bytes).ok()
         }
         None => Some(v.to_string()),
@@ -298,7 +297,14 @@ mod tests {
         );
         assert_eq!(decode_header_value("=?base64?a$b?="), None);
         assert_eq!(decode_header_value("=?base64?YQ==?=").as_deref(), Some("a"));
-        assert_eq!(decode_header_value("=?base64?YWI?=").as_deref(), Some("ab"));
+        // Padding is required, and only the standard alphabet is accepted.
+        assert_eq!(decode_header_value("=?base64?YWI?="), None);
+        assert_eq!(decode_header_value("=?base64?SGVsbG8?="), None);
+        assert_eq!(decode_header_value("=?base64?SGVs!!!bG8=?="), None);
+        assert_eq!(
+            decode_header_value("=?base64?SGVsbG8=?=").as_deref(),
+            Some("Hello")
+        );
     }
 
     #[test]

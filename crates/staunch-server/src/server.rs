@@ -92,6 +92,9 @@ pub(crate) struct ServerInner {
     pub(crate) server_info_value: Value,
     /// Tells this process's stateless requests apart in the lifecycle log.
     pub(crate) instance_tag: String,
+    /// Per tool: arguments that HTTP clients mirror into `Mcp-Param-{name}` headers
+    /// (`x-mcp-header` in the input schema), as (argument, header name).
+    pub(crate) header_params: HashMap<String, Vec<(String, String)>>,
 }
 
 /// An MCP server: shared by all its sessions. Cheap to clone.
@@ -167,6 +170,15 @@ impl Server {
         request::cancel_everything(&self.inner)
     }
 
+    /// Arguments of tool `name` that HTTP clients mirror into `Mcp-Param-{header}` headers, as
+    /// (argument, header).
+    pub fn header_params(&self, name: &str) -> &[(String, String)] {
+        self.inner
+            .header_params
+            .get(name)
+            .map_or(&[], Vec::as_slice)
+    }
+
     /// Where list changes are announced (to `subscriptions/listen` streams).
     pub fn listen_hub(&self) -> &ListenHub {
         &self.inner.listen
@@ -208,6 +220,23 @@ impl Server {
             })
             .unwrap_or_default()
     }
+}
+
+/// The `x-mcp-header` annotations of an input schema's top-level properties.
+fn header_params_of(schema: &Value) -> Vec<(String, String)> {
+    schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .map(|props| {
+            props
+                .iter()
+                .filter_map(|(name, def)| {
+                    let h = def.get("x-mcp-header")?.as_str()?;
+                    Some((name.clone(), h.to_string()))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 static NEXT_STATELESS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
@@ -350,6 +379,14 @@ impl ServerBuilder {
         let tool_list = json!({
             "tools": self.tools.iter().map(|t| t.spec.to_tool()).collect::<Vec<_>>()
         });
+        let header_params = self
+            .tools
+            .iter()
+            .filter_map(|t| {
+                let params = header_params_of(t.spec.input_schema.as_ref()?);
+                (!params.is_empty()).then(|| (t.spec.name.clone(), params))
+            })
+            .collect();
         let tools = self
             .tools
             .into_iter()
@@ -363,6 +400,7 @@ impl ServerBuilder {
             inner: Arc::new(ServerInner {
                 server_info_value,
                 instance_tag,
+                header_params,
                 registry: Registry::default(),
                 state_key: self.state_key.unwrap_or_else(StateKey::random),
                 listen: ListenHub::default(),

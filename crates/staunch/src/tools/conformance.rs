@@ -2,7 +2,9 @@
 //! (`@modelcontextprotocol/conformance`, the "everything-server" contract), written with
 //! staunch's own API. It doubles as a tour of the library: typed and hand-schema'd tools,
 //! client-visible logging, progress, requests to the client (sampling, elicitation), closing an
-//! SSE connection mid-call, and resources, prompts and completions as custom methods.
+//! SSE connection mid-call, and resources, prompts and completions as custom methods; and the
+//! stateless era's fixtures (input-required rounds, capability checks, list-change triggers,
+//! an `x-mcp-header` parameter).
 
 use std::time::Duration;
 
@@ -11,7 +13,9 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use staunch_server::protocol::ErrorObject;
 use staunch_server::protocol::mcp::Content;
-use staunch_server::{CallToolResult, Context, LoggingLevel, ServerBuilder, ToolError, ToolSpec};
+use staunch_server::{
+    CallToolResult, Change, Context, LoggingLevel, ServerBuilder, ToolError, ToolSpec,
+};
 
 /// A 1×1 transparent PNG.
 const PNG: &str =
@@ -48,11 +52,13 @@ fn text(s: &str) -> Result<CallToolResult, ToolError> {
 pub fn register(b: ServerBuilder) -> ServerBuilder {
     let b = b
         .title("mcp-conformance-test-server")
+        .capability("tools", json!({"listChanged": true}))
         .capability("resources", json!({"subscribe": true, "listChanged": true}))
         .capability("prompts", json!({"listChanged": true}))
         .capability("completions", json!({}));
     let b = content_tools(b);
     let b = interactive_tools(b);
+    let b = stateless_tools(b);
     let b = resources(b);
     prompts(b)
 }
@@ -124,9 +130,19 @@ fn content_tools(b: ServerBuilder) -> ServerBuilder {
             .input_schema(json!({
                 "$schema": "https://json-schema.org/draft/2020-12/schema",
                 "type": "object",
-                "$defs": {"address": {"type": "object", "properties": {
+                "$defs": {"address": {"$anchor": "addressDef", "type": "object", "properties": {
                     "street": {"type": "string"}, "city": {"type": "string"}}}},
-                "properties": {"name": {"type": "string"}, "address": {"$ref": "#/$defs/address"}},
+                "properties": {
+                    "name": {"type": "string"},
+                    "address": {"$ref": "#/$defs/address"},
+                    "contactMethod": {"type": "string", "enum": ["phone", "email"]},
+                    "phone": {"type": "string"},
+                    "email": {"type": "string"}
+                },
+                "allOf": [{"anyOf": [{"required": ["phone"]}, {"required": ["email"]}]}],
+                "if": {"properties": {"contactMethod": {"const": "phone"}}, "required": ["contactMethod"]},
+                "then": {"required": ["phone"]},
+                "else": {"required": ["email"]},
                 "additionalProperties": false
             })),
         |_c: Context, args: Value| async move {
@@ -252,6 +268,174 @@ async fn elicit(ctx: &Context, params: Value) -> Result<CallToolResult, ToolErro
     }
 }
 
+/// The stateless era's fixtures (2026-07-28): input-required rounds written with the same
+/// `Context` calls a session-era handler uses, a tool that needs a capability the client may
+/// not declare, per-request logging, list-change triggers for `subscriptions/listen`, and a
+/// parameter mirrored into an `Mcp-Param-*` header.
+fn stateless_tools(b: ServerBuilder) -> ServerBuilder {
+    let ask_name = || {
+        json!({"message": "What is your name?", "requestedSchema": {
+            "type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}})
+    };
+    let confirm = || {
+        json!({"message": "Please confirm", "requestedSchema": {
+            "type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}})
+    };
+    let sampling = |text: &str, max: u32| json!({"messages": [{"role": "user", "content": {"type": "text", "text": text}}], "maxTokens": max});
+    b.tool(
+        ToolSpec::quick("test_missing_capability", "Needs the client's sampling capability."),
+        move |ctx: Context, _a: NoArgs| async move {
+            let r = ctx.sample(sampling("Say hello", 20)).await?;
+            text(&format!("sampled: {}", r["content"]["text"].as_str().unwrap_or_default()))
+        },
+    )
+    .tool(
+        ToolSpec::quick("test_input_required_result_elicitation", "Asks the user's name, then greets them."),
+        move |ctx: Context, _a: NoArgs| async move {
+            let r = ctx.elicit_as("user_name", ask_name()).await?;
+            text(&format!("Hello, {}!", r["content"]["name"].as_str().unwrap_or("friend")))
+        },
+    )
+    .tool(
+        ToolSpec::quick("test_input_required_result_sampling", "Asks the client's model a question."),
+        move |ctx: Context, _a: NoArgs| async move {
+            let r = ctx
+                .ask(Some("capital_question"), "sampling/createMessage", sampling("What is the capital of France?", 100))
+                .await?;
+            text(&format!("The model said: {}", r["content"]["text"].as_str().unwrap_or_default()))
+        },
+    )
+    .tool(
+        ToolSpec::quick("test_input_required_result_list_roots", "Asks for the client's roots."),
+        |ctx: Context, _a: NoArgs| async move {
+            let r = ctx.ask(Some("client_roots"), "roots/list", json!({})).await?;
+            let uris: Vec<&str> = r["roots"]
+                .as_array()
+                .map(|a| a.iter().filter_map(|x| x["uri"].as_str()).collect())
+                .unwrap_or_default();
+            text(&format!("Roots: {}", uris.join(", ")))
+        },
+    )
+    .tool(
+        ToolSpec::quick("test_input_required_result_request_state", "Round-trips sealed requestState."),
+        move |ctx: Context, _a: NoArgs| async move {
+            let r = ctx.elicit_as("confirm", confirm()).await?;
+            // Answered in an earlier round: the sealed state came back intact.
+            let verified = if ctx.input_round() > 0 { "state-ok" } else { "state-missing" };
+            text(&format!("{verified}: confirmed={}", r["content"]["ok"]))
+        },
+    )
+    .tool(
+        ToolSpec::quick("test_input_required_result_multiple_inputs", "Asks three things in one round."),
+        move |ctx: Context, _a: NoArgs| async move {
+            let answers = ctx
+                .ask_all(vec![
+                    (Some("user_name"), "elicitation/create", ask_name()),
+                    (Some("greeting"), "sampling/createMessage", sampling("Generate a greeting", 50)),
+                    (Some("client_roots"), "roots/list", json!({})),
+                ])
+                .await?;
+            text(&format!(
+                "{}, {}! ({} roots)",
+                answers[1]["content"]["text"].as_str().unwrap_or("Hello"),
+                answers[0]["content"]["name"].as_str().unwrap_or("friend"),
+                answers[2]["roots"].as_array().map_or(0, Vec::len)
+            ))
+        },
+    )
+    .tool(
+        ToolSpec::quick("test_input_required_result_multi_round", "Asks two questions, one per round."),
+        |ctx: Context, _a: NoArgs| async move {
+            let name = ctx
+                .elicit_as("step1", json!({"message": "Step 1: What is your name?", "requestedSchema": {
+                    "type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}}))
+                .await?;
+            let color = ctx
+                .elicit_as("step2", json!({"message": "Step 2: What is your favorite color?", "requestedSchema": {
+                    "type": "object", "properties": {"color": {"type": "string"}}, "required": ["color"]}}))
+                .await?;
+            text(&format!(
+                "Multi-round complete for {} who likes {}",
+                name["content"]["name"].as_str().unwrap_or("friend"),
+                color["content"]["color"].as_str().unwrap_or("?")
+            ))
+        },
+    )
+    .tool(
+        ToolSpec::quick("test_input_required_result_tampered_state", "Refuses a tampered requestState."),
+        move |ctx: Context, _a: NoArgs| async move {
+            ctx.elicit_as("confirm", confirm()).await?;
+            text("integrity-ok: state verified")
+        },
+    )
+    .tool(
+        ToolSpec::quick(
+            "test_input_required_result_capabilities",
+            "Asks only through the capabilities the client declared.",
+        ),
+        move |ctx: Context, _a: NoArgs| async move {
+            let caps = ctx.client_capabilities();
+            let mut questions = Vec::new();
+            if caps.get("elicitation").is_some() {
+                questions.push((Some("elicit_input"), "elicitation/create", json!({"message": "Elicitation input",
+                    "requestedSchema": {"type": "object", "properties": {"value": {"type": "string"}}, "required": ["value"]}})));
+            }
+            if caps.get("sampling").is_some() {
+                questions.push((Some("sample_input"), "sampling/createMessage", sampling("Sample request", 50)));
+            }
+            if questions.is_empty() {
+                return text("No supported capabilities declared");
+            }
+            let n = questions.len();
+            ctx.ask_all(questions).await?;
+            text(&format!("capabilities-ok: received {n} answers"))
+        },
+    )
+    .tool(
+        ToolSpec::streaming("test_streaming_elicitation", "Streams progress, then answers."),
+        |ctx: Context, _a: NoArgs| async move {
+            ctx.progress(50.0, Some(100.0), None);
+            ctx.sleep(Duration::from_millis(20)).await?;
+            text("Streaming complete")
+        },
+    )
+    .tool(
+        ToolSpec::quick("test_logging_tool", "Logs once, at info (only if the request asked for logs)."),
+        |ctx: Context, _a: NoArgs| async move {
+            ctx.log(LoggingLevel::Info, "Diagnostic trace logging activated");
+            text("Logging evaluated")
+        },
+    )
+    .tool(
+        ToolSpec::quick("test_trigger_tool_change", "Announces a tool list change to listeners."),
+        |ctx: Context, _a: NoArgs| async move {
+            ctx.announce(Change::ToolsListChanged);
+            text("Mutation triggered")
+        },
+    )
+    .tool(
+        ToolSpec::quick("test_trigger_prompt_change", "Announces a prompt list change to listeners."),
+        |ctx: Context, _a: NoArgs| async move {
+            ctx.announce(Change::PromptsListChanged);
+            text("Mutation triggered")
+        },
+    )
+    .tool_handler(
+        ToolSpec::quick("test_header_param", "Echoes `region`, which HTTP clients mirror into Mcp-Param-Region.")
+            .input_schema(json!({
+                "type": "object",
+                "properties": {
+                    "region": {"type": "string", "x-mcp-header": "Region"},
+                    "query": {"type": "string"}
+                },
+                "required": ["region"]
+            })),
+        |_c: Context, args: Value| async move {
+            Ok(CallToolResult::text(format!("region={}", args["region"].as_str().unwrap_or_default())))
+        },
+    )
+}
+
 fn resource_contents(uri: &str) -> Option<Value> {
     Some(match uri {
         "test://static-text" => json!({"uri": uri, "mimeType": "text/plain",
@@ -329,10 +513,11 @@ fn prompts(b: ServerBuilder) -> ServerBuilder {
                            {"name": "arg2", "description": "Second test argument", "required": true}]},
             {"name": "test_prompt_with_embedded_resource", "description": "A prompt with an embedded resource",
              "arguments": [{"name": "resourceUri", "description": "URI of the resource to embed", "required": true}]},
-            {"name": "test_prompt_with_image", "description": "A prompt with an image"}
+            {"name": "test_prompt_with_image", "description": "A prompt with an image"},
+            {"name": "test_input_required_result_prompt", "description": "A prompt that asks the user for context first"}
         ]}))
     })
-    .method("prompts/get", |_c: Context, p: Option<Value>| async move {
+    .method("prompts/get", |ctx: Context, p: Option<Value>| async move {
         let p = p.unwrap_or_default();
         let name = p["name"].as_str().unwrap_or_default().to_string();
         let args = &p["arguments"];
@@ -351,6 +536,15 @@ fn prompts(b: ServerBuilder) -> ServerBuilder {
                 user(json!({"type": "image", "data": PNG, "mimeType": "image/png"})),
                 user(json!({"type": "text", "text": "Please analyze the image above."})),
             ],
+            "test_input_required_result_prompt" => {
+                let r = ctx
+                    .elicit_as("user_context", json!({"message": "What context should the prompt use?",
+                        "requestedSchema": {"type": "object", "properties": {"context": {"type": "string"}},
+                                            "required": ["context"]}}))
+                    .await?;
+                let context = r["content"]["context"].as_str().unwrap_or_default();
+                vec![user(json!({"type": "text", "text": format!("Prompt with context: {context}")}))]
+            }
             _ => return Err(ToolError::Rpc(ErrorObject::invalid_params(format!("unknown prompt: {name}")))),
         };
         Ok(json!({"messages": messages}))

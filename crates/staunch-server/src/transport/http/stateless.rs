@@ -110,8 +110,50 @@ fn header_value(headers: &HeaderMap, name: &str) -> Result<Option<String>, Error
     })
 }
 
+/// `Mcp-Param-{name}` headers of a `tools/call` against the arguments they mirror (SEP-2243):
+/// a value in the body needs its header, and the header (decoded) must equal it — numbers
+/// compared as numbers. Null or absent values need no header.
+fn check_param_headers(
+    headers: &HeaderMap,
+    req: &Request,
+    params: &[(String, String)],
+) -> Result<(), ErrorObject> {
+    let args = req.params.as_ref().and_then(|p| p.get("arguments"));
+    for (arg, name) in params {
+        let header = format!("mcp-param-{}", name.to_ascii_lowercase());
+        let body = args.and_then(|a| a.get(arg)).filter(|v| !v.is_null());
+        let got = header_value(headers, &header)?;
+        let Some(body) = body else { continue };
+        let Some(got) = got else {
+            return Err(header_mismatch(format!(
+                "missing Mcp-Param-{name} header: argument {arg:?} is in the body"
+            )));
+        };
+        let equal = match body {
+            serde_json::Value::String(s) => *s == got,
+            serde_json::Value::Number(n) => got
+                .parse::<f64>()
+                .ok()
+                .zip(n.as_f64())
+                .is_some_and(|(a, b)| a == b),
+            serde_json::Value::Bool(b) => got == if *b { "true" } else { "false" },
+            _ => false,
+        };
+        if !equal {
+            return Err(header_mismatch(format!(
+                "Mcp-Param-{name} header {got:?} does not match argument {arg:?} in the body"
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// Checks the request against its headers and `_meta`; the error to answer with otherwise.
-fn validate(headers: &HeaderMap, req: &Request) -> Result<RequestMeta, (StatusCode, ErrorObject)> {
+fn validate(
+    headers: &HeaderMap,
+    req: &Request,
+    server: &crate::Server,
+) -> Result<RequestMeta, (StatusCode, ErrorObject)> {
     let bad = |e: ErrorObject| (StatusCode::BAD_REQUEST, e);
     let header_version = header_value(headers, VERSION_HEADER)
         .map_err(bad)?
@@ -167,6 +209,15 @@ fn validate(headers: &HeaderMap, req: &Request) -> Result<RequestMeta, (StatusCo
             }
         }
     }
+    if req.method == "tools/call"
+        && let Some(tool) = req
+            .params
+            .as_ref()
+            .and_then(|p| p.get("name"))
+            .and_then(serde_json::Value::as_str)
+    {
+        check_param_headers(headers, req, server.header_params(tool)).map_err(bad)?;
+    }
     Ok(meta)
 }
 
@@ -177,7 +228,7 @@ pub(crate) async fn post(
     req: Request,
     sse_ok: bool,
 ) -> Response {
-    let meta = match validate(&headers, &req) {
+    let meta = match validate(&headers, &req, &state.server) {
         Ok(m) => m,
         Err((status, e)) => {
             tracing::info!(method = %req.method, code = e.code, error = %e.message, "stateless request refused");
