@@ -21,6 +21,13 @@ use crate::outbound::{Outbound, Sink};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct ConnId(pub(crate) u64);
 
+/// A request in flight: its connection and its JSON-RPC id (unique per connection).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct RequestKey {
+    pub(crate) conn: ConnId,
+    pub(crate) id: RequestId,
+}
+
 /// The answer to a server→client request.
 pub(crate) type ClientReply = Result<Value, ErrorObject>;
 

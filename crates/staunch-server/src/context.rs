@@ -24,13 +24,12 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 
-use crate::conn::Conn;
+use crate::conn::{Conn, RequestKey};
 use crate::error::ToolError;
 use crate::input::{Rounds, capability_for};
 use crate::outbound::{Outbound, OutboundKind};
 use crate::peer::Peer;
 use crate::progress::Progress;
-use crate::request::RequestKey;
 
 /// State one request's handler shares with the runtime.
 pub(crate) struct RequestShared {
@@ -51,7 +50,7 @@ pub(crate) struct RequestShared {
     /// A stateless request's input-required rounds (tools/call, prompts/get, resources/read).
     pub(crate) rounds: Option<Rounds>,
     /// Where list changes are announced.
-    pub(crate) listen: crate::listen::ListenHub,
+    pub(crate) listen: crate::changes::ListenHub,
 }
 
 /// The handle a tool handler gets for its request. Cheap to clone.
@@ -232,7 +231,7 @@ impl Context {
 
     /// Announces a change to every `subscriptions/listen` stream that asked for it (e.g. the
     /// tool list changed).
-    pub fn announce(&self, change: crate::listen::Change) {
+    pub fn announce(&self, change: crate::changes::Change) {
         self.shared.listen.announce(change);
     }
 

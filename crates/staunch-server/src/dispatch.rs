@@ -22,7 +22,7 @@ use crate::input::{Binding, Rounds};
 use crate::listen;
 use crate::peer::Peer;
 use crate::request::{self, Origin, Work};
-use crate::server::ServerInner;
+use crate::shared::ServerInner;
 use crate::tool::Shape;
 
 /// Routes `req`; answers it inline or starts it in its own task. Never blocks.

@@ -7,7 +7,7 @@
 //!   answers a cancelled request. [`Server::serve_stateless`] serves one stateless HTTP request.
 //! - [`supervise`]: how a handler (or a job body) ends — grace, abort, panic, deadline.
 //! - [`input`]: input-required rounds (the stateless era's elicitation, sampling and roots).
-//! - [`listen`]: `subscriptions/listen` streams and the [`ListenHub`] that feeds them.
+//! - [`listen`]: `subscriptions/listen` streams, fed by the [`ListenHub`].
 //! - [`Context`]: what a handler receives — cancellation, deadline, `run`, `blocking`,
 //!   rate-limited progress, shielded `cleanup`, client-visible logging, requests to the client.
 //! - [`LifecycleLog`]: one JSON line per step of every request (`docs/lifecycle-log.md`).
@@ -15,6 +15,7 @@
 
 #![forbid(unsafe_code)]
 
+mod changes;
 mod config;
 mod conn;
 mod context;
@@ -26,23 +27,25 @@ pub mod listen;
 mod outbound;
 mod peer;
 mod progress;
+mod registry;
 mod request;
 mod server;
 mod session;
+mod shared;
 pub mod supervise;
 mod tool;
 pub mod transport;
 
+pub use changes::{Change, ListenHub};
 pub use config::{Config, ProgressRate};
 pub use context::{BlockingUnit, Context, Notifier};
 pub use error::ToolError;
 pub use input::StateKey;
 pub use lifecycle::LifecycleLog;
-pub use listen::{Change, ListenHub};
 pub use outbound::{Outbound, OutboundKind, Sink};
-pub use request::CancelReason;
-pub use server::{MethodHandler, Server, ServerBuilder, StatelessRequest};
+pub use registry::CancelReason;
+pub use server::{Server, ServerBuilder, StatelessRequest};
 pub use session::Session;
 pub use staunch_protocol as protocol;
 pub use staunch_protocol::mcp::{CallToolResult, Content, LoggingLevel};
-pub use tool::{Shape, ToolHandler, ToolSpec, decode_args, schema_of};
+pub use tool::{MethodHandler, Shape, ToolHandler, ToolSpec, decode_args, schema_of};

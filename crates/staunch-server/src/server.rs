@@ -5,97 +5,29 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
 
-use futures_util::future::BoxFuture;
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 use staunch_protocol::mcp::{CallToolResult, Implementation};
+use staunch_protocol::modern::RequestMeta;
+use staunch_protocol::{Request, RequestId};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
-use staunch_protocol::modern::RequestMeta;
-use staunch_protocol::{Request, RequestId};
-
+use crate::changes::ListenHub;
 use crate::config::Config;
 use crate::conn::Conn;
 use crate::context::Context;
 use crate::error::ToolError;
 use crate::input::StateKey;
 use crate::lifecycle::LifecycleLog;
-use crate::listen::ListenHub;
 use crate::outbound::Sink;
 use crate::peer::Peer;
-use crate::request::{self, CancelReason, Origin, Registry};
+use crate::registry::{CancelReason, Registry};
+use crate::request::{self, Origin};
 use crate::session::Session;
-use crate::tool::{ToolHandler, ToolSpec, Typed, schema_of};
-
-/// Handles a custom request method (resources, prompts, tasks …). Runs in the request's own
-/// task, like a tool.
-pub trait MethodHandler: Send + Sync + 'static {
-    /// Starts handling; `params` as sent.
-    fn call(
-        &self,
-        ctx: Context,
-        params: Option<Value>,
-    ) -> BoxFuture<'static, Result<Value, ToolError>>;
-
-    /// This method's deadline, given the server's `quick` default. `None` lets the request
-    /// run until it ends or is cancelled (e.g. `tasks/result`, which must block until the
-    /// task is terminal).
-    fn deadline(&self, default: std::time::Duration) -> Option<std::time::Duration> {
-        Some(default)
-    }
-}
-
-impl<F, Fut> MethodHandler for F
-where
-    F: Fn(Context, Option<Value>) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Result<Value, ToolError>> + Send + 'static,
-{
-    fn call(
-        &self,
-        ctx: Context,
-        params: Option<Value>,
-    ) -> BoxFuture<'static, Result<Value, ToolError>> {
-        Box::pin(self(ctx, params))
-    }
-}
-
-pub(crate) struct ToolEntry {
-    pub(crate) spec: ToolSpec,
-    pub(crate) handler: Arc<dyn ToolHandler>,
-}
-
-pub(crate) struct MethodEntry {
-    pub(crate) handler: Arc<dyn MethodHandler>,
-}
-
-pub(crate) struct ServerInner {
-    pub(crate) info: Implementation,
-    pub(crate) instructions: Option<String>,
-    pub(crate) tools: HashMap<String, Arc<ToolEntry>>,
-    /// `tools/list` result, built once.
-    pub(crate) tool_list: Value,
-    pub(crate) methods: HashMap<String, MethodEntry>,
-    pub(crate) capabilities: Map<String, Value>,
-    pub(crate) config: Config,
-    pub(crate) log: LifecycleLog,
-    pub(crate) limiter: Arc<Semaphore>,
-    pub(crate) shutdown: CancellationToken,
-    /// Every request in flight, in every era.
-    pub(crate) registry: Registry,
-    /// Seals the `requestState` of input-required rounds.
-    pub(crate) state_key: StateKey,
-    /// Where list changes are announced to `subscriptions/listen` streams.
-    pub(crate) listen: ListenHub,
-    /// `serverInfo` as JSON, for every stateless result's `_meta`.
-    pub(crate) server_info_value: Value,
-    /// Tells this process's stateless requests apart in the lifecycle log.
-    pub(crate) instance_tag: String,
-    /// Per tool: arguments that HTTP clients mirror into `Mcp-Param-{name}` headers
-    /// (`x-mcp-header` in the input schema), as (argument, header name).
-    pub(crate) header_params: HashMap<String, Vec<(String, String)>>,
-}
+use crate::shared::{MethodEntry, ServerInner, ToolEntry};
+use crate::tool::{MethodHandler, ToolHandler, ToolSpec, Typed, schema_of};
 
 /// An MCP server: shared by all its sessions. Cheap to clone.
 #[derive(Clone)]

@@ -24,8 +24,9 @@ use crate::conn::Conn;
 use crate::dispatch::{dispatch, parse_params};
 use crate::outbound::{Outbound, OutboundKind, Sink};
 use crate::peer::{Peer, SessionFacts};
-use crate::request::{self, CancelReason, Origin};
-use crate::server::ServerInner;
+use crate::registry::CancelReason;
+use crate::request::{self, Origin};
+use crate::shared::ServerInner;
 
 pub(crate) struct SessionInner {
     server: Arc<ServerInner>,

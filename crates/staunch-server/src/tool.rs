@@ -162,6 +162,38 @@ impl ToolSpec {
     }
 }
 
+/// Handles a custom request method (resources, prompts, tasks …). Runs in the request's own
+/// task, like a tool.
+pub trait MethodHandler: Send + Sync + 'static {
+    /// Starts handling; `params` as sent.
+    fn call(
+        &self,
+        ctx: Context,
+        params: Option<Value>,
+    ) -> BoxFuture<'static, Result<Value, ToolError>>;
+
+    /// This method's deadline, given the server's `quick` default. `None` lets the request
+    /// run until it ends or is cancelled (e.g. `tasks/result`, which must block until the
+    /// task is terminal).
+    fn deadline(&self, default: std::time::Duration) -> Option<std::time::Duration> {
+        Some(default)
+    }
+}
+
+impl<F, Fut> MethodHandler for F
+where
+    F: Fn(Context, Option<Value>) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<Value, ToolError>> + Send + 'static,
+{
+    fn call(
+        &self,
+        ctx: Context,
+        params: Option<Value>,
+    ) -> BoxFuture<'static, Result<Value, ToolError>> {
+        Box::pin(self(ctx, params))
+    }
+}
+
 /// Runs one tool call. `args` is always a JSON object.
 pub trait ToolHandler: Send + Sync + 'static {
     /// Starts the call; the returned future is the request's work.

@@ -15,7 +15,6 @@
 //! about its client ([`Peer`]). Results of stateless requests are finished here for their era
 //! ([`respond`]): `resultType`, `serverInfo` in `_meta`, caching hints, the era's error codes.
 
-mod registry;
 mod respond;
 
 use std::sync::{Arc, Mutex};
@@ -29,20 +28,18 @@ use staunch_protocol::{ErrorObject, Request, RequestId, codes};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-pub use registry::CancelReason;
-pub(crate) use registry::{CancelResult, Registry, RequestKey, Routed};
 pub(crate) use respond::respond;
 
-use crate::conn::Conn;
+use crate::conn::{Conn, RequestKey};
 use crate::context::{Context, RequestShared};
 use crate::error::ToolError;
 use crate::input::Rounds;
 use crate::peer::Peer;
 use crate::progress::Progress;
-use crate::server::ServerInner;
+use crate::registry::{CancelReason, CancelResult, Routed, Slot};
+use crate::shared::ServerInner;
 use crate::supervise::{Ended, supervise};
 use crate::tool::Shape;
-use registry::Slot;
 
 /// Where a request came from: the connection it is answered on and what it knows about its
 /// client.

@@ -14,7 +14,7 @@ use staunch_protocol::{
 
 use super::Origin;
 use crate::outbound::{Outbound, OutboundKind};
-use crate::server::ServerInner;
+use crate::shared::ServerInner;
 
 /// Methods whose stateless results carry caching hints, with the server's default hint.
 fn cache_hint(server: &ServerInner, method: &str) -> Option<(u64, &'static str)> {

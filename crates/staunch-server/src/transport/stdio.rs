@@ -14,7 +14,7 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader
 use tokio::sync::{mpsc, oneshot};
 
 use crate::outbound::{Outbound, Sink};
-use crate::request::CancelReason;
+use crate::registry::CancelReason;
 use crate::server::Server;
 
 struct ChannelSink(mpsc::UnboundedSender<Vec<u8>>);

@@ -16,7 +16,7 @@ use super::HttpState;
 use super::session::{Attach, HttpSession, event_id, parse_event_id, random_hex};
 use super::sse;
 use super::stateless::{self, VERSION_HEADER};
-use crate::request::CancelReason;
+use crate::registry::CancelReason;
 
 const SESSION_HEADER: &str = "mcp-session-id";
 const LAST_EVENT_ID: &str = "last-event-id";

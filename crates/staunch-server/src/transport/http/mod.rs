@@ -36,7 +36,7 @@ use axum::routing::any;
 use axum::serve::ListenerExt;
 use staunch_store::{EventStore, SessionStore};
 
-use crate::request::CancelReason;
+use crate::registry::CancelReason;
 use crate::server::Server;
 
 pub use guard::Allow;

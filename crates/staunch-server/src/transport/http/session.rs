@@ -285,7 +285,7 @@ impl HttpSession {
     }
 
     /// Closes the session: cancels its requests, ends every connection.
-    pub(crate) fn close(&self, reason: crate::request::CancelReason) {
+    pub(crate) fn close(&self, reason: crate::registry::CancelReason) {
         self.session.close(reason);
         let mut routes = self.routes();
         for st in routes.streams.values_mut() {

@@ -16,16 +16,9 @@ use staunch_protocol::RequestId;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::conn::ConnId;
+use crate::conn::{ConnId, RequestKey};
 use crate::progress::Progress;
 use crate::tool::Shape;
-
-/// A request in flight: its connection and its JSON-RPC id (unique per connection).
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub(crate) struct RequestKey {
-    pub(crate) conn: ConnId,
-    pub(crate) id: RequestId,
-}
 
 /// Why a request's token fired.
 #[derive(Clone, Debug, PartialEq, Eq)]
