@@ -5,8 +5,14 @@
 //! - `stubborn_count` (quick) never looks at its cancel: the runtime stops its progress at the
 //!   cancel and aborts it after the grace period.
 //! - `cpu_count` (quick) burns CPU in `Context::blocking`, checking between units.
+//! - `slow_count_status {tag?}` reads what the counters did: each step of a tagged count is a
+//!   side effect recorded here (steps so far, time of the last one), so a client that closed
+//!   a stream can ask later whether the work really stopped. `staunch probe` and the peers in
+//!   `benches/peers` share this convention.
 
-use std::time::{Duration, Instant};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -19,13 +25,46 @@ struct CountArgs {
     /// Milliseconds per step.
     #[serde(default = "default_delay")]
     delay_ms: u64,
+    /// Names this count so `slow_count_status` can report its steps (a side effect to watch).
+    #[serde(default)]
+    tag: Option<String>,
 }
 
 fn default_delay() -> u64 {
     100
 }
 
+#[derive(Deserialize, JsonSchema)]
+struct StatusArgs {
+    /// The tag a count was started with; absent reads the untagged counter.
+    #[serde(default)]
+    tag: Option<String>,
+}
+
+/// Steps done per tag: the side-effect record `slow_count_status` reads.
+#[derive(Clone, Default)]
+struct Steps(Arc<Mutex<HashMap<String, (u64, u64)>>>);
+
+impl Steps {
+    fn record(&self, tag: Option<&str>) {
+        let now_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let entry = map.entry(tag.unwrap_or_default().to_owned()).or_default();
+        entry.0 += 1;
+        entry.1 = now_ms;
+    }
+
+    fn read(&self, tag: Option<&str>) -> (u64, u64) {
+        let map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        map.get(tag.unwrap_or_default()).copied().unwrap_or_default()
+    }
+}
+
 pub fn register(b: ServerBuilder) -> ServerBuilder {
+    let steps = Steps::default();
+    let counted = steps.clone();
     b.tool(
         ToolSpec::streaming(
             "slow_count",
@@ -33,7 +72,27 @@ pub fn register(b: ServerBuilder) -> ServerBuilder {
              promptly when cancelled.",
         )
         .annotations(serde_json::json!({"readOnlyHint": true})),
-        |ctx, a: CountArgs| slow_count(ctx, a),
+        move |ctx, a: CountArgs| slow_count(ctx, a, counted.clone()),
+    )
+    .tool(
+        ToolSpec::quick(
+            "slow_count_status",
+            "How many steps `slow_count` calls with this `tag` have done, and when the last \
+             one happened (unix ms): whether work continued after a cancel.",
+        )
+        .annotations(serde_json::json!({"readOnlyHint": true})),
+        move |_ctx, a: StatusArgs| {
+            let steps = steps.clone();
+            async move {
+                let (done, last) = steps.read(a.tag.as_deref());
+                let status = serde_json::json!({
+                    "tag": a.tag.unwrap_or_default(),
+                    "steps": done,
+                    "last_step_unix_ms": last,
+                });
+                Ok::<_, ToolError>(CallToolResult::structured(status))
+            }
+        },
     )
     .tool(
         ToolSpec::quick(
@@ -55,11 +114,16 @@ pub fn register(b: ServerBuilder) -> ServerBuilder {
     )
 }
 
-async fn slow_count(ctx: Context, a: CountArgs) -> Result<CallToolResult, ToolError> {
+async fn slow_count(
+    ctx: Context,
+    a: CountArgs,
+    steps: Steps,
+) -> Result<CallToolResult, ToolError> {
     let total = f64::from(a.steps);
     for step in 1..=a.steps {
         ctx.check()?;
         ctx.sleep(Duration::from_millis(a.delay_ms)).await?;
+        steps.record(a.tag.as_deref());
         ctx.progress(f64::from(step), Some(total), None);
     }
     Ok(CallToolResult::text(format!("counted {}", a.steps)))
