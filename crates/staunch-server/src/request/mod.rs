@@ -396,8 +396,10 @@ async fn run(
     let outcome = match mark {
         Some(mark) if !mark.answers => {
             // The client gave up, its session closed, or the server is going away: never
-            // answer.
+            // answer. The stream ends here whatever fired the token (a shutdown cancels
+            // without a connection at hand to end it).
             shared.progress.close();
+            shared.conn.sink.end_stream(&shared.id);
             let since = now.duration_since(mark.at);
             after_cancel_ms = Some(ms(since));
             match &ended {
