@@ -6,6 +6,7 @@ mod counting;
 mod echo;
 mod export;
 mod fail;
+mod greet;
 pub mod jobs;
 mod kv;
 
@@ -23,6 +24,7 @@ pub fn demo(
     let builder = export::register(builder);
     let builder = kv::register(builder);
     let builder = fail::register(builder);
+    let builder = greet::register(builder);
     match job_tools {
         Some((rt, db)) => jobs::register(builder, rt, db),
         None => builder,

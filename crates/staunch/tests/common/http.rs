@@ -107,6 +107,30 @@ impl Resp {
         }
     }
 
+    /// A stateless answer, JSON or SSE: the notifications that came first and the response
+    /// (`Value::Null` if the stream ended without one within `limit`).
+    pub async fn answer(mut self, limit: Duration) -> (Vec<Value>, Value) {
+        let sse = self
+            .header("content-type")
+            .is_some_and(|c| c.starts_with("text/event-stream"));
+        if !sse {
+            return (Vec::new(), self.json().await);
+        }
+        let mut notes = Vec::new();
+        for e in self.events_until_end(limit).await {
+            let v = e.json();
+            if !v.is_object() {
+                continue; // a priming event (an id, no data)
+            }
+            if v.get("method").is_some() {
+                notes.push(v);
+            } else {
+                return (notes, v);
+            }
+        }
+        (notes, Value::Null)
+    }
+
     /// Every event until the stream ends (bounded by `limit`).
     pub async fn events_until_end(&mut self, limit: Duration) -> Vec<Event> {
         let end = Instant::now() + limit;
@@ -311,4 +335,61 @@ pub fn ended(lines: &[Value], session: &str, id: &Value) -> bool {
     lines_of(lines, session, id)
         .iter()
         .any(|l| l["event"] == "request.end")
+}
+
+/// The `_meta` a 2026-07-28 client puts on every request, merged into `params`.
+pub fn modern(id: Value, method: &str, mut params: Value) -> Value {
+    if !params.is_object() {
+        params = json!({});
+    }
+    let meta = params
+        .as_object_mut()
+        .unwrap()
+        .entry("_meta")
+        .or_insert_with(|| json!({}));
+    meta["io.modelcontextprotocol/protocolVersion"] = json!("2026-07-28");
+    meta["io.modelcontextprotocol/clientInfo"] = json!({"name": "test", "version": "0"});
+    if meta
+        .get("io.modelcontextprotocol/clientCapabilities")
+        .is_none()
+    {
+        meta["io.modelcontextprotocol/clientCapabilities"] = json!({});
+    }
+    json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+}
+
+/// What `Mcp-Name` carries for a request: the tool or prompt name, or the resource URI.
+pub fn name_of(msg: &Value) -> Option<String> {
+    let p = &msg["params"];
+    match msg["method"].as_str()? {
+        "tools/call" | "prompts/get" => p["name"].as_str().map(String::from),
+        "resources/read" => p["uri"].as_str().map(String::from),
+        _ => None,
+    }
+}
+
+impl HttpServer {
+    /// POSTs a stateless (2026-07-28) request with the headers its body implies.
+    pub async fn post_modern(&self, msg: &Value) -> Resp {
+        self.post_modern_with(msg, &[]).await
+    }
+
+    /// Like [`Self::post_modern`], with `extra` headers (which override the derived ones of
+    /// the same name).
+    pub async fn post_modern_with(&self, msg: &Value, extra: &[(&str, &str)]) -> Resp {
+        let method = msg["method"].as_str().unwrap_or_default().to_string();
+        let name = name_of(msg);
+        let mut h: Vec<(&str, &str)> = vec![
+            ("content-type", "application/json"),
+            ("accept", "application/json, text/event-stream"),
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", &method),
+        ];
+        if let Some(n) = &name {
+            h.push(("mcp-name", n));
+        }
+        h.retain(|(k, _)| !extra.iter().any(|(e, _)| e.eq_ignore_ascii_case(k)));
+        h.extend(extra.iter().filter(|(_, v)| !v.is_empty()).copied());
+        self.send("POST", &h, &msg.to_string()).await
+    }
 }
