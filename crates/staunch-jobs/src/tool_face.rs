@@ -263,7 +263,11 @@ impl ToolHandler for RunFace {
                 })),
                 Waited::Gone => Ok(unknown_job(&rt, &tool, &id)),
                 Waited::Stopped => {
-                    if sub.created {
+                    // The job outlives this call: stop it only when the client asked (a
+                    // cancel, its stream or session closed on purpose). At shutdown or when a
+                    // session merely expires it runs on, and `get_<tool>` finds it.
+                    let asked = ctx.cancel_reason().is_some_and(|r| r.client_asked());
+                    if sub.created && asked {
                         let by =
                             format!("{tool}: request cancelled (session {})", ctx.session_id());
                         if let Err(e) = rt.cancel(&id, &by).await {

@@ -42,6 +42,8 @@ pub(crate) struct RequestShared {
     /// The longest a cleanup may run.
     pub(crate) max_cleanup: Duration,
     pub(crate) token: CancellationToken,
+    /// Why the token fired, once it has.
+    pub(crate) why: crate::registry::WhyCell,
     pub(crate) deadline: Option<Instant>,
     pub(crate) progress: Arc<Progress>,
     pub(crate) cleanups: Mutex<Vec<JoinHandle<()>>>,
@@ -152,6 +154,18 @@ impl Context {
     /// Whether the request was cancelled (by the client, its session closing, or its deadline).
     pub fn is_cancelled(&self) -> bool {
         self.shared.token.is_cancelled()
+    }
+
+    /// Why the request was stopped, once it was: the client's cancel, its stream or session
+    /// closing, shutdown, or the deadline. Set before the token fires, so a handler that wakes
+    /// on [`Context::cancelled`] can read it. Work that outlives the request (a durable job)
+    /// uses [`CancelReason::client_asked`] to decide whether to stop it too.
+    pub fn cancel_reason(&self) -> Option<crate::registry::CancelReason> {
+        self.shared
+            .why
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// Completes when the request is cancelled.

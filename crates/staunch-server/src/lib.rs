@@ -43,7 +43,7 @@ pub use error::ToolError;
 pub use input::StateKey;
 pub use lifecycle::LifecycleLog;
 pub use outbound::{Outbound, OutboundKind, Sink};
-pub use registry::CancelReason;
+pub use registry::{CancelReason, SESSION_DELETED};
 pub use server::{Server, ServerBuilder, StatelessRequest};
 pub use session::Session;
 pub use staunch_protocol as protocol;

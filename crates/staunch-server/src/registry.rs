@@ -43,6 +43,18 @@ impl CancelReason {
         matches!(self, CancelReason::Deadline)
     }
 
+    /// Whether the client asked for the stop (a cancel, closing its request's stream, deleting
+    /// its session), as opposed to losing it (expiry, EOF) or the server going away. Work that
+    /// outlives its request — a durable job followed by a call — is cancelled only when the
+    /// client asked.
+    pub fn client_asked(&self) -> bool {
+        match self {
+            CancelReason::Client(_) | CancelReason::StreamClosed => true,
+            CancelReason::SessionClosed(why) => *why == SESSION_DELETED,
+            CancelReason::Shutdown | CancelReason::Deadline => false,
+        }
+    }
+
     /// The reason as the lifecycle log writes it.
     pub fn log_text(&self) -> Option<&str> {
         match self {
@@ -54,6 +66,12 @@ impl CancelReason {
         }
     }
 }
+
+/// [`CancelReason::SessionClosed`]'s reason when the client deleted its session (HTTP DELETE).
+pub const SESSION_DELETED: &str = "session deleted";
+
+/// Where a request's handler can read why its token fired (set before the token fires).
+pub(crate) type WhyCell = Arc<Mutex<Option<CancelReason>>>;
 
 /// A received cancel.
 #[derive(Clone, Debug)]
@@ -73,6 +91,8 @@ pub(crate) struct Slot {
     pub(crate) shape: Option<Shape>,
     pub(crate) progress: Arc<Progress>,
     pub(crate) cancel: Option<CancelMark>,
+    /// The reason, shared with the request's handler.
+    pub(crate) why: WhyCell,
     /// A subscription: at shutdown it ends with a response (graceful closure).
     pub(crate) answers_at_shutdown: bool,
 }
@@ -202,6 +222,7 @@ fn mark(slot: &mut Slot, reason: CancelReason, on_routed: impl FnOnce(Routed)) -
         // The deadline stopped it, but now the client gave up too: no answer after all.
         Some(m) if m.answers && !answers => {
             slot.progress.close();
+            *slot.why.lock().unwrap_or_else(|p| p.into_inner()) = Some(reason.clone());
             slot.cancel = Some(CancelMark {
                 at: now,
                 reason,
@@ -217,6 +238,7 @@ fn mark(slot: &mut Slot, reason: CancelReason, on_routed: impl FnOnce(Routed)) -
         None => {}
     }
     let ignored = slot.shape == Some(Shape::Atomic) && reason != CancelReason::Deadline;
+    *slot.why.lock().unwrap_or_else(|p| p.into_inner()) = Some(reason.clone());
     slot.cancel = Some(CancelMark {
         at: now,
         reason,

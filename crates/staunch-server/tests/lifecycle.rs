@@ -26,6 +26,15 @@ enum Stop {
 }
 
 impl Stop {
+    fn reason(self) -> CancelReason {
+        match self {
+            Stop::ClientCancel => CancelReason::Client(Some("user gave up".into())),
+            Stop::SessionClosed => CancelReason::SessionClosed("session deleted"),
+            Stop::Shutdown => CancelReason::Shutdown,
+            Stop::StreamClosed => CancelReason::StreamClosed,
+        }
+    }
+
     fn log_reason(self) -> &'static str {
         match self {
             Stop::ClientCancel => "user gave up",
@@ -106,6 +115,10 @@ async fn no_response_to_a_request_whose_token_fired_for_any_reason() {
             let end = field(&log, "request.end").expect("an end line");
             assert_eq!(end["outcome"], outcome, "{tool} stopped by {stop:?}");
             assert!(end["after_cancel_ms"].is_u64(), "{stop:?}: {end}");
+            if tool == "returns_cancelled" {
+                // The handler could read why it was stopped, as soon as it woke.
+                assert_eq!(*h.reasons.lock().unwrap(), vec![Some(stop.reason())]);
+            }
             // The audit reads every line.
             assert!(!h.log().is_empty());
         }

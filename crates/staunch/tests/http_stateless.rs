@@ -45,8 +45,7 @@ async fn discover_and_a_call_answer_with_the_eras_decorations() {
     assert_eq!(resp["result"]["content"][0]["text"], "hi", "{resp}");
     assert_eq!(resp["result"]["resultType"], "complete");
     assert_eq!(
-        resp["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]["name"],
-        "staunch",
+        resp["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]["name"], "staunch",
         "{resp}"
     );
 
@@ -288,7 +287,11 @@ async fn a_legacy_stream_that_drops_keeps_running() {
 #[tokio::test]
 async fn an_input_required_round_trip() {
     let s = demo().await;
-    let mut first = modern(json!(1), "tools/call", json!({"name": "greet", "arguments": {}}));
+    let mut first = modern(
+        json!(1),
+        "tools/call",
+        json!({"name": "greet", "arguments": {}}),
+    );
     first["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"] =
         json!({"elicitation": {"form": {}}});
     let (_, r) = s.post_modern(&first).await.answer(LIMIT).await;
@@ -350,7 +353,10 @@ async fn listen_acknowledges_then_streams_list_changes() {
     let (_, t) = s.post_modern(&trigger).await.answer(LIMIT).await;
     assert!(t["result"].is_object(), "{t}");
     let change = stream.next_event(LIMIT).await.expect("a change").json();
-    assert_eq!(change["method"], "notifications/tools/list_changed", "{change}");
+    assert_eq!(
+        change["method"], "notifications/tools/list_changed",
+        "{change}"
+    );
 
     // A prompt change is not what this stream asked for.
     let other = modern(
@@ -360,7 +366,10 @@ async fn listen_acknowledges_then_streams_list_changes() {
     );
     let _ = s.post_modern(&other).await.answer(LIMIT).await;
     assert!(
-        stream.next_event(Duration::from_millis(300)).await.is_none(),
+        stream
+            .next_event(Duration::from_millis(300))
+            .await
+            .is_none(),
         "a prompt change reached a tools-only listener"
     );
 }
@@ -383,9 +392,7 @@ async fn log_messages_only_when_the_request_asks() {
     loud["params"]["_meta"]["io.modelcontextprotocol/logLevel"] = json!("debug");
     let (notes, _) = s.post_modern(&loud).await.answer(LIMIT).await;
     assert!(
-        notes
-            .iter()
-            .any(|n| n["method"] == "notifications/message"),
+        notes.iter().any(|n| n["method"] == "notifications/message"),
         "no log with logLevel: {notes:?}"
     );
 }

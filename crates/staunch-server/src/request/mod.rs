@@ -91,6 +91,7 @@ pub(crate) fn start(server: &Arc<ServerInner>, origin: &Origin, req: Request, wo
         origin.conn.sink.clone(),
     ));
     let started = Instant::now();
+    let why = crate::registry::WhyCell::default();
     let inserted = server.registry.insert(
         key.clone(),
         Slot {
@@ -100,6 +101,7 @@ pub(crate) fn start(server: &Arc<ServerInner>, origin: &Origin, req: Request, wo
             shape: work.shape,
             progress: progress.clone(),
             cancel: None,
+            why: why.clone(),
             answers_at_shutdown: work.answers_at_shutdown,
         },
     );
@@ -134,6 +136,7 @@ pub(crate) fn start(server: &Arc<ServerInner>, origin: &Origin, req: Request, wo
         peer: origin.peer.clone(),
         max_cleanup: server.config.max_cleanup,
         token,
+        why,
         deadline: work.deadline.map(|d| started + d),
         progress,
         cleanups: Mutex::new(Vec::new()),

@@ -13,8 +13,8 @@ use staunch_lifecycle::{Line, Parsed, parse_line};
 use staunch_server::protocol::modern::{RequestMeta, keys};
 use staunch_server::protocol::{Message, Request, parse_message};
 use staunch_server::{
-    CallToolResult, Config, Context, LifecycleLog, Outbound, OutboundKind, Server, Session, Sink,
-    StatelessRequest, ToolError, ToolSpec,
+    CallToolResult, CancelReason, Config, Context, LifecycleLog, Outbound, OutboundKind, Server,
+    Session, Sink, StatelessRequest, ToolError, ToolSpec,
 };
 
 /// Everything a session or a stateless request sent, in order.
@@ -90,6 +90,8 @@ impl Write for LogBuf {
 pub struct Harness {
     pub server: Server,
     log: LogBuf,
+    /// What `returns_cancelled` read from `Context::cancel_reason` when it woke.
+    pub reasons: Arc<Mutex<Vec<Option<CancelReason>>>>,
 }
 
 #[derive(Deserialize, schemars::JsonSchema)]
@@ -110,6 +112,8 @@ pub struct Nothing {}
 /// - `panics`: panics.
 pub fn harness(grace: Duration) -> Harness {
     let log = LogBuf::default();
+    let reasons = Arc::new(Mutex::new(Vec::new()));
+    let seen = reasons.clone();
     let config = Config {
         cancel_grace: grace,
         drain_timeout: Duration::from_secs(30),
@@ -120,9 +124,13 @@ pub fn harness(grace: Duration) -> Harness {
         .lifecycle_log(LifecycleLog::to_writer(Box::new(log.clone())))
         .tool(
             ToolSpec::streaming("returns_cancelled", "waits for its cancel"),
-            |ctx: Context, _: Nothing| async move {
-                ctx.cancelled().await;
-                Err::<CallToolResult, _>(ToolError::Cancelled)
+            move |ctx: Context, _: Nothing| {
+                let seen = seen.clone();
+                async move {
+                    ctx.cancelled().await;
+                    seen.lock().unwrap().push(ctx.cancel_reason());
+                    Err::<CallToolResult, _>(ToolError::Cancelled)
+                }
             },
         )
         .tool(
@@ -166,7 +174,11 @@ pub fn harness(grace: Duration) -> Harness {
             },
         )
         .build();
-    Harness { server, log }
+    Harness {
+        server,
+        log,
+        reasons,
+    }
 }
 
 impl Harness {

@@ -260,6 +260,42 @@ impl HttpServer {
         self.send("POST", &h, &msg.to_string()).await
     }
 
+    /// POSTs in a session that negotiated `version`.
+    pub async fn post_as(&self, session: &str, version: &str, msg: &Value) -> Resp {
+        let h = [
+            ("content-type", "application/json"),
+            ("accept", "application/json, text/event-stream"),
+            ("mcp-session-id", session),
+            ("mcp-protocol-version", version),
+        ];
+        self.send("POST", &h, &msg.to_string()).await
+    }
+
+    /// Opens a session at `version`; returns its id.
+    pub async fn initialize_as(&self, version: &str) -> String {
+        let r = self
+            .post(
+                None,
+                &json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                    "protocolVersion": version, "capabilities": {},
+                    "clientInfo": {"name": "test", "version": "0"}}}),
+            )
+            .await;
+        assert_eq!(r.status, 200);
+        let sid = r.header("mcp-session-id").expect("session id");
+        let body = r.json().await;
+        assert_eq!(body["result"]["protocolVersion"], version, "{body}");
+        let n = self
+            .post_as(
+                &sid,
+                version,
+                &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+            )
+            .await;
+        assert_eq!(n.status, 202);
+        sid
+    }
+
     pub async fn get(&self, session: &str, last_event_id: Option<&str>) -> Resp {
         let mut h = vec![("accept", "text/event-stream"), ("mcp-session-id", session)];
         if let Some(l) = last_event_id {

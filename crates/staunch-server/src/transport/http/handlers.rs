@@ -624,7 +624,10 @@ async fn delete(state: Arc<HttpState>, headers: HeaderMap) -> Response {
         }
     }
     state
-        .end_session(id, CancelReason::SessionClosed("session deleted"))
+        .end_session(
+            id,
+            CancelReason::SessionClosed(crate::registry::SESSION_DELETED),
+        )
         .await;
     StatusCode::OK.into_response()
 }
