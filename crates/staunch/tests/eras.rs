@@ -45,10 +45,10 @@ impl Era {
     }
 
     async fn call(&self, s: &HttpServer, id: &str, tool: &str, args: Value) -> Resp {
-        let token = Some(json!(format!("{id}-progress")));
+        let token = json!(format!("{id}-progress"));
         match self {
             Era::Session { version, sid } => {
-                s.post_as(sid, version, &call(json!(id), tool, args, token))
+                s.post_as(sid, version, &call(json!(id), tool, args, Some(token)))
                     .await
             }
             Era::Stateless => {
@@ -57,7 +57,7 @@ impl Era {
                     "tools/call",
                     json!({"name": tool, "arguments": args}),
                 );
-                msg["params"]["_meta"]["progressToken"] = token.unwrap();
+                msg["params"]["_meta"]["progressToken"] = token;
                 s.post_modern(&msg).await
             }
         }
