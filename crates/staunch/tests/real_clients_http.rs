@@ -93,9 +93,10 @@ async fn python_sdk_client_calls_slow_count_with_progress_over_http() {
 }
 
 #[tokio::test]
-async fn python_sdk_2x_falls_back_from_server_discover_to_initialize() {
-    // mcp 2.x probes `server/discover` (2026-07-28) first; staunch answers it cleanly so the
-    // client falls back to the 2025-11-25 handshake.
+async fn python_sdk_2x_low_level_session_speaks_2025_11_25() {
+    // mcp 2.x's low-level `ClientSession` runs the initialize handshake itself; the same
+    // server serves it a 2025-11-25 session (its high-level `Client` speaks 2026-07-28: see
+    // real_clients_2026.rs).
     let Some(py2) = external::tool(".tools/py2/bin/python", "Python mcp 2.x client") else {
         return;
     };

@@ -38,3 +38,16 @@ pub fn node() -> Option<PathBuf> {
         "Node 22 with the TS SDK",
     )
 }
+
+pub fn python2() -> Option<PathBuf> {
+    tool(".tools/py2/bin/python", "Python mcp 2.x client")
+}
+
+/// Node 22, when the TypeScript SDK v2 client is installed beside it.
+pub fn node_with_ts2() -> Option<PathBuf> {
+    tool(
+        ".tools/ts2/node_modules/@modelcontextprotocol/client/package.json",
+        "TypeScript SDK v2 client",
+    )?;
+    node()
+}
