@@ -61,6 +61,9 @@ fn clusters(
     let mut out = Vec::new();
     for ((tool, fp), k) in index {
         let recs = &mut starts[k];
+        // A stateless input-required round ends so that the client sends the same call again
+        // with its answers: the protocol, not a retry.
+        recs.retain(|r| r.outcome.as_deref() != Some("input_required"));
         if recs.len() < 2 {
             continue;
         }

@@ -621,3 +621,27 @@ fn a_cancel_line_written_after_its_end_is_not_an_unknown_cancel() {
     let w = tool(&r, "write");
     assert_eq!((w.cancelled, w.orphaned), (1, 0));
 }
+
+/// The stateless era: requests keyed by `req-<tag>-<n>` instead of a session, and an
+/// input-required round (the same call sent again with the answers) that is not a retry.
+#[test]
+fn stateless_requests_and_input_required_rounds() {
+    let log = r#"{"ts":"2026-12-01T10:00:00.000Z","event":"request.start","request_id":1,"session":"req-0a1b2c-1","method":"tools/call","tool":"greet","shape":"streaming","args_fingerprint":"44136fa355b3678a","protocol_version":"2026-07-28"}
+{"ts":"2026-12-01T10:00:00.002Z","event":"request.end","request_id":1,"session":"req-0a1b2c-1","method":"tools/call","tool":"greet","outcome":"input_required","duration_ms":2}
+{"ts":"2026-12-01T10:00:01.000Z","event":"request.start","request_id":2,"session":"req-0a1b2c-2","method":"tools/call","tool":"greet","shape":"streaming","args_fingerprint":"44136fa355b3678a","protocol_version":"2026-07-28"}
+{"ts":"2026-12-01T10:00:01.003Z","event":"request.end","request_id":2,"session":"req-0a1b2c-2","method":"tools/call","tool":"greet","outcome":"ok","duration_ms":3}
+{"ts":"2026-12-01T10:00:02.000Z","event":"request.start","request_id":3,"session":"req-0a1b2c-3","method":"tools/call","tool":"slow_count","shape":"streaming","args_fingerprint":"5f2b9c0e4a1d3b77","protocol_version":"2026-07-28"}
+{"ts":"2026-12-01T10:00:02.400Z","event":"request.cancel_received","request_id":3,"session":"req-0a1b2c-3","reason":"stream closed","since_start_ms":400}
+{"ts":"2026-12-01T10:00:02.401Z","event":"request.end","request_id":3,"session":"req-0a1b2c-3","method":"tools/call","tool":"slow_count","outcome":"cancelled","duration_ms":401,"after_cancel_ms":1}
+"#;
+    let r = audit_str(log, &AuditOptions::default());
+    assert!(r.is_clean(), "{}", r.render_table());
+    assert_eq!(r.malformed.count, 0);
+    assert!(r.retry_clusters.is_empty(), "{:?}", r.retry_clusters);
+    let greet = tool(&r, "greet");
+    assert_eq!(greet.calls, 2);
+    assert_eq!(greet.orphaned, 0);
+    assert_eq!(greet.outcomes.get("input_required"), Some(&1));
+    let slow = tool(&r, "slow_count");
+    assert_eq!((slow.calls, slow.cancelled, slow.orphaned), (1, 1, 0));
+}
