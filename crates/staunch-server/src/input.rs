@@ -48,6 +48,23 @@ impl StateKey {
         Self(bytes)
     }
 
+    /// The key as hex, to store it where other instances read it.
+    pub fn to_hex(&self) -> String {
+        self.0.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// A key from [`StateKey::to_hex`]'s form; `None` unless it is at least 32 bytes of hex.
+    pub fn from_hex(hex: &str) -> Option<Self> {
+        if hex.len() < 64 || hex.len() % 2 != 0 {
+            return None;
+        }
+        let bytes = (0..hex.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok())
+            .collect::<Option<Vec<u8>>>()?;
+        Some(Self(bytes))
+    }
+
     /// A fresh random key (for a single instance; rounds do not survive a restart).
     pub fn random() -> Self {
         let mut b = vec![0u8; 32];
@@ -263,6 +280,16 @@ fn answer_keys(r: &Rounds) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_key_round_trips_through_hex_and_short_or_bad_hex_is_refused() {
+        let k = StateKey::random();
+        let back = StateKey::from_hex(&k.to_hex()).expect("valid hex");
+        assert_eq!(back.0, k.0);
+        assert!(StateKey::from_hex("abcd").is_none(), "too short");
+        assert!(StateKey::from_hex(&"zz".repeat(32)).is_none(), "not hex");
+        assert!(StateKey::from_hex(&"a".repeat(65)).is_none(), "odd length");
+    }
 
     fn binding() -> Binding {
         Binding {

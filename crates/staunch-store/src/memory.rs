@@ -181,6 +181,7 @@ impl EventStore for MemoryEventStore {
 #[derive(Default)]
 pub struct MemorySessionStore {
     sessions: Mutex<HashMap<String, SessionRecord>>,
+    secrets: Mutex<HashMap<String, String>>,
 }
 
 impl MemorySessionStore {
@@ -223,6 +224,18 @@ impl SessionStore for MemorySessionStore {
 
     async fn delete(&self, id: &str) -> Result<bool, StoreError> {
         Ok(lock(&self.sessions).remove(id).is_some())
+    }
+
+    async fn shared_secret(
+        &self,
+        name: &str,
+        candidate: &str,
+        _now_ms: i64,
+    ) -> Result<String, StoreError> {
+        Ok(lock(&self.secrets)
+            .entry(name.to_owned())
+            .or_insert_with(|| candidate.to_owned())
+            .clone())
     }
 
     async fn expire_idle(&self, now_ms: i64, idle_ms: i64) -> Result<Vec<String>, StoreError> {

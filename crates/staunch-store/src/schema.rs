@@ -5,7 +5,8 @@
 //! surprises). Migrations are append-only: never edit one that has shipped, add the next.
 
 /// Migration `i` moves the schema from version `i` to `i + 1`.
-pub(crate) const MIGRATIONS: &[&str] = &[r#"
+pub(crate) const MIGRATIONS: &[&str] = &[
+    r#"
 CREATE TABLE staunch_sessions (
     id TEXT PRIMARY KEY,
     protocol_version TEXT NOT NULL,
@@ -82,7 +83,17 @@ CREATE INDEX staunch_jobs_inflight ON staunch_jobs (principal, tool, args_finger
 CREATE INDEX staunch_jobs_list ON staunch_jobs (principal, created_ms, id);
 CREATE INDEX staunch_jobs_purge ON staunch_jobs (purge_after_ms) WHERE purge_after_ms IS NOT NULL;
 CREATE INDEX staunch_jobs_idem_expiry ON staunch_jobs (idem_expires_ms) WHERE idem_key IS NOT NULL;
-"#];
+"#,
+    r#"
+-- Secrets every instance sharing the store must agree on (the key that seals input-required
+-- rounds' requestState, so any instance can continue a round). Written once, never changed.
+CREATE TABLE staunch_secrets (
+    name TEXT PRIMARY KEY,
+    value TEXT NOT NULL,
+    created_ms BIGINT NOT NULL
+);
+"#,
+];
 
 /// The job columns in the order both drivers' row readers expect.
 pub(crate) const JOB_COLS: &str = "id, principal, session_id, tool, args_json, args_fingerprint, \

@@ -44,4 +44,13 @@ pub trait SessionStore: Send + Sync + 'static {
 
     /// Removes sessions not seen for more than `idle_ms` and returns their ids.
     async fn expire_idle(&self, now_ms: i64, idle_ms: i64) -> Result<Vec<String>, StoreError>;
+
+    /// The secret called `name` that every instance sharing this store uses: the first caller
+    /// stores its `candidate`, everyone (itself included) gets the stored value back.
+    async fn shared_secret(
+        &self,
+        name: &str,
+        candidate: &str,
+        now_ms: i64,
+    ) -> Result<String, StoreError>;
 }

@@ -156,6 +156,18 @@ pub struct ServeArgs {
     /// Seconds SSE events are kept for replay.
     #[arg(long, default_value_t = 900, env = "STAUNCH_EVENT_MAX_AGE_SECS")]
     pub event_max_age_secs: u64,
+    /// 2026-07-28: how long clients may cache list results and `server/discover` (`ttlMs`), in
+    /// ms. Listening clients (`subscriptions/listen`) hear of changes at once anyway.
+    #[arg(long, default_value_t = 60_000, env = "STAUNCH_LIST_TTL_MS")]
+    pub list_ttl_ms: u64,
+    /// 2026-07-28 over HTTP: how long a silent call's answer waits before it becomes an SSE
+    /// stream whose keep-alives notice a client that left, in ms.
+    #[arg(long, default_value_t = 250, env = "STAUNCH_STATELESS_HOLD_MS")]
+    pub stateless_hold_ms: u64,
+    /// 2026-07-28 over HTTP: keep-alive interval on a silent call's stream, in ms. A closed
+    /// stream (the 2026 cancel) is noticed at the latest one or two intervals after the close.
+    #[arg(long, default_value_t = 500, env = "STAUNCH_STATELESS_KEEP_ALIVE_MS")]
+    pub stateless_keep_alive_ms: u64,
 }
 
 /// Runs the command; returns the process exit code.

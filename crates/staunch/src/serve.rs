@@ -5,7 +5,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use staunch_jobs::{JobConfig, JobRuntime};
 use staunch_server::transport::http::{Allow, HttpConfig, HttpTransport};
-use staunch_server::{Config, LifecycleLog, ProgressRate, Server, transport};
+use staunch_server::{Config, LifecycleLog, ProgressRate, Server, StateKey, transport};
 
 use crate::cli::ServeArgs;
 use crate::tools::jobs::ImportDb;
@@ -15,6 +15,7 @@ use crate::tools::jobs::ImportDb;
 pub fn build_server(
     args: &ServeArgs,
     jobs: Option<(&JobRuntime, ImportDb)>,
+    state_key: Option<StateKey>,
 ) -> anyhow::Result<Server> {
     let config = Config {
         max_in_flight: args.max_in_flight,
@@ -27,6 +28,7 @@ pub fn build_server(
             per_second: args.progress_rate,
         },
         max_message_bytes: args.max_message_bytes,
+        list_ttl_ms: args.list_ttl_ms,
         ..Config::default()
     };
     let log = if args.no_log {
@@ -36,9 +38,12 @@ pub fn build_server(
     } else {
         LifecycleLog::stderr()
     };
-    let builder = Server::builder("staunch", env!("CARGO_PKG_VERSION"))
+    let mut builder = Server::builder("staunch", env!("CARGO_PKG_VERSION"))
         .config(config)
         .lifecycle_log(log);
+    if let Some(key) = state_key {
+        builder = builder.state_key(key);
+    }
     let builder = match args.profile.as_str() {
         "demo" => crate::tools::demo(builder, jobs),
         "conformance" => crate::tools::conformance::register(builder),
@@ -59,7 +64,15 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<i32> {
         (Some(stores), true) => Some(job_runtime(&args, stores)?),
         _ => None,
     };
-    let server = build_server(&args, jobs.as_ref().map(|(rt, db)| (rt, db.clone())))?;
+    let state_key = match &stores {
+        Some(stores) => Some(shared_state_key(stores).await?),
+        None => None,
+    };
+    let server = build_server(
+        &args,
+        jobs.as_ref().map(|(rt, db)| (rt, db.clone())),
+        state_key,
+    )?;
     if let Some((rt, _)) = &jobs {
         rt.start().await.context("starting the job runtime")?;
     }
@@ -152,6 +165,8 @@ async fn serve_http(
         poll_after: args.poll_after_ms.map(Duration::from_millis),
         event_max_per_stream: args.event_max_per_stream,
         event_max_age: Duration::from_secs(args.event_max_age_secs),
+        stateless_hold: Duration::from_millis(args.stateless_hold_ms),
+        keep_alive_stateless: Duration::from_millis(args.stateless_keep_alive_ms.max(10)),
         ..HttpConfig::default()
     };
     if !addr.ip().is_loopback() {
@@ -169,6 +184,18 @@ async fn serve_http(
         .serve(listener)
         .await?;
     Ok(())
+}
+
+/// The key that seals input-required rounds' `requestState`, kept in the store so that every
+/// instance sharing it (and this one after a restart) can continue a round another began.
+async fn shared_state_key(stores: &staunch_store::Stores) -> anyhow::Result<StateKey> {
+    let candidate = StateKey::random().to_hex();
+    let stored = stores
+        .sessions
+        .shared_secret("input-state-key", &candidate, staunch_store::now_ms())
+        .await
+        .context("reading the input-state key from the store")?;
+    StateKey::from_hex(&stored).context("the stored input-state key is not 32+ bytes of hex")
 }
 
 /// Opens the durable store named by `--store` (and `--store-schema` for PostgreSQL).

@@ -396,3 +396,32 @@ async fn log_messages_only_when_the_request_asks() {
         "no log with logLevel: {notes:?}"
     );
 }
+
+/// The key that seals `requestState` lives in the store: a round begun on one instance is
+/// continued on another that shares the store (or on this one after a restart).
+#[tokio::test]
+async fn a_round_begun_on_one_instance_continues_on_another() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("shared.db").display().to_string();
+    let a = HttpServer::start_on(Some(&db), &[]).await;
+    let b = HttpServer::start_on(Some(&db), &[]).await;
+    let mut first = modern(
+        json!(1),
+        "tools/call",
+        json!({"name": "greet", "arguments": {}}),
+    );
+    first["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"] =
+        json!({"elicitation": {"form": {}}});
+    let (_, r) = a.post_modern(&first).await.answer(LIMIT).await;
+    let state = r["result"]["requestState"].as_str().expect("sealed state");
+    let mut retry = first.clone();
+    retry["id"] = json!(2);
+    retry["params"]["requestState"] = json!(state);
+    retry["params"]["inputResponses"] =
+        json!({"name": {"action": "accept", "content": {"name": "Grace"}}});
+    let (_, done) = b.post_modern(&retry).await.answer(LIMIT).await;
+    assert_eq!(
+        done["result"]["content"][0]["text"], "Hello, Grace!",
+        "{done}"
+    );
+}

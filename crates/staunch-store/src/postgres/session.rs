@@ -95,6 +95,30 @@ impl SessionStore for PgSessionStore {
         Ok(execute(&c, "DELETE FROM staunch_sessions WHERE id = $1", &[&id]).await? == 1)
     }
 
+    async fn shared_secret(
+        &self,
+        name: &str,
+        candidate: &str,
+        now_ms: i64,
+    ) -> Result<String, StoreError> {
+        let c = self.pg.client().await?;
+        execute(
+            &c,
+            "INSERT INTO staunch_secrets (name, value, created_ms) VALUES ($1, $2, $3) \
+             ON CONFLICT (name) DO NOTHING",
+            &[&name, &candidate, &now_ms],
+        )
+        .await?;
+        let row = query_opt(
+            &c,
+            "SELECT value FROM staunch_secrets WHERE name = $1",
+            &[&name],
+        )
+        .await?;
+        row.map(|r| r.get::<_, String>(0))
+            .ok_or_else(|| StoreError::Corrupt(format!("secret {name} vanished after insert")))
+    }
+
     async fn expire_idle(&self, now_ms: i64, idle_ms: i64) -> Result<Vec<String>, StoreError> {
         let cutoff = now_ms.saturating_sub(idle_ms);
         let c = self.pg.client().await?;

@@ -111,6 +111,29 @@ impl SessionStore for SqliteSessionStore {
             .await
     }
 
+    async fn shared_secret(
+        &self,
+        name: &str,
+        candidate: &str,
+        now_ms: i64,
+    ) -> Result<String, StoreError> {
+        let (name, candidate) = (name.to_owned(), candidate.to_owned());
+        self.db
+            .call(move |conn| {
+                conn.execute(
+                    "INSERT INTO staunch_secrets (name, value, created_ms) VALUES (?1, ?2, ?3) \
+                     ON CONFLICT (name) DO NOTHING",
+                    params![name, candidate, now_ms],
+                )?;
+                Ok(conn.query_row(
+                    "SELECT value FROM staunch_secrets WHERE name = ?1",
+                    [&name],
+                    |r| r.get(0),
+                )?)
+            })
+            .await
+    }
+
     async fn expire_idle(&self, now_ms: i64, idle_ms: i64) -> Result<Vec<String>, StoreError> {
         let cutoff = now_ms.saturating_sub(idle_ms);
         self.db

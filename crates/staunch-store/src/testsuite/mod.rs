@@ -80,6 +80,7 @@ macro_rules! session_store_suite {
     ($fixture:path) => {
         $crate::store_cases!($fixture =>
             sessions_crud,
+            shared_secret_first_writer_wins,
             sessions_expire_idle,
         );
     };

@@ -78,3 +78,28 @@ pub async fn sessions_expire_idle(h: Harness) {
     gone.sort();
     assert_eq!(gone, vec!["fresh".to_owned()]);
 }
+
+/// Both instances end up with the secret the first one stored, whatever they proposed.
+pub async fn shared_secret_first_writer_wins(h: Harness) {
+    let a =
+        h.a.sessions
+            .shared_secret("state-key", "aaaa", T0)
+            .await
+            .unwrap();
+    assert_eq!(a, "aaaa");
+    let b =
+        h.b.sessions
+            .shared_secret("state-key", "bbbb", T0 + 1)
+            .await
+            .unwrap();
+    assert_eq!(
+        b, "aaaa",
+        "the second instance must adopt the stored secret"
+    );
+    let other =
+        h.b.sessions
+            .shared_secret("other", "cccc", T0)
+            .await
+            .unwrap();
+    assert_eq!(other, "cccc", "names are independent");
+}
