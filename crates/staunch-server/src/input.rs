@@ -55,7 +55,7 @@ impl StateKey {
 
     /// A key from [`StateKey::to_hex`]'s form; `None` unless it is at least 32 bytes of hex.
     pub fn from_hex(hex: &str) -> Option<Self> {
-        if hex.len() < 64 || hex.len() % 2 != 0 {
+        if hex.len() < 64 || !hex.len().is_multiple_of(2) {
             return None;
         }
         let bytes = (0..hex.len())
