@@ -10,6 +10,7 @@
 //! only place a request's token fires.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde_json::{Value, json};
 use staunch_protocol::mcp::{
@@ -17,9 +18,13 @@ use staunch_protocol::mcp::{
 };
 use staunch_protocol::modern::{RequestMeta, has_modern_meta};
 use staunch_protocol::{
-    ErrorObject, Message, Notification, Request, Response, codes, parse_message, version,
+    ErrorObject, Message, Notification, Request, Response, codes, notification_bytes,
+    parse_message, version,
 };
+use tokio::sync::broadcast::error::RecvError;
+use tokio_util::sync::CancellationToken;
 
+use crate::changes::Change;
 use crate::conn::Conn;
 use crate::dispatch::{dispatch, parse_params};
 use crate::outbound::{Outbound, OutboundKind, Sink};
@@ -32,6 +37,10 @@ pub(crate) struct SessionInner {
     server: Arc<ServerInner>,
     conn: Arc<Conn>,
     facts: Arc<SessionFacts>,
+    /// Fires when the session closes (ends its list-change forwarder).
+    closed: CancellationToken,
+    /// Whether the list-change forwarder runs (started once, at `notifications/initialized`).
+    forwarding: AtomicBool,
 }
 
 /// One client connection (a stdio pipe, or an HTTP session). Cheap to clone.
@@ -55,6 +64,8 @@ impl Session {
                 server,
                 conn: Conn::new(id, sink),
                 facts: Arc::new(SessionFacts::new()),
+                closed: CancellationToken::new(),
+                forwarding: AtomicBool::new(false),
             }),
         }
     }
@@ -119,6 +130,7 @@ impl Session {
             }
             st.closed = true;
         }
+        self.inner.closed.cancel();
         request::cancel_conn(&self.inner.server, &self.inner.conn, reason);
         self.inner.conn.clear_outgoing();
     }
@@ -223,11 +235,60 @@ impl SessionInner {
                     not_cancellable,
                 );
             }
-            methods::INITIALIZED => {}
+            methods::INITIALIZED => self.forward_list_changes(),
             other => {
                 tracing::debug!(session = %self.conn.label, method = other, "notification ignored")
             }
         }
+    }
+
+    /// 2025 sessions learn of list changes the old way: a `notifications/*/list_changed` on
+    /// the session (stdout, or the HTTP standalone stream), for each kind whose capability
+    /// declares `listChanged`. (2026 clients use `subscriptions/listen`.)
+    fn forward_list_changes(&self) {
+        if self.forwarding.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let caps = &self.server.capabilities;
+        let declared =
+            |kind: &str| caps.get(kind).and_then(|c| c.get("listChanged")) == Some(&json!(true));
+        let kinds = [
+            (Change::ToolsListChanged, declared("tools")),
+            (Change::PromptsListChanged, declared("prompts")),
+            (Change::ResourcesListChanged, declared("resources")),
+        ];
+        let wanted: Vec<Change> = kinds
+            .into_iter()
+            .filter(|(_, d)| *d)
+            .map(|(c, _)| c)
+            .collect();
+        if wanted.is_empty() {
+            return;
+        }
+        let hub = self.server.listen.clone();
+        let mut rx = hub.subscribe();
+        let (conn, closed) = (self.conn.clone(), self.closed.clone());
+        tokio::spawn(async move {
+            loop {
+                let change = tokio::select! {
+                    _ = closed.cancelled() => return,
+                    _ = hub.closing() => return,
+                    r = rx.recv() => r,
+                };
+                let changes = match change {
+                    Ok(c) => vec![c],
+                    // Fell behind: say every kind changed, once.
+                    Err(RecvError::Lagged(_)) => wanted.clone(),
+                    Err(RecvError::Closed) => return,
+                };
+                for c in changes.into_iter().filter(|c| wanted.contains(c)) {
+                    conn.send(Outbound::notification(
+                        None,
+                        notification_bytes(c.method(), None),
+                    ));
+                }
+            }
+        });
     }
 
     fn on_response(&self, r: Response) {

@@ -425,3 +425,31 @@ async fn a_round_begun_on_one_instance_continues_on_another() {
         "{done}"
     );
 }
+
+/// The same announcement reaches a 2025 session the old way: on its standalone GET stream.
+#[tokio::test]
+async fn a_2025_session_hears_list_changes_on_its_standalone_stream() {
+    let s = HttpServer::start(&["--profile", "conformance"]).await;
+    let sid = s.initialize().await;
+    let mut standalone = s.get(&sid, None).await;
+    assert_eq!(standalone.status, 200);
+    // Let the stream attach before the change is announced.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let r = s
+        .post(
+            Some(&sid),
+            &common::http::call(json!(5), "test_trigger_tool_change", json!({}), None),
+        )
+        .await;
+    let (_, v) = r.answer(LIMIT).await;
+    assert!(v["result"].is_object(), "{v}");
+    let mut seen = Vec::new();
+    while let Some(e) = standalone.next_event(Duration::from_secs(3)).await {
+        let m = e.json();
+        if m["method"] == "notifications/tools/list_changed" {
+            return;
+        }
+        seen.push(m);
+    }
+    panic!("no list_changed on the standalone stream: {seen:?}");
+}
