@@ -171,8 +171,12 @@ pub(crate) fn fallback_reason(e: &ClientError) -> Option<String> {
             "server/discover was refused ({}: {})",
             err.code, err.message
         )),
-        ClientError::Http { status, .. } => {
-            Some(format!("server/discover was refused with HTTP {status}"))
+        ClientError::Http { status, body } => {
+            let said: String = body.chars().take(160).collect();
+            Some(format!(
+                "server/discover was refused with HTTP {status}: {}",
+                said.trim()
+            ))
         }
         other => Some(format!("server/discover failed: {other}")),
     }

@@ -56,9 +56,7 @@ pub fn parse_tool_args(words: &[String]) -> anyhow::Result<Value> {
 }
 
 /// `--protocol`: `auto`, `2026-07-28` or a 2025 version.
-pub fn parse_protocol(
-    s: &str,
-) -> Result<(staunch_client::EraChoice, Option<String>), String> {
+pub fn parse_protocol(s: &str) -> Result<(staunch_client::EraChoice, Option<String>), String> {
     staunch_client::EraChoice::parse(s)
 }
 

@@ -6,10 +6,10 @@ use std::time::Duration;
 
 use clap::Args;
 use serde_json::Value;
+use staunch_client::input::{InputRequests, InputResponses};
 use staunch_client::jobs::{JobEvent, JobOptions, job_tool_names};
 use staunch_client::result::{is_tool_error, text_of};
 use staunch_client::tasks::{TaskEvent, TaskOptions, TaskOutcome};
-use staunch_client::input::{InputRequests, InputResponses};
 use staunch_client::{
     CallOptions, Client, ClientError, ConnectOptions, EraChoice, HttpOptions, StderrMode,
     StdioCommand,
@@ -71,7 +71,8 @@ pub struct CallArgs {
     /// Do not let progress restart the --timeout clock.
     #[arg(long)]
     pub no_reset_on_progress: bool,
-    /// Call the tool as a task (2025-11-25 tasks): create, poll, fetch the result.
+    /// Call the tool as a task (2025-11-25 tasks): create, poll, fetch the result. Speaks the
+    /// 2025 era.
     #[arg(long)]
     pub task: bool,
     /// The task's time to live.
@@ -159,7 +160,17 @@ pub async fn run(args: CallArgs) -> anyhow::Result<i32> {
         Ok(a) => a,
         Err(e) => return usage(&format!("{e:#}")),
     };
-    let (era, session_version) = args.protocol.clone();
+    let (mut era, session_version) = args.protocol.clone();
+    if args.task {
+        // `--task` is the 2025-11-25 tasks feature; the 2026 tasks extension is not spoken here.
+        match era {
+            EraChoice::Auto => era = EraChoice::Session,
+            EraChoice::Stateless => {
+                return usage("--task uses 2025-11-25 tasks: use --protocol 2025-11-25 or auto");
+            }
+            EraChoice::Session => {}
+        }
+    }
     // Only a caller with answers declares that it can be asked: a server then asks (2026
     // input-required rounds) instead of refusing with -32021.
     let capabilities = if args.inputs.is_empty() {

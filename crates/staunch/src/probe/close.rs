@@ -57,9 +57,12 @@ async fn read_status(p: &Probe, tag: Option<&str>) -> Result<(u64, u64), String>
 
 pub async fn stream_close(p: &Probe) -> Check {
     let has_status = p.has_tool(&p.status_tool);
-    let tag = p
-        .takes_arg(&p.tool, "tag")
-        .then(|| format!("staunch-probe-{}", &staunch_client::jobs::new_idempotency_key()[..8]));
+    let tag = p.takes_arg(&p.tool, "tag").then(|| {
+        format!(
+            "staunch-probe-{}",
+            &staunch_client::jobs::new_idempotency_key()[..8]
+        )
+    });
     let baseline = if has_status {
         read_status(p, tag.as_deref()).await.ok()
     } else {
@@ -92,7 +95,11 @@ pub async fn stream_close(p: &Probe) -> Check {
                 "the call finished within --close-after {} ({}); nothing to judge: raise --args' \
                  step count or lower --close-after",
                 ms(p.close_after),
-                if outcome.is_ok() { "a result" } else { "an error" }
+                if outcome.is_ok() {
+                    "a result"
+                } else {
+                    "an error"
+                }
             ),
             json!({}),
         );
@@ -136,9 +143,10 @@ pub async fn stream_close(p: &Probe) -> Check {
         .into_iter()
         .filter(|(at, _)| *at > t_close)
         .collect();
-    let last_progress = before.iter().map(|(_, v)| *v).fold(None, |m: Option<f64>, v| {
-        Some(m.map_or(v, |m| m.max(v)))
-    });
+    let last_progress = before
+        .iter()
+        .map(|(_, v)| *v)
+        .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))));
     let progress_text = format!(
         "{} progress before the close at {}, {} after it",
         before.len(),
@@ -189,8 +197,7 @@ pub async fn stream_close(p: &Probe) -> Check {
     let stop_ms = last.last_step_unix_ms as i64 - close_unix as i64;
     // Still running: a step in the last few step-times of the window.
     let quiet_ms = (close_unix + last.since_close_ms) as i64 - last.last_step_unix_ms as i64;
-    let still_running =
-        steps_after > 1 && quiet_ms < (p.step.as_millis() as i64 * 3).max(150);
+    let still_running = steps_after > 1 && quiet_ms < (p.step.as_millis() as i64 * 3).max(150);
     data["steps_at_close"] = json!(at_close.saturating_sub(base));
     data["steps_after_close"] = json!(steps_after);
     data["close_to_last_step_ms"] = json!(stop_ms);

@@ -323,14 +323,8 @@ pub async fn guards(p: &Probe) -> Vec<Check> {
 
 /// 2026-07-28: no sessions to guard; the Origin check with a well-formed stateless request.
 async fn stateless_guards(ep: &HttpEndpoint, v: &str) -> Vec<Check> {
-    let skip = |id: &'static str| {
-        Check::new(
-            id,
-            Status::Skip,
-            "2026-07-28 has no sessions",
-            json!({}),
-        )
-    };
+    let skip =
+        |id: &'static str| Check::new(id, Status::Skip, "2026-07-28 has no sessions", json!({}));
     let meta = json!({
         "io.modelcontextprotocol/protocolVersion": v,
         "io.modelcontextprotocol/clientCapabilities": {},

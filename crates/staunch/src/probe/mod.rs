@@ -242,7 +242,10 @@ pub async fn run(args: ProbeArgs) -> anyhow::Result<i32> {
     let client = match target.connect(&opts).await {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("staunch probe: cannot connect to {}: {e}", target.describe());
+            eprintln!(
+                "staunch probe: cannot connect to {}: {e}",
+                target.describe()
+            );
             return Ok(2);
         }
     };
