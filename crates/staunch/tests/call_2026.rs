@@ -228,7 +228,11 @@ async fn an_input_required_round_through_the_cli() {
     // Unanswered: the call stops and says what the server asked.
     let o = call(&["--input", "other=1", &url, tool]).await;
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    assert!(stderr(&o).contains("user_name: elicitation/create"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("user_name: elicitation/create"),
+        "{}",
+        stderr(&o)
+    );
     // Answered: a second request with inputResponses and the sealed requestState.
     let o = call(&[
         "--input",
