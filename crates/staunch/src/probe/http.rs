@@ -273,19 +273,29 @@ pub async fn guards(p: &Probe) -> Vec<Check> {
     );
     let mut out = Vec::new();
 
-    let r = send(
-        ep,
-        list.clone(),
-        &[(VERSION_HEADER, &v), (SESSION_HEADER, &unknown)],
-    )
-    .await;
-    out.push(judge(
-        "http.unknown_session",
-        r,
-        404,
-        "an unknown session id",
-        "MUST",
-    ));
+    if p.client.session_id().is_some() {
+        let r = send(
+            ep,
+            list.clone(),
+            &[(VERSION_HEADER, &v), (SESSION_HEADER, &unknown)],
+        )
+        .await;
+        out.push(judge(
+            "http.unknown_session",
+            r,
+            404,
+            "an unknown session id",
+            "MUST",
+        ));
+    } else {
+        // A server that never issues session ids has none to expire: nothing to judge.
+        out.push(Check::new(
+            "http.unknown_session",
+            Status::Skip,
+            "the server issued no session id (stateless)",
+            json!({}),
+        ));
+    }
 
     if p.client.session_id().is_some() {
         let r = send(ep, list, &[(VERSION_HEADER, &v)]).await;
