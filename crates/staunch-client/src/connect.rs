@@ -13,8 +13,41 @@ use staunch_protocol::modern::keys;
 use staunch_protocol::version;
 
 use crate::era::{Era, EraChoice, ResultType, fallback_reason, meta_for};
-use crate::session::{Client, ServerInfo};
+use crate::session::Client;
 use crate::{CallOptions, ClientError, ConnectOptions};
+
+/// What the server said about itself in `initialize` or `server/discover`.
+#[derive(Debug, Clone)]
+pub struct ServerInfo {
+    /// The protocol version in use: negotiated by `initialize`, or the stateless version every
+    /// request names.
+    pub protocol_version: String,
+    /// The era the connection speaks.
+    pub era: Era,
+    /// `server/discover`'s `supportedVersions` (empty in the session era).
+    pub supported_versions: Vec<String>,
+    /// Why `server/discover` was not used, when the client fell back to `initialize`.
+    pub fallback: Option<String>,
+    /// `serverInfo.name`.
+    pub name: String,
+    /// `serverInfo.version`.
+    pub version: String,
+    /// `capabilities` as sent.
+    pub capabilities: Value,
+    /// `instructions`, if any.
+    pub instructions: Option<String>,
+}
+
+impl ServerInfo {
+    /// Whether the server accepts `tools/call` as a task (2025-11-25 `capabilities.tasks`).
+    pub fn supports_tool_tasks(&self) -> bool {
+        self.era == Era::Session
+            && self
+                .capabilities
+                .pointer("/tasks/requests/tools/call")
+                .is_some()
+    }
+}
 
 /// The stateless era's discovery method.
 pub const DISCOVER: &str = "server/discover";

@@ -49,12 +49,12 @@ pub mod tasks;
 mod timeout;
 pub mod transport;
 
-pub use connect::DISCOVER;
+pub use connect::{DISCOVER, ServerInfo};
 pub use era::{Era, EraChoice};
 pub use error::ClientError;
 pub use options::{CallOptions, ConnectOptions};
 pub use router::{LateResponse, Observed, Progress};
-pub use session::{Client, PendingRequest, ServerInfo};
+pub use session::{Client, PendingRequest};
 pub use staunch_protocol as protocol;
 pub use transport::http::{HttpEndpoint, HttpOptions, RawResponse};
 pub use transport::stdio::{StderrMode, StdioCommand};

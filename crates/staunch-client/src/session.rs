@@ -12,45 +12,13 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
+use crate::connect::ServerInfo;
 use crate::era::{Era, ResultType};
 use crate::router::{Inbound, Registration, Router};
 use crate::transport::http::{HttpEndpoint, HttpTransport};
 use crate::transport::stdio::{StdioCommand, StdioTransport};
 use crate::transport::{Outgoing, Transport};
 use crate::{CallOptions, ClientError, ConnectOptions, LateResponse, Observed, Progress};
-
-/// What the server said about itself in `initialize` or `server/discover`.
-#[derive(Debug, Clone)]
-pub struct ServerInfo {
-    /// The protocol version in use: negotiated by `initialize`, or the stateless version every
-    /// request names.
-    pub protocol_version: String,
-    /// The era the connection speaks.
-    pub era: Era,
-    /// `server/discover`'s `supportedVersions` (empty in the session era).
-    pub supported_versions: Vec<String>,
-    /// Why `server/discover` was not used, when the client fell back to `initialize`.
-    pub fallback: Option<String>,
-    /// `serverInfo.name`.
-    pub name: String,
-    /// `serverInfo.version`.
-    pub version: String,
-    /// `capabilities` as sent.
-    pub capabilities: Value,
-    /// `instructions`, if any.
-    pub instructions: Option<String>,
-}
-
-impl ServerInfo {
-    /// Whether the server accepts `tools/call` as a task (2025-11-25 `capabilities.tasks`).
-    pub fn supports_tool_tasks(&self) -> bool {
-        self.era == Era::Session
-            && self
-                .capabilities
-                .pointer("/tasks/requests/tools/call")
-                .is_some()
-    }
-}
 
 pub(crate) struct Inner {
     router: Router,
@@ -121,7 +89,8 @@ impl Inner {
     }
 }
 
-/// A connected, initialized MCP session. Cheap to clone; clones share the connection.
+/// A connected MCP client: a 2025 session after `initialize`, or a 2026-07-28 stateless peer
+/// after `server/discover`. Cheap to clone; clones share the connection.
 #[derive(Clone)]
 pub struct Client {
     inner: Arc<Inner>,
@@ -136,7 +105,7 @@ impl std::fmt::Debug for Client {
 }
 
 impl Client {
-    /// Spawns `cmd` and initializes over its stdio.
+    /// Spawns `cmd` and does the handshake over its stdio.
     pub async fn connect_stdio(
         cmd: &StdioCommand,
         opts: &ConnectOptions,
@@ -146,7 +115,7 @@ impl Client {
         Self::start(Transport::Stdio(Box::new(t)), rx, opts).await
     }
 
-    /// Connects to a Streamable HTTP endpoint and initializes.
+    /// Connects to a Streamable HTTP endpoint and does the handshake.
     pub async fn connect_http(url: &str, opts: &ConnectOptions) -> Result<Self, ClientError> {
         let ep = HttpEndpoint::with_headers(url, &opts.http.headers)?;
         let (tx, rx) = mpsc::unbounded_channel();
@@ -155,7 +124,7 @@ impl Client {
     }
 
     /// Speaks newline-delimited JSON-RPC over any byte streams (in-memory pipes in tests, a
-    /// socket) and initializes.
+    /// socket) and does the handshake.
     pub async fn connect_io<R, W>(
         reader: R,
         writer: W,
