@@ -44,6 +44,7 @@ async fn staunch_over_http_stops_when_the_stream_closes() {
     );
     assert!(c["data"]["steps_at_close"].as_u64().unwrap() >= 1, "{c:#}");
     assert_eq!(c["data"]["progress_after_close"], 0);
+    assert!(c["data"]["time_to_stop_ms"].is_number(), "{c:#}");
     assert!(c["evidence"].as_str().unwrap().starts_with("stopped"));
     // The server saw the close as the cancel, for the probe's tagged call.
     let lines = server.log_lines();

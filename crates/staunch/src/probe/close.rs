@@ -201,6 +201,8 @@ pub async fn stream_close(p: &Probe) -> Check {
     data["steps_at_close"] = json!(at_close.saturating_sub(base));
     data["steps_after_close"] = json!(steps_after);
     data["close_to_last_step_ms"] = json!(stop_ms);
+    // Time to stop: from the close to the last step (0 when nothing ran after the close).
+    data["time_to_stop_ms"] = json!(stop_ms.max(0));
     data["samples"] = json!(
         samples
             .iter()
