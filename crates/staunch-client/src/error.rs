@@ -64,6 +64,32 @@ pub enum ClientError {
     /// The server sent something this client cannot make sense of.
     #[error("protocol error: {0}")]
     Protocol(String),
+    /// A 2026-07-28 result with a `resultType` this client does not know.
+    #[error("the server answered with an unknown resultType {0:?}")]
+    UnknownResultType(String),
+    /// The server needs input (a 2026-07-28 `input_required` result) that the caller did not
+    /// give; the value is the result, with its `inputRequests`.
+    #[error("{}", input_message(.0))]
+    InputRequired(serde_json::Value),
+}
+
+fn input_message(result: &serde_json::Value) -> String {
+    let keys: Vec<String> = result["inputRequests"]
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| format!("{k} ({})", v["method"].as_str().unwrap_or("?")))
+                .collect()
+        })
+        .unwrap_or_default();
+    format!(
+        "the server needs input to go on: {}",
+        if keys.is_empty() {
+            "(no inputRequests)".to_string()
+        } else {
+            keys.join(", ")
+        }
+    )
 }
 
 fn timeout_message(elapsed: Duration, ceiling: bool) -> String {

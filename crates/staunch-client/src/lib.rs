@@ -5,11 +5,18 @@
 //! again; a client retrying a side-effecting job must reuse its idempotency key. This crate does
 //! all three by default. The main pieces:
 //!
-//! - [`Client`]: one session over [`stdio`](Client::connect_stdio) (spawns a command) or
-//!   [Streamable HTTP](Client::connect_http); `initialize` is done for you. It routes responses
+//! - [`Client`]: one connection over [`stdio`](Client::connect_stdio) (spawns a command) or
+//!   [Streamable HTTP](Client::connect_http), in either protocol era ([`era`]): by default
+//!   `server/discover` (2026-07-28, stateless) first and `initialize` (2025) when the server
+//!   does not speak 2026; [`EraChoice`] forces one. It routes responses
 //!   to their requests, progress to its request's callback, answers the server's `ping`, and
 //!   records late responses (answers to requests it had already given up on) as evidence
 //!   ([`Client::late_responses`]) instead of delivering them.
+//! - 2026-07-28: every request carries its `_meta` (version, capabilities, client info) and,
+//!   on HTTP, its `MCP-Protocol-Version`/`Mcp-Method`/`Mcp-Name` headers; each request is its
+//!   own POST, and giving up on it closes its stream (the stateless cancel; stdio still sends
+//!   `notifications/cancelled`). `resultType` is read on every result, and input-required
+//!   rounds are answered through a callback ([`input`], [`Client::call_tool_with_input`]).
 //! - [`CallOptions`]: per-request timeout that sends `notifications/cancelled` on expiry,
 //!   reset on progress, and a hard ceiling ([`CallOptions::max_total`]) that always wins; an
 //!   optional [`CancellationToken`](tokio_util::sync::CancellationToken) for Ctrl-C.
@@ -28,7 +35,10 @@
 
 #![forbid(unsafe_code)]
 
+mod connect;
+pub mod era;
 mod error;
+pub mod input;
 pub mod jobs;
 mod options;
 pub mod result;
@@ -39,10 +49,12 @@ pub mod tasks;
 mod timeout;
 pub mod transport;
 
+pub use connect::{DISCOVER, ServerInfo};
+pub use era::{Era, EraChoice};
 pub use error::ClientError;
 pub use options::{CallOptions, ConnectOptions};
 pub use router::{LateResponse, Observed, Progress};
-pub use session::{Client, PendingRequest, ServerInfo};
+pub use session::{Client, PendingRequest};
 pub use staunch_protocol as protocol;
 pub use transport::http::{HttpEndpoint, HttpOptions, RawResponse};
 pub use transport::stdio::{StderrMode, StdioCommand};

@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
+use crate::era::EraChoice;
 use crate::transport::http::HttpOptions;
 use crate::transport::stdio::StderrMode;
 
@@ -73,19 +74,25 @@ impl CallOptions {
     }
 }
 
-/// How to connect and initialize.
+/// How to connect: which era, and the handshake's facts.
 #[derive(Debug, Clone)]
 pub struct ConnectOptions {
-    /// The version proposed in `initialize`.
+    /// Which protocol era to speak: by default `server/discover` first, then `initialize`
+    /// when the server does not speak 2026-07-28.
+    pub era: EraChoice,
+    /// The version proposed in `initialize` (session era).
     pub protocol_version: String,
     /// `clientInfo.name`.
     pub client_name: String,
     /// `clientInfo.version`.
     pub client_version: String,
-    /// Client capabilities sent in `initialize`.
+    /// Client capabilities: sent in `initialize`, or in every stateless request's `_meta`.
     pub capabilities: serde_json::Value,
     /// Timeout of the `initialize` exchange.
     pub init_timeout: Duration,
+    /// Timeout of the `server/discover` attempt ([`EraChoice::Auto`] falls back to
+    /// `initialize` when it expires: a session-era stdio server may ignore the request).
+    pub discover_timeout: Duration,
     /// What to do with a spawned server's stderr.
     pub stderr: StderrMode,
     /// Streamable HTTP behaviour.
@@ -95,11 +102,13 @@ pub struct ConnectOptions {
 impl Default for ConnectOptions {
     fn default() -> Self {
         Self {
+            era: EraChoice::Auto,
             protocol_version: staunch_protocol::version::LATEST.to_string(),
             client_name: "staunch".into(),
             client_version: env!("CARGO_PKG_VERSION").into(),
             capabilities: serde_json::json!({}),
             init_timeout: Duration::from_secs(30),
+            discover_timeout: Duration::from_secs(10),
             stderr: StderrMode::Inherit,
             http: HttpOptions::default(),
         }

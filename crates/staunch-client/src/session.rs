@@ -1,50 +1,32 @@
-//! [`Client`]: one initialized MCP session, and [`PendingRequest`], one request in flight.
+//! [`Client`]: one connection to an MCP server (a 2025 session or a 2026 stateless peer), and
+//! [`PendingRequest`], one request in flight.
 
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{Arc, OnceLock, Weak};
+use std::sync::{Arc, OnceLock, RwLock, Weak};
 
 use serde_json::{Map, Value, json};
 use staunch_protocol::mcp::{ProgressToken, methods};
-use staunch_protocol::{RequestId, notification_bytes, request_bytes, version};
+use staunch_protocol::modern::expected_name;
+use staunch_protocol::{RequestId, notification_bytes, request_bytes};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
+use crate::connect::ServerInfo;
+use crate::era::{Era, ResultType};
 use crate::router::{Inbound, Registration, Router};
 use crate::transport::http::{HttpEndpoint, HttpTransport};
 use crate::transport::stdio::{StdioCommand, StdioTransport};
 use crate::transport::{Outgoing, Transport};
 use crate::{CallOptions, ClientError, ConnectOptions, LateResponse, Observed, Progress};
 
-/// What the server said about itself in `initialize`.
-#[derive(Debug, Clone)]
-pub struct ServerInfo {
-    /// The negotiated protocol version.
-    pub protocol_version: String,
-    /// `serverInfo.name`.
-    pub name: String,
-    /// `serverInfo.version`.
-    pub version: String,
-    /// `capabilities` as sent.
-    pub capabilities: Value,
-    /// `instructions`, if any.
-    pub instructions: Option<String>,
-}
-
-impl ServerInfo {
-    /// Whether the server accepts `tools/call` as a task (2025-11-25 `capabilities.tasks`).
-    pub fn supports_tool_tasks(&self) -> bool {
-        self.capabilities
-            .pointer("/tasks/requests/tools/call")
-            .is_some()
-    }
-}
-
 pub(crate) struct Inner {
     router: Router,
-    transport: Transport,
+    pub(crate) transport: Transport,
     next_id: AtomicI64,
-    server: OnceLock<ServerInfo>,
+    pub(crate) server: OnceLock<ServerInfo>,
+    /// The `_meta` every request carries in the stateless era; `None` in the session era.
+    stateless_meta: RwLock<Option<Value>>,
 }
 
 impl Inner {
@@ -53,6 +35,7 @@ impl Inner {
             bytes: request_bytes(id, method, params),
             request: Some(id.clone()),
             method: Some(method.to_string()),
+            name: expected_name(method, params).flatten().map(str::to_string),
         });
     }
 
@@ -61,22 +44,53 @@ impl Inner {
             bytes: notification_bytes(method, params),
             request: None,
             method: Some(method.to_string()),
+            name: None,
         });
     }
 
-    /// Gives up on `id` and, if it was still in flight, tells the server.
+    /// Gives up on `id` and, if it was still in flight, tells the server: with
+    /// `notifications/cancelled`, or (stateless HTTP) by closing the request's stream.
     fn cancel(&self, id: &RequestId, reason: &str) {
         if self.router.abandon(id) {
-            self.notify(
-                methods::CANCELLED,
-                Some(&json!({"requestId": id.to_value(), "reason": reason})),
-            );
+            if self.transport.cancels_by_notification() {
+                self.notify(
+                    methods::CANCELLED,
+                    Some(&json!({"requestId": id.to_value(), "reason": reason})),
+                );
+            }
             self.transport.abandoned(id);
         }
     }
+
+    /// From now on every request carries `meta` and HTTP speaks the stateless era.
+    pub(crate) fn enter_stateless(&self, version: &str, meta: Value) {
+        *self
+            .stateless_meta
+            .write()
+            .unwrap_or_else(|p| p.into_inner()) = Some(meta);
+        self.transport.set_protocol_version(Some(version), true);
+    }
+
+    /// The session era, with the negotiated version (`None` before `initialize`, e.g. after
+    /// a refused `server/discover`).
+    pub(crate) fn enter_session(&self, version: Option<&str>) {
+        *self
+            .stateless_meta
+            .write()
+            .unwrap_or_else(|p| p.into_inner()) = None;
+        self.transport.set_protocol_version(version, false);
+    }
+
+    fn stateless_meta(&self) -> Option<Value> {
+        self.stateless_meta
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
 }
 
-/// A connected, initialized MCP session. Cheap to clone; clones share the connection.
+/// A connected MCP client: a 2025 session after `initialize`, or a 2026-07-28 stateless peer
+/// after `server/discover`. Cheap to clone; clones share the connection.
 #[derive(Clone)]
 pub struct Client {
     inner: Arc<Inner>,
@@ -91,7 +105,7 @@ impl std::fmt::Debug for Client {
 }
 
 impl Client {
-    /// Spawns `cmd` and initializes over its stdio.
+    /// Spawns `cmd` and does the handshake over its stdio.
     pub async fn connect_stdio(
         cmd: &StdioCommand,
         opts: &ConnectOptions,
@@ -101,7 +115,7 @@ impl Client {
         Self::start(Transport::Stdio(Box::new(t)), rx, opts).await
     }
 
-    /// Connects to a Streamable HTTP endpoint and initializes.
+    /// Connects to a Streamable HTTP endpoint and does the handshake.
     pub async fn connect_http(url: &str, opts: &ConnectOptions) -> Result<Self, ClientError> {
         let ep = HttpEndpoint::with_headers(url, &opts.http.headers)?;
         let (tx, rx) = mpsc::unbounded_channel();
@@ -110,7 +124,7 @@ impl Client {
     }
 
     /// Speaks newline-delimited JSON-RPC over any byte streams (in-memory pipes in tests, a
-    /// socket) and initializes.
+    /// socket) and does the handshake.
     pub async fn connect_io<R, W>(
         reader: R,
         writer: W,
@@ -135,66 +149,47 @@ impl Client {
             transport,
             next_id: AtomicI64::new(1),
             server: OnceLock::new(),
+            stateless_meta: RwLock::new(None),
         });
         tokio::spawn(route(Arc::downgrade(&inner), inbound));
         let client = Self { inner };
-        if let Err(e) = client.initialize(opts).await {
-            client.close().await;
-            return Err(e);
+        match crate::connect::handshake(&client, opts).await {
+            Ok(info) => {
+                let _ = client.inner.server.set(info);
+                Ok(client)
+            }
+            Err(e) => {
+                client.close().await;
+                Err(e)
+            }
         }
-        Ok(client)
     }
 
-    async fn initialize(&self, opts: &ConnectOptions) -> Result<(), ClientError> {
-        let params = json!({
-            "protocolVersion": opts.protocol_version,
-            "capabilities": opts.capabilities,
-            "clientInfo": {"name": opts.client_name, "version": opts.client_version},
-        });
-        let mut p = self.start_request(methods::INITIALIZE, Some(params), false)?;
-        // `initialize` MUST NOT be cancelled: on timeout we only stop waiting.
-        p.cancellable = false;
-        let call = CallOptions {
-            timeout: Some(opts.init_timeout),
-            max_total: Some(opts.init_timeout),
-            progress: false,
-            ..CallOptions::default()
-        };
-        let r = p.wait(&call, |_| {}).await?;
-        let version = r["protocolVersion"]
-            .as_str()
-            .ok_or_else(|| {
-                ClientError::Protocol("initialize result has no protocolVersion".into())
-            })?
-            .to_string();
-        if !version::is_supported(&version) {
-            return Err(ClientError::Protocol(format!(
-                "the server chose protocol version {version}, which this client does not speak"
-            )));
-        }
-        self.inner.transport.set_protocol_version(&version);
-        let info = ServerInfo {
-            protocol_version: version,
-            name: r["serverInfo"]["name"].as_str().unwrap_or("").to_string(),
-            version: r["serverInfo"]["version"]
-                .as_str()
-                .unwrap_or("")
-                .to_string(),
-            capabilities: r.get("capabilities").cloned().unwrap_or(Value::Null),
-            instructions: r["instructions"].as_str().map(str::to_string),
-        };
-        let _ = self.inner.server.set(info);
-        self.inner.notify(methods::INITIALIZED, None);
-        Ok(())
+    pub(crate) fn inner(&self) -> &Inner {
+        &self.inner
     }
 
-    /// What the server said in `initialize`.
+    /// What the server said in `initialize` or `server/discover`.
     pub fn server(&self) -> &ServerInfo {
-        // `start` only returns a client after `initialize` stored this.
+        // `start` only returns a client after the handshake stored this.
         self.inner
             .server
             .get()
-            .unwrap_or_else(|| unreachable!("client used before initialize"))
+            .unwrap_or_else(|| unreachable!("client used before its handshake"))
+    }
+
+    /// The era this connection speaks.
+    pub fn era(&self) -> Era {
+        self.inner.server.get().map_or_else(
+            || {
+                if self.inner.stateless_meta().is_some() {
+                    Era::Stateless
+                } else {
+                    Era::Session
+                }
+            },
+            |s| s.era,
+        )
     }
 
     /// The HTTP endpoint, when connected over HTTP.
@@ -223,7 +218,8 @@ impl Client {
 
     /// Sends a request and returns at once; the answer is awaited with
     /// [`PendingRequest::wait`]. With `progress`, `_meta.progressToken` is added to `params`
-    /// (which must then be an object or absent).
+    /// (which must then be an object or absent); in the stateless era so are the version,
+    /// capabilities and client info every request carries.
     pub fn start_request(
         &self,
         method: &str,
@@ -248,6 +244,9 @@ impl Client {
                 meta.insert("progressToken".into(), json!(t));
             }
         }
+        if let Some(meta) = self.inner.stateless_meta() {
+            crate::era::add_meta(&mut params, &meta)?;
+        }
         // Register before sending: the answer or a first progress may come back at once.
         let Registration {
             reply,
@@ -266,7 +265,10 @@ impl Client {
         })
     }
 
-    /// Sends a request and waits for its answer under `opts`.
+    /// Sends a request and waits for its answer under `opts`. A stateless result that needs
+    /// input is [`ClientError::InputRequired`] (use
+    /// [`request_with_input`](Self::request_with_input) to answer it); an unknown
+    /// `resultType` is [`ClientError::UnknownResultType`].
     pub async fn request(
         &self,
         method: &str,
@@ -274,11 +276,17 @@ impl Client {
         opts: &CallOptions,
     ) -> Result<Value, ClientError> {
         let p = self.start_request(method, params, opts.progress)?;
-        p.wait(opts, |_| {}).await
+        let r = p.wait(opts, |_| {}).await?;
+        match ResultType::of(&r)? {
+            ResultType::InputRequired => Err(ClientError::InputRequired(r)),
+            ResultType::Complete | ResultType::Task => Ok(r),
+        }
     }
 
     /// `tools/call`: the raw result (check `isError`; see the [`result`](crate::result)
-    /// helpers) or the error. `on_progress` sees each progress notification.
+    /// helpers) or the error. `on_progress` sees each progress notification. A 2026-07-28
+    /// server asking for input makes this [`ClientError::InputRequired`]; answer such rounds
+    /// with [`call_tool_with_input`](Self::call_tool_with_input).
     pub async fn call_tool(
         &self,
         name: &str,
@@ -286,12 +294,8 @@ impl Client {
         opts: &CallOptions,
         on_progress: impl FnMut(&Progress) + Send,
     ) -> Result<Value, ClientError> {
-        let p = self.start_request(
-            methods::TOOLS_CALL,
-            Some(json!({"name": name, "arguments": arguments})),
-            opts.progress,
-        )?;
-        p.wait(opts, on_progress).await
+        self.call_tool_with_input(name, arguments, opts, on_progress, crate::input::no_answers)
+            .await
     }
 
     /// `tools/list` (all pages, bounded).
@@ -336,7 +340,8 @@ impl Client {
         self.inner.router.late()
     }
 
-    /// Ends the session: stdin EOF and a bounded wait for the process, or HTTP DELETE.
+    /// Ends the connection: stdin EOF and a bounded wait for the process, or HTTP DELETE (a
+    /// session-era HTTP session only).
     pub async fn close(&self) {
         self.inner.transport.close().await;
         self.inner.router.close("the client closed the connection");
@@ -354,6 +359,7 @@ async fn route(inner: Weak<Inner>, mut inbound: mpsc::UnboundedReceiver<Inbound>
                 bytes: reply,
                 request: None,
                 method: None,
+                name: None,
             });
         }
     }
@@ -368,7 +374,7 @@ pub struct PendingRequest {
     progress: Option<mpsc::UnboundedReceiver<Progress>>,
     sent_at: Instant,
     finished: bool,
-    cancellable: bool,
+    pub(crate) cancellable: bool,
 }
 
 impl std::fmt::Debug for PendingRequest {

@@ -197,6 +197,8 @@ fn progress(req: &Seen, n: u32) -> Value {
 /// (the calls give up after 30 s).
 fn opts() -> ConnectOptions {
     ConnectOptions {
+        // The fake speaks the session era (resumption is a 2025 feature).
+        era: staunch_client::EraChoice::Session,
         http: HttpOptions {
             default_retry: Duration::from_secs(60),
             ..HttpOptions::default()

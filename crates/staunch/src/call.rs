@@ -6,11 +6,13 @@ use std::time::Duration;
 
 use clap::Args;
 use serde_json::Value;
+use staunch_client::input::{InputRequests, InputResponses};
 use staunch_client::jobs::{JobEvent, JobOptions, job_tool_names};
 use staunch_client::result::{is_tool_error, text_of};
 use staunch_client::tasks::{TaskEvent, TaskOptions, TaskOutcome};
 use staunch_client::{
-    CallOptions, Client, ClientError, ConnectOptions, HttpOptions, StderrMode, StdioCommand,
+    CallOptions, Client, ClientError, ConnectOptions, EraChoice, HttpOptions, StderrMode,
+    StdioCommand,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -33,6 +35,14 @@ Examples:
   staunch call --timeout 5s slow_count '{\"steps\":20}' -- staunch serve
   staunch call start_import_rows rows=100 -- staunch serve      (a job: polled to the end)
   staunch call --task slow_count_task steps=10 -- node server.mjs stdio
+  staunch call --protocol 2026-07-28 -v http://127.0.0.1:8080/mcp echo text=hi
+  staunch call --input user_name='{\"action\":\"accept\",\"content\":{\"name\":\"Ada\"}}' \\
+      http://127.0.0.1:8080/mcp test_input_required_result_elicitation
+
+Protocol: by default `server/discover` (2026-07-28, stateless) is tried first and
+`initialize` (2025) is used when the server does not speak 2026; --protocol forces one. In
+2026 a timeout or Ctrl-C closes the request's HTTP stream (the 2026 cancel); over stdio and in
+2025 it sends notifications/cancelled.
 
 Exit status:
   0    the tool succeeded (the job succeeded, the task completed)
@@ -61,7 +71,8 @@ pub struct CallArgs {
     /// Do not let progress restart the --timeout clock.
     #[arg(long)]
     pub no_reset_on_progress: bool,
-    /// Call the tool as a task (2025-11-25 tasks): create, poll, fetch the result.
+    /// Call the tool as a task (2025-11-25 tasks): create, poll, fetch the result. Speaks the
+    /// 2025 era.
     #[arg(long)]
     pub task: bool,
     /// The task's time to live.
@@ -85,6 +96,18 @@ pub struct CallArgs {
     /// An HTTP header for every request (`Name: value`), e.g. Authorization.
     #[arg(long = "header", value_parser = crate::args::parse_header)]
     pub headers: Vec<(String, String)>,
+    /// The protocol: `auto` (server/discover, then initialize), `2026-07-28`, or a 2025
+    /// version (`2025-11-25`, `2025-06-18`, `2025-03-26`).
+    #[arg(long, default_value = "auto", value_parser = crate::args::parse_protocol)]
+    pub protocol: (EraChoice, Option<String>),
+    /// The answer to a 2026-07-28 input request, by its key (`KEY=JSON`, e.g.
+    /// `name='{"action":"accept","content":{"name":"Ada"}}'`); repeatable. With it the call
+    /// declares the elicitation, sampling and roots capabilities.
+    #[arg(long = "input", value_parser = crate::args::parse_input)]
+    pub inputs: Vec<(String, Value)>,
+    /// Say how the connection went (protocol era, version, why discover was not used).
+    #[arg(long, short)]
+    pub verbose: bool,
 }
 
 /// Where the server is.
@@ -137,7 +160,27 @@ pub async fn run(args: CallArgs) -> anyhow::Result<i32> {
         Ok(a) => a,
         Err(e) => return usage(&format!("{e:#}")),
     };
-    let connect = ConnectOptions {
+    let (mut era, session_version) = args.protocol.clone();
+    if args.task {
+        // `--task` is the 2025-11-25 tasks feature; the 2026 tasks extension is not spoken here.
+        match era {
+            EraChoice::Auto => era = EraChoice::Session,
+            EraChoice::Stateless => {
+                return usage("--task uses 2025-11-25 tasks: use --protocol 2025-11-25 or auto");
+            }
+            EraChoice::Session => {}
+        }
+    }
+    // Only a caller with answers declares that it can be asked: a server then asks (2026
+    // input-required rounds) instead of refusing with -32021.
+    let capabilities = if args.inputs.is_empty() {
+        serde_json::json!({})
+    } else {
+        serde_json::json!({"elicitation": {}, "sampling": {}, "roots": {}})
+    };
+    let mut connect = ConnectOptions {
+        era,
+        capabilities,
         stderr: if args.server_stderr {
             StderrMode::Inherit
         } else {
@@ -149,6 +192,9 @@ pub async fn run(args: CallArgs) -> anyhow::Result<i32> {
         },
         ..ConnectOptions::default()
     };
+    if let Some(v) = session_version {
+        connect.protocol_version = v;
+    }
     let client = match target.connect(&connect).await {
         Ok(c) => c,
         Err(e) => {
@@ -156,6 +202,9 @@ pub async fn run(args: CallArgs) -> anyhow::Result<i32> {
             return Ok(EXIT_USAGE);
         }
     };
+    if args.verbose {
+        eprintln!("{}", crate::call_view::connection_line(client.server()));
+    }
     let interrupt = CancellationToken::new();
     let on_ctrl_c = interrupt.clone();
     let watcher = tokio::spawn(async move {
@@ -177,9 +226,13 @@ pub async fn run(args: CallArgs) -> anyhow::Result<i32> {
         run_job(&client, tool, arguments, &opts, &args, &view).await
     } else {
         let r = client
-            .call_tool(tool, arguments, &opts, |p| {
-                view.progress(p.progress, p.total, p.message.as_deref())
-            })
+            .call_tool_with_input(
+                tool,
+                arguments,
+                &opts,
+                |p| view.progress(p.progress, p.total, p.message.as_deref()),
+                |reqs| answer_from(&args.inputs, reqs, &view),
+            )
             .await;
         view.finish();
         finish_call(r, args.json)
@@ -187,6 +240,34 @@ pub async fn run(args: CallArgs) -> anyhow::Result<i32> {
     watcher.abort();
     client.close().await;
     Ok(code)
+}
+
+/// Answers an input-required round from `--input`; a question without an answer ends the call
+/// with what the server asked (so the user can re-run with the right `--input`).
+async fn answer_from(
+    given: &[(String, Value)],
+    requests: InputRequests,
+    view: &View,
+) -> Result<InputResponses, ClientError> {
+    let mut out = InputResponses::new();
+    for (key, req) in &requests {
+        match given.iter().find(|(k, _)| k == key) {
+            Some((_, v)) => {
+                view.note(&format!(
+                    "input {key} ({}): answered from --input",
+                    req["method"].as_str().unwrap_or("?")
+                ));
+                out.insert(key.clone(), v.clone());
+            }
+            None => {
+                return Err(ClientError::InputRequired(serde_json::json!({
+                    "resultType": "input_required",
+                    "inputRequests": requests,
+                })));
+            }
+        }
+    }
+    Ok(out)
 }
 
 fn usage(msg: &str) -> anyhow::Result<i32> {
@@ -227,6 +308,9 @@ fn print_result(result: &Value, json: bool) {
 
 fn exit_for_error(e: &ClientError) -> i32 {
     eprintln!("staunch call: {e}");
+    if let ClientError::InputRequired(r) = e {
+        eprintln!("{}", crate::call_view::input_help(r));
+    }
     match e {
         ClientError::Timeout { .. } => EXIT_TIMEOUT,
         ClientError::Cancelled => EXIT_INTERRUPTED,

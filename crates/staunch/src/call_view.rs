@@ -68,6 +68,42 @@ impl View {
     }
 }
 
+/// The `--verbose` line about the connection: era, version, and why discover was not used.
+pub fn connection_line(info: &staunch_client::ServerInfo) -> String {
+    let mut s = format!(
+        "connected: {} {} — protocol {} ({} era, {})",
+        info.name,
+        info.version,
+        info.protocol_version,
+        info.era.as_str(),
+        match info.era {
+            staunch_client::Era::Stateless => "server/discover",
+            staunch_client::Era::Session => "initialize",
+        }
+    );
+    if let Some(why) = &info.fallback {
+        s.push_str(&format!("; fell back to initialize: {why}"));
+    }
+    s
+}
+
+/// What to tell a user whose call stopped at an input request nobody answered.
+pub fn input_help(result: &serde_json::Value) -> String {
+    let mut s = String::from("the server asked:");
+    for (key, req) in result["inputRequests"].as_object().into_iter().flatten() {
+        let what = req["params"]["message"]
+            .as_str()
+            .map(str::to_string)
+            .unwrap_or_else(|| req["params"].to_string());
+        s.push_str(&format!(
+            "\n  {key}: {} — {what}",
+            req["method"].as_str().unwrap_or("?")
+        ));
+    }
+    s.push_str("\nanswer with --input KEY=JSON (e.g. an elicitation: '{\"action\":\"accept\",\"content\":{…}}')");
+    s
+}
+
 fn describe(done: f64, total: Option<f64>, message: Option<&str>) -> String {
     let mut s = match total {
         Some(t) if t > 0.0 => format!("{}/{} ({:.0}%)", num(done), num(t), done / t * 100.0),

@@ -17,6 +17,8 @@ use staunch_client::{CallOptions, Client, ClientError, ConnectOptions, HttpOptio
 
 fn connect_opts() -> ConnectOptions {
     ConnectOptions {
+        // Resumption after a dropped stream is the session era's (2026 has none).
+        era: staunch_client::EraChoice::Session,
         http: HttpOptions {
             default_retry: Duration::from_millis(200),
             ..HttpOptions::default()

@@ -57,7 +57,8 @@ async fn staunch_over_stdio_passes_every_check() {
 async fn staunch_over_http_passes_every_check() {
     let server = Server::staunch(&[]).await;
     let url = server.url();
-    let (code, report) = probe(&[&url]).await;
+    // The session era's checks (resumption, session guards); probe_2026.rs has the other era.
+    let (code, report) = probe(&["--protocol", "2025-11-25", &url]).await;
     assert_eq!(code, 0);
     assert_all_pass(&report, &["tasks.cancel"]);
     let resume = check(&report, "http.resume");

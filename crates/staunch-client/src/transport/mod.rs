@@ -16,6 +16,9 @@ pub(crate) struct Outgoing {
     pub request: Option<RequestId>,
     /// Its method when it is a request or notification.
     pub method: Option<String>,
+    /// What the stateless era's `Mcp-Name` header carries for it (tool or prompt name,
+    /// resource uri, task id), when the method has one.
+    pub name: Option<String>,
 }
 
 /// A connected transport.
@@ -41,10 +44,21 @@ impl Transport {
         }
     }
 
-    /// The negotiated version, sent as `MCP-Protocol-Version` on HTTP.
-    pub fn set_protocol_version(&self, v: &str) {
+    /// The negotiated version, sent as `MCP-Protocol-Version` on HTTP, and whether the
+    /// connection speaks the stateless era (per-request headers, no session, a closed stream
+    /// is the cancel).
+    pub fn set_protocol_version(&self, v: Option<&str>, stateless: bool) {
         if let Self::Http(t) = self {
-            t.set_protocol_version(v);
+            t.set_protocol_version(v, stateless);
+        }
+    }
+
+    /// Whether a cancel goes on the wire as `notifications/cancelled` (everywhere but a
+    /// stateless HTTP connection, where closing the request's stream is the cancel).
+    pub fn cancels_by_notification(&self) -> bool {
+        match self {
+            Self::Stdio(_) => true,
+            Self::Http(t) => !t.is_stateless(),
         }
     }
 

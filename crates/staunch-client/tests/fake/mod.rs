@@ -15,6 +15,15 @@ pub struct Fake {
 }
 
 impl Fake {
+    /// A fake on the server end of an in-memory pipe.
+    pub fn from_io(server_side: DuplexStream) -> Self {
+        let (sr, sw) = tokio::io::split(server_side);
+        Self {
+            lines: BufReader::new(sr).lines(),
+            out: sw,
+        }
+    }
+
     /// The next message the client sent.
     pub async fn recv(&mut self) -> Value {
         // Virtual time: if the client will never write again, the clock jumps here and the
@@ -52,7 +61,7 @@ impl Fake {
     }
 
     /// Answers `initialize` and swallows `notifications/initialized`.
-    async fn handshake(&mut self, capabilities: Value) {
+    pub async fn handshake(&mut self, capabilities: Value) {
         let init = self.recv().await;
         assert_eq!(init["method"], "initialize");
         self.respond(
@@ -83,7 +92,11 @@ pub async fn pair_with(capabilities: Value) -> (Client, Fake) {
         lines: BufReader::new(sr).lines(),
         out: sw,
     };
-    let opts = ConnectOptions::default();
+    // The fakes speak the session era: they expect `initialize` first.
+    let opts = ConnectOptions {
+        era: staunch_client::EraChoice::Session,
+        ..ConnectOptions::default()
+    };
     let (client, ()) = tokio::join!(
         Client::connect_io(cr, cw, &opts),
         fake.handshake(capabilities)

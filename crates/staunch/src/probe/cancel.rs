@@ -50,7 +50,7 @@ pub async fn checks(p: &Probe) -> Vec<Check> {
     let ping = p
         .client
         .request(
-            "ping",
+            p.ping_method(),
             None,
             &staunch_client::CallOptions::default()
                 .timeout(Duration::from_secs(5))
@@ -58,8 +58,8 @@ pub async fn checks(p: &Probe) -> Vec<Check> {
         )
         .await;
     let alive = match &ping {
-        Ok(_) => "the server still answers ping".to_string(),
-        Err(e) => format!("ping after the cancel: {e}"),
+        Ok(_) => format!("the server still answers {}", p.ping_method()),
+        Err(e) => format!("{} after the cancel: {e}", p.ping_method()),
     };
     let data = json!({
         "step_ms": p.step.as_secs_f64() * 1000.0,

@@ -49,6 +49,14 @@ pub async fn resume(p: &Probe) -> Check {
         return Check::new(ID, Status::Skip, "not HTTP", json!({}));
     };
     let v = &p.client.server().protocol_version;
+    if p.era() == staunch_client::Era::Stateless {
+        return Check::new(
+            ID,
+            Status::Skip,
+            "2026-07-28 has no resumption: a closed stream is the cancel (see cancel.stream_close)",
+            json!({}),
+        );
+    }
     if !version::at_least(v, "2025-11-25") {
         return Check::new(
             ID,
@@ -251,6 +259,9 @@ pub async fn guards(p: &Probe) -> Vec<Check> {
         return Vec::new();
     };
     let v = p.client.server().protocol_version.clone();
+    if p.era() == staunch_client::Era::Stateless {
+        return stateless_guards(ep, &v).await;
+    }
     let list = request_bytes(
         &RequestId::String("staunch-probe-guard".into()),
         "tools/list",
@@ -262,19 +273,29 @@ pub async fn guards(p: &Probe) -> Vec<Check> {
     );
     let mut out = Vec::new();
 
-    let r = send(
-        ep,
-        list.clone(),
-        &[(VERSION_HEADER, &v), (SESSION_HEADER, &unknown)],
-    )
-    .await;
-    out.push(judge(
-        "http.unknown_session",
-        r,
-        404,
-        "an unknown session id",
-        "MUST",
-    ));
+    if p.client.session_id().is_some() {
+        let r = send(
+            ep,
+            list.clone(),
+            &[(VERSION_HEADER, &v), (SESSION_HEADER, &unknown)],
+        )
+        .await;
+        out.push(judge(
+            "http.unknown_session",
+            r,
+            404,
+            "an unknown session id",
+            "MUST",
+        ));
+    } else {
+        // A server that never issues session ids has none to expire: nothing to judge.
+        out.push(Check::new(
+            "http.unknown_session",
+            Status::Skip,
+            "the server issued no session id (stateless)",
+            json!({}),
+        ));
+    }
 
     if p.client.session_id().is_some() {
         let r = send(ep, list, &[(VERSION_HEADER, &v)]).await;
@@ -308,6 +329,37 @@ pub async fn guards(p: &Probe) -> Vec<Check> {
     }
     out.push(judge("http.bad_origin", r, 403, "a foreign Origin", "MUST"));
     out
+}
+
+/// 2026-07-28: no sessions to guard; the Origin check with a well-formed stateless request.
+async fn stateless_guards(ep: &HttpEndpoint, v: &str) -> Vec<Check> {
+    let skip =
+        |id: &'static str| Check::new(id, Status::Skip, "2026-07-28 has no sessions", json!({}));
+    let meta = json!({
+        "io.modelcontextprotocol/protocolVersion": v,
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "staunch-probe", "version": "0"},
+    });
+    let discover = request_bytes(
+        &RequestId::String("staunch-probe-origin".into()),
+        staunch_client::DISCOVER,
+        Some(&json!({"_meta": meta})),
+    );
+    let r = send(
+        ep,
+        discover,
+        &[
+            (VERSION_HEADER, v),
+            ("mcp-method", staunch_client::DISCOVER),
+            ("origin", "http://evil.example.com"),
+        ],
+    )
+    .await;
+    vec![
+        skip("http.unknown_session"),
+        skip("http.missing_session"),
+        judge("http.bad_origin", r, 403, "a foreign Origin", "MUST"),
+    ]
 }
 
 type Sent = Result<(u16, String, Option<String>), String>;

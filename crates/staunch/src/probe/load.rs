@@ -95,7 +95,7 @@ pub async fn responsiveness(p: &Probe) -> Check {
         .iter()
         .filter(|t| !progress_in(&w.seen, t).is_empty())
         .count();
-    let ping = time(p, "ping").await;
+    let ping = time(p, p.ping_method()).await;
     // A loop that did not answer ping will not answer tools/list either; don't wait twice.
     let list = match &ping.failure {
         Some(e @ (ClientError::Timeout { .. } | ClientError::Closed(_))) => Timings {
@@ -123,7 +123,7 @@ pub async fn responsiveness(p: &Probe) -> Check {
         if ping_missing {
             "ping not supported".to_string()
         } else {
-            ping.text("ping")
+            ping.text(p.ping_method())
         },
         list.text("tools/list")
     );

@@ -8,6 +8,7 @@
 //! bounded; a run takes seconds.
 
 mod cancel;
+mod close;
 mod http;
 mod load;
 mod progress;
@@ -21,7 +22,7 @@ use anyhow::Context as _;
 use clap::Args;
 use serde_json::{Map, Value, json};
 use staunch_client::{
-    Client, ClientError, ConnectOptions, HttpOptions, PendingRequest, StderrMode,
+    Client, ClientError, ConnectOptions, Era, EraChoice, HttpOptions, PendingRequest, StderrMode,
 };
 use tokio::time::Instant;
 
@@ -30,17 +31,27 @@ pub use report::{Check, ProbeReport, Status};
 use crate::call::Target;
 
 const HELP: &str = "\
+Protocol: by default server/discover (2026-07-28) is tried first and initialize (2025) when
+the server does not speak 2026; --protocol forces one. Run it once per era to compare.
+
 Checks (each PASS, WARN, FAIL or SKIP, with the evidence):
-  initialize           the handshake; server name, version, protocol
+  initialize | discover the handshake; server name, version, protocol (and why discover was
+                       not used, when the probe fell back to initialize)
   progress.token       with a progressToken: progress strictly increasing, none after the
                        result; rate in notifications/s
   progress.no_token    without a progressToken: no progress at all
   cancel.routed        after notifications/cancelled, does progress stop, and how fast
-  cancel.no_response   a cancelled request gets no response
-  responsiveness       ping and tools/list latency while several slow calls run
+                       (2025, and 2026 over stdio)
+  cancel.no_response   a cancelled request gets no response (same)
+  cancel.stream_close  (HTTP, 2026-07-28) close a slow call's stream after --close-after: does
+                       the work stop? Progress after the close, and side effects read with
+                       --status-tool {tag} (slow_count_status): steps after the close, time
+                       from the close to the last step; unknown without that tool
+  responsiveness       ping (2026: server/discover) and tools/list latency while several slow
+                       calls run
   http.resume          (HTTP, 2025-11-25) drop the stream mid-call: does the work go on, and
                        does GET with Last-Event-ID deliver the result
-  http.unknown_session (HTTP) 404;  http.missing_session 400;  http.bad_origin 403
+  http.unknown_session (HTTP, 2025) 404;  http.missing_session 400;  http.bad_origin 403
   tasks.cancel         (if tasks are advertised) does tasks/cancel stop the work
 
 The slow tool must take a step count (--steps-arg) and report progress per step when asked;
@@ -82,6 +93,18 @@ pub struct ProbeArgs {
     /// An HTTP header for every request (`Name: value`), e.g. Authorization.
     #[arg(long = "header", value_parser = crate::args::parse_header)]
     pub headers: Vec<(String, String)>,
+    /// The protocol: `auto` (server/discover, then initialize), `2026-07-28`, or a 2025
+    /// version (`2025-11-25`, `2025-06-18`, `2025-03-26`).
+    #[arg(long, default_value = "auto", value_parser = crate::args::parse_protocol)]
+    pub protocol: (EraChoice, Option<String>),
+    /// `cancel.stream_close`: how long the slow call runs before its stream is closed.
+    #[arg(long, default_value = "500ms", value_parser = crate::args::parse_duration)]
+    pub close_after: Duration,
+    /// `cancel.stream_close`: the tool that reports a tagged count's side effects
+    /// (`{tag}` → `{steps, last_step_unix_ms}`); the slow tool gets the `tag` when its schema
+    /// has one.
+    #[arg(long, default_value = "slow_count_status")]
+    pub status_tool: String,
 }
 
 /// What the checks share.
@@ -95,6 +118,8 @@ pub struct Probe {
     pub tools: Vec<Value>,
     pub task_tool: Option<String>,
     pub concurrent: usize,
+    pub close_after: Duration,
+    pub status_tool: String,
 }
 
 impl Probe {
@@ -138,6 +163,35 @@ impl Probe {
     pub fn has_tool(&self, name: &str) -> bool {
         self.tools.iter().any(|t| t["name"] == name)
     }
+
+    /// Whether a tool's input schema names `arg`.
+    pub fn takes_arg(&self, tool: &str, arg: &str) -> bool {
+        self.tools
+            .iter()
+            .find(|t| t["name"] == tool)
+            .and_then(|t| t.pointer("/inputSchema/properties"))
+            .is_some_and(|p| p.get(arg).is_some())
+    }
+
+    /// The era the probe speaks to this server.
+    pub fn era(&self) -> Era {
+        self.client.era()
+    }
+
+    /// The cheapest request that proves the loop answers: `ping`, which the stateless era
+    /// removed, or `server/discover` there.
+    pub fn ping_method(&self) -> &'static str {
+        match self.era() {
+            Era::Session => "ping",
+            Era::Stateless => staunch_client::DISCOVER,
+        }
+    }
+
+    /// Whether a cancel closes the request's HTTP stream (2026-07-28 over HTTP) rather than
+    /// sending `notifications/cancelled`.
+    pub fn cancels_by_closing(&self) -> bool {
+        self.era() == Era::Stateless && self.client.http_endpoint().is_some()
+    }
 }
 
 pub async fn run(args: ProbeArgs) -> anyhow::Result<i32> {
@@ -164,7 +218,9 @@ pub async fn run(args: ProbeArgs) -> anyhow::Result<i32> {
         Target::Stdio(_) => "stdio",
     };
     let mut report = ProbeReport::new(target.describe(), transport);
-    let opts = ConnectOptions {
+    let (era, session_version) = args.protocol.clone();
+    let mut opts = ConnectOptions {
+        era,
         client_name: "staunch-probe".into(),
         stderr: if args.server_stderr {
             StderrMode::Inherit
@@ -180,11 +236,14 @@ pub async fn run(args: ProbeArgs) -> anyhow::Result<i32> {
         },
         ..ConnectOptions::default()
     };
+    if let Some(v) = session_version {
+        opts.protocol_version = v;
+    }
     let client = match target.connect(&opts).await {
         Ok(c) => c,
         Err(e) => {
             eprintln!(
-                "staunch probe: cannot initialize {}: {e}",
+                "staunch probe: cannot connect to {}: {e}",
                 target.describe()
             );
             return Ok(2);
@@ -194,26 +253,36 @@ pub async fn run(args: ProbeArgs) -> anyhow::Result<i32> {
     report.server = json!({
         "name": info.name, "version": info.version,
         "protocol_version": info.protocol_version, "capabilities": info.capabilities,
+        "era": info.era.as_str(), "supported_versions": info.supported_versions,
+        "discover_fallback": info.fallback,
     });
     let caps: Vec<&str> = info
         .capabilities
         .as_object()
         .map(|m| m.keys().map(String::as_str).collect())
         .unwrap_or_default();
+    let handshake = match info.era {
+        Era::Session => "initialize",
+        Era::Stateless => "discover",
+    };
+    let mut evidence = format!(
+        "{} {}, protocol {}, capabilities: {}",
+        info.name,
+        info.version,
+        info.protocol_version,
+        if caps.is_empty() {
+            "none".to_string()
+        } else {
+            caps.join(", ")
+        }
+    );
+    if let Some(why) = &info.fallback {
+        evidence.push_str(&format!(" (no 2026-07-28: {why})"));
+    }
     report.push(Check::new(
-        "initialize",
+        handshake,
         Status::Pass,
-        format!(
-            "{} {}, protocol {}, capabilities: {}",
-            info.name,
-            info.version,
-            info.protocol_version,
-            if caps.is_empty() {
-                "none".to_string()
-            } else {
-                caps.join(", ")
-            }
-        ),
+        evidence,
         report.server.clone(),
     ));
     let tools = client
@@ -233,6 +302,8 @@ pub async fn run(args: ProbeArgs) -> anyhow::Result<i32> {
         tools,
         task_tool: args.task_tool.clone(),
         concurrent: args.concurrent.clamp(1, 64),
+        close_after: args.close_after,
+        status_tool: args.status_tool.clone(),
     };
     if !probe.tools.is_empty() && !probe.has_tool(&probe.tool) {
         eprintln!(
@@ -251,8 +322,12 @@ pub async fn run(args: ProbeArgs) -> anyhow::Result<i32> {
 
     report.push(progress::with_token(&mut probe).await);
     report.push(progress::without_token(&probe).await);
-    for c in cancel::checks(&probe).await {
-        report.push(c);
+    if probe.cancels_by_closing() {
+        report.push(close::stream_close(&probe).await);
+    } else {
+        for c in cancel::checks(&probe).await {
+            report.push(c);
+        }
     }
     report.push(load::responsiveness(&probe).await);
     if probe.client.http_endpoint().is_some() {

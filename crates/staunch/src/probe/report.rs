@@ -103,11 +103,15 @@ impl ProbeReport {
         let mut out = format!("staunch probe: {} ({})\n", self.target, self.transport);
         if let Some(name) = self.server["name"].as_str() {
             out.push_str(&format!(
-                "server: {} {}, protocol {}\n",
+                "server: {} {}, protocol {}",
                 name,
                 self.server["version"].as_str().unwrap_or(""),
                 self.server["protocol_version"].as_str().unwrap_or("?")
             ));
+            if let Some(era) = self.server["era"].as_str() {
+                out.push_str(&format!(" ({era} era)"));
+            }
+            out.push('\n');
         }
         out.push('\n');
         let width = self

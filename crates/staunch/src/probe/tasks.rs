@@ -27,6 +27,14 @@ fn pick_tool(p: &Probe) -> Option<String> {
 }
 
 pub async fn cancel(p: &Probe) -> Check {
+    if p.era() == staunch_client::Era::Stateless {
+        return Check::new(
+            ID,
+            Status::Skip,
+            "2026-07-28: the tasks extension is not probed (2025-11-25 tasks need --protocol 2025-11-25)",
+            json!({}),
+        );
+    }
     if !p.client.server().supports_tool_tasks() {
         return Check::new(
             ID,

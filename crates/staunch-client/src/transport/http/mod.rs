@@ -1,5 +1,5 @@
-//! Streamable HTTP (2025-03-26 … 2025-11-25): one POST per message, answers as JSON or SSE,
-//! and resumption instead of re-calling.
+//! Streamable HTTP: one POST per message, answers as JSON or SSE, and resumption instead of
+//! re-calling (2025-03-26 … 2025-11-25); per-request headers and close-to-cancel (2026-07-28).
 //!
 //! A POST carrying a request may be answered with an SSE stream. If that stream drops before
 //! the answer arrives, the spec says this is *not* a cancellation: the server keeps working
@@ -8,11 +8,17 @@
 //! Only when the server cannot replay (no event id was ever seen, or it refuses the GET) does
 //! the request fail, with [`ClientError::StreamLost`].
 //!
+//! In the stateless era (2026-07-28) there is no session and no resumption: each request's POST
+//! carries `MCP-Protocol-Version`, `Mcp-Method` and `Mcp-Name`, its stream is its own, and
+//! giving up on the request closes that stream at once, which is how the server learns of the
+//! cancel. A stream that drops before the answer loses the request ([`ClientError::StreamLost`];
+//! the spec says to re-issue it as a new request, which is the caller's decision).
+//!
 //! [`HttpEndpoint`] is the raw layer (send a POST/GET/DELETE with exact headers, read the
 //! body as text or as SSE events); `staunch probe` uses it to test servers black-box.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -35,6 +41,10 @@ pub const SESSION_HEADER: &str = "mcp-session-id";
 pub const VERSION_HEADER: &str = "mcp-protocol-version";
 /// The resumption header.
 pub const LAST_EVENT_ID: &str = "last-event-id";
+/// 2026-07-28: the request's method.
+pub const METHOD_HEADER: &str = "mcp-method";
+/// 2026-07-28: the tool or prompt name, resource uri or task id the request names.
+pub const NAME_HEADER: &str = "mcp-name";
 /// What a POST accepts.
 pub const POST_ACCEPT: &str = "application/json, text/event-stream";
 
@@ -75,6 +85,8 @@ struct Shared {
     inbound: mpsc::UnboundedSender<Inbound>,
     session: Mutex<Option<String>>,
     version: Mutex<Option<String>>,
+    /// The connection speaks the stateless era.
+    stateless: AtomicBool,
     /// The POST/stream task of each request in flight, stopped on abandon.
     inflight: Mutex<HashMap<RequestId, CancellationToken>>,
     abandoned: Mutex<HashSet<RequestId>>,
@@ -142,6 +154,7 @@ impl HttpTransport {
                 inbound,
                 session: Mutex::new(None),
                 version: Mutex::new(None),
+                stateless: AtomicBool::new(false),
                 inflight: Mutex::new(HashMap::new()),
                 abandoned: Mutex::new(HashSet::new()),
                 resumes: AtomicU64::new(0),
@@ -162,8 +175,13 @@ impl HttpTransport {
         self.shared.resumes.load(Ordering::Relaxed)
     }
 
-    pub fn set_protocol_version(&self, v: &str) {
-        *lock(&self.shared.version) = Some(v.to_string());
+    pub fn set_protocol_version(&self, v: Option<&str>, stateless: bool) {
+        *lock(&self.shared.version) = v.map(str::to_string);
+        self.shared.stateless.store(stateless, Ordering::Relaxed);
+    }
+
+    pub fn is_stateless(&self) -> bool {
+        self.shared.stateless.load(Ordering::Relaxed)
     }
 
     pub fn send(&self, out: Outgoing) {
@@ -185,6 +203,13 @@ impl HttpTransport {
     }
 
     pub fn abandoned(&self, id: &RequestId) {
+        if self.is_stateless() {
+            // Closing the stream is the cancel: no linger, the server must see it now.
+            if let Some(stop) = lock(&self.shared.inflight).remove(id) {
+                stop.cancel();
+            }
+            return;
+        }
         lock(&self.shared.abandoned).insert(id.clone());
         let shared = self.shared.clone();
         let id = id.clone();
@@ -205,6 +230,9 @@ impl HttpTransport {
         for s in stops {
             s.cancel();
         }
+        if self.is_stateless() {
+            return; // no session to end; DELETE is 405 in this era
+        }
         let headers = self.shared.session_headers(true);
         if !headers.is_empty() {
             let refs: Vec<(&str, &str)> = headers
@@ -218,10 +246,30 @@ impl HttpTransport {
     }
 }
 
+/// The headers of a stateless request: its version, method and name (never a session).
+fn stateless_headers(shared: &Shared, out: &Outgoing) -> Vec<(String, String)> {
+    let mut h = Vec::with_capacity(3);
+    if let Some(v) = lock(&shared.version).clone() {
+        h.push((VERSION_HEADER.to_string(), v));
+    }
+    if let Some(m) = &out.method {
+        h.push((METHOD_HEADER.to_string(), crate::era::header_value(m)));
+    }
+    if let Some(n) = &out.name {
+        h.push((NAME_HEADER.to_string(), crate::era::header_value(n)));
+    }
+    h
+}
+
 async fn post_message(shared: &Shared, out: Outgoing) {
     let id = out.request.as_ref();
+    let stateless = shared.stateless.load(Ordering::Relaxed);
     let is_init = out.method.as_deref() == Some(methods::INITIALIZE);
-    let headers = shared.session_headers(!is_init);
+    let headers = if stateless {
+        stateless_headers(shared, &out)
+    } else {
+        shared.session_headers(!is_init)
+    };
     let had_session = headers.iter().any(|(k, _)| k == SESSION_HEADER);
     let refs: Vec<(&str, &str)> = headers
         .iter()
@@ -251,6 +299,9 @@ async fn post_message(shared: &Shared, out: Outgoing) {
         return shared.fail(id, ClientError::Http { status, body });
     }
     if resp.is_sse() {
+        if stateless {
+            return read_stateless_stream(shared, resp.into_sse(), id).await;
+        }
         return read_stream(shared, resp.into_sse(), id).await;
     }
     if status == 202 || status == 204 {
@@ -270,6 +321,35 @@ async fn post_message(shared: &Shared, out: Outgoing) {
             }
         }
         Err(e) => shared.fail(id, e),
+    }
+}
+
+/// Reads a stateless request's SSE stream until its answer; there is nothing to resume.
+async fn read_stateless_stream(shared: &Shared, mut stream: SseStream, id: Option<&RequestId>) {
+    loop {
+        match stream.next_event().await {
+            Ok(Some(ev)) => {
+                if ev.data.is_empty() {
+                    continue;
+                }
+                if let Some(Message::Response(r)) = shared.deliver(ev.data.as_bytes())
+                    && Some(&r.id) == id
+                {
+                    return;
+                }
+            }
+            Ok(None) | Err(_) => {
+                return shared.fail(
+                    id,
+                    ClientError::StreamLost(
+                        "the 2026-07-28 response stream closed before the answer; this \
+                         protocol has no resumption and the server treats a closed stream as \
+                         a cancel, so the request is lost (it was not sent again)"
+                            .into(),
+                    ),
+                );
+            }
+        }
     }
 }
 

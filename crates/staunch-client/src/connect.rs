@@ -1,0 +1,179 @@
+//! The handshake: `server/discover` (2026-07-28) or `initialize` (2025), picked by
+//! [`EraChoice`].
+//!
+//! With [`EraChoice::Auto`] the client behaves as the spec asks of a dual-era client: it sends
+//! `server/discover` as a stateless request first, and when the server does not understand it
+//! (an error, -32601, HTTP 400/404, an unsupported-version -32022, or silence on stdio until
+//! `discover_timeout`) it goes back to the session era and sends `initialize`. Only a failure
+//! to reach the server at all ends the attempt, since `initialize` would meet the same fate.
+
+use serde_json::{Value, json};
+use staunch_protocol::mcp::methods;
+use staunch_protocol::modern::keys;
+use staunch_protocol::version;
+
+use crate::era::{Era, EraChoice, ResultType, fallback_reason, meta_for};
+use crate::session::Client;
+use crate::{CallOptions, ClientError, ConnectOptions};
+
+/// What the server said about itself in `initialize` or `server/discover`.
+#[derive(Debug, Clone)]
+pub struct ServerInfo {
+    /// The protocol version in use: negotiated by `initialize`, or the stateless version every
+    /// request names.
+    pub protocol_version: String,
+    /// The era the connection speaks.
+    pub era: Era,
+    /// `server/discover`'s `supportedVersions` (empty in the session era).
+    pub supported_versions: Vec<String>,
+    /// Why `server/discover` was not used, when the client fell back to `initialize`.
+    pub fallback: Option<String>,
+    /// `serverInfo.name`.
+    pub name: String,
+    /// `serverInfo.version`.
+    pub version: String,
+    /// `capabilities` as sent.
+    pub capabilities: Value,
+    /// `instructions`, if any.
+    pub instructions: Option<String>,
+}
+
+impl ServerInfo {
+    /// Whether the server accepts `tools/call` as a task (2025-11-25 `capabilities.tasks`).
+    pub fn supports_tool_tasks(&self) -> bool {
+        self.era == Era::Session
+            && self
+                .capabilities
+                .pointer("/tasks/requests/tools/call")
+                .is_some()
+    }
+}
+
+/// The stateless era's discovery method.
+pub const DISCOVER: &str = "server/discover";
+
+/// Connects in the era `opts` asks for; what the server said about itself.
+pub(crate) async fn handshake(
+    client: &Client,
+    opts: &ConnectOptions,
+) -> Result<ServerInfo, ClientError> {
+    match opts.era {
+        EraChoice::Session => initialize(client, opts, None).await,
+        EraChoice::Stateless => discover(client, opts).await.map_err(|e| match e {
+            ClientError::Connect(_) | ClientError::Spawn { .. } | ClientError::Closed(_) => e,
+            other => ClientError::Protocol(format!(
+                "the server does not speak {} (forced): {other}",
+                version::MODERN
+            )),
+        }),
+        EraChoice::Auto => match discover(client, opts).await {
+            Ok(info) => Ok(info),
+            Err(e) => match fallback_reason(&e) {
+                None => Err(e),
+                Some(why) => {
+                    tracing::debug!(reason = %why, "falling back to initialize");
+                    client.inner().enter_session(None);
+                    initialize(client, opts, Some(why)).await
+                }
+            },
+        },
+    }
+}
+
+fn wait_opts(limit: std::time::Duration) -> CallOptions {
+    CallOptions {
+        timeout: Some(limit),
+        max_total: Some(limit),
+        progress: false,
+        ..CallOptions::default()
+    }
+}
+
+async fn discover(client: &Client, opts: &ConnectOptions) -> Result<ServerInfo, ClientError> {
+    let v = version::MODERN;
+    client.inner().enter_stateless(
+        v,
+        meta_for(
+            v,
+            &opts.capabilities,
+            &opts.client_name,
+            &opts.client_version,
+        ),
+    );
+    let mut p = client.start_request(DISCOVER, None, false)?;
+    // Not cancelled on a timeout: a session-era server that ignores it has nothing to stop,
+    // and a stray `notifications/cancelled` before `initialize` would only confuse it.
+    p.cancellable = false;
+    let r = p.wait(&wait_opts(opts.discover_timeout), |_| {}).await?;
+    if ResultType::of(&r)? != ResultType::Complete {
+        return Err(ClientError::Protocol(format!(
+            "server/discover answered with resultType {}",
+            r["resultType"]
+        )));
+    }
+    let supported: Vec<String> = r["supportedVersions"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default();
+    if !supported.iter().any(|s| s == v) {
+        return Err(ClientError::Protocol(format!(
+            "server/discover lists {supported:?}, not {v}"
+        )));
+    }
+    let who = &r["_meta"][keys::SERVER_INFO];
+    Ok(ServerInfo {
+        protocol_version: v.to_string(),
+        era: Era::Stateless,
+        supported_versions: supported,
+        fallback: None,
+        name: who["name"].as_str().unwrap_or("").to_string(),
+        version: who["version"].as_str().unwrap_or("").to_string(),
+        capabilities: r.get("capabilities").cloned().unwrap_or(Value::Null),
+        instructions: r["instructions"].as_str().map(str::to_string),
+    })
+}
+
+async fn initialize(
+    client: &Client,
+    opts: &ConnectOptions,
+    fallback: Option<String>,
+) -> Result<ServerInfo, ClientError> {
+    let params = json!({
+        "protocolVersion": opts.protocol_version,
+        "capabilities": opts.capabilities,
+        "clientInfo": {"name": opts.client_name, "version": opts.client_version},
+    });
+    let mut p = client.start_request(methods::INITIALIZE, Some(params), false)?;
+    // `initialize` MUST NOT be cancelled: on timeout we only stop waiting.
+    p.cancellable = false;
+    let r = p.wait(&wait_opts(opts.init_timeout), |_| {}).await?;
+    let negotiated = r["protocolVersion"]
+        .as_str()
+        .ok_or_else(|| ClientError::Protocol("initialize result has no protocolVersion".into()))?
+        .to_string();
+    if !version::is_supported(&negotiated) {
+        return Err(ClientError::Protocol(format!(
+            "the server chose protocol version {negotiated}, which this client does not speak"
+        )));
+    }
+    client.inner().enter_session(Some(&negotiated));
+    client.notify(methods::INITIALIZED, None);
+    Ok(ServerInfo {
+        protocol_version: negotiated,
+        era: Era::Session,
+        supported_versions: Vec::new(),
+        fallback,
+        name: r["serverInfo"]["name"].as_str().unwrap_or("").to_string(),
+        version: r["serverInfo"]["version"]
+            .as_str()
+            .unwrap_or("")
+            .to_string(),
+        capabilities: r.get("capabilities").cloned().unwrap_or(Value::Null),
+        instructions: r["instructions"].as_str().map(str::to_string),
+    })
+}
