@@ -43,7 +43,7 @@ pub(crate) struct RequestShared {
     pub(crate) max_cleanup: Duration,
     pub(crate) token: CancellationToken,
     /// Why the token fired, once it has.
-    pub(crate) why: crate::registry::WhyCell,
+    pub(crate) why: crate::reason::WhyCell,
     pub(crate) deadline: Option<Instant>,
     pub(crate) progress: Arc<Progress>,
     pub(crate) cleanups: Mutex<Vec<JoinHandle<()>>>,
@@ -160,7 +160,7 @@ impl Context {
     /// closing, shutdown, or the deadline. Set before the token fires, so a handler that wakes
     /// on [`Context::cancelled`] can read it. Work that outlives the request (a durable job)
     /// uses [`CancelReason::client_asked`] to decide whether to stop it too.
-    pub fn cancel_reason(&self) -> Option<crate::registry::CancelReason> {
+    pub fn cancel_reason(&self) -> Option<crate::reason::CancelReason> {
         self.shared
             .why
             .lock()

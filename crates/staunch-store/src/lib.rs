@@ -47,6 +47,9 @@ pub use postgres::{open_postgres, open_postgres_in_schema};
 pub use session::{SessionRecord, SessionStore};
 pub use sqlite::open_sqlite;
 
+/// The schema version a store is at once opened: the number of migrations applied.
+pub const SCHEMA_VERSION: usize = schema::MIGRATIONS.len();
+
 /// The three stores of one backend, cheap to clone.
 #[derive(Clone)]
 pub struct Stores {
