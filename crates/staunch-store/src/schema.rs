@@ -5,7 +5,8 @@
 //! surprises). Migrations are append-only: never edit one that has shipped, add the next.
 
 /// Migration `i` moves the schema from version `i` to `i + 1`.
-pub(crate) const MIGRATIONS: &[&str] = &[r#"
+pub(crate) const MIGRATIONS: &[&str] = &[
+    r#"
 CREATE TABLE staunch_sessions (
     id TEXT PRIMARY KEY,
     protocol_version TEXT NOT NULL,
@@ -82,7 +83,21 @@ CREATE INDEX staunch_jobs_inflight ON staunch_jobs (principal, tool, args_finger
 CREATE INDEX staunch_jobs_list ON staunch_jobs (principal, created_ms, id);
 CREATE INDEX staunch_jobs_purge ON staunch_jobs (purge_after_ms) WHERE purge_after_ms IS NOT NULL;
 CREATE INDEX staunch_jobs_idem_expiry ON staunch_jobs (idem_expires_ms) WHERE idem_key IS NOT NULL;
-"#];
+"#,
+    // 2: what a running job asked its client (the tasks extension's `input_required`), and the
+    // answers, which any instance may write (`tasks/update`) and the lease holder reads.
+    r#"
+CREATE TABLE staunch_job_inputs (
+    job_id TEXT NOT NULL,
+    input_key TEXT NOT NULL,
+    request_json TEXT NOT NULL,
+    response_json TEXT,
+    asked_ms BIGINT NOT NULL,
+    answered_ms BIGINT,
+    PRIMARY KEY (job_id, input_key)
+);
+"#,
+];
 
 /// The job columns in the order both drivers' row readers expect.
 pub(crate) const JOB_COLS: &str = "id, principal, session_id, tool, args_json, args_fingerprint, \
