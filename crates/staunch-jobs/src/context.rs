@@ -55,6 +55,16 @@ pub(crate) struct RunShared {
     /// Wakes the heartbeat when there is progress to write.
     pub(crate) progress_wake: Notify,
     pub(crate) lease: LeaseRef,
+    /// Wakes a body waiting for answers to its questions (`tasks/update` in this process;
+    /// answers given on another instance are found by polling).
+    pub(crate) input_wake: Notify,
+    /// Numbers unnamed questions: the n-th question of a kind gets the same key on every
+    /// attempt, so a re-run finds the answers already given.
+    pub(crate) input_counter: std::sync::atomic::AtomicU32,
+    /// How often a waiting body re-reads its answers.
+    pub(crate) input_poll: Duration,
+    /// Tells the runtime the task changed (input asked), for `notifications/tasks`.
+    pub(crate) on_change: Option<Arc<dyn Fn(&str) + Send + Sync>>,
 }
 
 impl RunShared {
@@ -75,6 +85,10 @@ impl RunShared {
             pending_progress: Mutex::new(None),
             progress_wake: Notify::new(),
             lease,
+            input_wake: Notify::new(),
+            input_counter: std::sync::atomic::AtomicU32::new(0),
+            input_poll: Duration::from_secs(1),
+            on_change: None,
         }
     }
 

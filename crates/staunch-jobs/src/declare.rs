@@ -105,6 +105,7 @@ pub struct JobTool {
     pub(crate) max_attempts: Option<u32>,
     pub(crate) max_runtime: Option<Duration>,
     pub(crate) dedupe_inflight: Option<bool>,
+    pub(crate) task_required: bool,
 }
 
 impl std::fmt::Debug for JobTool {
@@ -160,6 +161,7 @@ impl JobTool {
             max_attempts: None,
             max_runtime: None,
             dedupe_inflight: None,
+            task_required: false,
         }
     }
 
@@ -199,6 +201,14 @@ impl JobTool {
     /// Overrides the runtime's in-flight dedupe setting for this tool.
     pub fn dedupe_inflight(mut self, yes: bool) -> Self {
         self.dedupe_inflight = Some(yes);
+        self
+    }
+
+    /// Whether `tools/call <name>` may only run as a task (`execution.taskSupport:
+    /// "required"`): a stateless client without the tasks extension gets -32021, a session
+    /// without a `task` param -32601. By default it also runs (and waits) as a plain call.
+    pub fn task_required(mut self, yes: bool) -> Self {
+        self.task_required = yes;
         self
     }
 

@@ -11,7 +11,10 @@
 //!   progress persisted for `get`, and a durable checkpoint.
 //! - Faces: the tool face (`start_x`, `get_x`, `cancel_x`, and `x` itself, which waits) and
 //!   MCP tasks 2025-11-25 (`tools/call x` with `task`, `tasks/get`, `tasks/result`,
-//!   `tasks/cancel`). Both are projections of one job row in a `staunch_store::JobStore`.
+//!   `tasks/cancel`), and the 2026-07-28 tasks extension (`io.modelcontextprotocol/tasks`:
+//!   `tools/call x` answers `resultType: "task"`, `tasks/get` inlines the result, `tasks/update`
+//!   answers the body's questions — [`JobContext::elicit`] — `tasks/cancel`). All are
+//!   projections of one job row in a `staunch_store::JobStore`, so any instance answers.
 //!
 //! ```text
 //! queued ──claim──▶ running ──ok──────────────────────▶ succeeded
@@ -43,11 +46,13 @@ mod context;
 mod declare;
 mod error;
 mod idempotency;
+mod inputs;
 mod reaper;
 mod register;
 mod runtime;
 mod signals;
 mod tasks;
+mod tasks_ext;
 mod tool_face;
 mod view;
 mod worker;
@@ -60,6 +65,7 @@ pub use idempotency::{ARG_KEY, META_KEY, canonical_json, fingerprint};
 pub use register::JobsExt;
 pub use runtime::{JobRuntime, ReapReport, Submit, Submitted};
 pub use tasks::RELATED_TASK;
+pub use tasks_ext::{detailed_task, ext_status};
 pub use view::{
     REASON_ERROR, REASON_MAX_RUNTIME, REASON_PANIC, iso, job_view, next_step, task_object,
     task_status,

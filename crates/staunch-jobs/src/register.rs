@@ -1,5 +1,6 @@
-//! Putting a job tool on a server: one call adds its four tools and (once) the tasks methods
-//! and capability.
+//! Putting a job tool on a server: one call adds its four tools and (once) the tasks methods,
+//! the 2025-11-25 `tasks` capability and the 2026-07-28 tasks extension (advertised only in
+//! `server/discover`, never next to the legacy capability).
 //!
 //! What the model sees for a tool `x`:
 //!
@@ -11,12 +12,13 @@
 //! | `x` | runs the job and waits for its result; with a task (`execution.taskSupport: optional`) returns a task at once |
 
 use serde_json::{Value, json};
-use staunch_server::{ServerBuilder, Shape, ToolSpec, schema_of};
+use staunch_server::{ServerBuilder, Shape, TASKS_EXTENSION, ToolSpec, schema_of};
 
 use crate::declare::JobTool;
 use crate::idempotency::ARG_KEY;
 use crate::runtime::JobRuntime;
 use crate::tasks::{TaskCancel, TaskGet, TaskList, TaskResult, capability};
+use crate::tasks_ext::TaskUpdate;
 use crate::tool_face::{CancelFace, GetFace, JobIdArgs, RunFace, StartFace};
 
 /// `builder.job_tool(&runtime, tool)` — the same as [`JobRuntime::register`].
@@ -99,7 +101,9 @@ impl JobRuntime {
         .title(title(""))
         .input_schema(schema.clone())
         .annotations(hints.clone())
-        .execution(json!({"taskSupport": "optional"}));
+        .execution(json!({
+            "taskSupport": if tool.task_required { "required" } else { "optional" }
+        }));
         let start = ToolSpec::new(
             format!("start_{name}"),
             Shape::Atomic,
@@ -153,7 +157,10 @@ impl JobRuntime {
             .capability("tasks", capability(self))
             .method("tasks/get", TaskGet(self.clone()))
             .method("tasks/result", TaskResult(self.clone()))
-            .method("tasks/cancel", TaskCancel(self.clone()));
+            .method("tasks/cancel", TaskCancel(self.clone()))
+            .method("tasks/update", TaskUpdate(self.clone()))
+            .extension(TASKS_EXTENSION, json!({}));
+        self.set_listen_hub(builder.listen_hub());
         if cfg.principal.is_some() {
             builder = builder.method("tasks/list", TaskList(self.clone()));
         }

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use serde_json::Value;
-use staunch_server::{Context, Notifier};
+use staunch_server::{Change, Context, ListenHub, Notifier};
 use staunch_store::{
     CancelOutcome, CreateOutcome, JobRecord, JobStore, NewJob, ReapedJob, owner_id, owner_prefix,
 };
@@ -112,6 +112,9 @@ pub(crate) struct Inner {
     pub(crate) slots: Arc<Semaphore>,
     /// Sessions to tell about a task's end (`notifications/tasks/status`), by job id.
     watchers: Mutex<HashMap<String, Notifier>>,
+    /// Where task changes go to `subscriptions/listen` streams (`notifications/tasks`), once
+    /// the runtime is registered on a server.
+    listen: Mutex<Option<ListenHub>>,
 }
 
 /// The job runtime of one process. Cheap to clone.
@@ -169,6 +172,7 @@ impl JobRuntime {
                 background: Mutex::new(Vec::new()),
                 slots: Arc::new(Semaphore::new(workers)),
                 watchers: Mutex::new(HashMap::new()),
+                listen: Mutex::new(None),
             }),
         })
     }
@@ -396,6 +400,11 @@ impl JobRuntime {
         lock(&self.inner.watchers).insert(id.to_string(), notifier);
     }
 
+    /// Announces this runtime's task changes on `hub` (done by `register`).
+    pub(crate) fn set_listen_hub(&self, hub: ListenHub) {
+        *lock(&self.inner.listen) = Some(hub);
+    }
+
     pub(crate) fn poll_after_ms(&self) -> u64 {
         u64::try_from(self.inner.config.poll_after.as_millis()).unwrap_or(u64::MAX)
     }
@@ -427,6 +436,13 @@ impl Inner {
         }
     }
 
+    /// Wakes the body of a job running in this process that waits for answers.
+    pub(crate) fn deliver_input(&self, id: &str) {
+        if let Some(run) = lock(&self.running).get(id) {
+            run.input_wake.notify_one();
+        }
+    }
+
     pub(crate) fn bump_changed(&self) {
         self.changed.send_modify(|n| *n = n.wrapping_add(1));
     }
@@ -435,12 +451,34 @@ impl Inner {
     /// reached a terminal status.
     pub(crate) async fn job_changed(&self, id: &str) {
         self.bump_changed();
+        self.announce_task(id).await;
         let Some(notifier) = lock(&self.watchers).get(id).cloned() else {
             return;
         };
         if let Ok(Some(job)) = self.store.get(id).await {
             self.notify_if_terminal(&job, &notifier);
         }
+    }
+
+    /// `notifications/tasks` with the task's `DetailedTask`, for listen streams that asked for
+    /// it (changes made in this process; other instances announce their own).
+    async fn announce_task(&self, id: &str) {
+        let Some(hub) = lock(&self.listen).clone().filter(ListenHub::has_listeners) else {
+            return;
+        };
+        let Ok(Some(job)) = self.store.get(id).await else {
+            return;
+        };
+        let inputs = if job.state.is_terminal() {
+            Vec::new()
+        } else {
+            self.store.inputs(id).await.unwrap_or_default()
+        };
+        let poll = u64::try_from(self.config.poll_after.as_millis()).unwrap_or(u64::MAX);
+        hub.announce(Change::Task {
+            id: id.to_string(),
+            detail: crate::tasks_ext::detailed_task(&job, &inputs, poll),
+        });
     }
 
     fn notify_if_terminal(&self, job: &JobRecord, notifier: &Notifier) {

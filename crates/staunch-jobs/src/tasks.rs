@@ -5,8 +5,12 @@
 //! watches reaches a terminal status (optional in the spec; requesters must not rely on it).
 //!
 //! Binding: with an auth context a task belongs to its principal; without one, to the session
-//! that created it. Any other caller gets -32602 "unknown task", exactly as for an id that
+//! that created it (a task made by a stateless request, which has no session, to whoever holds
+//! its unguessable id). Any other caller gets -32602 "unknown task", exactly as for an id that
 //! never existed, so ids cannot be probed.
+//!
+//! A stateless (2026-07-28) `tasks/get` or `tasks/cancel` is served by the tasks extension's
+//! face instead (`tasks_ext.rs`).
 
 use std::time::Duration;
 
@@ -66,7 +70,13 @@ impl JobRuntime {
         }
         match self.principal_of(ctx) {
             Some(p) => job.principal == p,
-            None => job.principal.is_empty() && job.session_id.as_deref() == Some(ctx.session_id()),
+            None => {
+                job.principal.is_empty()
+                    && job
+                        .session_id
+                        .as_deref()
+                        .is_none_or(|s| s == ctx.session_id())
+            }
         }
     }
 
@@ -194,6 +204,9 @@ impl MethodHandler for TaskGet {
     ) -> BoxFuture<'static, Result<Value, ToolError>> {
         let rt = self.0.clone();
         Box::pin(async move {
+            if ctx.is_stateless() {
+                return crate::tasks_ext::get(&rt, &ctx, &params).await;
+            }
             let id = task_id(&params)?;
             let job = rt.visible_task(&ctx, &id).await?;
             Ok(task_object(&job, rt.poll_after_ms()))
@@ -270,6 +283,9 @@ impl MethodHandler for TaskCancel {
     ) -> BoxFuture<'static, Result<Value, ToolError>> {
         let rt = self.0.clone();
         Box::pin(async move {
+            if ctx.is_stateless() {
+                return crate::tasks_ext::cancel(&rt, &ctx, &params).await;
+            }
             let id = task_id(&params)?;
             let job = rt.visible_task(&ctx, &id).await?;
             let terminal = |j: &JobRecord| {

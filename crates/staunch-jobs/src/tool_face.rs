@@ -46,7 +46,8 @@ pub(crate) async fn create(
         args: Value::Object(map),
         idempotency_key: key,
         principal: rt.principal_of(ctx).unwrap_or_default(),
-        session_id: Some(ctx.session_id().to_string()),
+        // A stateless request has no session to bind the job to.
+        session_id: (!ctx.is_stateless()).then(|| ctx.session_id().to_string()),
         ttl,
     })
     .await
@@ -292,6 +293,18 @@ impl ToolHandler for RunFace {
             ctx,
             args,
             task,
+        ))
+    }
+
+    fn call_with_tasks(
+        &self,
+        ctx: Context,
+        args: Value,
+    ) -> Option<BoxFuture<'static, Result<Value, ToolError>>> {
+        // A job tool always answers the extension with a task: the work outlives the stream.
+        let (rt, tool) = (self.rt.clone(), self.tool.clone());
+        Some(Box::pin(
+            async move { rt.start_task(&ctx, &tool, args).await },
         ))
     }
 }

@@ -75,7 +75,7 @@ fn spawn_attempt(inner: Arc<Inner>, lease: Lease, permit: OwnedSemaphorePermit) 
         .checkpoint_json
         .as_deref()
         .and_then(|c| serde_json::from_str(c).ok());
-    let shared = Arc::new(RunShared::new(
+    let mut run = RunShared::new(
         job.id.clone(),
         job.tool.clone(),
         job.attempt,
@@ -87,7 +87,16 @@ fn spawn_attempt(inner: Arc<Inner>, lease: Lease, permit: OwnedSemaphorePermit) 
             lease_ms: ms(inner.config.lease),
             clock: inner.config.clock.clone(),
         },
-    ));
+    );
+    run.input_poll = inner.config.claim_poll.min(inner.config.poll_after);
+    let weak = Arc::downgrade(&inner);
+    run.on_change = Some(Arc::new(move |id: &str| {
+        if let Some(inner) = weak.upgrade() {
+            let id = id.to_string();
+            tokio::spawn(async move { inner.job_changed(&id).await });
+        }
+    }));
+    let shared = Arc::new(run);
     inner
         .running
         .lock()

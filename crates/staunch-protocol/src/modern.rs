@@ -187,13 +187,14 @@ pub fn header_mismatch(message: impl Into<String>) -> ErrorObject {
 }
 
 /// The `Mcp-Name` a request must carry on HTTP: `params.name` for `tools/call` and
-/// `prompts/get`, `params.uri` for `resources/read`, `params.taskId` for the tasks methods;
-/// `None` for every other method.
+/// `prompts/get`, `params.uri` for `resources/read`, `params.taskId` for the tasks extension's
+/// methods (it has no `tasks/result`: that one is answered -32601, not refused over a
+/// header); `None` for every other method.
 pub fn expected_name<'a>(method: &str, params: Option<&'a Value>) -> Option<Option<&'a str>> {
     let field = match method {
         "tools/call" | "prompts/get" => "name",
         "resources/read" => "uri",
-        "tasks/get" | "tasks/update" | "tasks/cancel" | "tasks/result" => "taskId",
+        "tasks/get" | "tasks/update" | "tasks/cancel" => "taskId",
         _ => return None,
     };
     Some(params.and_then(|p| p.get(field)).and_then(Value::as_str))

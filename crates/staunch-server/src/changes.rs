@@ -1,5 +1,5 @@
 //! [`ListenHub`]: where a server announces changes — tool, prompt and resource lists, updated
-//! resources — to every open `subscriptions/listen` stream (the `listen` module serves them).
+//! resources, tasks — to every open `subscriptions/listen` stream (the `listen` module serves them).
 
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
@@ -15,6 +15,12 @@ pub enum Change {
     ResourcesListChanged,
     /// The resource with this URI changed.
     ResourceUpdated(String),
+    /// A task of the tasks extension changed: its id and its full `DetailedTask`, the params
+    /// of `notifications/tasks`.
+    Task {
+        id: String,
+        detail: serde_json::Value,
+    },
 }
 
 impl Change {
@@ -24,6 +30,7 @@ impl Change {
             Change::PromptsListChanged => "notifications/prompts/list_changed",
             Change::ResourcesListChanged => "notifications/resources/list_changed",
             Change::ResourceUpdated(_) => "notifications/resources/updated",
+            Change::Task { .. } => "notifications/tasks",
         }
     }
 }
@@ -52,6 +59,12 @@ impl ListenHub {
     pub fn announce(&self, change: Change) {
         // No receivers is fine: nobody listens.
         let _ = self.tx.send(change);
+    }
+
+    /// Whether any listen stream is open (so a caller can skip building a change nobody
+    /// would receive).
+    pub fn has_listeners(&self) -> bool {
+        self.tx.receiver_count() > 0
     }
 
     /// Ends every listen stream gracefully (server shutdown): each answers its request.

@@ -5,7 +5,9 @@
 //! `ping` exists only in the session era; `server/discover` and `subscriptions/listen` only in
 //! the stateless era, which answers the session era's removed methods with -32601; a stateless
 //! `tools/call`, `prompts/get` or `resources/read` can ask the client for input in rounds; the
-//! session era's tasks (2025-11-25) are negotiated only with a session.
+//! session era's tasks (2025-11-25) are negotiated only with a session; the stateless era's
+//! tasks extension (SEP-2663) per request, from `clientCapabilities.extensions`, and it has
+//! no `tasks/result` or `tasks/list` (-32601).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,7 +25,11 @@ use crate::listen;
 use crate::peer::Peer;
 use crate::request::{self, Origin, Work};
 use crate::shared::ServerInner;
-use crate::tool::Shape;
+use crate::tool::{Shape, TASKS_EXTENSION, declares_tasks, missing_tasks_extension};
+
+/// Methods of the session era's tasks that the tasks extension removed (the result is inlined
+/// in `tasks/get`; there is no listing).
+const TASKS_REMOVED: &[&str] = &["tasks/result", "tasks/list"];
 
 /// Routes `req`; answers it inline or starts it in its own task. Never blocks.
 pub(crate) fn dispatch(server: &Arc<ServerInner>, origin: &Origin, req: Request) {
@@ -36,6 +42,17 @@ pub(crate) fn dispatch(server: &Arc<ServerInner>, origin: &Origin, req: Request)
                 "method not found: {method} was removed in protocol {} (stateless requests need \
                  no initialize, ping or logging/setLevel; use subscriptions/listen for updates)",
                 version::MODERN
+            ),
+        );
+        request::answer_now(server, origin, &req, Err(e));
+        return;
+    }
+    if stateless && TASKS_REMOVED.contains(&method) {
+        let e = ErrorObject::new(
+            codes::METHOD_NOT_FOUND,
+            format!(
+                "method not found: {method} does not exist in the {TASKS_EXTENSION} extension \
+                 (tasks/get inlines the result)"
             ),
         );
         request::answer_now(server, origin, &req, Err(e));
@@ -64,6 +81,7 @@ pub(crate) fn dispatch(server: &Arc<ServerInner>, origin: &Origin, req: Request)
         modern::SUBSCRIPTIONS_LISTEN if stateless => {
             let hub = server.listen.clone();
             let caps = server.capabilities.clone();
+            let tasks_offered = server.extensions.contains_key(TASKS_EXTENSION);
             let params = req.params.clone();
             let work = Work {
                 tool: None,
@@ -74,7 +92,9 @@ pub(crate) fn dispatch(server: &Arc<ServerInner>, origin: &Origin, req: Request)
                 is_tool_call: false,
                 rounds: None,
                 answers_at_shutdown: true,
-                make: Box::new(move |ctx| Box::pin(listen::listen(ctx, hub, caps, params))),
+                make: Box::new(move |ctx| {
+                    Box::pin(listen::listen(ctx, hub, caps, tasks_offered, params))
+                }),
             };
             request::start(server, origin, req, work);
         }
@@ -116,6 +136,14 @@ fn discover(server: &ServerInner) -> Value {
     // The session era's tasks capability is negotiated at initialize; it is never advertised
     // next to the stateless era's (the tasks extension lives under `extensions`).
     caps.remove("tasks");
+    if !server.extensions.is_empty() {
+        let ext = caps
+            .entry("extensions")
+            .or_insert_with(|| Value::Object(Map::new()));
+        if let Value::Object(ext) = ext {
+            ext.extend(server.extensions.clone());
+        }
+    }
     let mut out = Map::new();
     out.insert("supportedVersions".into(), json!(version::MODERN_SUPPORTED));
     out.insert("capabilities".into(), Value::Object(caps));
@@ -193,6 +221,28 @@ fn tool_call_work(
             .and_then(|t| t.get("requests")?.get("tools")?.get("call"))
             .is_some();
     let support = entry.spec.task_support();
+    if origin.peer.is_stateless()
+        && support != "forbidden"
+        && server.extensions.contains_key(TASKS_EXTENSION)
+    {
+        if declares_tasks(&origin.peer.client_capabilities()) {
+            return Ok(extension_task_work(
+                server,
+                p.name,
+                entry,
+                args,
+                fingerprint,
+                rounds,
+            ));
+        }
+        if support == "required" {
+            // SEP-2663: a tool that cannot run without returning a task refuses a client
+            // that cannot take one.
+            let mut e = missing_tasks_extension();
+            e.message = format!("tool {} runs only as a task: {}", p.name, e.message);
+            return Err(e);
+        }
+    }
     let task = p.task.filter(|_| tasks_declared);
     if tasks_declared && task.is_none() && support == "required" {
         return Err(ErrorObject::new(
@@ -257,6 +307,46 @@ fn tool_call_work(
             fut
         }),
     })
+}
+
+/// A `tools/call` from a client with the tasks extension: the handler decides whether to answer
+/// with a task. The request keeps its input-required rounds (a tool may ask first and create
+/// its task on the last round).
+fn extension_task_work(
+    server: &ServerInner,
+    name: String,
+    entry: Arc<crate::shared::ToolEntry>,
+    args: Value,
+    fingerprint: Option<String>,
+    rounds: Option<Rounds>,
+) -> Work {
+    let deadline = entry.spec.deadline.or(Some(server.config.quick_deadline));
+    Work {
+        tool: Some(name),
+        shape: Some(entry.spec.shape),
+        deadline,
+        fingerprint,
+        is_tool_call: true,
+        rounds,
+        answers_at_shutdown: false,
+        make: Box::new(move |ctx| {
+            let args2 = args.clone();
+            match entry.handler.call_with_tasks(ctx.clone(), args) {
+                Some(fut) => fut,
+                // The tool does not make tasks: an ordinary call.
+                None => {
+                    let fut = entry.handler.call(ctx, args2);
+                    Box::pin(async move {
+                        match fut.await {
+                            Ok(r) => Ok(to_value(&r)),
+                            Err(ToolError::Tool(m)) => Ok(to_value(&CallToolResult::error(m))),
+                            Err(e) => Err(e),
+                        }
+                    })
+                }
+            }
+        }),
+    }
 }
 
 pub(crate) fn parse_params<T: serde::de::DeserializeOwned>(

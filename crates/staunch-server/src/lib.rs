@@ -49,4 +49,7 @@ pub use server::{Server, ServerBuilder, StatelessRequest};
 pub use session::Session;
 pub use staunch_protocol as protocol;
 pub use staunch_protocol::mcp::{CallToolResult, Content, LoggingLevel};
-pub use tool::{MethodHandler, Shape, ToolHandler, ToolSpec, decode_args, schema_of};
+pub use tool::{
+    MethodHandler, Shape, TASKS_EXTENSION, ToolHandler, ToolSpec, declares_tasks, decode_args,
+    missing_tasks_extension, schema_of,
+};

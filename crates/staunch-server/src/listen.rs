@@ -1,6 +1,6 @@
-//! `subscriptions/listen` (stateless era): long-lived streams of list-changed and
-//! resource-updated notifications, replacing the session era's GET stream and
-//! `resources/subscribe`.
+//! `subscriptions/listen` (stateless era): long-lived streams of list-changed,
+//! resource-updated and task (`notifications/tasks`, the tasks extension, for the `taskIds`
+//! asked) notifications, replacing the session era's GET stream and `resources/subscribe`.
 //!
 //! A listen is an ordinary request in the request core: its handler subscribes to the server's
 //! [`ListenHub`] *before* it acknowledges (so no change between the two is missed), sends
@@ -17,6 +17,7 @@ use tokio::sync::broadcast;
 use crate::changes::{Change, ListenHub};
 use crate::context::Context;
 use crate::error::ToolError;
+use crate::tool::{declares_tasks, missing_tasks_extension};
 
 /// What a listen request asked for, cut to what the server offers.
 #[derive(Debug, Default, PartialEq)]
@@ -25,10 +26,17 @@ struct Filter {
     prompts: bool,
     resources: bool,
     uris: Vec<String>,
+    task_ids: Vec<String>,
 }
 
 impl Filter {
-    fn from_params(params: Option<&Value>, caps: &Map<String, Value>) -> Result<Self, ToolError> {
+    /// `tasks`: whether the server offers the tasks extension and the client declared it
+    /// (`None`: the server does not offer it; `Some(false)`: the client did not declare it).
+    fn from_params(
+        params: Option<&Value>,
+        caps: &Map<String, Value>,
+        tasks: Option<bool>,
+    ) -> Result<Self, ToolError> {
         let bad = |m: &str| {
             ToolError::Rpc(staunch_protocol::ErrorObject::invalid_params(format!(
                 "subscriptions/listen: {m}"
@@ -64,7 +72,26 @@ impl Filter {
                 ));
             }
         };
+        let task_ids = match n.get("taskIds") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(a)) => a
+                .iter()
+                .map(|u| u.as_str().map(str::to_owned))
+                .collect::<Option<Vec<_>>>()
+                .ok_or_else(|| bad("`notifications.taskIds` must be strings"))?,
+            Some(_) => return Err(bad("`notifications.taskIds` must be an array")),
+        };
+        let task_ids = match tasks {
+            _ if task_ids.is_empty() => task_ids,
+            // Not offered: nothing to honour.
+            None => Vec::new(),
+            Some(false) => {
+                return Err(ToolError::Rpc(missing_tasks_extension()));
+            }
+            Some(true) => task_ids,
+        };
         Ok(Self {
+            task_ids,
             tools: flag("toolsListChanged")? && has("tools", "listChanged"),
             prompts: flag("promptsListChanged")? && has("prompts", "listChanged"),
             resources: flag("resourcesListChanged")? && has("resources", "listChanged"),
@@ -82,6 +109,7 @@ impl Filter {
             Change::PromptsListChanged => self.prompts,
             Change::ResourcesListChanged => self.resources,
             Change::ResourceUpdated(u) => self.uris.iter().any(|x| x == u),
+            Change::Task { id, .. } => self.task_ids.iter().any(|x| x == id),
         }
     }
 
@@ -99,18 +127,24 @@ impl Filter {
         if !self.uris.is_empty() {
             o.insert("resourceSubscriptions".into(), json!(self.uris));
         }
+        if !self.task_ids.is_empty() {
+            o.insert("taskIds".into(), json!(self.task_ids));
+        }
         Value::Object(o)
     }
 }
 
-/// The handler of one `subscriptions/listen` request.
+/// The handler of one `subscriptions/listen` request. `tasks_offered`: whether the server
+/// declared the tasks extension.
 pub(crate) async fn listen(
     ctx: Context,
     hub: ListenHub,
     caps: Map<String, Value>,
+    tasks_offered: bool,
     params: Option<Value>,
 ) -> Result<Value, ToolError> {
-    let filter = Filter::from_params(params.as_ref(), &caps)?;
+    let declared = declares_tasks(&ctx.client_capabilities());
+    let filter = Filter::from_params(params.as_ref(), &caps, tasks_offered.then_some(declared))?;
     let sub_id = ctx.request_id().to_value();
     let tag = |mut p: Map<String, Value>| {
         p.insert(
@@ -136,8 +170,15 @@ pub(crate) async fn listen(
         match change {
             Ok(c) if filter.wants(&c) => {
                 let mut p = Map::new();
-                if let Change::ResourceUpdated(uri) = &c {
-                    p.insert("uri".into(), uri.clone().into());
+                match &c {
+                    Change::ResourceUpdated(uri) => {
+                        p.insert("uri".into(), uri.clone().into());
+                    }
+                    Change::Task {
+                        detail: Value::Object(d),
+                        ..
+                    } => p.extend(d.clone()),
+                    _ => {}
                 }
                 ctx.notify(c.method(), tag(p));
             }
@@ -178,7 +219,7 @@ mod tests {
             "toolsListChanged": true, "promptsListChanged": true,
             "resourceSubscriptions": ["test://a"]
         }});
-        let f = Filter::from_params(Some(&p), &caps()).unwrap();
+        let f = Filter::from_params(Some(&p), &caps(), None).unwrap();
         assert!(f.wants(&Change::ToolsListChanged));
         // prompts.listChanged is not offered: not honoured.
         assert!(!f.wants(&Change::PromptsListChanged));
@@ -189,9 +230,30 @@ mod tests {
             json!({"toolsListChanged": true, "resourceSubscriptions": ["test://a"]})
         );
         assert_eq!(
-            Filter::from_params(None, &caps()).unwrap(),
+            Filter::from_params(None, &caps(), None).unwrap(),
             Filter::default()
         );
+    }
+
+    #[test]
+    fn task_ids_need_the_extension_on_both_sides() {
+        let p = json!({"notifications": {"taskIds": ["t1"]}});
+        let f = Filter::from_params(Some(&p), &caps(), Some(true)).unwrap();
+        let task = |id: &str| Change::Task {
+            id: id.into(),
+            detail: json!({}),
+        };
+        assert!(f.wants(&task("t1")));
+        assert!(!f.wants(&task("t2")));
+        assert_eq!(f.honoured(), json!({"taskIds": ["t1"]}));
+        // The server does not offer tasks: not honoured.
+        let f = Filter::from_params(Some(&p), &caps(), None).unwrap();
+        assert!(!f.wants(&task("t1")));
+        // The client did not declare the extension: -32021.
+        match Filter::from_params(Some(&p), &caps(), Some(false)) {
+            Err(ToolError::Rpc(e)) => assert_eq!(e.code, -32021),
+            other => panic!("expected -32021, got {other:?}"),
+        }
     }
 
     #[test]
@@ -202,7 +264,10 @@ mod tests {
             json!({"notifications": {"resourceSubscriptions": "test://a"}}),
             json!({"notifications": {"resourceSubscriptions": [1]}}),
         ] {
-            assert!(Filter::from_params(Some(&bad), &caps()).is_err(), "{bad}");
+            assert!(
+                Filter::from_params(Some(&bad), &caps(), None).is_err(),
+                "{bad}"
+            );
         }
     }
 }

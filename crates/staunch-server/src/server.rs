@@ -57,9 +57,11 @@ impl Server {
             tools: Vec::new(),
             methods: HashMap::new(),
             capabilities: Map::new(),
+            extensions: Map::new(),
             config: Config::default(),
             log: LifecycleLog::disabled(),
             state_key: None,
+            listen: ListenHub::default(),
         }
     }
 
@@ -213,9 +215,11 @@ pub struct ServerBuilder {
     tools: Vec<ToolEntry>,
     methods: HashMap<String, MethodEntry>,
     capabilities: Map<String, Value>,
+    extensions: Map<String, Value>,
     config: Config,
     log: LifecycleLog,
     state_key: Option<StateKey>,
+    listen: ListenHub,
 }
 
 impl std::fmt::Debug for ServerBuilder {
@@ -301,6 +305,20 @@ impl ServerBuilder {
         self
     }
 
+    /// Declares an extension of the stateless era (e.g. [`crate::TASKS_EXTENSION`]): advertised
+    /// under `capabilities.extensions` in `server/discover` only, never at a session's
+    /// `initialize`.
+    pub fn extension(mut self, id: impl Into<String>, settings: Value) -> Self {
+        self.extensions.insert(id.into(), settings);
+        self
+    }
+
+    /// The hub the built server announces changes on (for components, such as a job runtime,
+    /// that announce changes outside any request).
+    pub fn listen_hub(&self) -> ListenHub {
+        self.listen.clone()
+    }
+
     /// Finishes the declaration.
     pub fn build(self) -> Server {
         let mut capabilities = self.capabilities;
@@ -335,7 +353,8 @@ impl ServerBuilder {
                 header_params,
                 registry: Registry::default(),
                 state_key: self.state_key.unwrap_or_else(StateKey::random),
-                listen: ListenHub::default(),
+                listen: self.listen,
+                extensions: self.extensions,
                 info: self.info,
                 instructions: self.instructions,
                 tools,

@@ -35,6 +35,8 @@ pub(crate) struct ServerInner {
     pub(crate) tool_list: Value,
     pub(crate) methods: HashMap<String, MethodEntry>,
     pub(crate) capabilities: Map<String, Value>,
+    /// Stateless-era extensions, by id (advertised in `server/discover`).
+    pub(crate) extensions: Map<String, Value>,
     pub(crate) config: Config,
     pub(crate) log: LifecycleLog,
     pub(crate) limiter: Arc<Semaphore>,

@@ -162,6 +162,31 @@ impl ToolSpec {
     }
 }
 
+/// The tasks extension of the stateless era (SEP-2663): declared by a client in a request's
+/// `clientCapabilities.extensions`, advertised by a server in `server/discover`.
+pub const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
+
+/// Whether `client_capabilities` (a request's, or a session's) declare the tasks extension.
+pub fn declares_tasks(client_capabilities: &Value) -> bool {
+    client_capabilities
+        .get("extensions")
+        .and_then(|e| e.get(TASKS_EXTENSION))
+        .is_some()
+}
+
+/// -32021 for a request about tasks from a client that did not declare the tasks extension.
+pub fn missing_tasks_extension() -> staunch_protocol::ErrorObject {
+    staunch_protocol::ErrorObject::new(
+        staunch_protocol::codes::MISSING_REQUIRED_CLIENT_CAPABILITY,
+        format!(
+            "this request needs the {TASKS_EXTENSION} extension: declare it in \
+             _meta[\"{}\"].extensions",
+            staunch_protocol::modern::keys::CLIENT_CAPABILITIES
+        ),
+    )
+    .with_data(serde_json::json!({"requiredCapabilities": {"extensions": {TASKS_EXTENSION: {}}}}))
+}
+
 /// Handles a custom request method (resources, prompts, tasks …). Runs in the request's own
 /// task, like a tool.
 pub trait MethodHandler: Send + Sync + 'static {
@@ -214,6 +239,20 @@ pub trait ToolHandler: Send + Sync + 'static {
         task: Value,
     ) -> Option<BoxFuture<'static, Result<Value, ToolError>>> {
         let _ = (ctx, args, task);
+        None
+    }
+
+    /// A call from a stateless request whose client declared the tasks extension
+    /// ([`TASKS_EXTENSION`]): the future yields either a `CreateTaskResult` (`resultType:
+    /// "task"`, sent only once the task is durable) or a plain tool result, as the handler
+    /// decides. `None` means the tool never runs as a task (it is called as usual). Only asked
+    /// when the server declared the extension and `execution.taskSupport` is not `forbidden`.
+    fn call_with_tasks(
+        &self,
+        ctx: Context,
+        args: Value,
+    ) -> Option<BoxFuture<'static, Result<Value, ToolError>>> {
+        let _ = (ctx, args);
         None
     }
 }

@@ -273,6 +273,19 @@ pub struct ReapedJob {
     pub new_state: JobState,
 }
 
+/// One question a running job asked its client (the tasks extension's `input_required`), and
+/// the answer once one came. A key is unique for the life of its job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobInput {
+    pub key: String,
+    /// The request as the client sees it in `inputRequests` (`{"method": …, "params": …}`).
+    pub request_json: String,
+    /// The client's answer (`inputResponses[key]`), once given.
+    pub response_json: Option<String>,
+    pub asked_ms: i64,
+    pub answered_ms: Option<i64>,
+}
+
 /// A hint that something changed. Signals can be lost (a dropped LISTEN connection, a lagging
 /// receiver, another process on the same SQLite file): workers must keep polling as the
 /// backstop and treat signals only as "look now".
@@ -385,6 +398,31 @@ pub trait JobStore: Send + Sync + 'static {
     /// Deletes terminal jobs past `purge_after_ms` and clears expired idempotency keys.
     /// Returns how many jobs were deleted.
     async fn purge(&self, now_ms: i64) -> Result<u64, StoreError>;
+
+    /// Records questions the running job asks its client, fenced by the lease like a
+    /// heartbeat: `(key, request_json)` pairs; keys already recorded keep their first request
+    /// (and answer). Returns false, writing nothing, when the lease is not held.
+    async fn ask_inputs(
+        &self,
+        id: &str,
+        owner: &str,
+        token: u64,
+        questions: Vec<(String, String)>,
+        now_ms: i64,
+    ) -> Result<bool, StoreError>;
+
+    /// Answers questions of job `id` from any instance: each `(key, response_json)` whose
+    /// question exists and is still unanswered is stored; the others are ignored (an answer is
+    /// never replaced). Returns the keys that were answered by this call.
+    async fn answer_inputs(
+        &self,
+        id: &str,
+        answers: Vec<(String, String)>,
+        now_ms: i64,
+    ) -> Result<Vec<String>, StoreError>;
+
+    /// Every question of job `id`, in the order asked.
+    async fn inputs(&self, id: &str) -> Result<Vec<JobInput>, StoreError>;
 
     /// Sends [`Signal::Cancel`] to every subscriber (on PostgreSQL: on every instance).
     /// [`JobStore::request_cancel`] already does this for running jobs.

@@ -84,6 +84,7 @@ CREATE INDEX staunch_jobs_list ON staunch_jobs (principal, created_ms, id);
 CREATE INDEX staunch_jobs_purge ON staunch_jobs (purge_after_ms) WHERE purge_after_ms IS NOT NULL;
 CREATE INDEX staunch_jobs_idem_expiry ON staunch_jobs (idem_expires_ms) WHERE idem_key IS NOT NULL;
 "#,
+    // 2: shared secrets.
     r#"
 -- Secrets every instance sharing the store must agree on (the key that seals input-required
 -- rounds' requestState, so any instance can continue a round). Written once, never changed.
@@ -91,6 +92,19 @@ CREATE TABLE staunch_secrets (
     name TEXT PRIMARY KEY,
     value TEXT NOT NULL,
     created_ms BIGINT NOT NULL
+);
+"#,
+    // 3: what a running job asked its client (the tasks extension's `input_required`), and the
+    // answers, which any instance may write (`tasks/update`) and the lease holder reads.
+    r#"
+CREATE TABLE staunch_job_inputs (
+    job_id TEXT NOT NULL,
+    input_key TEXT NOT NULL,
+    request_json TEXT NOT NULL,
+    response_json TEXT,
+    asked_ms BIGINT NOT NULL,
+    answered_ms BIGINT,
+    PRIMARY KEY (job_id, input_key)
 );
 "#,
 ];

@@ -10,8 +10,8 @@ use staunch_server::{Config, LifecycleLog, ProgressRate, Server, StateKey, trans
 use crate::cli::ServeArgs;
 use crate::tools::jobs::ImportDb;
 
-/// Builds the configured server; the demo profile gets the job tools when a job runtime is
-/// given.
+/// Builds the configured server; the demo profile gets the job tools, the conformance profile
+/// the tasks extension's fixtures, when a job runtime is given.
 pub fn build_server(
     args: &ServeArgs,
     jobs: Option<(&JobRuntime, ImportDb)>,
@@ -46,7 +46,7 @@ pub fn build_server(
     }
     let builder = match args.profile.as_str() {
         "demo" => crate::tools::demo(builder, jobs),
-        "conformance" => crate::tools::conformance::register(builder),
+        "conformance" => crate::tools::conformance::register(builder, jobs.map(|(rt, _)| rt)),
         other => anyhow::bail!("unknown profile {other:?}; use demo or conformance"),
     };
     Ok(builder.build())
@@ -54,7 +54,7 @@ pub fn build_server(
 
 pub async fn run(args: ServeArgs) -> anyhow::Result<i32> {
     // Job tools keep their state in the store, so stdio needs it too when they are served.
-    let with_jobs = args.profile == "demo";
+    let with_jobs = args.profile == "demo" || args.profile == "conformance";
     let stores = if with_jobs || args.http.is_some() {
         Some(open_store(&args).await?)
     } else {

@@ -24,8 +24,8 @@ use super::{Pg, execute, query, query_opt, to_i64, to_u64};
 use crate::job::{clamp_limit, decode_cursor, encode_cursor, outcome_columns};
 use crate::schema::{JOB_COLS, expire_set_clause};
 use crate::{
-    CancelOutcome, CreateOutcome, FinishOutcome, Heartbeat, JobOutcome, JobRecord, JobState,
-    JobStore, Lease, NewJob, REASON_CANCELLED, ReapedJob, Signal, StoreError,
+    CancelOutcome, CreateOutcome, FinishOutcome, Heartbeat, JobInput, JobOutcome, JobRecord,
+    JobState, JobStore, Lease, NewJob, REASON_CANCELLED, ReapedJob, Signal, StoreError,
 };
 
 const SIGNAL_CAPACITY: usize = 1024;
@@ -587,6 +587,17 @@ impl JobStore for PgJobStore {
             &[&now_ms],
         )
         .await?;
+        // A purged job's questions go with it (and those of jobs purged by an earlier,
+        // interrupted pass).
+        execute(
+            &c,
+            "DELETE FROM staunch_job_inputs i WHERE NOT EXISTS \
+             (SELECT 1 FROM staunch_jobs j WHERE j.id = i.job_id) \
+             OR i.job_id IN (SELECT id FROM staunch_jobs WHERE purge_after_ms <= $1 \
+             AND state IN ('succeeded', 'failed', 'cancelled'))",
+            &[&now_ms],
+        )
+        .await?;
         execute(
             &c,
             "DELETE FROM staunch_jobs WHERE id IN (SELECT id FROM staunch_jobs \
@@ -595,6 +606,30 @@ impl JobStore for PgJobStore {
             &[&now_ms],
         )
         .await
+    }
+
+    async fn ask_inputs(
+        &self,
+        id: &str,
+        owner: &str,
+        token: u64,
+        questions: Vec<(String, String)>,
+        now_ms: i64,
+    ) -> Result<bool, StoreError> {
+        super::input::ask(&self.pg, id, owner, token, questions, now_ms).await
+    }
+
+    async fn answer_inputs(
+        &self,
+        id: &str,
+        answers: Vec<(String, String)>,
+        now_ms: i64,
+    ) -> Result<Vec<String>, StoreError> {
+        super::input::answer(&self.pg, id, answers, now_ms).await
+    }
+
+    async fn inputs(&self, id: &str) -> Result<Vec<JobInput>, StoreError> {
+        super::input::list(&self.pg, id).await
     }
 
     async fn notify_cancel(&self, id: &str) -> Result<(), StoreError> {

@@ -12,6 +12,7 @@
 //!   channel named after the schema (see `listen.rs`).
 
 mod event;
+mod input;
 mod job;
 mod listen;
 mod session;

@@ -12,8 +12,8 @@ use super::{Db, to_i64, to_u64, write_tx};
 use crate::job::{clamp_limit, decode_cursor, encode_cursor, outcome_columns};
 use crate::schema::{JOB_COLS, expire_set_clause};
 use crate::{
-    CancelOutcome, CreateOutcome, FinishOutcome, Heartbeat, JobOutcome, JobRecord, JobState,
-    JobStore, Lease, NewJob, REASON_CANCELLED, ReapedJob, Signal, StoreError,
+    CancelOutcome, CreateOutcome, FinishOutcome, Heartbeat, JobInput, JobOutcome, JobRecord,
+    JobState, JobStore, Lease, NewJob, REASON_CANCELLED, ReapedJob, Signal, StoreError,
 };
 
 /// Enough for bursts; a receiver that lags past it gets `Lagged` and should poll.
@@ -545,6 +545,13 @@ impl JobStore for SqliteJobStore {
                          WHERE idem_key IS NOT NULL AND idem_expires_ms <= ?1",
                         [now_ms],
                     )?;
+                    // A purged job's questions go with it.
+                    tx.execute(
+                        "DELETE FROM staunch_job_inputs WHERE job_id IN (SELECT id FROM \
+                         staunch_jobs WHERE purge_after_ms <= ?1 \
+                         AND state IN ('succeeded', 'failed', 'cancelled'))",
+                        [now_ms],
+                    )?;
                     let n = tx.execute(
                         "DELETE FROM staunch_jobs WHERE purge_after_ms <= ?1 \
                          AND state IN ('succeeded', 'failed', 'cancelled')",
@@ -554,6 +561,30 @@ impl JobStore for SqliteJobStore {
                 })
             })
             .await
+    }
+
+    async fn ask_inputs(
+        &self,
+        id: &str,
+        owner: &str,
+        token: u64,
+        questions: Vec<(String, String)>,
+        now_ms: i64,
+    ) -> Result<bool, StoreError> {
+        super::input::ask(&self.db, id, owner, token, questions, now_ms).await
+    }
+
+    async fn answer_inputs(
+        &self,
+        id: &str,
+        answers: Vec<(String, String)>,
+        now_ms: i64,
+    ) -> Result<Vec<String>, StoreError> {
+        super::input::answer(&self.db, id, answers, now_ms).await
+    }
+
+    async fn inputs(&self, id: &str) -> Result<Vec<JobInput>, StoreError> {
+        super::input::list(&self.db, id).await
     }
 
     async fn notify_cancel(&self, id: &str) -> Result<(), StoreError> {

@@ -9,6 +9,7 @@
 //! without waiting).
 
 mod event;
+mod input;
 mod job;
 mod session;
 

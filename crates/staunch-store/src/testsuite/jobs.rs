@@ -1058,3 +1058,78 @@ pub async fn jobs_input_validation(h: Harness) {
     // Nothing was written.
     assert_eq!(jobs.list("alice", None, 10).await.unwrap(), (vec![], None));
 }
+
+pub async fn jobs_inputs_asked_by_the_lease_holder_answered_anywhere(h: Harness) {
+    let jobs = &h.a.jobs;
+    let job = create(jobs, new_job("t", "ask", T0)).await;
+    let q = |k: &str| {
+        (
+            k.to_owned(),
+            format!(r#"{{"method":"elicitation/create","k":"{k}"}}"#),
+        )
+    };
+    // Not running yet: nobody holds a lease, nothing is recorded.
+    assert!(
+        !jobs
+            .ask_inputs(&job.id, "w/1", 1, vec![q("a")], T0)
+            .await
+            .unwrap()
+    );
+    let lease = claim(jobs, &job.id, "w/1", T0).await;
+    // A stale token is fenced off.
+    assert!(
+        !jobs
+            .ask_inputs(&job.id, "w/1", lease.token + 1, vec![q("a")], T0)
+            .await
+            .unwrap()
+    );
+    assert!(
+        jobs.ask_inputs(&job.id, "w/1", lease.token, vec![q("a"), q("b")], T0 + 1)
+            .await
+            .unwrap()
+    );
+    // Asking again keeps the first request.
+    let again = ("a".to_owned(), "{\"changed\":true}".to_owned());
+    assert!(
+        jobs.ask_inputs(&job.id, "w/1", lease.token, vec![again], T0 + 2)
+            .await
+            .unwrap()
+    );
+    let inputs = h.b.jobs.inputs(&job.id).await.unwrap();
+    assert_eq!(inputs.len(), 2);
+    assert_eq!(inputs[0].key, "a");
+    assert!(inputs[0].request_json.contains("elicitation/create"));
+    assert!(inputs.iter().all(|i| i.response_json.is_none()));
+    assert_eq!(get(jobs, &job.id).await.updated_ms, T0 + 2);
+
+    // Answered on the other handle (another instance): unknown keys are ignored, an answer is
+    // never replaced.
+    let ans = |k: &str, v: &str| (k.to_owned(), format!(r#"{{"v":"{v}"}}"#));
+    let done =
+        h.b.jobs
+            .answer_inputs(&job.id, vec![ans("a", "1"), ans("zzz", "x")], T0 + 10)
+            .await
+            .unwrap();
+    assert_eq!(done, vec!["a".to_owned()]);
+    let done = jobs
+        .answer_inputs(&job.id, vec![ans("a", "2"), ans("b", "3")], T0 + 11)
+        .await
+        .unwrap();
+    assert_eq!(done, vec!["b".to_owned()]);
+    let inputs = jobs.inputs(&job.id).await.unwrap();
+    assert_eq!(inputs[0].response_json.as_deref(), Some(r#"{"v":"1"}"#));
+    assert_eq!(inputs[0].answered_ms, Some(T0 + 10));
+    assert_eq!(inputs[1].response_json.as_deref(), Some(r#"{"v":"3"}"#));
+    assert!(jobs.inputs("no-such-job").await.unwrap().is_empty());
+
+    // The questions go when the job is purged.
+    let ok = JobOutcome::Succeeded {
+        result_json: "{}".into(),
+    };
+    jobs.finish(&job.id, "w/1", lease.token, ok, T0 + 20)
+        .await
+        .unwrap();
+    let ttl = get(jobs, &job.id).await.ttl_ms;
+    assert_eq!(jobs.purge(T0 + 20 + ttl).await.unwrap(), 1);
+    assert!(jobs.inputs(&job.id).await.unwrap().is_empty());
+}

@@ -109,6 +109,7 @@ macro_rules! job_store_suite {
             jobs_list_pages,
             jobs_signals,
             jobs_input_validation,
+            jobs_inputs_asked_by_the_lease_holder_answered_anywhere,
         );
     };
 }

@@ -4,7 +4,7 @@
 //! client-visible logging, progress, requests to the client (sampling, elicitation), closing an
 //! SSE connection mid-call, and resources, prompts and completions as custom methods; and the
 //! stateless era's fixtures (input-required rounds, capability checks, list-change triggers,
-//! an `x-mcp-header` parameter).
+//! an `x-mcp-header` parameter); and the tasks extension's, as durable jobs (`tasks.rs`).
 
 use std::time::Duration;
 
@@ -49,7 +49,10 @@ fn text(s: &str) -> Result<CallToolResult, ToolError> {
     Ok(CallToolResult::text(s))
 }
 
-pub fn register(b: ServerBuilder) -> ServerBuilder {
+mod tasks;
+
+/// The profile; with a job runtime, also the tasks extension's fixtures (real durable jobs).
+pub fn register(b: ServerBuilder, jobs: Option<&staunch_jobs::JobRuntime>) -> ServerBuilder {
     let b = b
         .title("mcp-conformance-test-server")
         .capability("tools", json!({"listChanged": true}))
@@ -60,7 +63,11 @@ pub fn register(b: ServerBuilder) -> ServerBuilder {
     let b = interactive_tools(b);
     let b = stateless_tools(b);
     let b = resources(b);
-    prompts(b)
+    let b = prompts(b);
+    match jobs {
+        Some(rt) => tasks::register(b, rt),
+        None => b,
+    }
 }
 
 fn content_tools(b: ServerBuilder) -> ServerBuilder {
