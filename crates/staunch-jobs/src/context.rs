@@ -33,6 +33,9 @@ pub(crate) enum StopReason {
     Shutdown,
 }
 
+/// Called with a job id when its state changes (the tasks face announces it to listeners).
+pub(crate) type OnChange = Arc<dyn Fn(&str) + Send + Sync>;
+
 /// The claim a running attempt holds, for the writes it makes.
 pub(crate) struct LeaseRef {
     pub(crate) store: Arc<dyn JobStore>,
@@ -64,7 +67,7 @@ pub(crate) struct RunShared {
     /// How often a waiting body re-reads its answers.
     pub(crate) input_poll: Duration,
     /// Tells the runtime the task changed (input asked), for `notifications/tasks`.
-    pub(crate) on_change: Option<Arc<dyn Fn(&str) + Send + Sync>>,
+    pub(crate) on_change: Option<OnChange>,
 }
 
 impl RunShared {
