@@ -12,6 +12,7 @@
 
 mod client;
 mod http;
+mod modern;
 mod procfs;
 mod report;
 mod rpc;
@@ -37,19 +38,38 @@ use crate::servers::{Kind, Programs, Transport};
 #[derive(Debug, Parser)]
 #[command(name = "staunch-bench", version)]
 struct Args {
-    /// Servers to run (staunch, rmcp, ts, python, bare), comma-separated.
-    /// `staunch-mem` is staunch with `--store :memory:` (HTTP only; stdio keeps no events).
+    /// Servers of the 2025-era scenarios (staunch, staunch-mem, rmcp, ts, python, bare),
+    /// comma-separated. `staunch` is staunch as users run it (lifecycle log on, SQLite store);
+    /// `staunch-mem` adds `--no-log --store :memory:` (the labelled other configuration).
     #[arg(
         long,
         value_delimiter = ',',
         default_value = "staunch,staunch-mem,rmcp,ts,python,bare"
     )]
     servers: Vec<String>,
+    /// Servers of the 2026-07-28 scenarios (`--only modern`): staunch, staunch-mem, ts2,
+    /// python2, rmcp-stateless, and bare (echo throughput only: the ceiling).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "staunch,staunch-mem,ts2,python2,rmcp-stateless,bare"
+    )]
+    modern_servers: Vec<String>,
+    /// Close → stop runs per server in the 2026 scenarios (each ~0.4 s).
+    #[arg(long, default_value_t = 20)]
+    close_runs: usize,
+    /// Silent-handler runs per server in the 2026 scenarios (each 1.5 s).
+    #[arg(long, default_value_t = 3)]
+    silent_runs: usize,
+    /// In-flight streams of the 2026 memory scenario (each on its own connection).
+    #[arg(long, default_value_t = 1000)]
+    mem_modern: usize,
     /// Transports (stdio, http), comma-separated. HTTP is skipped for staunch when its
     /// binary has no `--http` yet.
     #[arg(long, value_delimiter = ',', default_value = "stdio,http")]
     transports: Vec<String>,
-    /// Only these scenarios (cancel, ping, flood, memory, throughput, resume).
+    /// Only these scenarios (cancel, ping, flood, memory, throughput, resume; modern = every
+    /// 2026-07-28 scenario).
     #[arg(long, value_delimiter = ',')]
     only: Option<Vec<String>>,
     /// Cancel runs per server and transport (p50/p99 over these).
@@ -93,12 +113,13 @@ struct Args {
     /// The staunch binary.
     #[arg(long, default_value = "target/release/staunch")]
     staunch: PathBuf,
-    /// Flags for `staunch serve`, chosen for the load: no lifecycle log (the peers write
-    /// none), room for 10,000 in-flight calls (the default limit is 1,024) and for 1,000 SSE
-    /// connections in one HTTP session (the default limit is 256).
+    /// Flags for `staunch serve`, chosen for the load: room for 10,000 in-flight calls (the
+    /// default limit is 1,024) and for 1,000 SSE connections in one HTTP session (the default
+    /// limit is 256). The lifecycle log stays on (to stderr, which the driver discards) and the
+    /// store is a fresh SQLite file: what users run.
     #[arg(
         long,
-        default_value = "--no-log --max-in-flight 20000 --max-streams-per-session 20000",
+        default_value = "--max-in-flight 20000 --max-streams-per-session 20000",
         allow_hyphen_values = true
     )]
     staunch_flags: String,
@@ -116,6 +137,13 @@ struct Args {
     ts_script: PathBuf,
     #[arg(long, default_value = "benches/peers/python/server.py")]
     py_script: PathBuf,
+    /// Python with mcp 2.3 (STAUNCH_PY2).
+    #[arg(long, env = "STAUNCH_PY2", default_value = ".tools/py2/bin/python")]
+    python2: PathBuf,
+    #[arg(long, default_value = "benches/peers/ts2/server.mjs")]
+    ts2_script: PathBuf,
+    #[arg(long, default_value = "benches/peers/python2/server.py")]
+    py2_script: PathBuf,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -149,6 +177,9 @@ async fn run(args: Args) -> anyhow::Result<()> {
         python: args.python.clone(),
         ts_script: args.ts_script.clone(),
         py_script: args.py_script.clone(),
+        python2: args.python2.clone(),
+        ts2_script: args.ts2_script.clone(),
+        py2_script: args.py2_script.clone(),
         staunch_flags: args
             .staunch_flags
             .split_whitespace()
@@ -169,23 +200,46 @@ async fn run(args: Args) -> anyhow::Result<()> {
         only: args.only.clone(),
         rounds: args.rounds.max(1),
         stdio_rounds: args.stdio_rounds.max(1),
+        close_runs: args.close_runs,
+        silent_runs: args.silent_runs,
+        mem_modern: args.mem_modern,
     };
+    let modern_kinds: Vec<Kind> = args
+        .modern_servers
+        .iter()
+        .map(|s| Kind::parse(s).with_context(|| format!("unknown server {s:?}")))
+        .collect::<anyhow::Result<_>>()?;
     let staunch_http = staunch_has_http(&args.staunch);
 
+    // Columns: the 2025 servers, then the 2026 peers (only those whose scenarios run).
+    let mut columns = if opts.wants_legacy() {
+        kinds.clone()
+    } else {
+        Vec::new()
+    };
+    if opts.wants("modern") {
+        for k in &modern_kinds {
+            if !columns.contains(k) {
+                columns.push(*k);
+            }
+        }
+    }
+    columns.sort();
     let mut report = Report {
-        kinds: kinds.clone(),
+        kinds: columns,
         ..Report::default()
     };
     report.notes.push(format!(
-        "staunch runs as `staunch serve {} --store <fresh SQLite file>` (its default store \
-         kind); the `staunch (:memory: store)` column adds `--store :memory:` instead (HTTP only)",
+        "staunch runs as `staunch serve {} --store <fresh SQLite file>`: the lifecycle log on \
+         (to stderr, discarded by the driver) and the SQLite store, as users run it; the \
+         `staunch (--no-log, :memory: store)` column adds `--no-log --store :memory:`",
         args.staunch_flags
     ));
     let started = std::time::Instant::now();
     for &t in &transports {
         for &k in &kinds {
-            if k == Kind::StaunchMem && t == Transport::Stdio {
-                continue;
+            if !opts.wants_legacy() {
+                break;
             }
             if matches!(k, Kind::Staunch | Kind::StaunchMem)
                 && t == Transport::Http
@@ -206,12 +260,32 @@ async fn run(args: Args) -> anyhow::Result<()> {
             scenarios::bench(k, t, &programs, &opts, &mut report).await;
         }
     }
+    if opts.wants("modern") {
+        for &k in &modern_kinds {
+            eprintln!(
+                "[{:>5.0}s] {} in the 2026-07-28 era",
+                started.elapsed().as_secs_f64(),
+                k.title()
+            );
+            scenarios::modern_bench(k, &programs, &opts, &mut report).await;
+        }
+        let runs: Vec<(Kind, Transport)> = transports
+            .iter()
+            .flat_map(|&t| modern_kinds.iter().map(move |&k| (k, t)))
+            .collect();
+        eprintln!(
+            "[{:>5.0}s] 2026-07-28 throughput, {} rounds over stdio, {} over HTTP",
+            started.elapsed().as_secs_f64(),
+            opts.stdio_rounds,
+            opts.rounds
+        );
+        scenarios::throughput_phase(&runs, &programs, &opts, &mut report, true).await;
+    }
     if opts.wants("throughput") {
         let runs: Vec<(Kind, Transport)> = transports
             .iter()
             .flat_map(|&t| kinds.iter().map(move |&k| (k, t)))
             .filter(|&(k, t)| match k {
-                Kind::StaunchMem if t == Transport::Stdio => false,
                 Kind::Staunch | Kind::StaunchMem => t == Transport::Stdio || staunch_http,
                 _ => true,
             })
@@ -222,7 +296,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
             opts.stdio_rounds,
             opts.rounds
         );
-        scenarios::throughput_phase(&runs, &programs, &opts, &mut report).await;
+        scenarios::throughput_phase(&runs, &programs, &opts, &mut report, false).await;
     }
     let _ = std::fs::remove_dir_all(&programs.scratch);
     let (burst, rate) = progress_limits(&programs.staunch_flags);
@@ -329,20 +403,26 @@ async fn versions(p: &Programs) -> serde_json::Value {
             .filter(|s| !s.is_empty())
             .unwrap_or_else(|| "?".into())
     };
-    let ts_pkg = p
-        .ts_script
-        .parent()
-        .map(|d| d.join("node_modules/@modelcontextprotocol/sdk/package.json"))
-        .and_then(|f| std::fs::read_to_string(f).ok())
-        .and_then(|s| serde_json::from_str::<serde_json::Value>(&s).ok())
-        .and_then(|v| v["version"].as_str().map(String::from))
-        .unwrap_or_else(|| "?".into());
+    let ts_pkg = pkg_version(&p.ts_script, "@modelcontextprotocol/sdk");
     json!({
         "staunch": out(&p.staunch, &["--version"]),
         "rmcp": "3.11.0",
         "@modelcontextprotocol/sdk": ts_pkg,
         "node": out(&p.node, &["--version"]),
         "mcp (Python)": out(&p.python, &["-c", "import importlib.metadata as m; print(m.version('mcp'))"]),
+        "mcp (Python, 2.x peer)": out(&p.python2, &["-c", "import importlib.metadata as m; print(m.version('mcp'))"]),
+        "@modelcontextprotocol/server": pkg_version(&p.ts2_script, "@modelcontextprotocol/server"),
         "python": out(&p.python, &["-c", "import platform; print(platform.python_version())"]),
     })
+}
+
+/// The version of npm package `pkg` in the node_modules next to `script`.
+fn pkg_version(script: &std::path::Path, pkg: &str) -> String {
+    script
+        .parent()
+        .map(|d| d.join("node_modules").join(pkg).join("package.json"))
+        .and_then(|f| std::fs::read_to_string(f).ok())
+        .and_then(|s| serde_json::from_str::<serde_json::Value>(&s).ok())
+        .and_then(|v| v["version"].as_str().map(String::from))
+        .unwrap_or_else(|| "?".into())
 }

@@ -80,7 +80,7 @@ impl Report {
 
     /// Orders the rows as DESIGN.md's Targets table does (stable: stdio before HTTP).
     pub fn sort_rows(&mut self) {
-        const ORDER: [&str; 14] = [
+        const ORDER: [&str; 20] = [
             "cancel.stop",
             "cancel.late_progress",
             "cancel.response",
@@ -94,6 +94,12 @@ impl Report {
             "mem.leak",
             "resume",
             "flood",
+            "m26.close",
+            "m26.tput",
+            "m26.mem.idle",
+            "m26.mem.per_call",
+            "m26.mem.after_close",
+            "m26.mem",
             "",
         ];
         let rank = |k: &str| {

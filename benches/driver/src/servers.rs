@@ -20,16 +20,25 @@ pub enum Kind {
     Rmcp,
     Ts,
     Python,
+    /// rmcp in its stateless mode (`rmcp-peer http PORT --stateless`; stdio is the same peer).
+    RmcpStateless,
+    /// TypeScript SDK v2 (`@modelcontextprotocol/server` 2.4.0, createMcpHandler).
+    Ts2,
+    /// Python `mcp` 2.3.0 (MCPServer, stateless_http).
+    Python2,
     Bare,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 6] = [
+    pub const ALL: [Kind; 9] = [
         Kind::Staunch,
         Kind::StaunchMem,
         Kind::Rmcp,
         Kind::Ts,
         Kind::Python,
+        Kind::RmcpStateless,
+        Kind::Ts2,
+        Kind::Python2,
         Kind::Bare,
     ];
 
@@ -40,6 +49,9 @@ impl Kind {
             Kind::Rmcp => "rmcp",
             Kind::Ts => "ts",
             Kind::Python => "python",
+            Kind::RmcpStateless => "rmcp-stateless",
+            Kind::Ts2 => "ts2",
+            Kind::Python2 => "python2",
             Kind::Bare => "bare",
         }
     }
@@ -47,10 +59,13 @@ impl Kind {
     pub fn title(self) -> &'static str {
         match self {
             Kind::Staunch => "staunch",
-            Kind::StaunchMem => "staunch (:memory: store)",
+            Kind::StaunchMem => "staunch (--no-log, :memory: store)",
             Kind::Rmcp => "rmcp",
             Kind::Ts => "TS SDK",
             Kind::Python => "Python mcp",
+            Kind::RmcpStateless => "rmcp stateless",
+            Kind::Ts2 => "TS SDK v2",
+            Kind::Python2 => "Python mcp 2",
             Kind::Bare => "bare ceiling",
         }
     }
@@ -91,6 +106,10 @@ pub struct Programs {
     pub python: PathBuf,
     pub ts_script: PathBuf,
     pub py_script: PathBuf,
+    /// Python with mcp 2.x, and the v2 peers' scripts.
+    pub python2: PathBuf,
+    pub ts2_script: PathBuf,
+    pub py2_script: PathBuf,
     /// Extra flags for `staunch serve`, chosen for the load (printed with the results).
     pub staunch_flags: Vec<String>,
     /// Where staunch's default (SQLite file) stores go: a fresh file per process, so no run
@@ -106,6 +125,10 @@ impl Programs {
             Kind::Staunch | Kind::StaunchMem => {
                 let mut v = vec![p(&self.staunch), "serve".into()];
                 v.extend(self.staunch_flags.iter().cloned());
+                if kind == Kind::StaunchMem {
+                    // The labelled other configuration: no lifecycle log, events in memory.
+                    v.push("--no-log".into());
+                }
                 v.push("--store".into());
                 v.push(if kind == Kind::StaunchMem {
                     ":memory:".into()
@@ -124,6 +147,18 @@ impl Programs {
             Kind::Bare => vec![p(&self.bare)],
             Kind::Ts => vec![p(&self.node), p(&self.ts_script)],
             Kind::Python => vec![p(&self.python), p(&self.py_script)],
+            Kind::Ts2 => vec![p(&self.node), p(&self.ts2_script)],
+            Kind::Python2 => vec![p(&self.python2), p(&self.py2_script)],
+            Kind::RmcpStateless => {
+                let mut v = vec![p(&self.rmcp)];
+                match transport {
+                    Transport::Stdio => v.push("stdio".into()),
+                    Transport::Http => {
+                        v.extend(["http".into(), port.to_string(), "--stateless".into()]);
+                    }
+                }
+                return v;
+            }
         };
         match transport {
             Transport::Stdio => v.push("stdio".into()),

@@ -130,6 +130,66 @@ pub fn check(r: &mut Report, flood_burst_rate: (f64, f64)) {
         .get("resume.reconnect", Kind::Staunch)
         .map(|c| c.text == "delivered, 1 GET");
     r.set_target("resume.reconnect", "one GET, no gap, no duplicate", gets);
+    // The 2026-07-28 era: closing the stream is the cancel.
+    let p99 = s(r, "m26.close.stop_p99.http");
+    r.set_target(
+        "m26.close.stop_p99.http",
+        "stopped within the running step (≤ 10 ms step + 5 ms)",
+        p99.map(|ms| ms <= 15.0),
+    );
+    let after = s(r, "m26.close.after.http");
+    r.set_target(
+        "m26.close.after.http",
+        "nothing after the close",
+        after.map(|n| n == 0.0),
+    );
+    let silent = s(r, "m26.close.silent.http");
+    r.set_target(
+        "m26.close.silent.http",
+        "stopped even when silent",
+        silent.map(|n| n == 0.0),
+    );
+    for key in [
+        "m26.tput.stdio.16",
+        "m26.tput.http.1",
+        "m26.tput.http.16",
+        "m26.tput.http.64",
+    ] {
+        let v = s(r, key);
+        let bare = r.value(key, Kind::Bare);
+        let (verdict, text) = match (v, bare) {
+            (Some(a), Some(b)) if b > 0.0 => (
+                Some(a >= 0.6 * b),
+                format!("≥ 60 % of the bare ceiling (is {:.0} %)", 100.0 * a / b),
+            ),
+            _ => (None, "≥ 60 % of the bare ceiling".to_string()),
+        };
+        r.set_target(key, &text, verdict);
+    }
+    let keys: Vec<String> = r
+        .rows
+        .iter()
+        .filter(|row| row.key.starts_with("m26.mem.per_call."))
+        .map(|row| row.key.clone())
+        .collect();
+    for key in keys {
+        let v = s(r, &key);
+        r.set_target(
+            &key,
+            "≤ 16 KiB incl. connection",
+            v.map(|b| b <= 16.0 * KIB),
+        );
+    }
+    let survive = r
+        .get("m26.mem.survive.http", Kind::Staunch)
+        .map(|c| c.text == "survives");
+    r.set_target("m26.mem.survive.http", "survives", survive);
+    let leak = s(r, "m26.mem.leak.http");
+    r.set_target(
+        "m26.mem.leak.http",
+        "a 2nd cycle adds ≤ 1 MiB",
+        leak.map(|g| g <= 1024.0 * KIB),
+    );
     for tool in ["cpu_count", "stubborn_count"] {
         // staunch stops their progress at the cancel itself: only what was already on its way
         // may arrive, so the same bound as the cooperative tool (the value is the p99 in ms).

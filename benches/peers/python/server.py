@@ -10,12 +10,17 @@ with `@mcp.tool()`, the `Context` injected by type annotation.
 
 Tools:
   echo(text)                  -> text content `text`
-  slow_count(steps, delay_ms) -> per step: `await anyio.sleep(delay_ms/1000)` (a
+  slow_count(steps, delay_ms, tag?)
+                              -> per step: `await anyio.sleep(delay_ms/1000)` (a
                                  cancellation point: a notifications/cancelled from
-                                 the client cancels the handler's scope here) then
+                                 the client cancels the handler's scope here), the
+                                 step recorded under `tag`, then
                                  `ctx.report_progress(step+1, steps)` (a no-op when
                                  the request carried no progressToken); returns
                                  text `counted N`.
+  slow_count_status(tag?)     -> {"tag","steps","last_step_unix_ms"} as structured
+                                 content (and JSON text): did the work go on after a
+                                 cancel?
   progress_flood(reports)     -> benchmark fixture: `ctx.report_progress(i, reports)` for
                                  i in 1..=reports, back to back; returns `reported N`.
 
@@ -27,11 +32,22 @@ DNS-rebinding protection.
 from __future__ import annotations
 
 import sys
+import time
+from typing import TypedDict
 
 import anyio
 from mcp.server.fastmcp import Context, FastMCP
 
 USAGE = "usage: server.py stdio | http PORT"
+
+# tag -> [steps, unix ms of the last step]: the side effects slow_count_status reports.
+STEPS: dict[str, list[int]] = {}
+
+
+class CountStatus(TypedDict):
+    tag: str
+    steps: int
+    last_step_unix_ms: int
 
 
 def build_server(port: int = 8000) -> FastMCP:
@@ -48,12 +64,21 @@ def build_server(port: int = 8000) -> FastMCP:
         return text
 
     @mcp.tool()
-    async def slow_count(steps: int, delay_ms: int, ctx: Context) -> str:
+    async def slow_count(steps: int, delay_ms: int, ctx: Context, tag: str | None = None) -> str:
         """Count to `steps`, sleeping `delay_ms` per step, reporting progress; honours cancellation."""
+        entry = STEPS.setdefault(tag or "", [0, 0])
         for step in range(steps):
             await anyio.sleep(delay_ms / 1000)
+            entry[0] += 1
+            entry[1] = int(time.time() * 1000)
             await ctx.report_progress(step + 1, steps)
         return f"counted {steps}"
+
+    @mcp.tool()
+    def slow_count_status(tag: str | None = None) -> CountStatus:
+        """Steps slow_count has done for `tag` and when the last one happened (unix ms)."""
+        steps, last = STEPS.get(tag or "", [0, 0])
+        return CountStatus(tag=tag or "", steps=steps, last_step_unix_ms=last)
 
     @mcp.tool()
     async def progress_flood(reports: int, ctx: Context) -> str:

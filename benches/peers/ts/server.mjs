@@ -11,10 +11,15 @@
 //
 // Tools:
 //   echo {text}                    -> text content `text`
-//   slow_count {steps, delay_ms}   -> cooperative: per step checks extra.signal,
-//                                     sleeps delay_ms (abortable), reports progress
-//                                     step+1/steps if the request carried a
-//                                     progressToken; returns text `counted N`.
+//   slow_count {steps, delay_ms, tag?}
+//                                  -> cooperative: per step checks extra.signal,
+//                                     sleeps delay_ms (abortable), records the step
+//                                     under `tag`, reports progress step+1/steps if
+//                                     the request carried a progressToken; returns
+//                                     text `counted N`.
+//   slow_count_status {tag?}       -> {"tag","steps","last_step_unix_ms"} as
+//                                     structuredContent and JSON text: did the work
+//                                     go on after a cancel?
 //   progress_flood {reports}       -> benchmark fixture: progress 1..=reports back to
 //                                     back (if the request carried a progressToken);
 //                                     returns text `reported N`.
@@ -75,7 +80,17 @@ class InMemoryEventStore {
 const countArgs = {
   steps: z.number().int().min(0).describe('Number of steps'),
   delay_ms: z.number().int().min(0).describe('Milliseconds to sleep per step'),
+  tag: z.string().optional().describe('Records each step under this tag (slow_count_status)'),
 };
+
+// Side effects of slow_count, per tag (shared by every session's McpServer).
+const stepsByTag = new Map(); // tag -> { steps, last }
+function recordStep(tag) {
+  const e = stepsByTag.get(tag) ?? { steps: 0, last: 0 };
+  e.steps += 1;
+  e.last = Date.now();
+  stepsByTag.set(tag, e);
+}
 
 // One shared task store for all sessions, as in the SDK's simpleStreamableHttp example.
 const taskStore = withTasks ? new InMemoryTaskStore() : undefined;
@@ -104,11 +119,12 @@ function buildServer() {
       description: 'Count to `steps`, sleeping `delay_ms` per step, reporting progress; honours cancellation',
       inputSchema: countArgs,
     },
-    async ({ steps, delay_ms }, extra) => {
+    async ({ steps, delay_ms, tag }, extra) => {
       const progressToken = extra._meta?.progressToken;
       for (let step = 0; step < steps; step++) {
         extra.signal.throwIfAborted();
         await sleep(delay_ms, undefined, { signal: extra.signal });
+        recordStep(tag ?? '');
         if (progressToken !== undefined) {
           await extra.sendNotification({
             method: 'notifications/progress',
@@ -117,6 +133,19 @@ function buildServer() {
         }
       }
       return { content: [{ type: 'text', text: `counted ${steps}` }] };
+    },
+  );
+
+  server.registerTool(
+    'slow_count_status',
+    {
+      description: 'Steps slow_count has done for `tag` and when the last one happened (unix ms)',
+      inputSchema: { tag: z.string().optional() },
+    },
+    async ({ tag }) => {
+      const e = stepsByTag.get(tag ?? '') ?? { steps: 0, last: 0 };
+      const status = { tag: tag ?? '', steps: e.steps, last_step_unix_ms: e.last };
+      return { content: [{ type: 'text', text: JSON.stringify(status) }], structuredContent: status };
     },
   );
 

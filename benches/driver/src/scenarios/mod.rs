@@ -5,6 +5,7 @@
 pub mod cancel;
 pub mod flood;
 pub mod memory;
+pub mod modern;
 pub mod ping;
 pub mod resume;
 pub mod throughput;
@@ -30,6 +31,9 @@ pub struct Opts {
     pub only: Option<Vec<String>>,
     pub rounds: usize,
     pub stdio_rounds: usize,
+    pub close_runs: usize,
+    pub silent_runs: usize,
+    pub mem_modern: usize,
 }
 
 impl Opts {
@@ -37,6 +41,13 @@ impl Opts {
         self.only
             .as_ref()
             .is_none_or(|o| o.iter().any(|s| s == scenario))
+    }
+
+    /// Whether any 2025-era scenario runs.
+    pub fn wants_legacy(&self) -> bool {
+        ["cancel", "ping", "flood", "memory", "throughput", "resume"]
+            .iter()
+            .any(|s| self.wants(s))
     }
 }
 
@@ -441,6 +452,7 @@ pub async fn throughput_phase(
     programs: &Programs,
     opts: &Opts,
     report: &mut Report,
+    modern: bool,
 ) {
     use std::collections::BTreeMap;
     let mut samples: BTreeMap<(String, Kind), Vec<anyhow::Result<throughput::Rate>>> =
@@ -456,7 +468,7 @@ pub async fn throughput_phase(
             if round >= rounds {
                 continue;
             }
-            for (key, label, r) in tput_once(kind, t, programs, opts).await {
+            for (key, label, r) in tput_once(kind, t, programs, opts, modern).await {
                 labels.insert(key.clone(), label);
                 samples.entry((key, kind)).or_default().push(r);
             }
@@ -501,17 +513,24 @@ async fn tput_once(
     t: Transport,
     programs: &Programs,
     opts: &Opts,
+    modern: bool,
 ) -> Vec<(String, String, anyhow::Result<throughput::Rate>)> {
+    // The 2026 rows: the same measurements with the era's requests, keys under `m26.`.
+    let (kp, lp) = if modern {
+        ("m26.", "[2026] ")
+    } else {
+        ("", "")
+    };
     match t {
         Transport::Stdio => {
             let r = async {
                 let mut srv = servers::spawn(programs, kind, t).await?;
-                throughput::stdio(&mut srv, 16, opts.warmup, opts.measure).await
+                throughput::stdio(&mut srv, 16, opts.warmup, opts.measure, modern).await
             }
             .await;
             vec![(
-                "tput.stdio.16".into(),
-                "echo throughput, stdio, 16 in flight".into(),
+                format!("{kp}tput.stdio.16"),
+                format!("{lp}echo throughput, stdio, 16 in flight"),
                 r,
             )]
         }
@@ -519,10 +538,12 @@ async fn tput_once(
             let srv = servers::spawn(programs, kind, t).await;
             let mut out = Vec::new();
             for c in [1usize, 16, 64] {
-                let key = format!("tput.http.{c}");
-                let label = format!("echo throughput, HTTP, concurrency {c}");
+                let key = format!("{kp}tput.http.{c}");
+                let label = format!("{lp}echo throughput, HTTP, concurrency {c}");
                 let r = match &srv {
-                    Ok(srv) => throughput::http(srv.port, c, opts.warmup, opts.measure).await,
+                    Ok(srv) => {
+                        throughput::http(srv.port, c, opts.warmup, opts.measure, modern).await
+                    }
                     Err(e) => Err(anyhow::anyhow!("{e:#}")),
                 };
                 out.push((key, label, r));
@@ -579,5 +600,178 @@ async fn resume_rows(kind: Kind, programs: &Programs, report: &mut Report) {
             }
             Err(e) => fail(report, key, label, kind, &e),
         }
+    }
+}
+
+/// The 2026-07-28 scenarios over HTTP for one server (the throughput is measured with the
+/// others, interleaved): close → stop, the silent handler, memory.
+pub async fn modern_bench(kind: Kind, programs: &Programs, opts: &Opts, report: &mut Report) {
+    if !kind.has_slow_tools() {
+        return;
+    }
+    let t = Transport::Http;
+    let r = async {
+        let srv = servers::spawn(programs, kind, t).await?;
+        let close = modern::close_runs(srv.port, opts.close_runs, kind.key()).await;
+        let silent = modern::silent_runs(srv.port, opts.silent_runs, kind.key()).await;
+        anyhow::Ok((close, silent))
+    }
+    .await;
+    match r {
+        Ok((close, silent)) => modern_close_rows(report, kind, &close, silent),
+        Err(e) => fail(
+            report,
+            "m26.close.stop_p50.http",
+            "[2026] stream close → handler stopped, p50 (http)",
+            kind,
+            &e,
+        ),
+    }
+    let mut m = modern::Mem::default();
+    let r = async {
+        let srv = servers::spawn(programs, kind, t).await?;
+        modern::memory(srv.port, srv.pid, opts.mem_modern, &mut m).await
+    }
+    .await;
+    modern_mem_rows(report, kind, opts.mem_modern, &m);
+    if let Err(e) = r {
+        fail(
+            report,
+            "m26.mem.error.http",
+            "[2026] memory scenario (http)",
+            kind,
+            &e,
+        );
+    }
+}
+
+fn modern_close_rows(
+    report: &mut Report,
+    kind: Kind,
+    r: &modern::CloseRuns,
+    silent: (usize, usize, Option<String>),
+) {
+    let ok = r.runs - r.failed;
+    if let Some(e) = &r.first_error {
+        eprintln!(
+            "  {}: 2026 close runs: {} failed, first: {e}",
+            kind.key(),
+            r.failed
+        );
+    }
+    for (q, name) in [(50.0, "p50"), (99.0, "p99")] {
+        let key = format!("m26.close.stop_{name}.http");
+        let label = format!("[2026] stream close → handler stopped (its last step), {name} (http)");
+        let cell = match percentile(&r.stop, q) {
+            Some(_) if r.kept_running * 2 > ok => Cell::num(
+                f64::INFINITY,
+                format!("never: still running in {} of {ok}", r.kept_running),
+            ),
+            Some(d) => Cell::num(d.as_secs_f64() * 1e3, stats::ms(d)),
+            None => Cell::text(format!("{} runs failed", r.failed)),
+        };
+        report.set(&key, &label, Better::Lower, kind, cell);
+    }
+    let mut text = format!("{} in {ok} runs", r.steps_after);
+    if r.kept_running > 0 {
+        text.push_str(&format!(" ({} kept running)", r.kept_running));
+    }
+    if r.failed > 0 {
+        text.push_str(&format!(" ({} runs failed)", r.failed));
+    }
+    let cell = if ok == 0 {
+        Cell::text(text)
+    } else {
+        Cell::num(r.steps_after as f64, text)
+    };
+    report.set(
+        "m26.close.after.http",
+        "[2026] progress produced after the close (steps recorded; the stream is gone)",
+        Better::Lower,
+        kind,
+        cell,
+    );
+    let (stopped, sok, err) = silent;
+    if let Some(e) = &err {
+        eprintln!("  {}: 2026 silent runs: {e}", kind.key());
+    }
+    let cell = if sok == 0 {
+        Cell::text(format!(
+            "error: {}",
+            err.unwrap_or_default().chars().take(60).collect::<String>()
+        ))
+    } else {
+        Cell::num(
+            (sok - stopped) as f64,
+            format!("{stopped} of {sok} stopped"),
+        )
+    };
+    report.set(
+        "m26.close.silent.http",
+        "[2026] silent handler (nothing written yet) stopped by the close",
+        Better::Lower,
+        kind,
+        cell,
+    );
+}
+
+fn modern_mem_rows(report: &mut Report, kind: Kind, n: usize, m: &modern::Mem) {
+    let b = |v: u64| stats::bytes(v as f64);
+    if let Some(idle) = m.idle {
+        report.set(
+            "m26.mem.idle.http",
+            "[2026] RSS idle (http)",
+            Better::Lower,
+            kind,
+            Cell::num(idle as f64, b(idle)),
+        );
+        if let Some(loaded) = m.loaded {
+            let per = (loaded as f64 - idle as f64) / n as f64;
+            report.set(
+                &format!("m26.mem.per_call.{n}.http"),
+                &format!("[2026] memory per in-flight call, {n} streams (http)"),
+                Better::Lower,
+                kind,
+                Cell::num(per, format!("{} (RSS {})", stats::bytes(per), b(loaded))),
+            );
+        }
+    }
+    if let (Some(loaded), Some(after)) = (m.loaded, m.after_close) {
+        report.set(
+            "m26.mem.after_close.http",
+            &format!("[2026] RSS after closing {n} in-flight streams at once (vs loaded)"),
+            Better::Neither,
+            kind,
+            Cell::num(
+                after as f64 - loaded as f64,
+                format!("{} (loaded {})", b(after), b(loaded)),
+            ),
+        );
+    }
+    if let Some(s) = m.survived {
+        report.set(
+            "m26.mem.survive.http",
+            &format!("[2026] {n} in-flight streams closed at once"),
+            Better::Neither,
+            kind,
+            Cell::text(if s {
+                "survives"
+            } else {
+                "**crashed / unresponsive**"
+            }),
+        );
+    }
+    if let (Some(a), Some(b2)) = (m.after_close, m.after_close_2) {
+        let g = b2 as f64 - a as f64;
+        report.set(
+            "m26.mem.leak.http",
+            "[2026] RSS growth from a 2nd load/close cycle (http)",
+            Better::Lower,
+            kind,
+            Cell::num(
+                g,
+                format!("{}{}", if g >= 0.0 { "+" } else { "" }, stats::bytes(g)),
+            ),
+        );
     }
 }

@@ -11,8 +11,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::time::Instant;
 
 use crate::http::{Conn, Session};
-use crate::rpc;
 use crate::servers::Running;
+use crate::{modern, rpc};
 
 /// Hard cap on calls per measurement, besides the time bound.
 const MAX_CALLS: u64 = 5_000_000;
@@ -22,20 +22,32 @@ pub struct Rate {
     pub errors: u64,
 }
 
-/// Pipelined echo calls over the server's stdin/stdout.
+/// Pipelined echo calls over the server's stdin/stdout. `modern`: the 2026-07-28 era
+/// (`server/discover` opens, every call carries the envelope) instead of `initialize`.
 pub async fn stdio(
     server: &mut Running,
     window: usize,
     warmup: Duration,
     measure: Duration,
+    modern: bool,
 ) -> anyhow::Result<Rate> {
+    let echo_line = if modern {
+        modern::echo_line
+    } else {
+        rpc::echo_line
+    };
     let mut stdin = server.child.stdin.take().context("stdin")?;
     let mut stdout = server.child.stdout.take().context("stdout")?;
     let mut buf = vec![0u8; 256 * 1024];
     let mut pending: Vec<u8> = Vec::new();
 
     // Handshake, raw.
-    let mut init = serde_json::to_vec(&rpc::initialize(0))?;
+    let opening = if modern {
+        modern::discover(0)
+    } else {
+        rpc::initialize(0)
+    };
+    let mut init = serde_json::to_vec(&opening)?;
     init.push(b'\n');
     stdin.write_all(&init).await?;
     let until = Instant::now() + Duration::from_secs(30);
@@ -52,14 +64,16 @@ pub async fn stdio(
         }
     }
     pending.clear();
-    let mut note = serde_json::to_vec(&rpc::initialized())?;
-    note.push(b'\n');
-    stdin.write_all(&note).await?;
+    if !modern {
+        let mut note = serde_json::to_vec(&rpc::initialized())?;
+        note.push(b'\n');
+        stdin.write_all(&note).await?;
+    }
 
     let mut next_id: u64 = 1;
     let mut out = Vec::with_capacity(64 * 1024);
     for _ in 0..window {
-        out.extend_from_slice(rpc::echo_line(next_id).as_bytes());
+        out.extend_from_slice(echo_line(next_id).as_bytes());
         out.push(b'\n');
         next_id += 1;
     }
@@ -104,7 +118,7 @@ pub async fn stdio(
         in_flight -= done.min(in_flight);
         out.clear();
         while in_flight < window {
-            out.extend_from_slice(rpc::echo_line(next_id).as_bytes());
+            out.extend_from_slice(echo_line(next_id).as_bytes());
             out.push(b'\n');
             next_id += 1;
             in_flight += 1;
@@ -122,16 +136,21 @@ pub async fn stdio(
     })
 }
 
-/// `concurrency` connections, each looping POST echo → whole body, on one session.
+/// `concurrency` connections, each looping POST echo → whole body: on one session, or
+/// (`modern`) as 2026-07-28 requests that need none.
 pub async fn http(
     port: u16,
     concurrency: usize,
     warmup: Duration,
     measure: Duration,
+    modern: bool,
 ) -> anyhow::Result<Rate> {
-    let mut conn = Conn::open(port).await?;
-    let session = Session::open(port, &mut conn).await?;
-    drop(conn);
+    let session = if modern {
+        None
+    } else {
+        let mut conn = Conn::open(port).await?;
+        Some(Session::open(port, &mut conn).await?)
+    };
     let start = Instant::now();
     let measure_from = start + warmup;
     let end = measure_from + measure;
@@ -141,11 +160,19 @@ pub async fn http(
         let session = session.clone();
         let ids = ids.clone();
         tasks.push(tokio::spawn(async move {
-            let mut conn = Conn::open(session.port).await?;
+            let mut conn = Conn::open(port).await?;
             let (mut counted, mut errors) = (0u64, 0u64);
             while Instant::now() < end && counted < MAX_CALLS {
                 let id = ids.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let req = session.post_bytes(Bytes::from(rpc::echo_line(id)));
+                let req = match &session {
+                    Some(s) => s.post_bytes(Bytes::from(rpc::echo_line(id))),
+                    None => modern::post_bytes(
+                        port,
+                        "tools/call",
+                        Some("echo"),
+                        Bytes::from(modern::echo_line(id)),
+                    ),
+                };
                 let resp =
                     match tokio::time::timeout_at(end + Duration::from_secs(5), conn.send(req))
                         .await
@@ -153,7 +180,7 @@ pub async fn http(
                         Ok(Ok(r)) => r,
                         Ok(Err(_)) => {
                             errors += 1;
-                            conn = Conn::open(session.port).await?;
+                            conn = Conn::open(port).await?;
                             continue;
                         }
                         Err(_) => break,
