@@ -59,7 +59,13 @@ static NEXT_ID: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new
 
 /// Sends one stateless request: `_meta` with the version and `caps`, headers mirroring the
 /// body (`Mcp-Name` = tool name or task id unless `name` overrides it).
-async fn send(s: &HttpServer, method: &str, mut params: Value, caps: Value, name: Option<&str>) -> Answer {
+async fn send(
+    s: &HttpServer,
+    method: &str,
+    mut params: Value,
+    caps: Value,
+    name: Option<&str>,
+) -> Answer {
     let id = NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let meta = params
         .as_object_mut()
@@ -107,7 +113,14 @@ fn with_ext() -> Value {
 }
 
 async fn call_tool(s: &HttpServer, tool: &str, args: Value, caps: Value) -> Answer {
-    send(s, "tools/call", json!({"name": tool, "arguments": args}), caps, None).await
+    send(
+        s,
+        "tools/call",
+        json!({"name": tool, "arguments": args}),
+        caps,
+        None,
+    )
+    .await
 }
 
 async fn task_get(s: &HttpServer, id: &str) -> Value {
@@ -131,7 +144,10 @@ async fn get_until(s: &HttpServer, id: &str, pred: impl Fn(&Value) -> bool) -> V
 }
 
 fn terminal(t: &Value) -> bool {
-    matches!(t["status"].as_str(), Some("completed" | "failed" | "cancelled"))
+    matches!(
+        t["status"].as_str(),
+        Some("completed" | "failed" | "cancelled")
+    )
 }
 
 /// Starts a task and returns its id, checking the `CreateTaskResult` shape.
@@ -162,7 +178,10 @@ async fn a_task_is_durable_at_once_and_its_result_is_inlined_when_it_completes()
     let d = send(&s, "server/discover", json!({}), json!({}), None).await;
     let caps = &d.result()["capabilities"];
     assert!(caps["extensions"][EXT].is_object(), "{caps}");
-    assert!(caps.get("tasks").is_none(), "never beside the legacy capability: {caps}");
+    assert!(
+        caps.get("tasks").is_none(),
+        "never beside the legacy capability: {caps}"
+    );
 
     let id = create(&s, "long_scan", json!({"steps": 5, "delay_ms": 40})).await;
     // Durable before the answer: the very next request resolves it.
@@ -171,7 +190,7 @@ async fn a_task_is_durable_at_once_and_its_result_is_inlined_when_it_completes()
     assert_eq!(first["resultType"], "complete");
     let done = get_until(&s, &id, terminal).await;
     assert_eq!(done["status"], "completed", "{done}");
-    assert_eq!(done["result"]["structuredContent"]["steps"], 5, "{done}");
+    assert_eq!(done["result"]["structuredContent"]["scanned"], 5, "{done}");
     assert!(done["result"]["content"][0]["text"].is_string());
     assert!(done.get("error").is_none() && done.get("requestState").is_none());
 
@@ -181,7 +200,14 @@ async fn a_task_is_durable_at_once_and_its_result_is_inlined_when_it_completes()
         assert_eq!((a.status, a.code()), (404, -32601), "{m}: {}", a.msg);
     }
     // Mcp-Name is the task id.
-    let a = send(&s, "tasks/get", json!({"taskId": id}), with_ext(), Some("another-task")).await;
+    let a = send(
+        &s,
+        "tasks/get",
+        json!({"taskId": id}),
+        with_ext(),
+        Some("another-task"),
+    )
+    .await;
     assert_eq!((a.status, a.code()), (400, -32020), "{}", a.msg);
     // Unknown ids are -32602.
     let a = send(&s, "tasks/get", json!({"taskId": "0000"}), with_ext(), None).await;
@@ -193,7 +219,13 @@ async fn without_the_extension_there_are_no_tasks() {
     let s = HttpServer::start(&flags(&["--profile", "conformance"])).await;
     let plain = json!({"elicitation": {}});
     // A task-capable tool runs as a plain call and waits for its job.
-    let a = call_tool(&s, "slow_compute", json!({"seconds": 0, "label": "plain"}), plain.clone()).await;
+    let a = call_tool(
+        &s,
+        "slow_compute",
+        json!({"seconds": 0, "label": "plain"}),
+        plain.clone(),
+    )
+    .await;
     let r = a.result();
     assert_eq!(r["resultType"], "complete", "{r}");
     assert!(r.get("taskId").is_none());
@@ -247,8 +279,16 @@ async fn input_required_until_every_question_is_answered_through_tasks_update() 
     })
     .await;
     assert_eq!(parked["status"], "input_required");
-    let keys: Vec<String> = parked["inputRequests"].as_object().unwrap().keys().cloned().collect();
-    assert_eq!(parked["inputRequests"][&keys[0]]["method"], "elicitation/create");
+    let keys: Vec<String> = parked["inputRequests"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .cloned()
+        .collect();
+    assert_eq!(
+        parked["inputRequests"][&keys[0]]["method"],
+        "elicitation/create"
+    );
     let answer = |v: &str| json!({"action": "accept", "content": {"name": v}});
 
     // One answer (and an unknown key, ignored): still input_required, one question left.
@@ -304,7 +344,12 @@ async fn a_single_sqlite_instance_restarted_mid_task_answers_for_its_tasks() {
     let mut s = HttpServer::start_on(Some(&store), &f).await;
     let side = create(&s, "import_rows", json!({"rows": 1000, "delay_ms": 20})).await;
     let safe = create(&s, "long_scan", json!({"steps": 40, "delay_ms": 25})).await;
-    get_until(&s, &safe, |t| t["statusMessage"].as_str().is_some_and(|m| m.contains("of"))).await;
+    get_until(&s, &safe, |t| {
+        t["statusMessage"]
+            .as_str()
+            .is_some_and(|m| m.contains("of"))
+    })
+    .await;
     // SIGKILL: no shutdown, no release of leases.
     s.child.start_kill().unwrap();
     s.child.wait().await.unwrap();
@@ -320,36 +365,39 @@ async fn a_single_sqlite_instance_restarted_mid_task_answers_for_its_tasks() {
     // The retry-safe one runs again and completes.
     let t = get_until(&s, &safe, terminal).await;
     assert_eq!(t["status"], "completed", "{t}");
-    assert_eq!(t["result"]["structuredContent"]["steps"], 40, "{t}");
+    assert_eq!(t["result"]["structuredContent"]["scanned"], 40, "{t}");
+    assert_eq!(t["result"]["structuredContent"]["attempt"], 2, "{t}");
 }
 
-/// Two instances on one PostgreSQL schema, the conformance profile (for questions) and the
-/// demo's job tools are not both needed: `slow_compute` and `multi_input` are jobs too.
+/// Two instances on one fresh PostgreSQL schema, with the conformance profile (whose task
+/// fixtures are durable jobs, some of which ask questions).
 async fn pg_pair(test: &str) -> Option<(HttpServer, HttpServer, String, String)> {
     let (url, schema) = common::pg::fresh_schema(test)?;
-    let start = |name: &'static str| {
+    let args = |name: &'static str| -> Vec<&str> {
         let mut f = flags(&["--profile", "conformance", "--instance-name", name]);
-        f.extend(["--store-schema"]);
-        (f, name)
+        f.extend(["--store-schema", schema.as_str()]);
+        f
     };
-    let (fa, _) = start("a");
-    let (fb, _) = start("b");
-    let fa: Vec<&str> = fa.into_iter().chain([schema.as_str()]).collect();
-    let fb: Vec<&str> = fb.into_iter().chain([schema.as_str()]).collect();
-    let a = HttpServer::start_on(Some(&url), &fa).await;
-    let b = HttpServer::start_on(Some(&url), &fb).await;
+    let a = HttpServer::start_on(Some(&url), &args("a")).await;
+    let b = HttpServer::start_on(Some(&url), &args("b")).await;
     Some((a, b, url, schema))
 }
 
 #[tokio::test]
 async fn postgres_a_task_made_on_one_instance_is_read_answered_and_cancelled_on_another() {
-    let Some((mut a, b, url, schema)) = pg_pair("tasks 2026 on two instances").await else {
+    let Some((mut a, mut b, url, schema)) = pg_pair("tasks 2026 on two instances").await else {
         return;
     };
     // Questions asked by a body running on A, answered on B.
     let q = create(&a, "confirm_delete", json!({"filename": "x.txt"})).await;
     let parked = get_until(&b, &q, |t| t["status"] == "input_required").await;
-    let key = parked["inputRequests"].as_object().unwrap().keys().next().unwrap().clone();
+    let key = parked["inputRequests"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .next()
+        .unwrap()
+        .clone();
     send(
         &b,
         "tasks/update",
@@ -359,7 +407,10 @@ async fn postgres_a_task_made_on_one_instance_is_read_answered_and_cancelled_on_
     )
     .await;
     let done = get_until(&a, &q, terminal).await;
-    assert_eq!(done["result"]["structuredContent"]["deleted"], true, "{done}");
+    assert_eq!(
+        done["result"]["structuredContent"]["deleted"], true,
+        "{done}"
+    );
 
     // Cancelled on B while it runs on A.
     let c = create(&a, "slow_compute", json!({"seconds": 60})).await;
@@ -367,14 +418,36 @@ async fn postgres_a_task_made_on_one_instance_is_read_answered_and_cancelled_on_
     send(&b, "tasks/cancel", json!({"taskId": c}), with_ext(), None).await;
     assert_eq!(get_until(&a, &c, terminal).await["status"], "cancelled");
 
-    // Created on A, A is SIGKILLed, read on B: B's reaper ends it within the lease.
+    // Created on A; the instance whose worker claimed it is SIGKILLed; the other one reads it:
+    // its reaper ends it within the lease, never re-running this side-effect-free but not
+    // retry-safe job.
     let k = create(&a, "slow_compute", json!({"seconds": 60})).await;
     get_until(&b, &k, |t| t["statusMessage"] == "Running.").await;
-    a.child.start_kill().unwrap();
-    a.child.wait().await.unwrap();
-    let t = get_until(&b, &k, terminal).await;
+    let owner = lease_owner(&url, &schema, &k);
+    let (victim, survivor) = if owner == "a" {
+        (&mut a, &b)
+    } else {
+        (&mut b, &a)
+    };
+    victim.child.start_kill().unwrap();
+    victim.child.wait().await.unwrap();
+    let t = get_until(survivor, &k, terminal).await;
     assert_eq!(t["status"], "failed", "{t}");
     assert_eq!(t["error"]["data"]["reason"], "lease_lost", "{t}");
-    drop(b);
+    drop((a, b));
     common::pg::drop_schema(&url, &schema);
+}
+
+/// The instance name holding a job's lease.
+fn lease_owner(url: &str, schema: &str, job: &str) -> String {
+    let out = std::process::Command::new("psql")
+        .arg(url)
+        .arg("-tAc")
+        .arg(format!(
+            "SELECT lease_owner FROM {schema}.staunch_jobs WHERE id = '{job}'"
+        ))
+        .output()
+        .expect("psql");
+    let owner = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    owner.split('/').next().unwrap_or_default().to_string()
 }

@@ -15,13 +15,13 @@
 
 use std::time::Duration;
 
-use std::future::Future;
-use std::pin::Pin;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use staunch_jobs::{JobContext, JobError, JobRuntime, JobTool, JobsExt};
 use staunch_server::{CallToolResult, Context, ServerBuilder, ToolError, ToolHandler, ToolSpec};
+use std::future::Future;
+use std::pin::Pin;
 
 #[derive(Deserialize, JsonSchema)]
 struct GreetArgs {
@@ -91,7 +91,9 @@ pub fn register(b: ServerBuilder, rt: &JobRuntime) -> ServerBuilder {
         "Always fails as a tool error after about a second.",
         |ctx: JobContext, _a: NoArgs| async move {
             ctx.sleep(Duration::from_secs(1)).await?;
-            Err::<Value, _>(JobError::failed("failing_job always reports a tool execution error"))
+            Err::<Value, _>(JobError::failed(
+                "failing_job always reports a tool execution error",
+            ))
         },
     )
     .side_effects(false)
@@ -112,9 +114,7 @@ pub fn register(b: ServerBuilder, rt: &JobRuntime) -> ServerBuilder {
         "confirm_delete",
         "Asks the user to confirm, then 'deletes' the file.",
         |ctx: JobContext, a: DeleteArgs| async move {
-            let answer = ctx
-                .elicit(ask(&format!("Delete {}?", a.filename)))
-                .await?;
+            let answer = ctx.elicit(ask(&format!("Delete {}?", a.filename))).await?;
             let deleted = accepted(&answer);
             Ok::<_, JobError>(json!({"filename": a.filename, "deleted": deleted}))
         },
@@ -169,11 +169,7 @@ type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
 struct AskThenTask(JobRuntime);
 
 impl ToolHandler for AskThenTask {
-    fn call(
-        &self,
-        _ctx: Context,
-        _args: Value,
-    ) -> BoxFuture<Result<CallToolResult, ToolError>> {
+    fn call(&self, _ctx: Context, _args: Value) -> BoxFuture<Result<CallToolResult, ToolError>> {
         Box::pin(std::future::ready(Ok(CallToolResult::error(
             "test_tool_with_task runs only as a task of the tasks extension",
         ))))
@@ -186,7 +182,9 @@ impl ToolHandler for AskThenTask {
     ) -> Option<BoxFuture<Result<Value, ToolError>>> {
         let rt = self.0.clone();
         Some(Box::pin(async move {
-            let answer = ctx.elicit_as("user_name", ask("What is your name?")).await?;
+            let answer = ctx
+                .elicit_as("user_name", ask("What is your name?"))
+                .await?;
             let name = answer["content"]["name"]
                 .as_str()
                 .unwrap_or("friend")
