@@ -42,6 +42,9 @@ pub(crate) struct LeaseRef {
     pub(crate) clock: Clock,
 }
 
+/// Called with a job's id when its body changed what `tasks/get` shows.
+pub(crate) type OnChange = Arc<dyn Fn(&str) + Send + Sync>;
+
 /// State shared by a running attempt's body, its heartbeat and the runtime.
 pub(crate) struct RunShared {
     pub(crate) job_id: String,
@@ -64,7 +67,7 @@ pub(crate) struct RunShared {
     /// How often a waiting body re-reads its answers.
     pub(crate) input_poll: Duration,
     /// Tells the runtime the task changed (input asked), for `notifications/tasks`.
-    pub(crate) on_change: Option<Arc<dyn Fn(&str) + Send + Sync>>,
+    pub(crate) on_change: Option<OnChange>,
 }
 
 impl RunShared {
