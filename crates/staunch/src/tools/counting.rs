@@ -58,9 +58,7 @@ impl Steps {
 
     fn read(&self, tag: Option<&str>) -> (u64, u64) {
         let map = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        map.get(tag.unwrap_or_default())
-            .copied()
-            .unwrap_or_default()
+        map.get(tag.unwrap_or_default()).copied().unwrap_or_default()
     }
 }
 
@@ -116,7 +114,11 @@ pub fn register(b: ServerBuilder) -> ServerBuilder {
     )
 }
 
-async fn slow_count(ctx: Context, a: CountArgs, steps: Steps) -> Result<CallToolResult, ToolError> {
+async fn slow_count(
+    ctx: Context,
+    a: CountArgs,
+    steps: Steps,
+) -> Result<CallToolResult, ToolError> {
     let total = f64::from(a.steps);
     for step in 1..=a.steps {
         ctx.check()?;
