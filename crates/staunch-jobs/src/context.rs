@@ -33,9 +33,6 @@ pub(crate) enum StopReason {
     Shutdown,
 }
 
-/// Called with a job id when its state changes (the tasks face announces it to listeners).
-pub(crate) type OnChange = Arc<dyn Fn(&str) + Send + Sync>;
-
 /// The claim a running attempt holds, for the writes it makes.
 pub(crate) struct LeaseRef {
     pub(crate) store: Arc<dyn JobStore>,
@@ -44,6 +41,9 @@ pub(crate) struct LeaseRef {
     pub(crate) lease_ms: i64,
     pub(crate) clock: Clock,
 }
+
+/// Called with a job's id when its body changed what `tasks/get` shows.
+pub(crate) type OnChange = Arc<dyn Fn(&str) + Send + Sync>;
 
 /// State shared by a running attempt's body, its heartbeat and the runtime.
 pub(crate) struct RunShared {

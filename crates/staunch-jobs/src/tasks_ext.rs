@@ -14,6 +14,11 @@
 //!   wakes the body if it runs here; `tasks/cancel` asks the job to stop. Both answer an empty
 //!   ack, on any instance, for any task the caller may see, terminal or not.
 //! - A client that did not declare the extension gets -32021 on all three.
+//! - Re-issue: 2026-07-28 makes a client re-send a `tools/call` whose stream broke, with a new
+//!   request id. The task it gets back is the same one when the call carries the same
+//!   `idempotency_key` argument (or `_meta["io.staunch/idempotency-key"]`), or — without a key —
+//!   when an identical call of a side-effecting tool is still queued or running (in-flight
+//!   dedupe). The body runs once either way.
 //!
 //! Binding: with an auth context a task belongs to its principal; without one, to whoever holds
 //! its id (128 random bits). A task created in a 2025 session without auth stays bound to that

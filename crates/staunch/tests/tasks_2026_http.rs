@@ -366,29 +366,26 @@ async fn a_single_sqlite_instance_restarted_mid_task_answers_for_its_tasks() {
     let t = get_until(&s, &safe, terminal).await;
     assert_eq!(t["status"], "completed", "{t}");
     assert_eq!(t["result"]["structuredContent"]["scanned"], 40, "{t}");
+    assert_eq!(t["result"]["structuredContent"]["attempt"], 2, "{t}");
 }
 
-/// Two instances on one PostgreSQL schema, the conformance profile (for questions) and the
-/// demo's job tools are not both needed: `slow_compute` and `multi_input` are jobs too.
+/// Two instances on one fresh PostgreSQL schema, with the conformance profile (whose task
+/// fixtures are durable jobs, some of which ask questions).
 async fn pg_pair(test: &str) -> Option<(HttpServer, HttpServer, String, String)> {
     let (url, schema) = common::pg::fresh_schema(test)?;
-    let start = |name: &'static str| {
+    let args = |name: &'static str| -> Vec<&str> {
         let mut f = flags(&["--profile", "conformance", "--instance-name", name]);
-        f.extend(["--store-schema"]);
-        (f, name)
+        f.extend(["--store-schema", schema.as_str()]);
+        f
     };
-    let (fa, _) = start("a");
-    let (fb, _) = start("b");
-    let fa: Vec<&str> = fa.into_iter().chain([schema.as_str()]).collect();
-    let fb: Vec<&str> = fb.into_iter().chain([schema.as_str()]).collect();
-    let a = HttpServer::start_on(Some(&url), &fa).await;
-    let b = HttpServer::start_on(Some(&url), &fb).await;
+    let a = HttpServer::start_on(Some(&url), &args("a")).await;
+    let b = HttpServer::start_on(Some(&url), &args("b")).await;
     Some((a, b, url, schema))
 }
 
 #[tokio::test]
 async fn postgres_a_task_made_on_one_instance_is_read_answered_and_cancelled_on_another() {
-    let Some((mut a, b, url, schema)) = pg_pair("tasks 2026 on two instances").await else {
+    let Some((mut a, mut b, url, schema)) = pg_pair("tasks 2026 on two instances").await else {
         return;
     };
     // Questions asked by a body running on A, answered on B.
@@ -421,25 +418,36 @@ async fn postgres_a_task_made_on_one_instance_is_read_answered_and_cancelled_on_
     send(&b, "tasks/cancel", json!({"taskId": c}), with_ext(), None).await;
     assert_eq!(get_until(&a, &c, terminal).await["status"], "cancelled");
 
-    // Created and running on A (B is stopped first, so A is the one that claims it), A is
-    // SIGKILLed, read on a fresh B: B's reaper ends it within the lease.
-    drop(b);
+    // Created on A; the instance whose worker claimed it is SIGKILLed; the other one reads it:
+    // its reaper ends it within the lease, never re-running this side-effect-free but not
+    // retry-safe job.
     let k = create(&a, "slow_compute", json!({"seconds": 60})).await;
-    get_until(&a, &k, |t| t["statusMessage"] == "Running.").await;
-    let fb = flags(&[
-        "--profile",
-        "conformance",
-        "--instance-name",
-        "b2",
-        "--store-schema",
-    ]);
-    let fb: Vec<&str> = fb.into_iter().chain([schema.as_str()]).collect();
-    let b = HttpServer::start_on(Some(&url), &fb).await;
-    a.child.start_kill().unwrap();
-    a.child.wait().await.unwrap();
-    let t = get_until(&b, &k, terminal).await;
+    get_until(&b, &k, |t| t["statusMessage"] == "Running.").await;
+    let owner = lease_owner(&url, &schema, &k);
+    let (victim, survivor) = if owner == "a" {
+        (&mut a, &b)
+    } else {
+        (&mut b, &a)
+    };
+    victim.child.start_kill().unwrap();
+    victim.child.wait().await.unwrap();
+    let t = get_until(survivor, &k, terminal).await;
     assert_eq!(t["status"], "failed", "{t}");
     assert_eq!(t["error"]["data"]["reason"], "lease_lost", "{t}");
-    drop(b);
+    drop((a, b));
     common::pg::drop_schema(&url, &schema);
+}
+
+/// The instance name holding a job's lease.
+fn lease_owner(url: &str, schema: &str, job: &str) -> String {
+    let out = std::process::Command::new("psql")
+        .arg(url)
+        .arg("-tAc")
+        .arg(format!(
+            "SELECT lease_owner FROM {schema}.staunch_jobs WHERE id = '{job}'"
+        ))
+        .output()
+        .expect("psql");
+    let owner = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    owner.split('/').next().unwrap_or_default().to_string()
 }
