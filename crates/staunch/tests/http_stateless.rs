@@ -319,7 +319,13 @@ async fn an_input_required_round_trip() {
     assert_eq!(done["result"]["resultType"], "complete", "{done}");
     assert_eq!(done["result"]["content"][0]["text"], "Hello, Ada!");
 
-    let lines = s.log_lines();
+    // The log is written by its own thread: wait for the line rather than read once.
+    let lines = s
+        .log_until(|l| {
+            l.iter()
+                .any(|x| x["event"] == "request.end" && x["outcome"] == "input_required")
+        })
+        .await;
     assert!(
         lines
             .iter()
