@@ -112,7 +112,7 @@ pub fn post(port: u16, msg: &Value) -> Request<Full<Bytes>> {
 pub fn raw_post(port: u16, msg: &Value) -> Vec<u8> {
     let method = msg.get("method").and_then(Value::as_str).unwrap_or("");
     let body = serde_json::to_vec(msg).unwrap_or_default();
-    let mut out = format!("POST /mcp HTTP/1.1\r\n");
+    let mut out = String::from("POST /mcp HTTP/1.1\r\n");
     for (k, v) in headers(port, method, name_of(msg)) {
         out.push_str(&format!("{k}: {v}\r\n"));
     }
