@@ -162,9 +162,7 @@ impl ToolSpec {
     }
 }
 
-/// The tasks extension of the stateless era (SEP-2663): declared by a client in a request's
-/// `clientCapabilities.extensions`, advertised by a server in `server/discover`.
-pub const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
+pub use staunch_protocol::modern::TASKS_EXTENSION;
 
 /// Whether `client_capabilities` (a request's, or a session's) declare the tasks extension.
 pub fn declares_tasks(client_capabilities: &Value) -> bool {
