@@ -8,6 +8,7 @@
 //!   polls it to `completed` with the tool's result inlined, and the import wrote its rows once;
 //! - a task parked at `input_required` is answered through `tasks/update` and completes;
 //! - `tasks/cancel` ends a long import `cancelled`, and its rows stop growing;
+//! - a tool error is `completed` with `isError`, a protocol error `failed` with its error;
 //! - without the extension a job tool is a plain call, and a task-only tool is refused with
 //!   -32021, which rmcp surfaces as a JSON-RPC error.
 //!
@@ -329,6 +330,42 @@ async fn rmcp_cancels_a_long_import_and_its_rows_stop_growing() {
     .expect("a second cancel is still an ack");
 
     assert_stateless_2026(&s, &["server/discover", "tasks/cancel"]).await;
+    bounded("close", c.cancel()).await.unwrap();
+}
+
+#[tokio::test]
+async fn rmcp_reads_a_tool_error_as_completed_and_a_protocol_error_as_failed() {
+    let s = HttpServer::start(&flags(&["--profile", "conformance"])).await;
+    let c = connect(&s, true).await;
+
+    // The body reported an error: the tool ran, so the task is `completed` with an
+    // `isError` result (the 2026 rule), not `failed`.
+    let id = create_task(&c, "failing_job", json!({})).await;
+    let done = get_until(&c, &id, terminal).await;
+    let TaskPayload::Completed { result } = &done.task.payload else {
+        panic!("a tool error is completed: {done:?}");
+    };
+    let result: CallToolResult =
+        serde_json::from_value(Value::Object(result.clone())).expect("a CallToolResult");
+    assert_eq!(result.is_error, Some(true), "{result:?}");
+
+    // The body panicked: no tool result, a JSON-RPC error — `failed`, with a status message.
+    let id = create_task(&c, "protocol_error_job", json!({})).await;
+    let done = get_until(&c, &id, terminal).await;
+    let TaskPayload::Failed { error } = &done.task.payload else {
+        panic!("a protocol error is failed: {done:?}");
+    };
+    let error: rmcp::model::ErrorData =
+        serde_json::from_value(Value::Object(error.clone())).expect("a JSON-RPC error object");
+    assert_eq!(error.code, ErrorCode::INTERNAL_ERROR, "{error:?}");
+    assert!(done.task.task.status_message.is_some(), "{done:?}");
+
+    // An id no one issued: -32602, surfaced as a JSON-RPC error.
+    let got = bounded("tasks/get", c.get_task(GetTaskParams::new("0000"))).await;
+    let Err(ServiceError::McpError(e)) = &got else {
+        panic!("expected a JSON-RPC error, got {got:?}");
+    };
+    assert_eq!(e.code, ErrorCode::INVALID_PARAMS, "{e:?}");
     bounded("close", c.cancel()).await.unwrap();
 }
 
