@@ -57,11 +57,8 @@ impl std::fmt::Debug for Conn {
 }
 
 impl Conn {
-    pub(crate) fn new(label: impl Into<Arc<str>>, sink: Arc<dyn Sink>) -> Arc<Self> {
-        Self::with_principal(label, sink, None)
-    }
-
-    /// A connection whose requests were made by `principal` (authenticated by the transport).
+    /// A connection whose requests were made by `principal` (authenticated by the transport;
+    /// `None` on stdio and without auth).
     pub(crate) fn with_principal(
         label: impl Into<Arc<str>>,
         sink: Arc<dyn Sink>,

@@ -656,7 +656,7 @@ async fn jwts_with_a_wrong_audience_expiry_signature_issuer_or_key_id_are_401() 
     let hs256 = jsonwebtoken::encode(
         &Header::new(Algorithm::HS256),
         &claims("alice", &aud, ""),
-        &EncodingKey::from_secret(b"a shared secret the server does not have"),
+        &EncodingKey::from_secret(b"a shared secret the server does not have").unwrap(),
     )
     .unwrap();
     let cases = [

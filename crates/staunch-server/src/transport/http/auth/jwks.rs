@@ -152,9 +152,13 @@ impl Jwks {
 
     async fn fetch(&self) -> Result<Vec<Key>, AuthError> {
         let bytes = match &self.source {
-            JwksSource::File(p) => tokio::fs::read(p)
-                .await
-                .map_err(|e| AuthError::Jwks(format!("reading {}: {e}", p.display())))?,
+            JwksSource::File(p) => {
+                let path = p.clone();
+                tokio::task::spawn_blocking(move || std::fs::read(&path))
+                    .await
+                    .map_err(|e| AuthError::Jwks(e.to_string()))?
+                    .map_err(|e| AuthError::Jwks(format!("reading {}: {e}", p.display())))?
+            }
             JwksSource::Url(u) => tokio::time::timeout(FETCH_TIMEOUT, http_get(u))
                 .await
                 .map_err(|_| AuthError::Jwks(format!("GET {u}: timed out")))??,
@@ -189,7 +193,12 @@ fn parse_jwks(bytes: &[u8]) -> Result<Vec<Key>, AuthError> {
 
 fn key_of(jwk: &Jwk) -> Result<Key, String> {
     use jsonwebtoken::jwk::PublicKeyUse;
-    if matches!(&jwk.common.public_key_use, Some(u) if *u != PublicKeyUse::Signature) {
+    if jwk
+        .common
+        .public_key_use
+        .as_ref()
+        .is_some_and(|u| !matches!(u, PublicKeyUse::Signature))
+    {
         return Err("not a signing key".into());
     }
     let alg = match jwk.common.key_algorithm {

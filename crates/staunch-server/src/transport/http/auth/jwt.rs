@@ -99,6 +99,8 @@ impl JwtValidator {
         };
         let mut validation = Validation::new(header.alg);
         validation.leeway = self.cfg.leeway.as_secs();
+        // Off by default in jsonwebtoken: a token not valid yet is refused too.
+        validation.validate_nbf = true;
         validation.set_issuer(&[&self.cfg.issuer]);
         validation.set_audience(&[&self.cfg.audience]);
         validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
