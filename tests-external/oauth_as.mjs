@@ -44,6 +44,9 @@ const server = createServer((req, res) => {
   if (req.method === 'GET' && url.pathname === '/.well-known/oauth-authorization-server') {
     return json(res, 200, {
       issuer,
+      // Required by RFC 8414 (and the SDK's schema) although this server only does
+      // client_credentials: the endpoint answers unsupported_response_type.
+      authorization_endpoint: `${issuer}/authorize`,
       token_endpoint: `${issuer}/token`,
       jwks_uri: `${issuer}/jwks.json`,
       grant_types_supported: ['client_credentials'],
@@ -84,6 +87,9 @@ const server = createServer((req, res) => {
       return json(res, 200, { access_token: token, token_type: 'Bearer', expires_in: 300, scope });
     });
     return;
+  }
+  if (url.pathname === '/authorize') {
+    return json(res, 400, { error: 'unsupported_response_type' });
   }
   json(res, 404, { error: 'not_found' });
 });

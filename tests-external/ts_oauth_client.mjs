@@ -5,10 +5,15 @@
 // (`WWW-Authenticate: Bearer resource_metadata=…`), the RFC 9728 metadata and the RFC 8414
 // metadata, gets a token (client_credentials, with the RFC 8707 `resource`) and retries.
 //
-// usage: node ts_oauth_client.mjs URL CLIENT_ID CLIENT_SECRET
+// usage: node ts_oauth_client.mjs URL CLIENT_ID CLIENT_SECRET [SCOPE]
+//
+// SCOPE is what the provider is configured to request: SDK 1.32.2's client-credentials path
+// (`fetchToken`) sends the provider's own `clientMetadata.scope`, not the server's
+// `scopes_supported`. Without it the token carries no scope and set_value gets 403
+// insufficient_scope (the SDK retries once with "upscoping", then fails).
 //
 // Connects (initialize), lists tools, calls set_value {key:"oauth", value:"ok"} (which the
-// test declares to need a scope the SDK must request from `scopes_supported`), then get_value
+// test declares to need a scope), then get_value
 // {key:"oauth"}. Prints ONE JSON object:
 //   {"client","sdkVersion","sessionId","tools","set","get","token_type","scope","errors":[…]}
 // Exit 0 on success, 1 with a message on stderr on failure, 2 on usage error.
@@ -18,9 +23,9 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { ClientCredentialsProvider } from '@modelcontextprotocol/sdk/client/auth-extensions.js';
 
 const OVERALL_MS = 30_000;
-const [url, clientId, clientSecret] = process.argv.slice(2);
+const [url, clientId, clientSecret, scope] = process.argv.slice(2);
 if (!url || !clientId || !clientSecret) {
-  console.error('usage: node ts_oauth_client.mjs URL CLIENT_ID CLIENT_SECRET');
+  console.error('usage: node ts_oauth_client.mjs URL CLIENT_ID CLIENT_SECRET [SCOPE]');
   process.exit(2);
 }
 const sdkVersion = JSON.parse(
@@ -35,7 +40,7 @@ const textOf = (result) => result?.content?.find((c) => c.type === 'text')?.text
 
 const out = { client: 'typescript-sdk', sdkVersion };
 const errors = [];
-const provider = new ClientCredentialsProvider({ clientId, clientSecret, clientName: 'staunch-oauth-test' });
+const provider = new ClientCredentialsProvider({ clientId, clientSecret, scope, clientName: 'staunch-oauth-test' });
 const client = new Client({ name: 'staunch-tests-external-ts-oauth', version: '1.0.0' });
 client.onerror = (err) => errors.push(String(err?.message ?? err));
 const transport = new StreamableHTTPClientTransport(new URL(url), { authProvider: provider });

@@ -78,7 +78,12 @@ impl Server {
         sink: Arc<dyn Sink>,
         principal: Option<String>,
     ) -> Session {
-        Session::new(self.inner.clone(), id.into(), sink, principal.map(Arc::from))
+        Session::new(
+            self.inner.clone(),
+            id.into(),
+            sink,
+            principal.map(Arc::from),
+        )
     }
 
     /// The limits and timings.

@@ -61,7 +61,11 @@ pub struct AuthArgs {
     pub jwks_max_age_secs: u64,
     /// Scopes a tool needs, `TOOL=SCOPE[ SCOPE…]`; repeat per tool. A token without them
     /// gets 403 insufficient_scope when it calls the tool.
-    #[arg(long = "tool-scope", env = "STAUNCH_TOOL_SCOPES", value_delimiter = ',')]
+    #[arg(
+        long = "tool-scope",
+        env = "STAUNCH_TOOL_SCOPES",
+        value_delimiter = ','
+    )]
     pub tool_scopes: Vec<String>,
 }
 
@@ -107,7 +111,9 @@ impl AuthArgs {
     }
 
     fn static_tokens(&self) -> anyhow::Result<StaticTokens> {
-        let from_env = std::env::var(TOKENS_ENV).ok().filter(|v| !v.trim().is_empty());
+        let from_env = std::env::var(TOKENS_ENV)
+            .ok()
+            .filter(|v| !v.trim().is_empty());
         match (&self.auth_tokens, from_env) {
             (Some(_), Some(_)) => {
                 bail!("give the tokens either in --auth-tokens or in {TOKENS_ENV}, not both")

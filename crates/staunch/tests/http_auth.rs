@@ -184,9 +184,7 @@ const JOB_FLAGS: &[&str] = &[
 ];
 
 async fn bearer_server(extra: &[&str]) -> HttpServer {
-    let tokens = format!(
-        "# test tokens\n{ALICE} alice\n{BOB} bob\n{WRITER} writer kv:write\n"
-    );
+    let tokens = format!("# test tokens\n{ALICE} alice\n{BOB} bob\n{WRITER} writer kv:write\n");
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("tokens");
     std::fs::write(&file, tokens).unwrap();
@@ -465,7 +463,10 @@ async fn a_second_principal_cannot_use_the_first_ones_session() {
     let d = s
         .send(
             "DELETE",
-            &[("mcp-session-id", &a), ("authorization", &auth_header(ALICE))],
+            &[
+                ("mcp-session-id", &a),
+                ("authorization", &auth_header(ALICE)),
+            ],
             "",
         )
         .await;
@@ -495,14 +496,27 @@ async fn a_second_principal_cannot_get_cancel_or_list_the_first_ones_jobs_and_ta
         .to_string();
     // Bob, in a session and stateless: the job is unknown to him.
     for tool in ["get_import_rows", "cancel_import_rows"] {
-        let r = rpc(&s, BOB, &b, call(json!(2), tool, json!({"job_id": job}), None)).await;
+        let r = rpc(
+            &s,
+            BOB,
+            &b,
+            call(json!(2), tool, json!({"job_id": job}), None),
+        )
+        .await;
         let text = r.to_string();
         assert!(
             r["result"]["isError"] == true || r.get("error").is_some(),
             "{tool} by bob: {r}"
         );
-        assert!(!text.contains("\"running\"") && !text.contains("cancelling"), "{r}");
-        let m = modern(json!(3), "tools/call", json!({"name": tool, "arguments": {"job_id": job}}));
+        assert!(
+            !text.contains("\"running\"") && !text.contains("cancelling"),
+            "{r}"
+        );
+        let m = modern(
+            json!(3),
+            "tools/call",
+            json!({"name": tool, "arguments": {"job_id": job}}),
+        );
         let (_, r) = post_modern(&s, Some(BOB), &m).await.answer(T).await;
         assert!(
             r["result"]["isError"] == true || r.get("error").is_some(),
@@ -555,7 +569,12 @@ async fn a_second_principal_cannot_get_cancel_or_list_the_first_ones_jobs_and_ta
 async fn a_missing_scope_is_403_insufficient_scope_in_both_eras() {
     let s = bearer_server(&["--tool-scope", SET]).await;
     let a = initialize(&s, ALICE).await;
-    let set = call(json!(1), "set_value", json!({"key": "k", "value": "v"}), None);
+    let set = call(
+        json!(1),
+        "set_value",
+        json!({"key": "k", "value": "v"}),
+        None,
+    );
     let r = post(&s, Some(ALICE), Some(&a), &set).await;
     assert_eq!(r.status, 403);
     let c = www_authenticate(&r);
@@ -578,13 +597,25 @@ async fn a_missing_scope_is_403_insufficient_scope_in_both_eras() {
     let got = rpc(&s, ALICE, &a, get.clone()).await;
     assert!(!got.to_string().contains("\"v\""), "{got}");
     // Tools without a scope stay callable; the writer's token carries the scope.
-    let echo = rpc(&s, ALICE, &a, call(json!(4), "echo", json!({"text": "hi"}), None)).await;
+    let echo = rpc(
+        &s,
+        ALICE,
+        &a,
+        call(json!(4), "echo", json!({"text": "hi"}), None),
+    )
+    .await;
     assert_eq!(echo["result"]["content"][0]["text"], "hi", "{echo}");
     let w = initialize(&s, WRITER).await;
     let ok = rpc(&s, WRITER, &w, set).await;
-    assert!(ok["result"]["isError"] != true && ok.get("result").is_some(), "{ok}");
+    assert!(
+        ok["result"]["isError"] != true && ok.get("result").is_some(),
+        "{ok}"
+    );
     let (_, ok) = post_modern(&s, Some(WRITER), &m).await.answer(T).await;
-    assert!(ok["result"]["isError"] != true && ok.get("result").is_some(), "{ok}");
+    assert!(
+        ok["result"]["isError"] != true && ok.get("result").is_some(),
+        "{ok}"
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -730,7 +761,11 @@ async fn a_jwks_key_rotation_is_picked_up_and_refetches_are_rate_limited() {
         let t = k1.sign_as(&format!("made-up-{i}"), &claims("alice", &aud2, ""));
         assert_eq!(post_modern(&s2, Some(&t), &list).await.status, 401);
     }
-    assert_eq!(jwks2.hits(), 1, "unknown key ids within the limit cause no fetch");
+    assert_eq!(
+        jwks2.hits(),
+        1,
+        "unknown key ids within the limit cause no fetch"
+    );
 }
 
 #[tokio::test]
@@ -808,7 +843,10 @@ async fn auth_flags_are_checked_at_start() {
         .unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("--issuer") && err.contains("--audience"), "{err}");
+    assert!(
+        err.contains("--issuer") && err.contains("--audience"),
+        "{err}"
+    );
     let out = std::process::Command::new(common::BIN)
         .args([
             "serve",
@@ -824,7 +862,10 @@ async fn auth_flags_are_checked_at_start() {
         .unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("shorter than 16") && !err.contains("short alice"), "{err}");
+    assert!(
+        err.contains("shorter than 16") && !err.contains("short alice"),
+        "{err}"
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -833,8 +874,8 @@ async fn auth_flags_are_checked_at_start() {
 /// The TypeScript SDK's own OAuth client (client credentials) against `staunch serve --auth
 /// oauth` and a small authorization server (tests-external/oauth_as.mjs): from the first 401 the
 /// SDK finds the RFC 9728 metadata, the authorization server's RFC 8414 metadata, gets a token
-/// for this resource with the scope `scopes_supported` names, and ends in tool calls. staunch
-/// finds the JWKS from the issuer's metadata (no --jwks-url).
+/// for this resource (RFC 8707) and ends in tool calls; without the tool's scope it meets 403
+/// insufficient_scope. staunch finds the JWKS from the issuer's metadata (no --jwks-url).
 #[tokio::test]
 async fn typescript_sdk_oauth_client_discovers_the_authorization_server_and_calls_a_tool() {
     use tokio::io::AsyncBufReadExt;
@@ -877,17 +918,38 @@ async fn typescript_sdk_oauth_client_discovers_the_authorization_server_and_call
         SET,
     ])
     .await;
-    let url = audience.clone();
-    let client = root.join("tests-external/ts_oauth_client.mjs");
-    let out = tokio::task::spawn_blocking(move || {
-        std::process::Command::new(node)
-            .arg(client)
-            .args([url.as_str(), "staunch-test-client", "s3cret-s3cret"])
-            .output()
-            .expect("run the TS OAuth client")
-    })
-    .await
+    let run = |scope: Option<&'static str>| {
+        let (node, url) = (node.clone(), audience.clone());
+        let client = root.join("tests-external/ts_oauth_client.mjs");
+        tokio::task::spawn_blocking(move || {
+            std::process::Command::new(node)
+                .arg(client)
+                .args([url.as_str(), "staunch-test-client", "s3cret-s3cret"])
+                .args(scope)
+                .output()
+                .expect("run the TS OAuth client")
+        })
+    };
+    // Configured without the scope: authenticated, but set_value is refused with 403
+    // insufficient_scope (the SDK's own step-up retry cannot get more than it asks for).
+    let out = run(None).await.unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("403"), "{err}");
+    let refused: Value = serde_json::from_str(
+        &tokio::time::timeout(T, as_lines.next_line())
+            .await
+            .expect("a token was issued")
+            .unwrap()
+            .expect("a token line"),
+    )
     .unwrap();
+    assert_eq!(refused["token"]["scope"], "", "{refused}");
+    // Drain the step-up retry's token line(s) before the next run.
+    while let Ok(Ok(Some(_))) =
+        tokio::time::timeout(Duration::from_millis(300), as_lines.next_line()).await
+    {}
+    let out = run(Some("kv:write")).await.unwrap();
     assert!(
         out.status.success(),
         "ts_oauth_client failed: {}\n{}",
@@ -907,7 +969,7 @@ async fn typescript_sdk_oauth_client_discovers_the_authorization_server_and_call
     assert_eq!(v["get"]["isError"], false, "{v}");
     assert!(v["get"].to_string().contains("ok"), "{v}");
     assert_eq!(v["token_type"], "Bearer", "{v}");
-    // What the SDK asked the authorization server for: this resource, the declared scope.
+    // What the SDK asked the authorization server for: this resource (RFC 8707), the scope.
     let token_line = tokio::time::timeout(T, as_lines.next_line())
         .await
         .expect("a token was issued")

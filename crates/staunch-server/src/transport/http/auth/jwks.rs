@@ -223,7 +223,9 @@ pub async fn discover_jwks_uri(issuer: &str) -> Result<String, AuthError> {
         .parse()
         .map_err(|e| AuthError::Config(format!("issuer {issuer}: {e}")))?;
     let (Some(scheme), Some(authority)) = (uri.scheme_str(), uri.authority()) else {
-        return Err(AuthError::Config(format!("issuer {issuer}: not an absolute URL")));
+        return Err(AuthError::Config(format!(
+            "issuer {issuer}: not an absolute URL"
+        )));
     };
     if scheme != "http" {
         return Err(AuthError::Config(format!(
@@ -234,7 +236,10 @@ pub async fn discover_jwks_uri(issuer: &str) -> Result<String, AuthError> {
     let path = uri.path().trim_end_matches('/');
     let candidates = [
         format!("{scheme}://{authority}/.well-known/oauth-authorization-server{path}"),
-        format!("{}/.well-known/openid-configuration", issuer.trim_end_matches('/')),
+        format!(
+            "{}/.well-known/openid-configuration",
+            issuer.trim_end_matches('/')
+        ),
     ];
     let mut last = String::new();
     for url in &candidates {

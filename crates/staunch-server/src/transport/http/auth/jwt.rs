@@ -148,7 +148,9 @@ fn identity_of(claims: &serde_json::Map<String, Value>) -> Result<Identity, Refu
         _ => Vec::new(),
     };
     match claims.get("scp") {
-        Some(Value::Array(a)) => scopes.extend(a.iter().filter_map(Value::as_str).map(String::from)),
+        Some(Value::Array(a)) => {
+            scopes.extend(a.iter().filter_map(Value::as_str).map(String::from))
+        }
         Some(Value::String(s)) => scopes.extend(s.split_whitespace().map(String::from)),
         _ => {}
     }

@@ -264,10 +264,7 @@ impl Auth {
         let mut r = plain_error(
             StatusCode::FORBIDDEN,
             Some(id),
-            &format!(
-                "insufficient scope: tool {tool:?} needs {}",
-                need.join(" ")
-            ),
+            &format!("insufficient scope: tool {tool:?} needs {}", need.join(" ")),
         );
         if let Ok(v) = HeaderValue::from_str(&value) {
             r.headers_mut().insert(header::WWW_AUTHENTICATE, v);

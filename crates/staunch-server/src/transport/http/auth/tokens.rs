@@ -139,7 +139,9 @@ mod tests {
 
     #[test]
     fn refuses_short_duplicate_and_incomplete_entries_without_echoing_them() {
-        let short = StaticTokens::parse("secret alice", "f").unwrap_err().to_string();
+        let short = StaticTokens::parse("secret alice", "f")
+            .unwrap_err()
+            .to_string();
         assert!(short.contains("shorter than 16"), "{short}");
         assert!(!short.contains("secret"), "{short}");
         let dup = StaticTokens::parse("aaaaaaaaaaaaaaaa a\naaaaaaaaaaaaaaaa b", "f")
