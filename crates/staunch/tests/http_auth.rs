@@ -875,7 +875,8 @@ async fn auth_flags_are_checked_at_start() {
 /// oauth` and a small authorization server (tests-external/oauth_as.mjs): from the first 401 the
 /// SDK finds the RFC 9728 metadata, the authorization server's RFC 8414 metadata, gets a token
 /// for this resource (RFC 8707) and ends in tool calls; without the tool's scope it meets 403
-/// insufficient_scope. staunch finds the JWKS from the issuer's metadata (no --jwks-url).
+/// insufficient_scope. Then the v2 SDK client does the same in the 2026-07-28 era. staunch finds
+/// the JWKS from the issuer's metadata (no --jwks-url).
 #[tokio::test]
 async fn typescript_sdk_oauth_client_discovers_the_authorization_server_and_calls_a_tool() {
     use tokio::io::AsyncBufReadExt;
@@ -979,5 +980,42 @@ async fn typescript_sdk_oauth_client_discovers_the_authorization_server_and_call
     assert_eq!(issued["token"]["resource"], audience.as_str(), "{issued}");
     assert_eq!(issued["token"]["scope"], "kv:write", "{issued}");
     assert_eq!(issued["token"]["client"], "staunch-test-client");
+
+    // The v2 SDK client speaks 2026-07-28: every stateless request carries the token.
+    if common::external::node_with_ts2().is_some() {
+        let (node, url) = (node.clone(), audience.clone());
+        let client = root.join("tests-external/v2/ts2_oauth_client.mjs");
+        let out = tokio::task::spawn_blocking(move || {
+            std::process::Command::new(node)
+                .arg(client)
+                .args([
+                    url.as_str(),
+                    "staunch-test-client",
+                    "s3cret-s3cret",
+                    "kv:write",
+                ])
+                .output()
+                .expect("run the TS v2 OAuth client")
+        })
+        .await
+        .unwrap();
+        assert!(
+            out.status.success(),
+            "ts2_oauth_client failed: {}\n{}",
+            String::from_utf8_lossy(&out.stderr),
+            String::from_utf8_lossy(&out.stdout)
+        );
+        let v: Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+        assert_eq!(v["protocolVersion"], "2026-07-28", "{v}");
+        assert_eq!(v["set"]["isError"], false, "{v}");
+        assert_eq!(v["get"]["text"], "ok", "{v}");
+        let line = tokio::time::timeout(T, as_lines.next_line())
+            .await
+            .expect("a token was issued")
+            .unwrap()
+            .expect("a token line");
+        let issued: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(issued["token"]["resource"], audience.as_str(), "{issued}");
+    }
     drop(s);
 }
