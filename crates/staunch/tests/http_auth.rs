@@ -1019,3 +1019,24 @@ async fn typescript_sdk_oauth_client_discovers_the_authorization_server_and_call
     }
     drop(s);
 }
+
+#[tokio::test]
+async fn a_session_stays_bound_to_its_principal_on_another_instance() {
+    // Two instances on one store: the binding is stored with the session, so the instance
+    // that adopts it checks it too.
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("shared.db").display().to_string();
+    let tokens = dir.path().join("tokens");
+    std::fs::write(&tokens, format!("{ALICE} alice\n{BOB} bob\n")).unwrap();
+    let tokens = tokens.display().to_string();
+    let args = ["--auth", "bearer", "--auth-tokens", tokens.as_str()];
+    let one = HttpServer::start_on(Some(&store), &args).await;
+    let two = HttpServer::start_on(Some(&store), &args).await;
+    let a = initialize(&one, ALICE).await;
+    let r = post(&two, Some(BOB), Some(&a), &req(1, "tools/list", json!({}))).await;
+    assert_eq!(r.status, 404, "bob cannot adopt alice's session");
+    let listed = rpc(&two, ALICE, &a, req(2, "tools/list", json!({}))).await;
+    assert!(listed["result"]["tools"].is_array(), "{listed}");
+    let r = post(&two, Some(BOB), Some(&a), &req(3, "tools/list", json!({}))).await;
+    assert_eq!(r.status, 404, "nor use it once adopted");
+}
