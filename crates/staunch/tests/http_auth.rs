@@ -1040,3 +1040,48 @@ async fn a_session_stays_bound_to_its_principal_on_another_instance() {
     let r = post(&two, Some(BOB), Some(&a), &req(3, "tools/list", json!({}))).await;
     assert_eq!(r.status, 404, "nor use it once adopted");
 }
+
+#[tokio::test]
+async fn a_second_principal_cannot_join_the_first_ones_work_or_learn_its_id() {
+    // In-flight dedupe is on by default; idempotency keys are scoped to the principal.
+    let s = bearer_server(&[]).await;
+    let a = initialize(&s, ALICE).await;
+    let b = initialize(&s, BOB).await;
+    let start = |id: i64, args: Value| call(json!(id), "start_import_rows", args, None);
+    let job_of = |v: &Value| {
+        v["result"]["structuredContent"]["job_id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{v}"))
+            .to_string()
+    };
+    let same = json!({"rows": 100, "delay_ms": 100});
+    let alices = job_of(&rpc(&s, ALICE, &a, start(1, same.clone())).await);
+    // Alice calling again joins her own job (dedupe works) ...
+    assert_eq!(
+        job_of(&rpc(&s, ALICE, &a, start(2, same.clone())).await),
+        alices
+    );
+    // ... Bob with the same arguments gets a job of his own.
+    let bobs = rpc(&s, BOB, &b, start(3, same)).await;
+    assert_ne!(job_of(&bobs), alices, "{bobs}");
+    assert!(!bobs.to_string().contains(&alices));
+    // The same idempotency key: each principal has its own, and a reuse with other
+    // arguments never names the other principal's job.
+    let keyed = |id: i64, rows: u32| {
+        start(
+            id,
+            json!({"rows": rows, "delay_ms": 100, "idempotency_key": "order-17"}),
+        )
+    };
+    let alice_keyed = job_of(&rpc(&s, ALICE, &a, keyed(4, 50)).await);
+    let bob_keyed = rpc(&s, BOB, &b, keyed(5, 60)).await;
+    assert_ne!(job_of(&bob_keyed), alice_keyed, "{bob_keyed}");
+    assert!(!bob_keyed.to_string().contains(&alice_keyed), "{bob_keyed}");
+    let reuse = rpc(&s, BOB, &b, keyed(6, 70)).await;
+    let text = reuse.to_string();
+    assert!(text.contains("idempotency_key_reused"), "{reuse}");
+    assert!(
+        !text.contains(&alice_keyed) && !text.contains(&alices),
+        "{reuse}"
+    );
+}
