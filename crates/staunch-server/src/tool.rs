@@ -58,6 +58,8 @@ pub struct ToolSpec {
     pub(crate) output_schema: Option<Value>,
     pub(crate) annotations: Option<Value>,
     pub(crate) execution: Option<Value>,
+    /// OAuth scopes a caller's token must carry to call the tool (HTTP with auth on).
+    pub(crate) scopes: Vec<String>,
 }
 
 impl ToolSpec {
@@ -73,6 +75,7 @@ impl ToolSpec {
             output_schema: None,
             annotations: None,
             execution: None,
+            scopes: Vec::new(),
         }
     }
 
@@ -124,6 +127,18 @@ impl ToolSpec {
     /// `execution` (e.g. `{"taskSupport":"optional"}`).
     pub fn execution(mut self, e: Value) -> Self {
         self.execution = Some(e);
+        self
+    }
+
+    /// Scopes a caller's token must carry to call this tool when the HTTP transport
+    /// authenticates requests; a token without them gets 403 `insufficient_scope`. Ignored
+    /// without auth (stdio, or HTTP without `--auth`).
+    pub fn scopes<I, S>(mut self, scopes: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.scopes = scopes.into_iter().map(Into::into).collect();
         self
     }
 
