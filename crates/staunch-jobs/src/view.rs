@@ -10,7 +10,6 @@ use serde_json::{Value, json};
 use staunch_server::{CallToolResult, Content};
 use staunch_store::{JobRecord, JobState, REASON_LEASE_LOST};
 use time::OffsetDateTime;
-use time::format_description::well_known::Rfc3339;
 
 /// `error_reason` of a job stopped at its maximum runtime.
 pub const REASON_MAX_RUNTIME: &str = "max_runtime";
@@ -327,6 +326,7 @@ mod tests {
 
     #[test]
     fn iso_times_are_rfc3339() {
+        use time::format_description::well_known::Rfc3339;
         assert_eq!(iso(0), "1970-01-01T00:00:00.000Z");
         assert_eq!(iso(1_500), "1970-01-01T00:00:01.500Z");
         assert_eq!(iso(1_764_629_462_210), "2025-12-01T22:51:02.210Z");
