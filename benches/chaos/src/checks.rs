@@ -154,9 +154,12 @@ pub fn logs(logs: &[(PathBuf, bool)], out: &mut Vec<Violation>) -> LogFigures {
         };
         let mut cancelled: HashSet<(String, String)> = HashSet::new();
         for line in text.lines() {
+            // Raw JSON: `response_suppressed` (an atomic call that finished after its cancel
+            // and sent nothing) is not part of the audit's typed event.
             let Ok(Some(Parsed::Known(l))) = parse_line(line.as_bytes()) else {
                 continue;
             };
+            let raw: Value = serde_json::from_str(line).unwrap_or(Value::Null);
             let key = (l.session.clone(), format!("{:?}", l.request_id));
             match &l.event {
                 Event::Start { .. } => fig.requests += 1,
@@ -165,12 +168,20 @@ pub fn logs(logs: &[(PathBuf, bool)], out: &mut Vec<Violation>) -> LogFigures {
                     cancelled.insert(key);
                 }
                 Event::End { outcome, .. } => {
-                    if cancelled.contains(&key) && matches!(outcome.as_ref(), "ok" | "error") {
+                    let suppressed = raw["response_suppressed"] == Value::Bool(true);
+                    if suppressed {
+                        fig.suppressed += 1;
+                    }
+                    if cancelled.contains(&key)
+                        && matches!(outcome.as_ref(), "ok" | "error")
+                        && !suppressed
+                    {
                         out.push(v(
                             "response after a cancel",
                             format!(
-                                "{}: request {:?} ended {outcome} after its cancel",
+                                "{}: session {} request {:?} ended {outcome} after its cancel",
                                 path.display(),
+                                l.session,
                                 l.request_id
                             ),
                         ));
@@ -191,9 +202,10 @@ pub fn logs(logs: &[(PathBuf, bool)], out: &mut Vec<Violation>) -> LogFigures {
             out.push(v(
                 "orphaned work",
                 format!(
-                    "{}: {} requests ran on after their cancel",
+                    "{}: {} requests ran on after their cancel: {:?}",
                     path.display(),
-                    report.orphaned.count
+                    report.orphaned.count,
+                    report.orphaned.by_tool
                 ),
             ));
         }
@@ -216,6 +228,8 @@ pub fn logs(logs: &[(PathBuf, bool)], out: &mut Vec<Violation>) -> LogFigures {
 #[derive(Default, Debug)]
 pub struct LogFigures {
     pub requests: u64,
+    /// Atomic calls that finished after their cancel with the response suppressed.
+    pub suppressed: u64,
     pub cancels: u64,
     pub unended_explained_by_kill: u64,
 }

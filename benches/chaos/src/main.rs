@@ -329,10 +329,18 @@ async fn run(args: &Args, run_no: u32, seconds: u64, soak: bool) -> anyhow::Resu
     fig.log_requests = lf.requests;
     fig.log_cancels = lf.cancels;
     fig.unended_explained_by_kill = lf.unended_explained_by_kill;
+    for (kind, n) in checks::by_kind(&violations) {
+        eprintln!("run {run_no}: {n} violation(s) of kind {kind:?}");
+    }
     fig.violations = violations
         .iter()
         .map(|x| format!("{}: {}", x.kind, x.detail))
         .collect();
+    if !fig.violations.is_empty() {
+        // Keep the logs and store of a run that broke a promise, for inspection.
+        eprintln!("run {run_no}: logs kept in {}", dir.path().display());
+        std::mem::forget(dir);
+    }
     if !soak {
         let lat: Vec<f64> = rec.quick_ms.iter().map(|(_, ms)| *ms).collect();
         fig.windows.push((rec.calls, percentile(lat, 0.99), 0));
