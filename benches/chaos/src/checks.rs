@@ -38,6 +38,7 @@ pub struct Faults {
 pub struct Explained {
     pub by_kill: u64,
     pub by_pg_kill: u64,
+    pub store_errors_after_pg_kill: u64,
 }
 
 /// Client-side failures: each one must fall in the window of a kill of its instance (or of a
@@ -60,6 +61,22 @@ pub fn failures(rec: &Record, faults: &Faults, out: &mut Vec<Violation>) -> Expl
             out.push(v(
                 "unexplained failure",
                 format!("{} on instance {}: {}", f.what, f.instance, f.error),
+            ));
+        }
+    }
+    // A start the store failed under, re-sent with its key: explained by a connection kill
+    // (anything else is a violation).
+    for t in &rec.store_errors {
+        if faults
+            .pg_kills
+            .iter()
+            .any(|k| *k <= *t && *t <= *k + Duration::from_secs(3))
+        {
+            ex.store_errors_after_pg_kill += 1;
+        } else {
+            out.push(v(
+                "store error without a fault",
+                "start_import_rows could not record its job".into(),
             ));
         }
     }
@@ -167,7 +184,27 @@ pub fn logs(logs: &[(PathBuf, bool)], out: &mut Vec<Violation>) -> LogFigures {
                     fig.cancels += 1;
                     cancelled.insert(key);
                 }
-                Event::End { outcome, .. } => {
+                Event::End {
+                    outcome,
+                    after_cancel_ms,
+                    ..
+                } => {
+                    // Ran on after its cancel: orphaned work, unless it ended within the
+                    // audit's slow-stop threshold (a cancel that raced the completion).
+                    if matches!(outcome.as_ref(), "late_finish" | "aborted") {
+                        match after_cancel_ms {
+                            Some(ms) if *ms <= 100 => fig.raced_completion += 1,
+                            _ => out.push(v(
+                                "orphaned work",
+                                format!(
+                                    "{}: session {} request {:?} ended {outcome} {after_cancel_ms:?} ms after its cancel",
+                                    path.display(),
+                                    l.session,
+                                    l.request_id
+                                ),
+                            )),
+                        }
+                    }
                     let suppressed = raw["response_suppressed"] == Value::Bool(true);
                     if suppressed {
                         fig.suppressed += 1;
@@ -198,17 +235,6 @@ pub fn logs(logs: &[(PathBuf, bool)], out: &mut Vec<Violation>) -> LogFigures {
             }
         };
         let Ok(report) = report else { continue };
-        if report.orphaned.count > 0 {
-            out.push(v(
-                "orphaned work",
-                format!(
-                    "{}: {} requests ran on after their cancel: {:?}",
-                    path.display(),
-                    report.orphaned.count,
-                    report.orphaned.by_tool
-                ),
-            ));
-        }
         let unended = report.never_ended.len() as u64;
         if *killed {
             fig.unended_explained_by_kill += unended;
@@ -230,6 +256,9 @@ pub struct LogFigures {
     pub requests: u64,
     /// Atomic calls that finished after their cancel with the response suppressed.
     pub suppressed: u64,
+    /// Handlers that finished within 100 ms after a cancel that raced their completion (the
+    /// response was dropped).
+    pub raced_completion: u64,
     pub cancels: u64,
     pub unended_explained_by_kill: u64,
 }

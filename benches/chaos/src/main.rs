@@ -80,6 +80,9 @@ struct RunFigures {
     jobs_terminal: u64,
     failures_explained_by_kill: u64,
     failures_explained_by_pg_kill: u64,
+    store_errors_after_pg_kill: u64,
+    raced_completion: u64,
+    suppressed: u64,
     log_requests: u64,
     log_cancels: u64,
     unended_explained_by_kill: u64,
@@ -326,6 +329,9 @@ async fn run(args: &Args, run_no: u32, seconds: u64, soak: bool) -> anyhow::Resu
     fig.jobs_terminal = terminal;
     fig.failures_explained_by_kill = explained.by_kill;
     fig.failures_explained_by_pg_kill = explained.by_pg_kill;
+    fig.store_errors_after_pg_kill = explained.store_errors_after_pg_kill;
+    fig.raced_completion = lf.raced_completion;
+    fig.suppressed = lf.suppressed;
     fig.log_requests = lf.requests;
     fig.log_cancels = lf.cancels;
     fig.unended_explained_by_kill = lf.unended_explained_by_kill;
@@ -353,7 +359,9 @@ fn print(run_no: u32, f: &RunFigures) {
         "run {run_no}: {} calls ({} answered, {} timed out and cancelled), {} cancel races ({} won by the result), \
          {} re-sent with the same key, {} stream resumes; faults: {} SIGKILL+restart, {} PostgreSQL kills ({} backends), \
          {} SQLite busy; {} jobs ({} terminal); failures explained: {} by a kill, {} by a PostgreSQL kill; \
-         log: {} requests, {} cancels, {} unended in killed incarnations; RSS KiB start {:?} end {:?}; violations: {}",
+         {} store errors after a PostgreSQL kill (re-sent with the key); log: {} requests, {} cancels, \
+         {} cancels that raced completion (ended <= 100 ms after), {} atomic responses suppressed, \
+         {} unended in killed incarnations; RSS KiB start {:?} end {:?}; violations: {}",
         f.calls,
         f.answered,
         f.timed_out,
@@ -369,8 +377,11 @@ fn print(run_no: u32, f: &RunFigures) {
         f.jobs_terminal,
         f.failures_explained_by_kill,
         f.failures_explained_by_pg_kill,
+        f.store_errors_after_pg_kill,
         f.log_requests,
         f.log_cancels,
+        f.raced_completion,
+        f.suppressed,
         f.unended_explained_by_kill,
         f.rss_start_kib,
         f.rss_end_kib,
@@ -390,6 +401,8 @@ fn to_json(f: &RunFigures) -> serde_json::Value {
                    "pg_backends_killed": f.pg_backends_killed, "sqlite_busy": f.sqlite_busy},
         "jobs": f.jobs, "jobs_terminal": f.jobs_terminal,
         "explained": {"by_kill": f.failures_explained_by_kill, "by_pg_kill": f.failures_explained_by_pg_kill,
+                      "store_errors_after_pg_kill": f.store_errors_after_pg_kill,
+                      "cancel_raced_completion": f.raced_completion, "atomic_suppressed": f.suppressed,
                       "unended_in_killed_logs": f.unended_explained_by_kill},
         "log_requests": f.log_requests, "log_cancels": f.log_cancels,
         "rss_start_kib": f.rss_start_kib, "rss_end_kib": f.rss_end_kib,

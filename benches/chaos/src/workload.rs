@@ -63,6 +63,8 @@ pub struct Record {
     pub quick_ms: Vec<(Instant, f64)>,
     /// Stream resumptions the clients made (dropped streams resumed).
     pub resumes: u64,
+    /// When a start answered "could not record the job … retry with the same key".
+    pub store_errors: Vec<Instant>,
 }
 
 pub type Shared = Arc<Mutex<Record>>;
@@ -269,6 +271,18 @@ async fn job_with_key(c: &Client, shared: &Shared, rng: &mut Rng, instance: usiz
                             .ok()
                             .and_then(|v| v["job_id"].as_str().map(str::to_owned))
                     });
+                let text_of = text(&r);
+                if job.is_none() && text_of.contains("Retry with the same idempotency_key") {
+                    // The store failed under the start (a PostgreSQL connection kill): the
+                    // answer says to retry with the same key, which is what is tested next.
+                    {
+                        let mut rec = record(shared);
+                        rec.store_errors.push(Instant::now());
+                        rec.resent_with_key += 1;
+                    }
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
                 let mut rec = record(shared);
                 rec.answered += 1;
                 match job {
