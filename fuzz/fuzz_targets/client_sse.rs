@@ -19,7 +19,12 @@ fuzz_target!(|data: &[u8]| {
     assert_eq!(whole, run(body, &bytes));
 });
 
-type Seen = (Vec<SseEvent>, Option<String>, Option<std::time::Duration>, bool);
+type Seen = (
+    Vec<SseEvent>,
+    Option<String>,
+    Option<std::time::Duration>,
+    bool,
+);
 
 /// Feeds `body` cut before each offset in `cuts` (ascending); what came out.
 fn run(body: &[u8], cuts: &[usize]) -> Seen {

@@ -432,18 +432,16 @@ async fn main() -> anyhow::Result<()> {
     for r in 1..=runs {
         let f = run(&args, r, seconds, soak).await?;
         print(r, &f);
-        if soak {
-            if let (Some(first), Some(last)) = (f.windows.first(), f.windows.last()) {
-                println!(
-                    "soak: {} min, {} requests; p99 of quick calls {:.2} ms in the first minute, {:.2} ms in the last; RSS of instance 0 {} KiB after the first minute, {} KiB at the end",
-                    seconds / 60,
-                    f.calls,
-                    first.1,
-                    last.1,
-                    first.2,
-                    last.2
-                );
-            }
+        if soak && let (Some(first), Some(last)) = (f.windows.first(), f.windows.last()) {
+            println!(
+                "soak: {} min, {} requests; p99 of quick calls {:.2} ms in the first minute, {:.2} ms in the last; RSS of instance 0 {} KiB after the first minute, {} KiB at the end",
+                seconds / 60,
+                f.calls,
+                first.1,
+                last.1,
+                first.2,
+                last.2
+            );
         }
         failed |= !f.violations.is_empty();
         all.push(to_json(&f));

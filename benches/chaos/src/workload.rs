@@ -106,7 +106,7 @@ pub async fn worker(
     shared: Shared,
 ) {
     let mut rng = Rng::new(seed ^ (id as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15));
-    let session_era = id % 2 == 0;
+    let session_era = id.is_multiple_of(2);
     let mut client: Option<Client> = None;
     let mut n = 0u64;
     while Instant::now() < stop {
@@ -150,11 +150,9 @@ pub async fn worker(
                 what,
                 error: e.to_string(),
             });
-            if lost_connection {
-                if let Some(c) = client.take() {
-                    record(&shared).resumes += c.resumes();
-                    c.close().await;
-                }
+            if lost_connection && let Some(c) = client.take() {
+                record(&shared).resumes += c.resumes();
+                c.close().await;
             }
         }
     }
