@@ -23,7 +23,10 @@ async fn an_id_reused_after_its_cancelled_request_ended_is_answered_once() {
     tokio::time::sleep(Duration::from_millis(20)).await;
     s.handle_frame(&cancel_frame(3, "gave up"));
     h.settle(Duration::from_secs(10)).await;
-    assert!(wire.responses(3).is_empty(), "no answer to the cancelled request");
+    assert!(
+        wire.responses(3).is_empty(),
+        "no answer to the cancelled request"
+    );
 
     s.handle_frame(&call_frame(3, "counts", json!({"steps": 1})));
     h.settle(Duration::from_secs(10)).await;
