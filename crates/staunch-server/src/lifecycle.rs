@@ -316,10 +316,9 @@ mod tests {
         // The first line wakes the writer, which then blocks on the gate holding it.
         log.event("s", &RequestId::Number(0), &start(0));
         let held = Instant::now();
-        while lock(&log.handle.as_ref().unwrap().shared.state)
+        while !lock(&log.handle.as_ref().unwrap().shared.state)
             .pending
-            .len()
-            > 0
+            .is_empty()
         {
             assert!(
                 held.elapsed() < Duration::from_secs(10),

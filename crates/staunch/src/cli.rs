@@ -171,6 +171,14 @@ pub struct ServeArgs {
     /// Authentication (HTTP): --auth, --auth-tokens, --issuer, --audience, --jwks-url, …
     #[command(flatten)]
     pub auth: crate::auth_args::AuthArgs,
+    /// HTTP: event-store writes queued (not yet committed) at which a new request waits for
+    /// the store, and after 2 s is refused with 503 "server busy".
+    #[arg(long, default_value_t = 65_536, env = "STAUNCH_EVENT_QUEUE_MAX")]
+    pub event_queue_max: usize,
+    /// HTTP: messages a connection may fall behind before it is closed (its client resumes
+    /// with Last-Event-ID and loses nothing).
+    #[arg(long, default_value_t = 1024, env = "STAUNCH_MAX_CONNECTION_BACKLOG")]
+    pub max_connection_backlog: usize,
 }
 
 /// Runs the command; returns the process exit code.

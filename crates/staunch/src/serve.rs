@@ -171,6 +171,8 @@ async fn serve_http(
         stateless_hold: Duration::from_millis(args.stateless_hold_ms),
         keep_alive_stateless: Duration::from_millis(args.stateless_keep_alive_ms.max(10)),
         auth: args.auth.config().await?,
+        event_queue_max: args.event_queue_max,
+        connection_backlog: args.max_connection_backlog,
         ..HttpConfig::default()
     };
     if !addr.ip().is_loopback() {

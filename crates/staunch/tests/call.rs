@@ -340,3 +340,47 @@ async fn a_task_is_followed_to_its_result() {
     assert_eq!(v["scanned"], 3);
     assert!(stderr(&o).contains("task "), "{}", stderr(&o));
 }
+
+/// Issue 14: `staunch call` shuts a stdio server down the specification's way — stdin closed,
+/// a wait, SIGTERM, a wait, SIGKILL — instead of killing it after 2 s. The server here needs
+/// longer than that to end its cancelled request (`stubborn_count` ignores the cancel and is
+/// aborted after a 3.5 s grace), so with the old shutdown its lifecycle log lacked the
+/// request's end; now the log has it.
+#[tokio::test]
+async fn stdio_shutdown_lets_the_server_log_the_end_of_the_cancelled_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("lifecycle.jsonl");
+    let log_s = log.display().to_string();
+    let o = call(&[
+        "--timeout",
+        "300ms",
+        "--no-reset-on-progress",
+        "stubborn_count",
+        "steps=1000",
+        "delay_ms=20",
+        "--",
+        BIN,
+        "serve",
+        "--store",
+        ":memory:",
+        "--cancel-grace-ms",
+        "3500",
+        "--drain-timeout-ms",
+        "10000",
+        "--log-file",
+        &log_s,
+    ])
+    .await;
+    assert_eq!(o.status.code(), Some(124), "{}", stderr(&o));
+    let lines = log_lines(&log);
+    assert_eq!(
+        events(&lines, "request.cancel_received", ""),
+        1,
+        "{lines:#?}"
+    );
+    let end = lines
+        .iter()
+        .find(|l| l["event"] == "request.end" && l["tool"] == "stubborn_count")
+        .unwrap_or_else(|| panic!("the server logged no end for the cancelled call: {lines:#?}"));
+    assert_eq!(end["outcome"], "aborted", "{end}");
+}

@@ -20,8 +20,12 @@ use crate::router::Inbound;
 const MAX_LINE_BYTES: usize = 64 * 1024 * 1024;
 /// How much of a captured stderr is kept for error messages.
 const STDERR_TAIL_BYTES: usize = 8 * 1024;
-/// How long a server gets to exit after its stdin closes before it is killed.
+/// How long a server gets to exit after its stdin closes before it gets SIGTERM.
 const EXIT_GRACE: Duration = Duration::from_secs(2);
+/// How long a server gets to exit after SIGTERM before it is killed (SIGKILL). Long enough
+/// for a server that ends its cancelled requests (a grace period, then an abort) and writes
+/// its logs on the way out.
+const TERM_GRACE: Duration = Duration::from_secs(3);
 
 /// What to do with the spawned server's stderr.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -170,17 +174,59 @@ impl StdioTransport {
         }
     }
 
-    /// Closes stdin (the server's signal to finish), waits a bounded time, then kills.
+    /// Shuts the server down the MCP specification's way: closes its stdin (the signal to
+    /// finish), waits; then SIGTERM, waits; then SIGKILL. Each wait is bounded.
     pub async fn close(&self) {
         self.writer.lock().unwrap_or_else(|p| p.into_inner()).take();
         let mut child = self.child.lock().await;
-        if let Some(c) = child.as_mut()
-            && tokio::time::timeout(EXIT_GRACE, c.wait()).await.is_err()
-        {
-            let _ = c.kill().await;
+        if let Some(c) = child.as_mut() {
+            shut_down(c, EXIT_GRACE, TERM_GRACE).await;
         }
         child.take();
     }
+}
+
+/// Waits `exit_grace` for `c` to exit on its own, then sends SIGTERM and waits `term_grace`,
+/// then kills it. Returns how it ended.
+pub(crate) async fn shut_down(c: &mut Child, exit_grace: Duration, term_grace: Duration) -> Ended {
+    if tokio::time::timeout(exit_grace, c.wait()).await.is_ok() {
+        return Ended::Exited;
+    }
+    if terminate(c) && tokio::time::timeout(term_grace, c.wait()).await.is_ok() {
+        return Ended::Terminated;
+    }
+    let _ = c.kill().await;
+    Ended::Killed
+}
+
+/// How a stdio server ended at shutdown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ended {
+    /// After its stdin closed.
+    Exited,
+    /// After SIGTERM.
+    Terminated,
+    /// Killed.
+    Killed,
+}
+
+/// Sends SIGTERM; `false` when that is not possible (not unix, or already reaped).
+#[cfg(unix)]
+fn terminate(c: &Child) -> bool {
+    use rustix::process::{Pid, Signal, kill_process};
+    let Some(pid) = c
+        .id()
+        .and_then(|id| i32::try_from(id).ok())
+        .and_then(Pid::from_raw)
+    else {
+        return false;
+    };
+    kill_process(pid, Signal::TERM).is_ok()
+}
+
+#[cfg(not(unix))]
+fn terminate(_: &Child) -> bool {
+    false
 }
 
 async fn write_loop<W: AsyncWrite + Unpin>(mut w: W, mut rx: mpsc::UnboundedReceiver<Vec<u8>>) {
@@ -278,4 +324,65 @@ fn tail_text(t: &Tail) -> String {
     let t = t.lock().unwrap_or_else(|p| p.into_inner());
     let bytes: Vec<u8> = t.iter().copied().collect();
     String::from_utf8_lossy(&bytes).trim().to_string()
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::*;
+
+    /// A server that ignores its stdin closing but handles SIGTERM gets SIGTERM, not SIGKILL,
+    /// and its handler runs (it writes a file).
+    #[tokio::test]
+    async fn a_server_that_ignores_eof_gets_sigterm_before_sigkill() {
+        let dir = tempfile::tempdir().unwrap();
+        let mark = dir.path().join("got-term");
+        let script = format!(
+            "trap 'echo term > {}; exit 0' TERM; while :; do sleep 0.05; done",
+            mark.display()
+        );
+        let mut c = Command::new("sh")
+            .args(["-c", &script])
+            .stdin(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        drop(c.stdin.take());
+        let ended = shut_down(&mut c, Duration::from_millis(200), Duration::from_secs(10)).await;
+        assert_eq!(ended, Ended::Terminated);
+        assert_eq!(std::fs::read_to_string(&mark).unwrap().trim(), "term");
+    }
+
+    /// One that ignores SIGTERM too is killed after the second wait.
+    #[tokio::test]
+    async fn a_server_that_ignores_sigterm_is_killed() {
+        let mut c = Command::new("sh")
+            .args(["-c", "trap '' TERM; while :; do sleep 0.05; done"])
+            .stdin(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        drop(c.stdin.take());
+        let ended = shut_down(
+            &mut c,
+            Duration::from_millis(100),
+            Duration::from_millis(300),
+        )
+        .await;
+        assert_eq!(ended, Ended::Killed);
+        assert!(c.try_wait().unwrap().is_some(), "the process is gone");
+    }
+
+    /// One that exits when its stdin closes gets no signal at all.
+    #[tokio::test]
+    async fn a_server_that_exits_on_eof_gets_no_signal() {
+        let mut c = Command::new("cat")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        drop(c.stdin.take());
+        let ended = shut_down(&mut c, Duration::from_secs(10), Duration::from_secs(10)).await;
+        assert_eq!(ended, Ended::Exited);
+    }
 }

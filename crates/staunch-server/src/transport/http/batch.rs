@@ -5,11 +5,29 @@
 //! by every event written meanwhile and a request never waits on the disk. Queue order is
 //! write order, so a stream's events reach the store in sequence. Deleting a session goes
 //! through the same queue, after that session's pending writes.
+//!
+//! **Bounded by admission.** A store slower than the offered load would otherwise grow the
+//! queue without limit. The queue counts the writes not yet committed; once that reaches the
+//! capacity (`--event-queue-max`), a *new* request waits for the store to catch up (slower
+//! answers: backpressure) for at most [`ADMIT_WAIT`], and is then refused with `503` and a
+//! JSON-RPC "server busy" error that says why. Writes of requests already admitted are never
+//! refused or dropped — their results must stay resumable — so the queue can pass the
+//! capacity by what the requests in flight still send (bounded by `--max-in-flight` and the
+//! progress rate limit).
+//!
+//! **The crash window.** A message reaches its live connection when it is queued, and the
+//! store a batch later (one commit; a few ms at most under normal load, longer under
+//! pressure). A crash of the process in between loses the queued events from the store only:
+//! a client connected at the time has them already; a client that was away and resumes on
+//! *another* instance (or this one after its restart) misses them — at worst the response,
+//! which it then never gets (the call's job, if it was one, is durable on its own).
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
 
 use staunch_store::{EventStore, EventWrite, now_ms};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{Notify, mpsc, oneshot};
 
 enum Item {
     Write(EventWrite),
@@ -21,21 +39,118 @@ enum Item {
 #[derive(Clone)]
 pub(crate) struct Batcher {
     tx: mpsc::UnboundedSender<Item>,
+    pressure: Arc<Pressure>,
+}
+
+/// How far behind the store is, and what admission did about it.
+struct Pressure {
+    /// Writes queued and not yet committed (or failed).
+    queued: AtomicUsize,
+    capacity: usize,
+    /// Signalled after every batch.
+    drained: Notify,
+    /// Requests that had to wait for the store before they were admitted.
+    delayed: AtomicU64,
+    /// Requests refused because the store did not catch up in time.
+    refused: AtomicU64,
+    /// Live connections closed because their client fell a backlog behind (kept here because
+    /// every session of the transport holds the batcher).
+    connections_cut: AtomicU64,
 }
 
 /// Writes per transaction at most.
 const MAX_BATCH: usize = 4096;
 
+/// How long a new request waits for a store that is behind before it is refused.
+pub(crate) const ADMIT_WAIT: Duration = Duration::from_secs(2);
+
+/// The store is too far behind to admit a new request.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct StoreBehind {
+    pub(crate) queued: usize,
+}
+
+/// What the queue has seen so far (for tests and operators).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EventQueueStats {
+    /// Writes queued for the store and not yet committed.
+    pub queued: usize,
+    /// The admission threshold (`--event-queue-max`).
+    pub capacity: usize,
+    /// Requests admitted only after waiting for the store.
+    pub delayed: u64,
+    /// Requests refused with 503 because the store stayed behind.
+    pub refused: u64,
+    /// Live connections closed because their client stopped reading (it resumes with
+    /// `Last-Event-ID`).
+    pub connections_cut: u64,
+}
+
 impl Batcher {
-    /// Starts the writer task.
-    pub(crate) fn start(events: Arc<dyn EventStore>) -> Self {
+    /// Starts the writer task; new requests wait once `capacity` writes are queued.
+    pub(crate) fn start(events: Arc<dyn EventStore>, capacity: usize) -> Self {
         let (tx, rx) = mpsc::unbounded_channel();
-        tokio::spawn(run(events, rx));
-        Self { tx }
+        let pressure = Arc::new(Pressure {
+            queued: AtomicUsize::new(0),
+            capacity: capacity.max(1),
+            drained: Notify::new(),
+            delayed: AtomicU64::new(0),
+            refused: AtomicU64::new(0),
+            connections_cut: AtomicU64::new(0),
+        });
+        tokio::spawn(run(events, rx, pressure.clone()));
+        Self { tx, pressure }
     }
 
     pub(crate) fn write(&self, w: EventWrite) {
-        let _ = self.tx.send(Item::Write(w));
+        self.pressure.queued.fetch_add(1, Ordering::Relaxed);
+        if self.tx.send(Item::Write(w)).is_err() {
+            self.pressure.queued.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Admits a new request: at once while the store keeps up; otherwise after it caught up
+    /// below the capacity, waiting at most [`ADMIT_WAIT`].
+    pub(crate) async fn admit(&self) -> Result<(), StoreBehind> {
+        let p = &self.pressure;
+        if p.queued.load(Ordering::Relaxed) < p.capacity {
+            return Ok(());
+        }
+        p.delayed.fetch_add(1, Ordering::Relaxed);
+        let deadline = tokio::time::Instant::now() + ADMIT_WAIT;
+        loop {
+            let drained = p.drained.notified();
+            let queued = p.queued.load(Ordering::Relaxed);
+            if queued < p.capacity {
+                return Ok(());
+            }
+            if tokio::time::timeout_at(deadline, drained).await.is_err() {
+                let queued = p.queued.load(Ordering::Relaxed);
+                if queued < p.capacity {
+                    return Ok(());
+                }
+                p.refused.fetch_add(1, Ordering::Relaxed);
+                return Err(StoreBehind { queued });
+            }
+        }
+    }
+
+    pub(crate) fn stats(&self) -> EventQueueStats {
+        let p = &self.pressure;
+        EventQueueStats {
+            queued: p.queued.load(Ordering::Relaxed),
+            capacity: p.capacity,
+            delayed: p.delayed.load(Ordering::Relaxed),
+            refused: p.refused.load(Ordering::Relaxed),
+            connections_cut: p.connections_cut.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Counts a live connection closed because its client fell behind.
+    pub(crate) fn connection_cut(&self) {
+        self.pressure
+            .connections_cut
+            .fetch_add(1, Ordering::Relaxed);
     }
 
     pub(crate) fn delete_session(&self, id: String) {
@@ -51,7 +166,11 @@ impl Batcher {
     }
 }
 
-async fn run(events: Arc<dyn EventStore>, mut rx: mpsc::UnboundedReceiver<Item>) {
+async fn run(
+    events: Arc<dyn EventStore>,
+    mut rx: mpsc::UnboundedReceiver<Item>,
+    pressure: Arc<Pressure>,
+) {
     let mut items = Vec::with_capacity(256);
     let mut writes = Vec::with_capacity(256);
     while rx.recv_many(&mut items, MAX_BATCH).await > 0 {
@@ -59,27 +178,31 @@ async fn run(events: Arc<dyn EventStore>, mut rx: mpsc::UnboundedReceiver<Item>)
             match item {
                 Item::Write(w) => writes.push(w),
                 Item::DeleteSession(id) => {
-                    apply(&*events, &mut writes).await;
+                    apply(&*events, &mut writes, &pressure).await;
                     if let Err(e) = events.delete_session(&id).await {
                         tracing::warn!(session = %id, error = %e, "could not delete session events");
                     }
                 }
                 Item::Flush(done) => {
-                    apply(&*events, &mut writes).await;
+                    apply(&*events, &mut writes, &pressure).await;
                     let _ = done.send(());
                 }
             }
         }
-        apply(&*events, &mut writes).await;
+        apply(&*events, &mut writes, &pressure).await;
     }
 }
 
-async fn apply(events: &dyn EventStore, writes: &mut Vec<EventWrite>) {
+async fn apply(events: &dyn EventStore, writes: &mut Vec<EventWrite>, pressure: &Pressure) {
     if writes.is_empty() {
         return;
     }
     let n = writes.len();
-    match events.write_batch(std::mem::take(writes), now_ms()).await {
+    let result = events.write_batch(std::mem::take(writes), now_ms()).await;
+    // Committed or failed, these writes no longer hold the queue up.
+    pressure.queued.fetch_sub(n, Ordering::Relaxed);
+    pressure.drained.notify_waiters();
+    match result {
         Ok(out) if out.skipped > 0 => {
             tracing::debug!(
                 skipped = out.skipped,

@@ -213,6 +213,7 @@ fn adopt(state: &HttpState, rec: SessionRecord) -> Arc<HttpSession> {
         state.batcher.clone(),
         state.cfg.event_max_per_stream,
         rec.principal.clone(),
+        state.cfg.connection_backlog,
     );
     let caps = serde_json::from_str(&rec.client_capabilities_json).unwrap_or_default();
     s.session().restore(&rec.protocol_version, caps);
@@ -322,9 +323,12 @@ async fn post(
             return StatusCode::ACCEPTED.into_response();
         }
     };
+    if let Err(busy) = state.batcher.admit().await {
+        return store_behind(busy);
+    }
     if !accepts(&headers, "text/event-stream") {
         if accepts(&headers, "application/json") || headers.get(header::ACCEPT).is_none() {
-            return json_answer(&session, msg, req_id).await;
+            return json_answer(&state, &session, msg, req_id).await;
         }
         return error(
             StatusCode::NOT_ACCEPTABLE,
@@ -361,10 +365,34 @@ async fn post(
     )
 }
 
+/// The event store is too far behind to take a new request (see [`super::batch`]).
+fn store_behind(busy: super::batch::StoreBehind) -> Response {
+    tracing::warn!(
+        queued = busy.queued,
+        "request refused: the event store is behind"
+    );
+    let mut r = error(
+        StatusCode::SERVICE_UNAVAILABLE,
+        codes::SERVER_BUSY,
+        &format!(
+            "server busy: the event store is {} writes behind; retry shortly",
+            busy.queued
+        ),
+    );
+    r.headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    r
+}
+
 /// Answers a request with a single JSON response (client did not accept SSE). Messages sent
 /// before the response are still stored on the request's stream.
-async fn json_answer(session: &Arc<HttpSession>, msg: Message, req_id: RequestId) -> Response {
-    let Ok((_stream_id, mut rx)) = session.open_request_stream(&req_id) else {
+async fn json_answer(
+    state: &HttpState,
+    session: &Arc<HttpSession>,
+    msg: Message,
+    req_id: RequestId,
+) -> Response {
+    let Ok((stream_id, mut rx)) = session.open_request_stream(&req_id) else {
         return error(
             StatusCode::CONFLICT,
             codes::INVALID_REQUEST,
@@ -379,6 +407,11 @@ async fn json_answer(session: &Arc<HttpSession>, msg: Message, req_id: RequestId
             last = Some(data);
         }
     }
+    if !last.as_ref().is_some_and(|d| is_response(d, &req_id)) && session.request_open(&req_id) {
+        // The connection fell its backlog behind and was detached while the request runs on:
+        // wait for the request's end and read its response from the store.
+        last = response_from_store(state, session, &stream_id, &req_id).await;
+    }
     match last {
         // The stream ends with the response; anything else means the request was cancelled
         // (no response is due).
@@ -388,6 +421,36 @@ async fn json_answer(session: &Arc<HttpSession>, msg: Message, req_id: RequestId
         )
             .into_response(),
         _ => StatusCode::ACCEPTED.into_response(),
+    }
+}
+
+/// Waits until `req` is answered or cancelled, then reads its stream's last event back.
+async fn response_from_store(
+    state: &HttpState,
+    session: &HttpSession,
+    stream_id: &str,
+    req: &RequestId,
+) -> Option<Arc<str>> {
+    while session.request_open(req) {
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    state.batcher.flush().await;
+    let mut cursor = 0;
+    let mut last = None;
+    loop {
+        match state
+            .events
+            .replay_after(session.id(), stream_id, cursor, REPLAY_PAGE)
+            .await
+        {
+            Ok(Replay::Events(evs)) if !evs.is_empty() => {
+                for e in evs {
+                    cursor = e.seq;
+                    last = Some(Arc::from(e.payload));
+                }
+            }
+            _ => return last,
+        }
     }
 }
 
@@ -417,13 +480,14 @@ async fn initialize(state: Arc<HttpState>, msg: Message, principal: Option<Strin
         state.batcher.clone(),
         state.cfg.event_max_per_stream,
         principal.clone(),
+        state.cfg.connection_backlog,
     );
     state
         .sessions
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .insert(id.clone(), session.clone());
-    let mut resp = json_answer(&session, msg, req_id).await;
+    let mut resp = json_answer(&state, &session, msg, req_id).await;
     let version = session
         .session()
         .protocol_version()
@@ -653,7 +717,8 @@ fn follow_store(
     stream_id: String,
     mut cursor: u64,
 ) -> super::session::LiveRx {
-    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    // Bounded: a client that stops reading stops the polling (backpressure), not memory.
+    let (tx, rx) = tokio::sync::mpsc::channel(state.cfg.connection_backlog.max(1));
     tokio::spawn(async move {
         let mut wait = std::time::Duration::from_millis(20);
         while !tx.is_closed() {
@@ -672,7 +737,7 @@ fn follow_store(
                             id: event_id(&stream_id, e.seq),
                             data: e.payload.into(),
                         };
-                        if tx.send(item).is_err() || done {
+                        if tx.send(item).await.is_err() || done {
                             return;
                         }
                     }

@@ -5,11 +5,13 @@
 //! standalone stream or resumes any stream with `Last-Event-ID`, DELETE ends the session and
 //! cancels its requests.
 //!
-//! Every message a session sends goes through its [`session::HttpSession`] writer, which appends
-//! it to the [`EventStore`] first and only then hands it to the live connection, if any. So a
-//! client that drops the connection — or whose call finishes while it is away — gets everything
-//! after its last event id when it comes back, exactly once. A disconnect is never a cancel in
-//! these versions: only `notifications/cancelled`, DELETE or session expiry are.
+//! Every message a session sends goes through its [`session::HttpSession`] writer, which gives
+//! it its event id, keeps it in the stream's in-memory tail, hands it to the live connection, if
+//! any, and queues it for the [`EventStore`] (committed in batches a few ms later by
+//! [`batch`], which also says what a crash in that window loses). So a client that drops the
+//! connection — or whose call finishes while it is away — gets everything after its last
+//! event id when it comes back, exactly once. A disconnect is never a cancel in these
+//! versions: only `notifications/cancelled`, DELETE or session expiry are.
 //!
 //! Protocol 2026-07-28 (stateless; disconnect = cancel) is not served yet; the version of each
 //! session is kept (`HttpSession::version`) so that the era can select the behaviour per
@@ -42,6 +44,7 @@ use crate::registry::CancelReason;
 use crate::server::Server;
 
 pub use auth::{AuthConfig, AuthMethod, Identity, JwksSource, OAuthConfig, StaticTokens};
+pub use batch::EventQueueStats;
 pub use guard::Allow;
 
 /// Settings of the HTTP transport.
@@ -82,6 +85,13 @@ pub struct HttpConfig {
     pub keep_alive_stateless: Duration,
     /// Authentication of every request (bearer tokens or OAuth JWTs); `None`: off.
     pub auth: Option<AuthConfig>,
+    /// Writes queued for the event store (not yet committed) at which a new request waits
+    /// for the store, and is refused with 503 if it does not catch up in time.
+    pub event_queue_max: usize,
+    /// Messages a connection may fall behind its stream before it is closed (the client
+    /// resumes with `Last-Event-ID` and loses nothing): a client that stops reading costs
+    /// at most this much memory.
+    pub connection_backlog: usize,
 }
 
 impl Default for HttpConfig {
@@ -101,6 +111,8 @@ impl Default for HttpConfig {
             stateless_hold: Duration::from_millis(250),
             keep_alive_stateless: Duration::from_millis(500),
             auth: None,
+            event_queue_max: 65_536,
+            connection_backlog: 1024,
         }
     }
 }
@@ -189,8 +201,8 @@ impl HttpTransport {
         Self {
             state: Arc::new(HttpState {
                 server,
-                batcher: batch::Batcher::start(events.clone()),
                 auth: cfg.auth.clone().map(auth::Auth::new),
+                batcher: batch::Batcher::start(events.clone(), cfg.event_queue_max),
                 events,
                 sessions_store: sessions,
                 cfg,
@@ -217,6 +229,12 @@ impl HttpTransport {
     /// Sessions open right now.
     pub fn session_count(&self) -> usize {
         self.state.session_count()
+    }
+
+    /// The write-behind queue to the event store: depth, capacity, delayed and refused
+    /// requests.
+    pub fn event_queue_stats(&self) -> EventQueueStats {
+        self.state.batcher.stats()
     }
 
     /// Serves on `listener` until the server's shutdown token fires; then closes every session

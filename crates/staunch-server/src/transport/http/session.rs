@@ -10,6 +10,11 @@
 //! connection if there is one, and queues it for the durable [`EventStore`] (written in
 //! batches by [`super::batch`]). A client that reconnects to this instance is served from the
 //! tail (older events from the store); another instance serves it from the store.
+//!
+//! A live connection's queue is bounded (`--max-connection-backlog`): a client that stops
+//! reading while its stream keeps producing falls behind, and once it is that many messages
+//! behind its connection is closed after what is queued (counted, and logged). Nothing is
+//! lost: the client resumes with `Last-Event-ID` from the tail or the store.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
@@ -34,8 +39,27 @@ pub(crate) enum SseItem {
     Close,
 }
 
-pub(crate) type LiveTx = mpsc::UnboundedSender<SseItem>;
-pub(crate) type LiveRx = mpsc::UnboundedReceiver<SseItem>;
+pub(crate) type LiveTx = mpsc::Sender<SseItem>;
+pub(crate) type LiveRx = mpsc::Receiver<SseItem>;
+
+/// Hands `item` to a live connection; `false` when the connection is gone or is more than its
+/// backlog behind (then it is to be detached: dropping the sender ends it after what is
+/// queued, and the client resumes).
+fn offer(live: &LiveTx, item: SseItem, stream_id: &str, batcher: &Batcher) -> bool {
+    match live.try_send(item) {
+        Ok(()) => true,
+        Err(mpsc::error::TrySendError::Closed(_)) => false,
+        Err(mpsc::error::TrySendError::Full(_)) => {
+            batcher.connection_cut();
+            tracing::warn!(
+                stream = %stream_id,
+                backlog = live.max_capacity(),
+                "client stopped reading: connection closed after its backlog; it can resume with Last-Event-ID"
+            );
+            false
+        }
+    }
+}
 
 /// Events kept in memory per stream for resumption on this instance (at most; never more than
 /// the store's retention per stream); older ones are read from the store.
@@ -135,25 +159,30 @@ pub(crate) struct HttpSession {
     session: Session,
     batcher: Batcher,
     tail_cap: usize,
+    /// Capacity of each live connection's queue.
+    backlog: usize,
     routes: Mutex<Routes>,
     last_seen_ms: AtomicI64,
     open_connections: AtomicUsize,
 }
 
 impl HttpSession {
-    /// `retained`: events the store keeps per stream (the memory tail keeps no more).
+    /// `retained`: events the store keeps per stream (the memory tail keeps no more);
+    /// `backlog`: messages a live connection may fall behind before it is closed.
     pub(crate) fn start(
         server: &Server,
         id: String,
         batcher: Batcher,
         retained: u64,
         principal: Option<String>,
+        backlog: usize,
     ) -> Arc<Self> {
         Arc::new_cyclic(|me| Self {
             session: server.session_for(id.clone(), Arc::new(HttpSink(me.clone())), principal),
             id,
             batcher,
             tail_cap: usize::try_from(retained).unwrap_or(TAIL).clamp(1, TAIL),
+            backlog: backlog.max(1),
             routes: Mutex::new(Routes::default()),
             last_seen_ms: AtomicI64::new(now_ms()),
             open_connections: AtomicUsize::new(0),
@@ -214,7 +243,7 @@ impl HttpSession {
             return Err(DuplicateId);
         }
         let stream_id = new_stream_id();
-        let (tx, rx) = mpsc::unbounded_channel();
+        let (tx, rx) = mpsc::channel(self.backlog);
         routes.by_request.insert(req.clone(), stream_id.clone());
         routes
             .streams
@@ -227,7 +256,7 @@ impl HttpSession {
     /// attached to it (one at a time).
     pub(crate) fn open_standalone(&self) -> Result<(String, LiveRx), ()> {
         let mut routes = self.routes();
-        let (tx, rx) = mpsc::unbounded_channel();
+        let (tx, rx) = mpsc::channel(self.backlog);
         if let Some(id) = routes.standalone.clone() {
             let st = routes.streams.get_mut(&id).ok_or(())?;
             if st.live.as_ref().is_some_and(|l| !l.is_closed()) {
@@ -256,7 +285,7 @@ impl HttpSession {
             return Attach::NotLocal;
         };
         if let Some(old) = st.live.take() {
-            let _ = old.send(SseItem::Close);
+            let _ = old.try_send(SseItem::Close);
         }
         let events: Vec<(u64, Arc<str>)> = st
             .tail
@@ -267,13 +296,18 @@ impl HttpSession {
         // The tail reaches back to the cursor unless older events were dropped from memory.
         let tail_start = st.tail.front().map_or(st.last_seq + 1, |(s, _)| *s);
         let from_store = (after + 1 < tail_start).then_some(after);
-        let (tx, rx) = mpsc::unbounded_channel();
+        let (tx, rx) = mpsc::channel(self.backlog);
         st.live = Some(tx);
         Attach::Local {
             from_store,
             events,
             live: Some(rx),
         }
+    }
+
+    /// Whether request `req` still has its stream here (no response yet, not cancelled).
+    pub(crate) fn request_open(&self, req: &RequestId) -> bool {
+        self.routes().by_request.contains_key(req)
     }
 
     /// The request was cancelled: no response will follow, so its stream ends now (the
@@ -296,7 +330,7 @@ impl HttpSession {
         let mut routes = self.routes();
         for st in routes.streams.values_mut() {
             if let Some(l) = st.live.take() {
-                let _ = l.send(SseItem::Close);
+                let _ = l.try_send(SseItem::Close);
             }
         }
     }
@@ -333,12 +367,15 @@ impl HttpSession {
             st.tail.pop_front();
         }
         if let Some(live) = &st.live
-            && live
-                .send(SseItem::Event {
+            && !offer(
+                live,
+                SseItem::Event {
                     id: event_id(&stream_id, seq),
                     data: data.clone(),
-                })
-                .is_err()
+                },
+                &stream_id,
+                &self.batcher,
+            )
         {
             st.live = None;
         }
@@ -368,7 +405,7 @@ impl HttpSession {
         if let Some(st) = routes.streams.get_mut(&stream_id)
             && let Some(l) = st.live.take()
         {
-            let _ = l.send(SseItem::Close);
+            let _ = l.try_send(SseItem::Close);
         }
     }
 }

@@ -1,0 +1,273 @@
+//! The invariants, checked after a run from what the store, the demo import table and the
+//! instances' lifecycle logs say — not from what the workload believed.
+
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use staunch_audit::{AuditOptions, audit_reader};
+use staunch_client::{CallOptions, Client};
+use staunch_lifecycle::{Event, Parsed, parse_line};
+
+use crate::workload::Record;
+
+/// One broken promise.
+#[derive(Debug, Clone)]
+pub struct Violation {
+    pub kind: &'static str,
+    pub detail: String,
+}
+
+fn v(kind: &'static str, detail: String) -> Violation {
+    Violation { kind, detail }
+}
+
+/// Faults injected, with when, so failures can be explained.
+#[derive(Default, Debug)]
+pub struct Faults {
+    /// (instance, when) of each SIGKILL; the instance is back some time after.
+    pub kills: Vec<(usize, Instant)>,
+    pub pg_kills: Vec<Instant>,
+    pub pg_backends_killed: u64,
+    pub sqlite_busy: Vec<Instant>,
+}
+
+/// What explained the failures that are not violations.
+#[derive(Default, Debug)]
+pub struct Explained {
+    pub by_kill: u64,
+    pub by_pg_kill: u64,
+    pub store_errors_after_pg_kill: u64,
+}
+
+/// Client-side failures: each one must fall in the window of a kill of its instance (or of a
+/// PostgreSQL connection kill); any other is a violation.
+pub fn failures(rec: &Record, faults: &Faults, out: &mut Vec<Violation>) -> Explained {
+    let mut ex = Explained::default();
+    for f in &rec.failures {
+        let near = |t: Instant| {
+            t + Duration::from_secs(3) >= f.started && t <= f.ended + Duration::from_millis(100)
+        };
+        if faults
+            .kills
+            .iter()
+            .any(|(i, t)| *i == f.instance && near(*t))
+        {
+            ex.by_kill += 1;
+        } else if faults.pg_kills.iter().any(|t| near(*t)) {
+            ex.by_pg_kill += 1;
+        } else {
+            out.push(v(
+                "unexplained failure",
+                format!("{} on instance {}: {}", f.what, f.instance, f.error),
+            ));
+        }
+    }
+    // A start the store failed under, re-sent with its key: explained by a connection kill
+    // (anything else is a violation).
+    for t in &rec.store_errors {
+        if faults
+            .pg_kills
+            .iter()
+            .any(|k| *k <= *t && *t <= *k + Duration::from_secs(3))
+        {
+            ex.store_errors_after_pg_kill += 1;
+        } else {
+            out.push(v(
+                "store error without a fault",
+                "start_import_rows could not record its job".into(),
+            ));
+        }
+    }
+    for w in &rec.wrong {
+        out.push(v("wrong answer", w.clone()));
+    }
+    ex
+}
+
+fn structured(r: &Value) -> Value {
+    if r["structuredContent"].is_object() {
+        return r["structuredContent"].clone();
+    }
+    r["content"][0]["text"]
+        .as_str()
+        .and_then(|t| serde_json::from_str(t).ok())
+        .unwrap_or(Value::Null)
+}
+
+/// Per idempotency key: one job; every job terminal; its side effects done once.
+pub async fn jobs(client: &Client, rec: &Record, out: &mut Vec<Violation>) -> (u64, u64) {
+    let opts = CallOptions::default().timeout(Duration::from_secs(10));
+    let mut jobs = 0;
+    let mut terminal = 0;
+    for (key, (_instance, rows, ids)) in &rec.keys {
+        if ids.len() > 1 {
+            out.push(v(
+                "one key, several jobs",
+                format!("key {key} started {} jobs: {ids:?}", ids.len()),
+            ));
+        }
+        for id in ids {
+            jobs += 1;
+            let until = Instant::now() + Duration::from_secs(20);
+            let status = loop {
+                let s = match client
+                    .call_tool("get_import_rows", json!({"job_id": id}), &opts, |_| {})
+                    .await
+                {
+                    Ok(r) => structured(&r)["status"].as_str().unwrap_or("").to_string(),
+                    Err(e) => format!("error: {e}"),
+                };
+                if matches!(s.as_str(), "succeeded" | "failed" | "cancelled")
+                    || Instant::now() > until
+                {
+                    break s;
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            };
+            if !matches!(status.as_str(), "succeeded" | "failed" | "cancelled") {
+                out.push(v("job not terminal", format!("job {id}: {status}")));
+                continue;
+            }
+            terminal += 1;
+            let counted = match client
+                .call_tool("imported_rows", json!({"job_id": id}), &opts, |_| {})
+                .await
+            {
+                Ok(r) => structured(&r),
+                Err(e) => {
+                    out.push(v("check failed", format!("imported_rows {id}: {e}")));
+                    continue;
+                }
+            };
+            let written = counted["rows"].as_i64().unwrap_or(-1);
+            let attempts = counted["attempts"].as_i64().unwrap_or(-1);
+            if attempts > 1 || written > i64::from(*rows) {
+                out.push(v(
+                    "side effect executed twice",
+                    format!("job {id}: {written} rows in {attempts} attempts for {rows} asked"),
+                ));
+            }
+            if status == "succeeded" && written != i64::from(*rows) {
+                out.push(v(
+                    "succeeded without its rows",
+                    format!("job {id}: {written} of {rows} rows"),
+                ));
+            }
+        }
+    }
+    (jobs, terminal)
+}
+
+/// From the lifecycle logs: no response after a cancel (an `ok`/`error` end after
+/// `cancel_received`); `staunch audit` clean — no orphaned work, and requests that never ended
+/// only in the logs of incarnations that were killed.
+pub fn logs(logs: &[(PathBuf, bool)], out: &mut Vec<Violation>) -> LogFigures {
+    let mut fig = LogFigures::default();
+    for (path, killed) in logs {
+        let Ok(text) = std::fs::read_to_string(path) else {
+            continue;
+        };
+        let mut cancelled: HashSet<(String, String)> = HashSet::new();
+        for line in text.lines() {
+            // Raw JSON: `response_suppressed` (an atomic call that finished after its cancel
+            // and sent nothing) is not part of the audit's typed event.
+            let Ok(Some(Parsed::Known(l))) = parse_line(line.as_bytes()) else {
+                continue;
+            };
+            let raw: Value = serde_json::from_str(line).unwrap_or(Value::Null);
+            let key = (l.session.clone(), format!("{:?}", l.request_id));
+            match &l.event {
+                Event::Start { .. } => fig.requests += 1,
+                Event::CancelReceived { .. } => {
+                    fig.cancels += 1;
+                    cancelled.insert(key);
+                }
+                Event::End {
+                    outcome,
+                    after_cancel_ms,
+                    ..
+                } => {
+                    // Ran on after its cancel: orphaned work, unless it ended within the
+                    // audit's slow-stop threshold (a cancel that raced the completion).
+                    if matches!(outcome.as_ref(), "late_finish" | "aborted") {
+                        match after_cancel_ms {
+                            Some(ms) if *ms <= 100 => fig.raced_completion += 1,
+                            _ => out.push(v(
+                                "orphaned work",
+                                format!(
+                                    "{}: session {} request {:?} ended {outcome} {after_cancel_ms:?} ms after its cancel",
+                                    path.display(),
+                                    l.session,
+                                    l.request_id
+                                ),
+                            )),
+                        }
+                    }
+                    let suppressed = raw["response_suppressed"] == Value::Bool(true);
+                    if suppressed {
+                        fig.suppressed += 1;
+                    }
+                    if cancelled.contains(&key)
+                        && matches!(outcome.as_ref(), "ok" | "error")
+                        && !suppressed
+                    {
+                        out.push(v(
+                            "response after a cancel",
+                            format!(
+                                "{}: session {} request {:?} ended {outcome} after its cancel",
+                                path.display(),
+                                l.session,
+                                l.request_id
+                            ),
+                        ));
+                    }
+                }
+                _ => {}
+            }
+        }
+        let report = match std::fs::File::open(path) {
+            Ok(f) => audit_reader(std::io::BufReader::new(f), &AuditOptions::default()),
+            Err(e) => {
+                out.push(v("check failed", format!("{}: {e}", path.display())));
+                continue;
+            }
+        };
+        let Ok(report) = report else { continue };
+        let unended = report.never_ended.len() as u64;
+        if *killed {
+            fig.unended_explained_by_kill += unended;
+        } else if unended > 0 {
+            out.push(v(
+                "request never ended",
+                format!(
+                    "{}: {unended} requests without an end, and no kill explains it",
+                    path.display()
+                ),
+            ));
+        }
+    }
+    fig
+}
+
+#[derive(Default, Debug)]
+pub struct LogFigures {
+    pub requests: u64,
+    /// Atomic calls that finished after their cancel with the response suppressed.
+    pub suppressed: u64,
+    /// Handlers that finished within 100 ms after a cancel that raced their completion (the
+    /// response was dropped).
+    pub raced_completion: u64,
+    pub cancels: u64,
+    pub unended_explained_by_kill: u64,
+}
+
+/// Counts by kind, for the summary.
+pub fn by_kind(vs: &[Violation]) -> HashMap<&'static str, usize> {
+    let mut m = HashMap::new();
+    for x in vs {
+        *m.entry(x.kind).or_insert(0) += 1;
+    }
+    m
+}

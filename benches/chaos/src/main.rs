@@ -1,0 +1,453 @@
+//! `staunch-chaos`: a mixed MCP workload against one or several `staunch serve --http`
+//! instances (loopback only) while faults are injected, then the invariants checked from the
+//! store, the demo import table and the lifecycle logs. Bounded in count and time.
+//!
+//! ```sh
+//! cargo build --release -p staunch -p staunch-chaos
+//! target/release/staunch-chaos --runs 3 --seconds 20                        # SQLite, 1 instance
+//! target/release/staunch-chaos --runs 3 --seconds 20 --postgres postgres://postgres@127.0.0.1:5432/test --instances 2
+//! target/release/staunch-chaos --soak 10                                    # steady load, periodic faults
+//! ```
+//!
+//! Faults: SIGKILL + restart of an instance (same port, same instance name), PostgreSQL
+//! connection kills (`pg_terminate_backend` on the run's own database only), SQLite busy
+//! (another connection holding the store's write lock), dropped and resumed streams (every
+//! instance runs with `--poll-after-ms 150`, so any call longer than that loses its connection
+//! and resumes), cancels racing completion, and client timeouts re-sent with the same
+//! idempotency key. Exit code 0 when no invariant was violated, 1 otherwise.
+
+mod checks;
+mod instance;
+mod workload;
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use clap::Parser;
+use instance::{Instance, StoreKind};
+use staunch_client::{Client, ConnectOptions, EraChoice};
+use workload::{Record, Rng};
+
+#[derive(Parser, Debug)]
+#[command(about = "Chaos and soak runs against staunch serve --http (loopback only)")]
+struct Args {
+    /// The staunch binary.
+    #[arg(long, default_value = "target/release/staunch")]
+    bin: PathBuf,
+    /// Runs (each with fresh instances and store).
+    #[arg(long, default_value_t = 1)]
+    runs: u32,
+    /// Seconds of load per run.
+    #[arg(long, default_value_t = 20)]
+    seconds: u64,
+    /// Soak mode: one run of this many minutes, steady load, faults every 30 s, figures per
+    /// minute (p99 and RSS drift).
+    #[arg(long)]
+    soak: Option<u64>,
+    /// Instances (several need --postgres).
+    #[arg(long, default_value_t = 1)]
+    instances: usize,
+    /// Concurrent client connections.
+    #[arg(long, default_value_t = 8)]
+    workers: usize,
+    /// PostgreSQL server URL; the run uses its own database `staunch_chaos` on it.
+    #[arg(long, env = "STAUNCH_TEST_POSTGRES")]
+    postgres: Option<String>,
+    /// Seed of the workload's choices.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Write the figures as JSON here.
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
+#[derive(Default, Debug)]
+struct RunFigures {
+    calls: u64,
+    answered: u64,
+    timed_out: u64,
+    cancel_races: u64,
+    cancel_races_won_by_result: u64,
+    resent_with_key: u64,
+    resumes: u64,
+    kills: u64,
+    pg_kills: u64,
+    pg_backends_killed: u64,
+    sqlite_busy: u64,
+    jobs: u64,
+    jobs_terminal: u64,
+    failures_explained_by_kill: u64,
+    failures_explained_by_pg_kill: u64,
+    store_errors_after_pg_kill: u64,
+    raced_completion: u64,
+    suppressed: u64,
+    log_requests: u64,
+    log_cancels: u64,
+    unended_explained_by_kill: u64,
+    rss_start_kib: Vec<u64>,
+    rss_end_kib: Vec<u64>,
+    violations: Vec<String>,
+    /// Soak: per window (minute): (requests so far, p99 of quick calls in ms, RSS of instance 0).
+    windows: Vec<(u64, f64, u64)>,
+}
+
+fn percentile(mut v: Vec<f64>, p: f64) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_by(f64::total_cmp);
+    let i = ((v.len() as f64 - 1.0) * p).round() as usize;
+    v[i.min(v.len() - 1)]
+}
+
+/// The URL of the chaos database on the same server (created if missing), so connection
+/// kills never touch anyone else's sessions.
+async fn chaos_database(url: &str) -> anyhow::Result<String> {
+    let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .context("connecting to PostgreSQL")?;
+    tokio::spawn(conn);
+    let exists = client
+        .query_opt(
+            "SELECT 1 FROM pg_database WHERE datname = 'staunch_chaos'",
+            &[],
+        )
+        .await?
+        .is_some();
+    if !exists {
+        client
+            .batch_execute("CREATE DATABASE staunch_chaos")
+            .await?;
+    }
+    let base = url.rsplit_once('/').map_or(url, |(b, _)| b);
+    Ok(format!("{base}/staunch_chaos"))
+}
+
+/// Terminates every backend of the chaos database but this connection; how many.
+async fn kill_pg_connections(url: &str) -> anyhow::Result<u64> {
+    let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls).await?;
+    tokio::spawn(conn);
+    let rows = client
+        .query(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+             WHERE datname = current_database() AND pid <> pg_backend_pid()",
+            &[],
+        )
+        .await?;
+    Ok(rows.len() as u64)
+}
+
+/// Holds the SQLite store's write lock for `hold` (another process's long transaction).
+fn sqlite_busy(path: &std::path::Path, hold: Duration) -> anyhow::Result<()> {
+    let conn = rusqlite::Connection::open(path)?;
+    conn.busy_timeout(Duration::from_secs(5))?;
+    conn.execute_batch("BEGIN IMMEDIATE")?;
+    std::thread::sleep(hold);
+    conn.execute_batch("COMMIT")?;
+    Ok(())
+}
+
+async fn run(args: &Args, run_no: u32, seconds: u64, soak: bool) -> anyhow::Result<RunFigures> {
+    let dir = tempfile::tempdir()?;
+    let (store, pg_url) = match &args.postgres {
+        Some(url) => {
+            let db = chaos_database(url).await?;
+            let schema = format!("chaos_{}_{}", std::process::id(), run_no);
+            (
+                StoreKind::Postgres {
+                    url: db.clone(),
+                    schema,
+                },
+                Some(db),
+            )
+        }
+        None => (StoreKind::Sqlite(dir.path().join("store.db")), None),
+    };
+    let import_db = dir.path().join("import.db");
+    let mut instances = Vec::new();
+    for i in 0..args.instances.max(1) {
+        instances.push(Instance::start(i, &args.bin, dir.path(), &store, &import_db).await?);
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut fig = RunFigures {
+        rss_start_kib: instances.iter().filter_map(Instance::rss_kib).collect(),
+        ..RunFigures::default()
+    };
+
+    let shared: workload::Shared = Arc::new(Mutex::new(Record::default()));
+    let stop = Instant::now() + Duration::from_secs(seconds);
+    let urls: Vec<String> = instances.iter().map(Instance::url).collect();
+    let mut handles = Vec::new();
+    for w in 0..args.workers {
+        let inst = w % urls.len();
+        handles.push(tokio::spawn(workload::worker(
+            w,
+            inst,
+            urls[inst].clone(),
+            args.seed.wrapping_add(u64::from(run_no)),
+            stop,
+            shared.clone(),
+        )));
+    }
+
+    // Faults, spread over the run (soak: every 30 s, instance 0 never killed so its RSS
+    // drift is measured over the whole soak).
+    let mut faults = checks::Faults::default();
+    let mut rng = Rng::new(args.seed ^ 0x5eed ^ u64::from(run_no));
+    let period = if soak {
+        Duration::from_secs(30)
+    } else {
+        Duration::from_secs((seconds / 4).max(2))
+    };
+    let started = Instant::now();
+    let mut next_window = started + Duration::from_secs(60);
+    let mut round = 0u64;
+    while Instant::now() + period < stop {
+        tokio::time::sleep(period).await;
+        round += 1;
+        match round % 3 {
+            1 => {
+                let candidates: Vec<usize> = if soak && instances.len() > 1 {
+                    (1..instances.len()).collect()
+                } else if soak {
+                    Vec::new()
+                } else {
+                    (0..instances.len()).collect()
+                };
+                if !candidates.is_empty() {
+                    let i = candidates[rng.below(candidates.len() as u64) as usize];
+                    faults.kills.push((i, Instant::now()));
+                    instances[i]
+                        .kill_and_restart(Duration::from_millis(300))
+                        .await?;
+                }
+            }
+            2 => {
+                if let Some(url) = &pg_url {
+                    faults.pg_kills.push(Instant::now());
+                    faults.pg_backends_killed += kill_pg_connections(url).await.unwrap_or(0);
+                } else if let StoreKind::Sqlite(p) = &store {
+                    faults.sqlite_busy.push(Instant::now());
+                    let p = p.clone();
+                    let _ = tokio::task::spawn_blocking(move || {
+                        sqlite_busy(&p, Duration::from_millis(500))
+                    })
+                    .await;
+                }
+            }
+            _ => {
+                if let StoreKind::Sqlite(p) = &store {
+                    faults.sqlite_busy.push(Instant::now());
+                    let p = p.clone();
+                    let _ = tokio::task::spawn_blocking(move || {
+                        sqlite_busy(&p, Duration::from_millis(300))
+                    })
+                    .await;
+                } else if let Some(url) = &pg_url {
+                    faults.pg_kills.push(Instant::now());
+                    faults.pg_backends_killed += kill_pg_connections(url).await.unwrap_or(0);
+                }
+            }
+        }
+        if soak && Instant::now() >= next_window {
+            next_window += Duration::from_secs(60);
+            let rec = shared.lock().unwrap_or_else(|p| p.into_inner());
+            let window_start = Instant::now() - Duration::from_secs(60);
+            let lat: Vec<f64> = rec
+                .quick_ms
+                .iter()
+                .filter(|(t, _)| *t >= window_start)
+                .map(|(_, ms)| *ms)
+                .collect();
+            let rss = instances[0].rss_kib().unwrap_or(0);
+            fig.windows.push((rec.calls, percentile(lat, 0.99), rss));
+            eprintln!(
+                "soak: {:>4} s, {} calls, p99 {:.2} ms, RSS {} KiB",
+                started.elapsed().as_secs(),
+                rec.calls,
+                fig.windows.last().map_or(0.0, |w| w.1),
+                rss
+            );
+        }
+    }
+    for h in handles {
+        let _ = h.await;
+    }
+    // Let the instances settle (jobs finish, buffers freed), then measure.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+
+    let mut violations = Vec::new();
+    let rec = std::mem::take(&mut *shared.lock().unwrap_or_else(|p| p.into_inner()));
+    let explained = checks::failures(&rec, &faults, &mut violations);
+    let checker = Client::connect_http(
+        &urls[0],
+        &ConnectOptions {
+            era: EraChoice::Session,
+            ..ConnectOptions::default()
+        },
+    )
+    .await
+    .context("connecting the checker")?;
+    let (jobs, terminal) = checks::jobs(&checker, &rec, &mut violations).await;
+    checker.close().await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    fig.rss_end_kib = instances.iter().filter_map(Instance::rss_kib).collect();
+    for inst in &mut instances {
+        inst.stop().await;
+    }
+    let logs: Vec<(PathBuf, bool)> = instances.iter().flat_map(|i| i.logs.clone()).collect();
+    let lf = checks::logs(&logs, &mut violations);
+    // Memory back near its baseline: instances that were never killed.
+    for (i, inst) in instances.iter().enumerate() {
+        if inst.kills > 0 {
+            continue;
+        }
+        if let (Some(s), Some(e)) = (fig.rss_start_kib.get(i), fig.rss_end_kib.get(i))
+            && *e > s * 2 + 64 * 1024
+        {
+            violations.push(checks::Violation {
+                kind: "memory not back near baseline",
+                detail: format!("instance {i}: RSS {s} KiB at start, {e} KiB at the end"),
+            });
+        }
+    }
+
+    fig.calls = rec.calls;
+    fig.answered = rec.answered;
+    fig.timed_out = rec.timed_out;
+    fig.cancel_races = rec.cancel_races;
+    fig.cancel_races_won_by_result = rec.cancel_races_won_by_result;
+    fig.resent_with_key = rec.resent_with_key;
+    fig.resumes = rec.resumes;
+    fig.kills = faults.kills.len() as u64;
+    fig.pg_kills = faults.pg_kills.len() as u64;
+    fig.pg_backends_killed = faults.pg_backends_killed;
+    fig.sqlite_busy = faults.sqlite_busy.len() as u64;
+    fig.jobs = jobs;
+    fig.jobs_terminal = terminal;
+    fig.failures_explained_by_kill = explained.by_kill;
+    fig.failures_explained_by_pg_kill = explained.by_pg_kill;
+    fig.store_errors_after_pg_kill = explained.store_errors_after_pg_kill;
+    fig.raced_completion = lf.raced_completion;
+    fig.suppressed = lf.suppressed;
+    fig.log_requests = lf.requests;
+    fig.log_cancels = lf.cancels;
+    fig.unended_explained_by_kill = lf.unended_explained_by_kill;
+    for (kind, n) in checks::by_kind(&violations) {
+        eprintln!("run {run_no}: {n} violation(s) of kind {kind:?}");
+    }
+    fig.violations = violations
+        .iter()
+        .map(|x| format!("{}: {}", x.kind, x.detail))
+        .collect();
+    if !fig.violations.is_empty() {
+        // Keep the logs and store of a run that broke a promise, for inspection.
+        eprintln!("run {run_no}: logs kept in {}", dir.path().display());
+        std::mem::forget(dir);
+    }
+    if !soak {
+        let lat: Vec<f64> = rec.quick_ms.iter().map(|(_, ms)| *ms).collect();
+        fig.windows.push((rec.calls, percentile(lat, 0.99), 0));
+    }
+    Ok(fig)
+}
+
+fn print(run_no: u32, f: &RunFigures) {
+    println!(
+        "run {run_no}: {} calls ({} answered, {} timed out and cancelled), {} cancel races ({} won by the result), \
+         {} re-sent with the same key, {} stream resumes; faults: {} SIGKILL+restart, {} PostgreSQL kills ({} backends), \
+         {} SQLite busy; {} jobs ({} terminal); failures explained: {} by a kill, {} by a PostgreSQL kill; \
+         {} store errors after a PostgreSQL kill (re-sent with the key); log: {} requests, {} cancels, \
+         {} cancels that raced completion (ended <= 100 ms after), {} atomic responses suppressed, \
+         {} unended in killed incarnations; RSS KiB start {:?} end {:?}; violations: {}",
+        f.calls,
+        f.answered,
+        f.timed_out,
+        f.cancel_races,
+        f.cancel_races_won_by_result,
+        f.resent_with_key,
+        f.resumes,
+        f.kills,
+        f.pg_kills,
+        f.pg_backends_killed,
+        f.sqlite_busy,
+        f.jobs,
+        f.jobs_terminal,
+        f.failures_explained_by_kill,
+        f.failures_explained_by_pg_kill,
+        f.store_errors_after_pg_kill,
+        f.log_requests,
+        f.log_cancels,
+        f.raced_completion,
+        f.suppressed,
+        f.unended_explained_by_kill,
+        f.rss_start_kib,
+        f.rss_end_kib,
+        f.violations.len()
+    );
+    for v in f.violations.iter().take(20) {
+        println!("  violation: {v}");
+    }
+}
+
+fn to_json(f: &RunFigures) -> serde_json::Value {
+    serde_json::json!({
+        "calls": f.calls, "answered": f.answered, "timed_out": f.timed_out,
+        "cancel_races": f.cancel_races, "cancel_races_won_by_result": f.cancel_races_won_by_result,
+        "resent_with_key": f.resent_with_key, "resumes": f.resumes,
+        "faults": {"sigkill_restart": f.kills, "pg_kills": f.pg_kills,
+                   "pg_backends_killed": f.pg_backends_killed, "sqlite_busy": f.sqlite_busy},
+        "jobs": f.jobs, "jobs_terminal": f.jobs_terminal,
+        "explained": {"by_kill": f.failures_explained_by_kill, "by_pg_kill": f.failures_explained_by_pg_kill,
+                      "store_errors_after_pg_kill": f.store_errors_after_pg_kill,
+                      "cancel_raced_completion": f.raced_completion, "atomic_suppressed": f.suppressed,
+                      "unended_in_killed_logs": f.unended_explained_by_kill},
+        "log_requests": f.log_requests, "log_cancels": f.log_cancels,
+        "rss_start_kib": f.rss_start_kib, "rss_end_kib": f.rss_end_kib,
+        "windows": f.windows.iter().map(|(c, p, r)| serde_json::json!({"calls": c, "p99_ms": p, "rss_kib": r})).collect::<Vec<_>>(),
+        "violations": f.violations,
+    })
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    anyhow::ensure!(
+        args.instances <= 1 || args.postgres.is_some(),
+        "several instances need --postgres"
+    );
+    anyhow::ensure!(
+        args.bin.exists(),
+        "no staunch binary at {}",
+        args.bin.display()
+    );
+    let mut all = Vec::new();
+    let mut failed = false;
+    let (runs, seconds, soak) = match args.soak {
+        Some(minutes) => (1, minutes.clamp(1, 240) * 60, true),
+        None => (args.runs.clamp(1, 100), args.seconds.clamp(5, 3600), false),
+    };
+    for r in 1..=runs {
+        let f = run(&args, r, seconds, soak).await?;
+        print(r, &f);
+        if soak && let (Some(first), Some(last)) = (f.windows.first(), f.windows.last()) {
+            println!(
+                "soak: {} min, {} requests; p99 of quick calls {:.2} ms in the first minute, {:.2} ms in the last; RSS of instance 0 {} KiB after the first minute, {} KiB at the end",
+                seconds / 60,
+                f.calls,
+                first.1,
+                last.1,
+                first.2,
+                last.2
+            );
+        }
+        failed |= !f.violations.is_empty();
+        all.push(to_json(&f));
+    }
+    if let Some(path) = &args.json {
+        std::fs::write(path, serde_json::to_string_pretty(&all)?)?;
+    }
+    std::process::exit(i32::from(failed));
+}

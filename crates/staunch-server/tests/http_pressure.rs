@@ -1,0 +1,402 @@
+//! Pressure on the HTTP transport, over real loopback HTTP: an event store slower than the
+//! offered load (a wrapper that delays every batch), and a client that stops reading its
+//! stream. Both must stay bounded and lose nothing that was promised.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use staunch_server::transport::http::{HttpConfig, HttpTransport};
+use staunch_server::{CallToolResult, Config, Context, ProgressRate, Server, ToolError, ToolSpec};
+use staunch_store::{
+    BatchOutcome, EventStore, EventWrite, MemoryEventStore, MemorySessionStore, Replay, StoreError,
+};
+use tokio::net::TcpSocket;
+
+/// An event store whose batches take `delay` each (a slow disk, a far database).
+struct SlowStore {
+    inner: MemoryEventStore,
+    delay: Duration,
+}
+
+#[async_trait]
+impl EventStore for SlowStore {
+    async fn create_stream(&self, s: &str, st: &str, now: i64) -> Result<(), StoreError> {
+        self.inner.create_stream(s, st, now).await
+    }
+    async fn append(&self, s: &str, st: &str, p: String, now: i64) -> Result<u64, StoreError> {
+        self.inner.append(s, st, p, now).await
+    }
+    async fn replay_after(
+        &self,
+        s: &str,
+        st: &str,
+        after: u64,
+        limit: usize,
+    ) -> Result<Replay, StoreError> {
+        self.inner.replay_after(s, st, after, limit).await
+    }
+    async fn mark_closed(&self, s: &str, st: &str, now: i64) -> Result<bool, StoreError> {
+        self.inner.mark_closed(s, st, now).await
+    }
+    async fn purge(&self, now: i64, age: i64, per: u64) -> Result<u64, StoreError> {
+        self.inner.purge(now, age, per).await
+    }
+    async fn delete_session(&self, s: &str) -> Result<u64, StoreError> {
+        self.inner.delete_session(s).await
+    }
+    async fn write_batch(
+        &self,
+        writes: Vec<EventWrite>,
+        now: i64,
+    ) -> Result<BatchOutcome, StoreError> {
+        tokio::time::sleep(self.delay).await;
+        self.inner.write_batch(writes, now).await
+    }
+}
+
+#[derive(Deserialize, schemars::JsonSchema)]
+struct Text {
+    text: String,
+}
+
+#[derive(Deserialize, schemars::JsonSchema)]
+struct Chatty {
+    reports: u32,
+    bytes: usize,
+}
+
+fn server() -> Server {
+    let config = Config {
+        // Every report goes out: the test wants a stream that outruns its reader.
+        progress_rate: ProgressRate {
+            burst: 100_000,
+            per_second: 1_000_000.0,
+        },
+        ..Config::default()
+    };
+    Server::builder("pressure", "0")
+        .config(config)
+        .tool(
+            ToolSpec::quick("echo", "echo"),
+            |_: Context, a: Text| async move { Ok::<_, ToolError>(CallToolResult::text(a.text)) },
+        )
+        .tool(
+            ToolSpec::streaming("chatty", "many large progress messages"),
+            |ctx: Context, a: Chatty| async move {
+                let filler = "x".repeat(a.bytes);
+                for i in 1..=a.reports {
+                    ctx.progress(
+                        f64::from(i),
+                        Some(f64::from(a.reports)),
+                        Some(filler.clone()),
+                    );
+                    tokio::task::yield_now().await;
+                }
+                Ok::<_, ToolError>(CallToolResult::text("done"))
+            },
+        )
+        .build()
+}
+
+/// Serves `transport` on a loopback port.
+async fn serve(transport: HttpTransport) -> u16 {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(transport.serve(listener));
+    port
+}
+
+/// One request on its own connection; `recv_buf` shrinks the client's socket buffer.
+async fn send(
+    port: u16,
+    method: &str,
+    headers: &[(&str, &str)],
+    body: Option<Value>,
+    recv_buf: Option<u32>,
+) -> Response<Incoming> {
+    let socket = TcpSocket::new_v4().unwrap();
+    if let Some(n) = recv_buf {
+        socket.set_recv_buffer_size(n).unwrap();
+    }
+    let stream = socket.connect(([127, 0, 0, 1], port).into()).await.unwrap();
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let mut req = Request::builder()
+        .method(method)
+        .uri("/mcp")
+        .header("host", format!("127.0.0.1:{port}"));
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let body = body.map_or_else(Bytes::new, |b| Bytes::from(b.to_string()));
+    if method == "POST" {
+        req = req.header("content-type", "application/json");
+    }
+    sender
+        .send_request(req.body(Full::new(body)).unwrap())
+        .await
+        .unwrap()
+}
+
+async fn json_body(r: Response<Incoming>) -> Value {
+    let b = r.into_body().collect().await.unwrap().to_bytes();
+    serde_json::from_slice(&b).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&b)))
+}
+
+/// Initializes a session (JSON answers); returns its id.
+async fn initialize(port: u16) -> String {
+    let r = send(
+        port,
+        "POST",
+        &[("accept", "application/json")],
+        Some(
+            json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "pressure", "version": "0"}}}),
+        ),
+        None,
+    )
+    .await;
+    assert_eq!(r.status(), StatusCode::OK);
+    let sid = r.headers()["mcp-session-id"].to_str().unwrap().to_string();
+    let _ = json_body(r).await;
+    let r = send(
+        port,
+        "POST",
+        &[("accept", "application/json"), ("mcp-session-id", &sid)],
+        Some(json!({"jsonrpc": "2.0", "method": "notifications/initialized"})),
+        None,
+    )
+    .await;
+    assert_eq!(r.status(), StatusCode::ACCEPTED);
+    sid
+}
+
+fn echo(id: u32) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+        "params": {"name": "echo", "arguments": {"text": format!("n{id}")}}})
+}
+
+/// The store takes 3 s per batch and the queue admits 4 writes: new requests wait for it
+/// (backpressure), and once the 2 s admission wait passes they are refused with 503 and a
+/// JSON-RPC "server busy" error naming the store. Every request is answered or refused —
+/// none vanishes — and the queue never holds more than the admitted requests' writes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_slower_than_the_load_slows_then_refuses_new_requests() {
+    let transport = HttpTransport::new(
+        server(),
+        Arc::new(SlowStore {
+            inner: MemoryEventStore::new(),
+            delay: Duration::from_secs(3),
+        }),
+        Arc::new(MemorySessionStore::new()),
+        HttpConfig {
+            event_queue_max: 4,
+            ..HttpConfig::default()
+        },
+    );
+    let port = serve(transport.clone()).await;
+    let sid = initialize(port).await;
+
+    let calls: Vec<_> = (1..=12u32)
+        .map(|id| {
+            let sid = sid.clone();
+            tokio::spawn(async move {
+                let r = send(
+                    port,
+                    "POST",
+                    &[("accept", "application/json"), ("mcp-session-id", &sid)],
+                    Some(echo(id)),
+                    None,
+                )
+                .await;
+                let status = r.status();
+                let retry_after = r.headers().get("retry-after").cloned();
+                (id, status, retry_after, json_body(r).await)
+            })
+        })
+        .collect();
+    let mut answered = 0;
+    let mut refused = 0;
+    let mut peak = 0;
+    for c in calls {
+        let (id, status, retry_after, body) = c.await.unwrap();
+        peak = peak.max(transport.event_queue_stats().queued);
+        match status {
+            StatusCode::OK => {
+                assert_eq!(body["id"], id);
+                assert_eq!(body["result"]["content"][0]["text"], format!("n{id}"));
+                answered += 1;
+            }
+            StatusCode::SERVICE_UNAVAILABLE => {
+                assert_eq!(body["error"]["code"], -32000, "{body}");
+                let msg = body["error"]["message"].as_str().unwrap();
+                assert!(msg.contains("event store"), "{msg}");
+                assert!(retry_after.is_some(), "a refusal says when to retry");
+                refused += 1;
+            }
+            other => panic!("request {id}: unexpected {other}: {body}"),
+        }
+    }
+    assert_eq!(answered + refused, 12);
+    assert!(
+        refused > 0,
+        "a store 3 s behind must refuse some new requests"
+    );
+    assert!(
+        answered > 0,
+        "requests admitted before the queue filled are answered"
+    );
+    let stats = transport.event_queue_stats();
+    assert_eq!(stats.refused, refused);
+    assert!(stats.delayed >= stats.refused, "{stats:?}");
+    // Init's 3 writes, then at most 3 (stream created, response, closed) per admitted call.
+    assert!(
+        peak <= 3 + 3 * answered as usize,
+        "queue peaked at {peak} with {answered} admitted"
+    );
+
+    // Once the store caught up, a new request is admitted at once.
+    while transport.event_queue_stats().queued > 0 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let r = send(
+        port,
+        "POST",
+        &[("accept", "application/json"), ("mcp-session-id", &sid)],
+        Some(echo(99)),
+        None,
+    )
+    .await;
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(json_body(r).await["result"]["content"][0]["text"], "n99");
+}
+
+/// SSE events of a body read so far: `(id, data)`.
+fn events(buf: &str) -> Vec<(Option<String>, String)> {
+    buf.split("\n\n")
+        .filter(|e| e.contains("data:"))
+        .map(|e| {
+            let mut id = None;
+            let mut data = String::new();
+            for line in e.lines() {
+                if let Some(v) = line.strip_prefix("id: ") {
+                    id = Some(v.to_string());
+                } else if let Some(v) = line.strip_prefix("data: ") {
+                    data.push_str(v);
+                }
+            }
+            (id, data)
+        })
+        .collect()
+}
+
+async fn read_all(r: Response<Incoming>) -> String {
+    let b = r.into_body().collect().await.unwrap().to_bytes();
+    String::from_utf8(b.to_vec()).unwrap()
+}
+
+/// A client that stops reading while its call sends ~19 MB: its connection is closed once it
+/// is 8 messages behind (memory stays bounded), and resuming with `Last-Event-ID` delivers the
+/// rest — every event exactly once, in order, ending with the response.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_stops_reading_is_cut_off_and_resumes_without_loss() {
+    let transport = HttpTransport::new(
+        server(),
+        Arc::new(MemoryEventStore::new()),
+        Arc::new(MemorySessionStore::new()),
+        HttpConfig {
+            connection_backlog: 8,
+            ..HttpConfig::default()
+        },
+    );
+    let port = serve(transport.clone()).await;
+    let sid = initialize(port).await;
+    let reports = 600u32;
+    let r = send(
+        port,
+        "POST",
+        &[
+            ("accept", "application/json, text/event-stream"),
+            ("mcp-session-id", &sid),
+        ],
+        Some(
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+            "name": "chatty", "arguments": {"reports": reports, "bytes": 32 * 1024},
+            "_meta": {"progressToken": "p1"}}}),
+        ),
+        Some(4096),
+    )
+    .await;
+    assert_eq!(r.status(), StatusCode::OK);
+    // Not reading: wait until the server gave up on this connection.
+    let until = tokio::time::Instant::now() + Duration::from_secs(60);
+    while transport.event_queue_stats().connections_cut == 0 {
+        assert!(
+            tokio::time::Instant::now() < until,
+            "the connection was never cut"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // What was queued before the cut still arrives; then the connection ends.
+    let first = events(&read_all(r).await);
+    let last_id = first
+        .iter()
+        .rev()
+        .find_map(|(id, _)| id.clone())
+        .expect("events with ids before the cut");
+    assert!(
+        !first.iter().any(|(_, d)| d.contains("\"result\"")),
+        "the response cannot have been delivered to a cut connection"
+    );
+
+    let r = send(
+        port,
+        "GET",
+        &[
+            ("accept", "text/event-stream"),
+            ("mcp-session-id", &sid),
+            ("last-event-id", &last_id),
+        ],
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(r.status(), StatusCode::OK);
+    let rest = events(&read_all(r).await);
+    let all: Vec<_> = first
+        .into_iter()
+        .chain(rest)
+        .filter(|(id, d)| {
+            // The priming event has an id and empty data.
+            id.is_some() && !d.is_empty()
+        })
+        .collect();
+    let seqs: Vec<u64> = all
+        .iter()
+        .map(|(id, _)| {
+            id.as_ref()
+                .unwrap()
+                .rsplit_once(':')
+                .unwrap()
+                .1
+                .parse()
+                .unwrap()
+        })
+        .collect();
+    let expected: Vec<u64> = (1..=u64::from(reports) + 1).collect();
+    assert_eq!(seqs, expected, "every event once, in order, no gap");
+    let response: Value = serde_json::from_str(&all.last().unwrap().1).unwrap();
+    assert_eq!(response["id"], 1);
+    assert_eq!(response["result"]["content"][0]["text"], "done");
+}
