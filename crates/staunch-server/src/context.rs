@@ -145,6 +145,14 @@ impl Context {
         &self.shared.conn.label
     }
 
+    /// The session that owns the work this request starts (jobs, tasks, idempotency keys): an
+    /// HTTP session's id. `None` for stdio (one client per process, whose work outlives the
+    /// process) and for stateless requests (no session).
+    pub fn owning_session(&self) -> Option<&str> {
+        let conn = &self.shared.conn;
+        conn.owns_work.then_some(&*conn.label)
+    }
+
     /// Whether the request was made in the stateless era (2026-07-28): no session; closing its
     /// stream cancels it; questions to the client are input-required rounds.
     pub fn is_stateless(&self) -> bool {

@@ -41,12 +41,14 @@ impl LifecycleLog {
         Self::to_writer(Box::new(std::io::stderr()))
     }
 
-    /// Lines appended to a file.
+    /// Lines appended to a file. A new file is created readable by its owner only (0600):
+    /// the log names requests, tools and arguments' fingerprints.
     pub fn file(path: &std::path::Path) -> std::io::Result<Self> {
-        let f = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)?;
+        let mut options = std::fs::OpenOptions::new();
+        options.create(true).append(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        let f = options.open(path)?;
         Ok(Self::to_writer(Box::new(f)))
     }
 

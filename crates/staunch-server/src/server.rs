@@ -67,7 +67,14 @@ impl Server {
 
     /// A new session whose messages go to `sink`.
     pub fn session(&self, id: impl Into<String>, sink: Arc<dyn Sink>) -> Session {
-        Session::new(self.inner.clone(), id.into(), sink)
+        Session::new(self.inner.clone(), id.into(), sink, false)
+    }
+
+    /// A new session on a transport many clients share (HTTP): its id is that client's
+    /// secret, and the work its requests start (jobs, tasks) belongs to it
+    /// ([`crate::Context::owning_session`]).
+    pub fn owning_session(&self, id: impl Into<String>, sink: Arc<dyn Sink>) -> Session {
+        Session::new(self.inner.clone(), id.into(), sink, true)
     }
 
     /// The limits and timings.
@@ -362,6 +369,7 @@ impl ServerBuilder {
                 methods: self.methods,
                 capabilities,
                 limiter: Arc::new(Semaphore::new(self.config.max_in_flight)),
+                fair: crate::fair::FairShare::default(),
                 config: self.config,
                 log: self.log,
                 shutdown: CancellationToken::new(),

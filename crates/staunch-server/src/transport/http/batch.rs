@@ -61,7 +61,7 @@ async fn run(events: Arc<dyn EventStore>, mut rx: mpsc::UnboundedReceiver<Item>)
                 Item::DeleteSession(id) => {
                     apply(&*events, &mut writes).await;
                     if let Err(e) = events.delete_session(&id).await {
-                        tracing::warn!(session = %id, error = %e, "could not delete session events");
+                        tracing::warn!(session = %crate::session_hash(&id), error = %e, "could not delete session events");
                     }
                 }
                 Item::Flush(done) => {
