@@ -7,6 +7,7 @@ mod audit_cmd;
 mod call;
 mod call_view;
 mod cli;
+mod limits;
 mod probe;
 mod serve;
 mod tools;

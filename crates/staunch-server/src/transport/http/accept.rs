@@ -22,7 +22,7 @@ use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
@@ -103,10 +103,15 @@ async fn refuse(mut tcp: TcpStream, limit: usize) {
          {}\r\nretry-after: 1\r\nconnection: close\r\n\r\n",
         body.len()
     );
-    let write = async {
+    let answer = async {
         tcp.write_all(head.as_bytes()).await?;
         tcp.write_all(body.as_bytes()).await?;
-        tcp.shutdown().await
+        tcp.shutdown().await?;
+        // Read what the client sent before closing: closing with unread bytes makes the
+        // kernel reset the connection, and the client may lose the answer.
+        let mut sink = [0u8; 4096];
+        while tcp.read(&mut sink).await? > 0 {}
+        Ok::<_, std::io::Error>(())
     };
-    let _ = tokio::time::timeout(Duration::from_secs(1), write).await;
+    let _ = tokio::time::timeout(Duration::from_secs(1), answer).await;
 }
