@@ -48,9 +48,7 @@ pub enum JobsError {
     },
     /// The caller's owner scope has this many jobs queued or running already; nothing was
     /// recorded.
-    #[error(
-        "too many jobs: this caller already has {limit} jobs queued or running (the limit)"
-    )]
+    #[error("too many jobs: this caller already has {limit} jobs queued or running (the limit)")]
     TooManyActive { limit: u64 },
     /// The runtime is shutting down and takes no new jobs.
     #[error("the job runtime is shutting down")]

@@ -289,7 +289,10 @@ impl MethodHandler for TaskCancel {
             if task_terminal(&job) {
                 return Err(terminal(&job));
             }
-            let by = format!("tasks/cancel (session {})", crate::scope::session_label(&ctx));
+            let by = format!(
+                "tasks/cancel (session {})",
+                crate::scope::session_label(&ctx)
+            );
             let out = rt
                 .cancel(&id, &by)
                 .await

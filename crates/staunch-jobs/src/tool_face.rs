@@ -179,7 +179,10 @@ impl ToolHandler for CancelFace {
             if visible_job(&rt, &tool, &ctx, &a.job_id).await?.is_none() {
                 return Ok(unknown_job(&rt, &tool, &a.job_id));
             }
-            let by = format!("cancel_{tool} (session {})", crate::scope::session_label(&ctx));
+            let by = format!(
+                "cancel_{tool} (session {})",
+                crate::scope::session_label(&ctx)
+            );
             let poll = rt.poll_after_ms();
             let out = rt
                 .cancel(&a.job_id, &by)
@@ -274,8 +277,10 @@ impl ToolHandler for RunFace {
                     // session merely expires it runs on, and `get_<tool>` finds it.
                     let asked = ctx.cancel_reason().is_some_and(|r| r.client_asked());
                     if sub.created && asked {
-                        let by =
-                            format!("{tool}: request cancelled (session {})", crate::scope::session_label(&ctx));
+                        let by = format!(
+                            "{tool}: request cancelled (session {})",
+                            crate::scope::session_label(&ctx)
+                        );
                         if let Err(e) = rt.cancel(&id, &by).await {
                             tracing::warn!(job_id = %id, error = %e, "could not cancel the job of a cancelled request");
                         }

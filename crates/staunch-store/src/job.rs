@@ -217,7 +217,9 @@ pub enum CreateOutcome {
     },
     /// The principal has `NewJob::max_active` jobs queued or running already: nothing was
     /// recorded.
-    TooManyActive { limit: u64 },
+    TooManyActive {
+        limit: u64,
+    },
 }
 
 /// A claimed job: the worker presents `token` (with its owner id) on every later write.

@@ -59,12 +59,7 @@ fn text_of(resp: &Value) -> String {
 }
 
 /// `start_import_rows` in a session; its job id, or the refusal text.
-async fn start_import(
-    s: &HttpServer,
-    sid: &str,
-    id: i64,
-    args: Value,
-) -> Result<String, String> {
+async fn start_import(s: &HttpServer, sid: &str, id: i64, args: Value) -> Result<String, String> {
     let r = rpc(s, sid, call(json!(id), "start_import_rows", args, None)).await;
     if r["result"]["isError"] == true {
         return Err(text_of(&r));
@@ -259,7 +254,12 @@ async fn another_session_cannot_cancel_a_task() {
     let via_tool = rpc(
         &s,
         &b,
-        call(json!(2), "cancel_import_rows", json!({"job_id": task}), None),
+        call(
+            json!(2),
+            "cancel_import_rows",
+            json!({"job_id": task}),
+            None,
+        ),
     )
     .await;
     assert_eq!(via_tool["result"]["isError"], true, "{via_tool}");
@@ -500,13 +500,7 @@ async fn stored_sessions_expire_without_a_request() {
 #[tokio::test]
 async fn one_session_cannot_take_every_in_flight_slot() {
     let s = Arc::new(
-        HttpServer::start(&[
-            "--max-in-flight",
-            "16",
-            "--max-in-flight-per-session",
-            "3",
-        ])
-        .await,
+        HttpServer::start(&["--max-in-flight", "16", "--max-in-flight-per-session", "3"]).await,
     );
     let a = s.initialize().await;
     let b = s.initialize().await;
@@ -527,7 +521,12 @@ async fn one_session_cannot_take_every_in_flight_slot() {
     for i in 0..3 {
         slow.push(tokio::spawn(json_only(
             a.clone(),
-            call(json!(i), "slow_count", json!({"steps": 100, "delay_ms": 100}), None),
+            call(
+                json!(i),
+                "slow_count",
+                json!({"steps": 100, "delay_ms": 100}),
+                None,
+            ),
         )));
     }
     let hash = staunch_server::session_hash(&a);
@@ -539,7 +538,11 @@ async fn one_session_cannot_take_every_in_flight_slot() {
     })
     .await;
     // ...so a fourth from A is refused at once, with a reason...
-    let fourth = json_only(a.clone(), call(json!(9), "echo", json!({"text": "x"}), None)).await;
+    let fourth = json_only(
+        a.clone(),
+        call(json!(9), "echo", json!({"text": "x"}), None),
+    )
+    .await;
     assert_eq!(fourth["error"]["code"], -32000, "{fourth}");
     assert!(
         fourth["error"]["message"]
@@ -549,7 +552,11 @@ async fn one_session_cannot_take_every_in_flight_slot() {
         "{fourth}"
     );
     // ...and B is served.
-    let other = json_only(b.clone(), call(json!(1), "echo", json!({"text": "y"}), None)).await;
+    let other = json_only(
+        b.clone(),
+        call(json!(1), "echo", json!({"text": "y"}), None),
+    )
+    .await;
     assert!(other.get("result").is_some(), "{other}");
     let del = s
         .send("DELETE", &[("mcp-session-id", a.as_str())], "")
@@ -568,9 +575,14 @@ async fn queued_and_running_jobs_per_owner_are_limited() {
     let a = s.initialize().await;
     let b = s.initialize().await;
     for rows in [40, 41] {
-        start_import(&s, &a, i64::from(rows), json!({"rows": rows, "delay_ms": 100}))
-            .await
-            .unwrap();
+        start_import(
+            &s,
+            &a,
+            i64::from(rows),
+            json!({"rows": rows, "delay_ms": 100}),
+        )
+        .await
+        .unwrap();
     }
     let refused = start_import(&s, &a, 3, json!({"rows": 42, "delay_ms": 100}))
         .await
@@ -668,10 +680,8 @@ async fn a_body_that_never_arrives_gets_408() {
 #[tokio::test]
 async fn duplicate_host_or_origin_headers_are_refused() {
     let s = HttpServer::start(&[]).await;
-    let host = format!(
-        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nHost: evil.example\r\nContent-Type: \
-         application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{{}}"
-    );
+    let host = "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nHost: evil.example\r\nContent-Type: \
+                application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}";
     let r = raw(s.port, host.as_bytes()).await;
     assert!(status_line(&r).contains("400"), "{r}");
     assert!(r.contains("more than one host header"), "{r}");
@@ -707,7 +717,12 @@ async fn a_last_event_id_at_the_top_of_u64_is_404_not_a_wrap() {
     let mut r = s
         .post(
             Some(&sid),
-            &call(json!(1), "slow_count", json!({"steps": 50, "delay_ms": 100}), None),
+            &call(
+                json!(1),
+                "slow_count",
+                json!({"steps": 50, "delay_ms": 100}),
+                None,
+            ),
         )
         .await;
     let prime = r.next_event(T).await.expect("priming event");
@@ -726,7 +741,12 @@ async fn a_last_event_id_at_the_top_of_u64_is_404_not_a_wrap() {
 async fn session_ids_are_hashed_in_the_lifecycle_log_and_the_file_is_private() {
     let s = HttpServer::start(&[]).await;
     let sid = s.initialize().await;
-    rpc(&s, &sid, call(json!(1), "echo", json!({"text": "hi"}), None)).await;
+    rpc(
+        &s,
+        &sid,
+        call(json!(1), "echo", json!({"text": "hi"}), None),
+    )
+    .await;
     let hash = staunch_server::session_hash(&sid);
     let lines = s
         .log_until(|l| {

@@ -75,11 +75,11 @@ async fn read_body(state: &HttpState, body: Body) -> Result<Bytes, Response> {
     {
         Ok(Ok(b)) => Ok(b),
         Ok(Err(e)) => {
-            let too_large = std::iter::successors(
-                Some(&e as &(dyn std::error::Error + 'static)),
-                |e| e.source(),
-            )
-            .any(|e| e.is::<http_body_util::LengthLimitError>());
+            let too_large =
+                std::iter::successors(Some(&e as &(dyn std::error::Error + 'static)), |e| {
+                    e.source()
+                })
+                .any(|e| e.is::<http_body_util::LengthLimitError>());
             if too_large {
                 tracing::warn!(limit, "request refused: body too large");
                 Err(error(
@@ -553,7 +553,10 @@ async fn make_room(state: &HttpState, peer: Option<std::net::IpAddr>) -> Result<
         (Some(id), Some(_)) => {
             tracing::info!(session = %crate::session_hash(&id), "unused session ended to make room");
             state
-                .end_session(&id, CancelReason::SessionClosed("session ended: never used"))
+                .end_session(
+                    &id,
+                    CancelReason::SessionClosed("session ended: never used"),
+                )
                 .await;
             Ok(())
         }

@@ -301,7 +301,10 @@ async fn maintenance(state: Arc<HttpState>) {
                 .values()
                 .filter_map(|s| {
                     if !s.used() && s.idle_for(now) > state.cfg.session_unused {
-                        Some((s.id().to_string(), "session expired: unused after initialize"))
+                        Some((
+                            s.id().to_string(),
+                            "session expired: unused after initialize",
+                        ))
                     } else if s.idle_for(now) > state.cfg.session_idle {
                         Some((s.id().to_string(), "session expired"))
                     } else {
@@ -313,7 +316,10 @@ async fn maintenance(state: Arc<HttpState>) {
             // instances (and this one after a restart) do not expire or refuse them.
             let seen: Vec<(String, i64)> = sessions
                 .values()
-                .filter_map(|s| s.seen_to_sync(now, sync_every).map(|t| (s.id().to_string(), t)))
+                .filter_map(|s| {
+                    s.seen_to_sync(now, sync_every)
+                        .map(|t| (s.id().to_string(), t))
+                })
                 .collect();
             (expired, seen)
         };
