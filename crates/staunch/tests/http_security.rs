@@ -677,34 +677,60 @@ async fn a_body_that_never_arrives_gets_408() {
     assert!(resp.contains("--body-read-timeout-ms"), "{resp}");
 }
 
+/// A complete `initialize` POST with these extra header lines: served (200) unless a header
+/// check refuses it.
+fn initialize_with(headers: &str) -> String {
+    let body = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#;
+    format!(
+        "POST /mcp HTTP/1.1\r\n{headers}Content-Type: application/json\r\nAccept: \
+         application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: \
+         close\r\n\r\n{body}",
+        body.len()
+    )
+}
+
 #[tokio::test]
 async fn duplicate_host_or_origin_headers_are_refused() {
     let s = HttpServer::start(&[]).await;
-    let host = "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nHost: evil.example\r\nContent-Type: \
-                application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}";
-    let r = raw(s.port, host.as_bytes()).await;
+    let ok = raw(s.port, initialize_with("Host: 127.0.0.1\r\n").as_bytes()).await;
+    assert!(status_line(&ok).contains("200"), "{ok}");
+    let r = raw(
+        s.port,
+        initialize_with("Host: 127.0.0.1\r\nHost: evil.example\r\n").as_bytes(),
+    )
+    .await;
     assert!(status_line(&r).contains("400"), "{r}");
     assert!(r.contains("more than one host header"), "{r}");
-    let origin = "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nOrigin: http://localhost\r\n\
-                  Origin: http://evil.example\r\nContent-Type: application/json\r\n\
-                  Content-Length: 2\r\nConnection: close\r\n\r\n{}";
-    let r = raw(s.port, origin.as_bytes()).await;
+    let r = raw(
+        s.port,
+        initialize_with(
+            "Host: 127.0.0.1\r\nOrigin: http://localhost\r\nOrigin: http://evil.example\r\n",
+        )
+        .as_bytes(),
+    )
+    .await;
     assert!(status_line(&r).contains("400"), "{r}");
+    assert!(r.contains("more than one origin header"), "{r}");
 }
 
 #[tokio::test]
 async fn host_and_origin_ports_are_range_checked() {
     let s = HttpServer::start(&[]).await;
+    let ok = raw(
+        s.port,
+        initialize_with("Host: localhost:65535\r\n").as_bytes(),
+    )
+    .await;
+    assert!(status_line(&ok).contains("200"), "{ok}");
     let r = raw(
         s.port,
-        b"DELETE /mcp HTTP/1.1\r\nHost: localhost:99999\r\nConnection: close\r\n\r\n",
+        initialize_with("Host: localhost:99999\r\n").as_bytes(),
     )
     .await;
     assert!(status_line(&r).contains("403"), "{r}");
     let r = raw(
         s.port,
-        b"DELETE /mcp HTTP/1.1\r\nHost: localhost:8080\r\nOrigin: http://localhost:70000\r\n\
-          Connection: close\r\n\r\n",
+        initialize_with("Host: localhost:8080\r\nOrigin: http://localhost:70000\r\n").as_bytes(),
     )
     .await;
     assert!(status_line(&r).contains("403"), "{r}");
