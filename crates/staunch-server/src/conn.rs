@@ -45,6 +45,9 @@ pub(crate) struct Conn {
     /// hash of it ([`crate::session_hash`]), computed once here rather than per line.
     pub(crate) log_label: Arc<str>,
     pub(crate) sink: Arc<dyn Sink>,
+    /// Who the transport authenticated for this connection (HTTP with auth on); `None` on
+    /// stdio and without auth.
+    pub(crate) principal: Option<Arc<str>>,
     in_flight: AtomicUsize,
     emptied: Notify,
     outgoing: Mutex<HashMap<RequestId, oneshot::Sender<ClientReply>>>,
@@ -61,15 +64,22 @@ impl std::fmt::Debug for Conn {
 }
 
 impl Conn {
-    pub(crate) fn new(label: impl Into<Arc<str>>, sink: Arc<dyn Sink>) -> Arc<Self> {
-        Self::with_ownership(label, sink, false)
+    /// A connection whose requests were made by `principal` (authenticated by the transport;
+    /// `None` on stdio and without auth).
+    pub(crate) fn with_principal(
+        label: impl Into<Arc<str>>,
+        sink: Arc<dyn Sink>,
+        principal: Option<Arc<str>>,
+    ) -> Arc<Self> {
+        Self::build(label, sink, false, principal)
     }
 
-    /// A connection whose session owns the work its requests start (see `owns_work`).
-    pub(crate) fn with_ownership(
+    /// A connection; `owns_work` for an HTTP session (see the field).
+    pub(crate) fn build(
         label: impl Into<Arc<str>>,
         sink: Arc<dyn Sink>,
         owns_work: bool,
+        principal: Option<Arc<str>>,
     ) -> Arc<Self> {
         let label: Arc<str> = label.into();
         let log_label = if owns_work {
@@ -83,6 +93,7 @@ impl Conn {
             owns_work,
             log_label,
             sink,
+            principal,
             in_flight: AtomicUsize::new(0),
             emptied: Notify::new(),
             outgoing: Mutex::new(HashMap::new()),

@@ -67,14 +67,26 @@ impl Server {
 
     /// A new session whose messages go to `sink`.
     pub fn session(&self, id: impl Into<String>, sink: Arc<dyn Sink>) -> Session {
-        Session::new(self.inner.clone(), id.into(), sink, false)
+        Session::new(self.inner.clone(), id.into(), sink, false, None)
     }
 
-    /// A new session on a transport many clients share (HTTP): its id is that client's
-    /// secret, and the work its requests start (jobs, tasks) belongs to it
-    /// ([`crate::Context::owning_session`]).
-    pub fn owning_session(&self, id: impl Into<String>, sink: Arc<dyn Sink>) -> Session {
-        Session::new(self.inner.clone(), id.into(), sink, true)
+    /// A new session on a transport many clients share (HTTP), bound to `principal` when the
+    /// transport authenticated one: every request of it sees that principal in
+    /// [`Context::principal`], and the work its requests start (jobs, tasks) belongs to it —
+    /// to the principal, else to the session ([`Context::owning_session`]).
+    pub fn session_for(
+        &self,
+        id: impl Into<String>,
+        sink: Arc<dyn Sink>,
+        principal: Option<String>,
+    ) -> Session {
+        Session::new(
+            self.inner.clone(),
+            id.into(),
+            sink,
+            true,
+            principal.map(Arc::from),
+        )
     }
 
     /// The limits and timings.
@@ -120,6 +132,19 @@ impl Server {
             .map_or(&[], Vec::as_slice)
     }
 
+    /// The OAuth scopes tool `name` declares its callers need ([`ToolSpec::scopes`]).
+    pub fn tool_scopes(&self, name: &str) -> &[String] {
+        self.inner.tool_scopes.get(name).map_or(&[], Vec::as_slice)
+    }
+
+    /// Every scope some tool declares, sorted, once each.
+    pub fn declared_scopes(&self) -> Vec<String> {
+        let mut all: Vec<String> = self.inner.tool_scopes.values().flatten().cloned().collect();
+        all.sort();
+        all.dedup();
+        all
+    }
+
     /// Where list changes are announced (to `subscriptions/listen` streams).
     pub fn listen_hub(&self) -> &ListenHub {
         &self.inner.listen
@@ -134,9 +159,21 @@ impl Server {
         meta: RequestMeta,
         sink: Arc<dyn Sink>,
     ) -> StatelessRequest {
+        self.serve_stateless_for(req, meta, sink, None)
+    }
+
+    /// [`Server::serve_stateless`] for a request the transport authenticated as `principal`
+    /// (seen by its handler in [`Context::principal`]).
+    pub fn serve_stateless_for(
+        &self,
+        req: Request,
+        meta: RequestMeta,
+        sink: Arc<dyn Sink>,
+        principal: Option<String>,
+    ) -> StatelessRequest {
         let n = NEXT_STATELESS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let label = format!("req-{}-{n}", self.inner.instance_tag);
-        let conn = Conn::new(label, sink);
+        let conn = Conn::with_principal(label, sink, principal.map(Arc::from));
         let origin = Origin {
             conn: conn.clone(),
             peer: Peer::Stateless(Arc::new(meta)),
@@ -344,6 +381,12 @@ impl ServerBuilder {
                 (!params.is_empty()).then(|| (t.spec.name.clone(), params))
             })
             .collect();
+        let tool_scopes = self
+            .tools
+            .iter()
+            .filter(|t| !t.spec.scopes.is_empty())
+            .map(|t| (t.spec.name.clone(), t.spec.scopes.clone()))
+            .collect();
         let tools = self
             .tools
             .into_iter()
@@ -358,6 +401,7 @@ impl ServerBuilder {
                 server_info_value,
                 instance_tag,
                 header_params,
+                tool_scopes,
                 registry: Registry::default(),
                 state_key: self.state_key.unwrap_or_else(StateKey::random),
                 listen: self.listen,

@@ -63,11 +63,12 @@ impl Session {
         id: String,
         sink: Arc<dyn Sink>,
         owns_work: bool,
+        principal: Option<Arc<str>>,
     ) -> Self {
         Self {
             inner: Arc::new(SessionInner {
                 server,
-                conn: Conn::with_ownership(id, sink, owns_work),
+                conn: Conn::build(id, sink, owns_work, principal),
                 facts: Arc::new(SessionFacts::new()),
                 closed: CancellationToken::new(),
                 forwarding: AtomicBool::new(false),
@@ -78,6 +79,12 @@ impl Session {
     /// The session id.
     pub fn id(&self) -> &str {
         &self.inner.conn.label
+    }
+
+    /// The principal the session is bound to (the one that created it, when the transport
+    /// authenticates); `None` without auth.
+    pub fn principal(&self) -> Option<&str> {
+        self.inner.conn.principal.as_deref()
     }
 
     /// Requests in flight on this session's connection.

@@ -171,6 +171,9 @@ pub struct ServeArgs {
     /// Limits against a hostile client (sessions, connections, timeouts, jobs per owner).
     #[command(flatten)]
     pub limits: crate::limits::LimitArgs,
+    /// Authentication (HTTP): --auth, --auth-tokens, --issuer, --audience, --jwks-url, …
+    #[command(flatten)]
+    pub auth: crate::auth_args::AuthArgs,
 }
 
 /// Runs the command; returns the process exit code.

@@ -56,6 +56,8 @@ pub fn build_server(
 pub async fn run(args: ServeArgs) -> anyhow::Result<i32> {
     // Job tools keep their state in the store, so stdio needs it too when they are served.
     let with_jobs = args.profile == "demo" || args.profile == "conformance";
+    // Fails early on auth flags without --http (stdio has no auth).
+    args.auth.check_transport(args.http.is_some())?;
     let stores = if with_jobs || args.http.is_some() {
         Some(open_store(&args).await?)
     } else {
@@ -116,6 +118,7 @@ fn job_runtime(
         job_ttl: Duration::from_secs(args.job_ttl_secs),
         idempotency_ttl: Duration::from_secs(args.idempotency_ttl_secs),
         dedupe_inflight: args.dedupe_inflight,
+        principal: args.auth.principal_fn(),
         ..JobConfig::default()
     };
     args.limits.apply_jobs(&mut config);
@@ -169,6 +172,7 @@ async fn serve_http(
         event_max_age: Duration::from_secs(args.event_max_age_secs),
         stateless_hold: Duration::from_millis(args.stateless_hold_ms),
         keep_alive_stateless: Duration::from_millis(args.stateless_keep_alive_ms.max(10)),
+        auth: args.auth.config().await?,
         ..HttpConfig::default()
     };
     args.limits.apply_http(&mut cfg);

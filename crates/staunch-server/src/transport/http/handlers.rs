@@ -15,6 +15,7 @@ use staunch_store::{Replay, SessionRecord, now_ms};
 
 use super::HttpState;
 use super::accept::PeerAddr;
+use super::auth::Identity;
 use super::session::{Attach, HttpSession, event_id, parse_event_id, random_hex};
 use super::sse;
 use super::stateless::{self, VERSION_HEADER};
@@ -36,6 +37,15 @@ pub(crate) async fn endpoint(
     if let Some(denied) = check_host_and_origin(&state, &headers) {
         return denied;
     }
+    // Auth (when on) before anything else: every request, in every era, carries its token.
+    let identity = match &state.auth {
+        Some(auth) => match auth.authenticate(&headers, &state.cfg.endpoint).await {
+            Ok(id) => Some(id),
+            Err(refusal) => return refusal,
+        },
+        None => None,
+    };
+    let principal = identity.as_ref().map(|i| i.principal.as_str());
     match method {
         Method::POST => {
             let body = match read_body(&state, body).await {
@@ -43,13 +53,13 @@ pub(crate) async fn endpoint(
                 Err(r) => return r,
             };
             let peer = peer.map(|Extension(PeerAddr(a))| a.ip());
-            post(state, headers, body, peer).await
+            post(state, headers, body, identity.as_ref(), peer).await
         }
         Method::GET | Method::DELETE if stateless_client(&headers) => {
             stateless::method_not_allowed()
         }
-        Method::GET => get(state, headers).await,
-        Method::DELETE => delete(state, headers).await,
+        Method::GET => get(state, headers, principal).await,
+        Method::DELETE => delete(state, headers, principal).await,
         _ => {
             let mut r = error(
                 StatusCode::METHOD_NOT_ALLOWED,
@@ -172,10 +182,59 @@ fn accepts(headers: &HeaderMap, mime: &str) -> bool {
         })
 }
 
+/// The RFC 9728 protected-resource metadata (served only with auth on).
+pub(crate) async fn resource_metadata(
+    State(state): State<Arc<HttpState>>,
+    method: Method,
+    headers: HeaderMap,
+) -> Response {
+    if let Some(denied) = check_host_and_origin(&state, &headers) {
+        return denied;
+    }
+    let Some(auth) = &state.auth else {
+        return StatusCode::NOT_FOUND.into_response();
+    };
+    if method != Method::GET && method != Method::HEAD {
+        let mut r = error(
+            StatusCode::METHOD_NOT_ALLOWED,
+            codes::INVALID_REQUEST,
+            "use GET",
+        );
+        r.headers_mut()
+            .insert(header::ALLOW, HeaderValue::from_static("GET"));
+        return r;
+    }
+    let doc = auth.metadata(&state.server, &headers, &state.cfg.endpoint);
+    (
+        [
+            (header::CONTENT_TYPE, "application/json"),
+            // Public by design (RFC 9728): browser-based clients read it cross-origin.
+            (header::ACCESS_CONTROL_ALLOW_ORIGIN, "*"),
+        ],
+        doc.to_string(),
+    )
+        .into_response()
+}
+
+/// Whether a session may be used by `principal`: with auth on, only by the one that created
+/// it (any other gets the same answer as for an unknown id, so ids cannot be probed).
+fn owned_by(state: &HttpState, owner: Option<&str>, principal: Option<&str>) -> bool {
+    state.auth.is_none() || owner == principal
+}
+
+fn unknown_session() -> Response {
+    error(
+        StatusCode::NOT_FOUND,
+        codes::INVALID_REQUEST,
+        "unknown or expired session: initialize a new one",
+    )
+}
+
 /// The session named by the request, adopting one another instance created (shared store).
 async fn find_session(
     state: &HttpState,
     headers: &HeaderMap,
+    principal: Option<&str>,
 ) -> Result<Arc<HttpSession>, Response> {
     let Some(id) = header_str(headers, SESSION_HEADER) else {
         return Err(error(
@@ -185,16 +244,20 @@ async fn find_session(
         ));
     };
     if let Some(s) = state.session(id) {
+        if !owned_by(state, s.session().principal(), principal) {
+            tracing::warn!(principal = ?principal, "request refused: session of another principal");
+            return Err(unknown_session());
+        }
         s.touch();
         return Ok(s);
     }
     match state.sessions_store.get(id).await {
+        Ok(Some(rec)) if !owned_by(state, rec.principal.as_deref(), principal) => {
+            tracing::warn!(principal = ?principal, "request refused: session of another principal");
+            Err(unknown_session())
+        }
         Ok(Some(rec)) if !stored_session_expired(state, &rec).await => Ok(adopt(state, rec)),
-        Ok(_) => Err(error(
-            StatusCode::NOT_FOUND,
-            codes::INVALID_REQUEST,
-            "unknown or expired session: initialize a new one",
-        )),
+        Ok(_) => Err(unknown_session()),
         Err(e) => {
             tracing::error!(error = %e, "session lookup failed");
             Err(error(
@@ -233,6 +296,7 @@ fn adopt(state: &HttpState, rec: SessionRecord) -> Arc<HttpSession> {
         state.batcher.clone(),
         state.cfg.event_max_per_stream,
         None,
+        rec.principal.clone(),
     );
     // It was in use somewhere already.
     s.mark_used();
@@ -253,6 +317,7 @@ async fn post(
     state: Arc<HttpState>,
     headers: HeaderMap,
     body: Bytes,
+    identity: Option<&Identity>,
     peer: Option<std::net::IpAddr>,
 ) -> Response {
     let json_ct = header_str(&headers, header::CONTENT_TYPE.as_str()).is_some_and(|ct| {
@@ -280,6 +345,25 @@ async fn post(
                 .into_response();
         }
     };
+    if let (Some(auth), Some(identity), Message::Request(r)) = (&state.auth, identity, &msg)
+        && r.method == "tools/call"
+        && let Some(tool) = r
+            .params
+            .as_ref()
+            .and_then(|p| p.get("name"))
+            .and_then(serde_json::Value::as_str)
+        && let Some(refusal) = auth.check_tool(
+            &state.server,
+            identity,
+            tool,
+            &r.id,
+            &headers,
+            &state.cfg.endpoint,
+        )
+    {
+        return refusal;
+    }
+    let principal = identity.map(|i| i.principal.clone());
     // The era, per request: the stateless era's `_meta` (whatever else the request carries), or
     // a stateless client's headers; everything else is session traffic.
     let stateless = match &msg {
@@ -290,7 +374,7 @@ async fn post(
         return match msg {
             Message::Request(req) => {
                 let sse_ok = accepts(&headers, "text/event-stream");
-                stateless::post(state, headers, req, sse_ok).await
+                stateless::post(state, headers, req, sse_ok, principal).await
             }
             _ => stateless::not_a_request(),
         };
@@ -312,9 +396,9 @@ async fn post(
     if let Message::Request(r) = &msg
         && r.method == "initialize"
     {
-        return initialize(state, msg, peer).await;
+        return initialize(state, msg, principal, peer).await;
     }
-    let session = match find_session(&state, &headers).await {
+    let session = match find_session(&state, &headers, principal.as_deref()).await {
         Ok(s) => s,
         Err(r) => return r,
     };
@@ -405,6 +489,7 @@ fn is_response(data: &str, id: &RequestId) -> bool {
 async fn initialize(
     state: Arc<HttpState>,
     msg: Message,
+    principal: Option<String>,
     peer: Option<std::net::IpAddr>,
 ) -> Response {
     let Message::Request(req) = &msg else {
@@ -428,6 +513,7 @@ async fn initialize(
         state.batcher.clone(),
         state.cfg.event_max_per_stream,
         peer,
+        principal.clone(),
     );
     state
         .sessions
@@ -444,7 +530,7 @@ async fn initialize(
         protocol_version: version,
         client_info_json,
         client_capabilities_json,
-        principal: None,
+        principal,
         log_level: None,
         created_ms: now_ms(),
         last_seen_ms: now_ms(),
@@ -568,7 +654,7 @@ fn unreachable_response() -> ! {
     unreachable!("initialize() is only called with a request")
 }
 
-async fn get(state: Arc<HttpState>, headers: HeaderMap) -> Response {
+async fn get(state: Arc<HttpState>, headers: HeaderMap, principal: Option<&str>) -> Response {
     if !accepts(&headers, "text/event-stream") {
         return error(
             StatusCode::NOT_ACCEPTABLE,
@@ -576,7 +662,7 @@ async fn get(state: Arc<HttpState>, headers: HeaderMap) -> Response {
             "GET needs Accept: text/event-stream",
         );
     }
-    let session = match find_session(&state, &headers).await {
+    let session = match find_session(&state, &headers, principal).await {
         Ok(s) => s,
         Err(r) => return r,
     };
@@ -802,7 +888,7 @@ fn follow_store(
     rx
 }
 
-async fn delete(state: Arc<HttpState>, headers: HeaderMap) -> Response {
+async fn delete(state: Arc<HttpState>, headers: HeaderMap, principal: Option<&str>) -> Response {
     let Some(id) = header_str(&headers, SESSION_HEADER) else {
         return error(
             StatusCode::BAD_REQUEST,
@@ -810,10 +896,15 @@ async fn delete(state: Arc<HttpState>, headers: HeaderMap) -> Response {
             "missing Mcp-Session-Id header",
         );
     };
-    if state.session(id).is_none() {
+    if let Some(s) = state.session(id) {
+        if !owned_by(&state, s.session().principal(), principal) {
+            tracing::warn!(principal = ?principal, "DELETE refused: session of another principal");
+            return unknown_session();
+        }
+    } else {
         // Another instance may hold it; the store decides whether it exists.
         match state.sessions_store.get(id).await {
-            Ok(Some(rec)) => {
+            Ok(Some(rec)) if owned_by(&state, rec.principal.as_deref(), principal) => {
                 adopt(&state, rec);
             }
             _ => {

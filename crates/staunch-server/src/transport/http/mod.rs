@@ -15,10 +15,12 @@
 //! session is kept (`HttpSession::version`) so that the era can select the behaviour per
 //! request without reshaping this module.
 //!
-//! Modules: [`guard`] (Host/Origin allow-list), [`session`] (per-session routing and the
+//! Modules: [`auth`] (bearer tokens, OAuth JWTs, RFC 9728 metadata; off by default),
+//! [`guard`] (Host/Origin allow-list), [`session`] (per-session routing and the
 //! writer), [`handlers`] (POST/GET/DELETE), [`sse`] (the event streams).
 
 mod accept;
+pub mod auth;
 mod batch;
 mod guard;
 mod handlers;
@@ -39,6 +41,7 @@ use staunch_store::{EventStore, SessionStore};
 use crate::registry::CancelReason;
 use crate::server::Server;
 
+pub use auth::{AuthConfig, AuthMethod, Identity, JwksSource, OAuthConfig, StaticTokens};
 pub use guard::Allow;
 
 /// Settings of the HTTP transport.
@@ -93,6 +96,8 @@ pub struct HttpConfig {
     pub header_read_timeout: Duration,
     /// A request body must arrive within this long after its head; a slower one gets 408.
     pub body_read_timeout: Duration,
+    /// Authentication of every request (bearer tokens or OAuth JWTs); `None`: off.
+    pub auth: Option<AuthConfig>,
 }
 
 impl Default for HttpConfig {
@@ -117,6 +122,7 @@ impl Default for HttpConfig {
             max_connections: 4096,
             header_read_timeout: Duration::from_secs(10),
             body_read_timeout: Duration::from_secs(30),
+            auth: None,
         }
     }
 }
@@ -131,6 +137,8 @@ pub(crate) struct HttpState {
     /// Sessions closed at shutdown, still draining.
     pub(crate) closing: Mutex<Vec<Arc<session::HttpSession>>>,
     pub(crate) batcher: batch::Batcher,
+    /// The authenticator, when auth is on.
+    pub(crate) auth: Option<auth::Auth>,
 }
 
 impl HttpState {
@@ -204,6 +212,7 @@ impl HttpTransport {
             state: Arc::new(HttpState {
                 server,
                 batcher: batch::Batcher::start(events.clone()),
+                auth: cfg.auth.clone().map(auth::Auth::new),
                 events,
                 sessions_store: sessions,
                 cfg,
@@ -216,8 +225,13 @@ impl HttpTransport {
     /// The axum router (tests call it without a socket).
     pub fn router(&self) -> Router {
         let limit = self.state.cfg.max_body_bytes;
-        Router::new()
-            .route(&self.state.cfg.endpoint, any(handlers::endpoint))
+        let mut router = Router::new().route(&self.state.cfg.endpoint, any(handlers::endpoint));
+        if let Some(auth) = &self.state.auth {
+            for path in auth.metadata_paths(&self.state.cfg.endpoint) {
+                router = router.route(&path, any(handlers::resource_metadata));
+            }
+        }
+        router
             .layer(DefaultBodyLimit::max(limit))
             .with_state(self.state.clone())
     }

@@ -158,10 +158,11 @@ impl HttpSession {
         batcher: Batcher,
         retained: u64,
         peer: Option<IpAddr>,
+        principal: Option<String>,
     ) -> Arc<Self> {
         let now = now_ms();
         Arc::new_cyclic(|me| Self {
-            session: server.owning_session(id.clone(), Arc::new(HttpSink(me.clone()))),
+            session: server.session_for(id.clone(), Arc::new(HttpSink(me.clone())), principal),
             id,
             batcher,
             tail_cap: usize::try_from(retained).unwrap_or(TAIL).clamp(1, TAIL),
