@@ -93,6 +93,9 @@ pub struct JobConfig {
     /// re-call a tool after a dropped stream or a timeout without a key; this keeps that from
     /// running the work twice. An explicit key always decides on its own.
     pub dedupe_inflight: bool,
+    /// Jobs one owner scope (principal, session, or the id holders) may have queued or
+    /// running at once; one more start is refused. `None`: no limit.
+    pub max_active_per_owner: Option<u64>,
     /// Attempts of a retry-safe tool that does not say otherwise.
     pub retry_attempts: u32,
     /// The polling interval suggested to clients (`poll_after_ms`, task `pollInterval`).
@@ -120,6 +123,7 @@ impl Default for JobConfig {
             max_task_ttl: Duration::from_secs(7 * 24 * 60 * 60),
             idempotency_ttl: Duration::from_secs(24 * 60 * 60),
             dedupe_inflight: true,
+            max_active_per_owner: Some(1000),
             retry_attempts: 3,
             poll_after: Duration::from_secs(1),
             clock: Clock::system(),

@@ -46,6 +46,10 @@ pub enum JobsError {
         key: String,
         existing_job_id: String,
     },
+    /// The caller's owner scope has this many jobs queued or running already; nothing was
+    /// recorded.
+    #[error("too many jobs: this caller already has {limit} jobs queued or running (the limit)")]
+    TooManyActive { limit: u64 },
     /// The runtime is shutting down and takes no new jobs.
     #[error("the job runtime is shutting down")]
     ShuttingDown,

@@ -1,6 +1,7 @@
 //! Idempotency: where a key comes from, and the fingerprint of a call's arguments.
 //!
-//! Rules (jobs.md §1): the key is scoped to `(principal, tool, key)`; the fingerprint is the
+//! Rules (jobs.md §1): the key is scoped to `(owner scope, tool, key)` (see `scope.rs`: the
+//! principal, else the HTTP session, else whoever holds the id); the fingerprint is the
 //! SHA-256 of the canonical JSON of the *normalised* arguments (decoded into the tool's type
 //! and encoded again, so `{"a":1}` and `{"a":1,"b":null}` agree when `b` is optional); the same
 //! key with the same fingerprint returns the existing job whatever its state, with another

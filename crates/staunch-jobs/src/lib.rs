@@ -32,7 +32,12 @@
 //! The worker's writes are fenced by its lease token, so an attempt whose lease was taken away
 //! writes nothing.
 //!
-//! Idempotency: keys are scoped to `(principal, tool, key)` and honoured for `idempotency_ttl`
+//! Ownership: a job — and its task, its idempotency key, the in-flight dedupe that may join
+//! it — belongs to its [`OwnerScope`]: the principal, else the HTTP session that created it,
+//! else whoever holds its id. Another scope gets "unknown job" exactly as for an id that never
+//! existed.
+//!
+//! Idempotency: keys are scoped to `(owner scope, tool, key)` and honoured for `idempotency_ttl`
 //! (24 h by default); the fingerprint is the SHA-256 of the canonical normalised arguments;
 //! the same key with the same arguments returns the existing job whatever its state, with
 //! other arguments it is refused (`idempotency_key_reused`). Without a key, an identical call
@@ -50,6 +55,7 @@ mod inputs;
 mod reaper;
 mod register;
 mod runtime;
+mod scope;
 mod signals;
 mod tasks;
 mod tasks_ext;
@@ -64,6 +70,7 @@ pub use error::{JobError, JobsError};
 pub use idempotency::{ARG_KEY, META_KEY, canonical_json, fingerprint};
 pub use register::JobsExt;
 pub use runtime::{JobRuntime, ReapReport, Submit, Submitted};
+pub use scope::OwnerScope;
 pub use tasks::RELATED_TASK;
 pub use tasks_ext::{detailed_task, ext_status};
 pub use view::{

@@ -26,6 +26,7 @@ use crate::context::{RunShared, StopReason};
 use crate::declare::JobTool;
 use crate::error::JobsError;
 use crate::idempotency::{canonical_json, fingerprint};
+use crate::scope::OwnerScope;
 use crate::view;
 
 /// A request to start a job.
@@ -35,9 +36,10 @@ pub struct Submit {
     /// The arguments as a JSON object (without any idempotency key).
     pub args: Value,
     pub idempotency_key: Option<String>,
-    /// "" where requests carry no identity.
+    /// The owner scope's key ([`OwnerScope::key`]): the principal, a session's scope, or ""
+    /// for whoever holds the job's id. Idempotency keys and in-flight dedupe are scoped by it.
     pub principal: String,
-    /// The session that asked (tasks are bound to it when there is no principal).
+    /// The HTTP session that asked, if any (recorded, not used for access).
     pub session_id: Option<String>,
     /// Retention after the job ends (default: the runtime's `job_ttl`).
     pub ttl: Option<Duration>,
@@ -283,6 +285,7 @@ impl JobRuntime {
                 .dedupe_inflight
                 .unwrap_or(cfg.dedupe_inflight && tool.side_effects);
         job.idem_key = s.idempotency_key.clone();
+        job.max_active = cfg.max_active_per_owner;
         match self.inner.store.create(job).await? {
             CreateOutcome::Created(job) => {
                 tracing::info!(job_id = %job.id, tool = %job.tool, "job.created");
@@ -297,6 +300,10 @@ impl JobRuntime {
                 key: s.idempotency_key.unwrap_or_default(),
                 existing_job_id,
             }),
+            CreateOutcome::TooManyActive { limit } => {
+                tracing::warn!(tool = %tool.name, limit, "job refused: too many active jobs for its owner");
+                Err(JobsError::TooManyActive { limit })
+            }
         }
     }
 
@@ -388,6 +395,17 @@ impl JobRuntime {
     /// Who is calling, when requests carry an auth context.
     pub(crate) fn principal_of(&self, ctx: &Context) -> Option<String> {
         self.inner.config.principal.as_ref().and_then(|f| f(ctx))
+    }
+
+    /// Who the work a request starts belongs to (see [`OwnerScope`]).
+    pub fn scope_of(&self, ctx: &Context) -> OwnerScope {
+        OwnerScope::of(self.principal_of(ctx), ctx)
+    }
+
+    /// Whether the caller of `ctx` may see `job` (through any face): the job is of a tool
+    /// this runtime serves, and of the caller's owner scope.
+    pub(crate) fn visible_to(&self, job: &JobRecord, ctx: &Context) -> bool {
+        self.tool(&job.tool).is_some() && self.scope_of(ctx).owns(job, ctx)
     }
 
     /// The registered job tool of this name.

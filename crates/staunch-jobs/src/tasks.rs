@@ -4,9 +4,8 @@
 //! where requests carry an auth context; `notifications/tasks/status` when a task this process
 //! watches reaches a terminal status (optional in the spec; requesters must not rely on it).
 //!
-//! Binding: with an auth context a task belongs to its principal; without one, to the session
-//! that created it (a task made by a stateless request, which has no session, to whoever holds
-//! its unguessable id). Any other caller gets -32602 "unknown task", exactly as for an id that
+//! Binding: a task belongs to its job's owner scope (`scope.rs`): the principal, else the
+//! session that created it, else (a stateless request, stdio) whoever holds its unguessable id. Any other caller gets -32602 "unknown task", exactly as for an id that
 //! never existed, so ids cannot be probed.
 //!
 //! A stateless (2026-07-28) `tasks/get` or `tasks/cancel` is served by the tasks extension's
@@ -63,21 +62,9 @@ fn task_id(params: &Option<Value>) -> Result<String, ToolError> {
 }
 
 impl JobRuntime {
-    /// Whether the caller of `ctx` may see this job as a task.
+    /// Whether the caller of `ctx` may see this job as a task (its owner scope).
     pub(crate) fn task_visible(&self, job: &JobRecord, ctx: &Context) -> bool {
-        if self.tool(&job.tool).is_none() {
-            return false;
-        }
-        match self.principal_of(ctx) {
-            Some(p) => job.principal == p,
-            None => {
-                job.principal.is_empty()
-                    && job
-                        .session_id
-                        .as_deref()
-                        .is_none_or(|s| s == ctx.session_id())
-            }
-        }
+        self.visible_to(job, ctx)
     }
 
     async fn visible_task(&self, ctx: &Context, id: &str) -> Result<JobRecord, ToolError> {
@@ -116,7 +103,9 @@ pub(crate) fn create_task(
             Err(e @ JobsError::KeyReused { .. }) => {
                 return Err(rpc(codes::INVALID_PARAMS, e.to_string()));
             }
-            Err(e @ JobsError::ShuttingDown) => return Err(rpc(codes::SERVER_BUSY, e.to_string())),
+            Err(e @ (JobsError::ShuttingDown | JobsError::TooManyActive { .. })) => {
+                return Err(rpc(codes::SERVER_BUSY, e.to_string()));
+            }
             Err(e) => return Err(rpc(codes::INTERNAL_ERROR, e.to_string())),
         };
         // A replayed key may point at a job another session created; handing it out would
@@ -300,7 +289,10 @@ impl MethodHandler for TaskCancel {
             if task_terminal(&job) {
                 return Err(terminal(&job));
             }
-            let by = format!("tasks/cancel (session {})", ctx.session_id());
+            let by = format!(
+                "tasks/cancel (session {})",
+                crate::scope::session_label(&ctx)
+            );
             let out = rt
                 .cancel(&id, &by)
                 .await

@@ -20,9 +20,10 @@
 //!   when an identical call of a side-effecting tool is still queued or running (in-flight
 //!   dedupe). The body runs once either way.
 //!
-//! Binding: with an auth context a task belongs to its principal; without one, to whoever holds
-//! its id (128 random bits). A task created in a 2025 session without auth stays bound to that
-//! session and is unknown here. Unknown and foreign ids get the same -32602.
+//! Binding: a task belongs to its job's owner scope (`scope.rs`): with an auth context its
+//! principal; without one, whoever holds its id (128 random bits). A task created in a 2025
+//! session without auth stays bound to that session and is unknown here. Unknown and foreign
+//! ids get the same -32602.
 
 use futures_util::future::BoxFuture;
 use serde_json::{Map, Value, json};
@@ -163,14 +164,9 @@ pub fn detailed_task(job: &JobRecord, inputs: &[JobInput], poll_ms: u64) -> Valu
 }
 
 impl JobRuntime {
-    /// Whether the caller of `ctx` may see this job through the extension.
+    /// Whether the caller of `ctx` may see this job through the extension (its owner scope).
     fn ext_visible(&self, job: &JobRecord, ctx: &Context) -> bool {
-        if self.tool(&job.tool).is_none() {
-            return false;
-        }
-        let principal = self.principal_of(ctx).unwrap_or_default();
-        // Without auth, a task made in a 2025 session belongs to that session.
-        job.principal == principal && (!principal.is_empty() || job.session_id.is_none())
+        self.visible_to(job, ctx)
     }
 
     async fn ext_task(
@@ -220,7 +216,9 @@ impl JobRuntime {
             Err(e @ JobsError::KeyReused { .. }) => {
                 return Err(rpc(codes::INVALID_PARAMS, e.to_string()));
             }
-            Err(e @ JobsError::ShuttingDown) => return Err(rpc(codes::SERVER_BUSY, e.to_string())),
+            Err(e @ (JobsError::ShuttingDown | JobsError::TooManyActive { .. })) => {
+                return Err(rpc(codes::SERVER_BUSY, e.to_string()));
+            }
             Err(e) => return Err(internal("recording the task failed", e)),
         };
         // A replayed key may point at a job of a 2025 session, which this caller cannot read.

@@ -45,9 +45,10 @@ pub(crate) async fn create(
         tool: tool.to_string(),
         args: Value::Object(map),
         idempotency_key: key,
-        principal: rt.principal_of(ctx).unwrap_or_default(),
-        // A stateless request has no session to bind the job to.
-        session_id: (!ctx.is_stateless()).then(|| ctx.session_id().to_string()),
+        // The store scopes keys and dedupe by this, so another scope can neither join this
+        // job nor learn its id through a reused key.
+        principal: rt.scope_of(ctx).key(),
+        session_id: ctx.owning_session().map(String::from),
         ttl,
     })
     .await
@@ -66,6 +67,11 @@ pub(crate) fn start_refusal(tool: &str, e: &JobsError) -> CallToolResult {
         } => format!(
             "{e}. Nothing was started. Use a new idempotency_key for new work, or call get_{tool} \
              with job_id \"{existing_job_id}\" to follow the job that key started."
+        ),
+        JobsError::TooManyActive { limit } => format!(
+            "You already have {limit} jobs queued or running, the most this server keeps per \
+             caller. Nothing was started; wait for some to finish (get_{tool}) or cancel one \
+             (cancel_{tool}), then retry."
         ),
         JobsError::ShuttingDown => "The server is shutting down and takes no new jobs. Retry in \
              a moment with the same idempotency_key."
@@ -88,16 +94,15 @@ fn unknown_job(rt: &JobRuntime, tool: &str, id: &str) -> CallToolResult {
     ))
 }
 
-/// The job, if it exists, belongs to this tool and is visible to this caller.
+/// The job, if it exists, belongs to this tool and to this caller's owner scope.
 async fn visible_job(
     rt: &JobRuntime,
     tool: &str,
     ctx: &Context,
     id: &str,
 ) -> Result<Option<JobRecord>, ToolError> {
-    let principal = rt.principal_of(ctx).unwrap_or_default();
     match rt.get(id).await {
-        Ok(Some(j)) if j.tool == tool && j.principal == principal => Ok(Some(j)),
+        Ok(Some(j)) if j.tool == tool && rt.visible_to(&j, ctx) => Ok(Some(j)),
         Ok(_) => Ok(None),
         Err(e) => Err(ToolError::Internal(format!("reading the job failed: {e}"))),
     }
@@ -174,7 +179,10 @@ impl ToolHandler for CancelFace {
             if visible_job(&rt, &tool, &ctx, &a.job_id).await?.is_none() {
                 return Ok(unknown_job(&rt, &tool, &a.job_id));
             }
-            let by = format!("cancel_{tool} (session {})", ctx.session_id());
+            let by = format!(
+                "cancel_{tool} (session {})",
+                crate::scope::session_label(&ctx)
+            );
             let poll = rt.poll_after_ms();
             let out = rt
                 .cancel(&a.job_id, &by)
@@ -269,8 +277,10 @@ impl ToolHandler for RunFace {
                     // session merely expires it runs on, and `get_<tool>` finds it.
                     let asked = ctx.cancel_reason().is_some_and(|r| r.client_asked());
                     if sub.created && asked {
-                        let by =
-                            format!("{tool}: request cancelled (session {})", ctx.session_id());
+                        let by = format!(
+                            "{tool}: request cancelled (session {})",
+                            crate::scope::session_label(&ctx)
+                        );
                         if let Err(e) = rt.cancel(&id, &by).await {
                             tracing::warn!(job_id = %id, error = %e, "could not cancel the job of a cancelled request");
                         }

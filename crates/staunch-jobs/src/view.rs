@@ -326,12 +326,13 @@ mod tests {
 
     #[test]
     fn iso_times_are_rfc3339() {
-        use time::format_description::well_known::Rfc3339;
         assert_eq!(iso(0), "1970-01-01T00:00:00.000Z");
         assert_eq!(iso(1_500), "1970-01-01T00:00:01.500Z");
         assert_eq!(iso(1_764_629_462_210), "2025-12-01T22:51:02.210Z");
         for ms in [0, 1_500, 1_764_629_462_210] {
-            let parsed = OffsetDateTime::parse(&iso(ms), &Rfc3339).unwrap();
+            let parsed =
+                OffsetDateTime::parse(&iso(ms), &time::format_description::well_known::Rfc3339)
+                    .unwrap();
             assert_eq!(parsed.unix_timestamp_nanos() / 1_000_000, i128::from(ms));
         }
     }

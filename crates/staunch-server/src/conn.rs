@@ -37,6 +37,13 @@ pub(crate) struct Conn {
     pub(crate) id: ConnId,
     /// How the lifecycle log names it: the session id, `stdio`, or a stateless request's key.
     pub(crate) label: Arc<str>,
+    /// Whether the work its requests start (jobs, tasks) belongs to this connection's session:
+    /// true for an HTTP session, whose id is a secret shared by one client; false for stdio
+    /// (one client per process, whose work outlives the process) and stateless requests.
+    pub(crate) owns_work: bool,
+    /// How logs name it: the label, or for an HTTP session (whose id is a credential) a short
+    /// hash of it ([`crate::session_hash`]), computed once here rather than per line.
+    pub(crate) log_label: Arc<str>,
     pub(crate) sink: Arc<dyn Sink>,
     /// Who the transport authenticated for this connection (HTTP with auth on); `None` on
     /// stdio and without auth.
@@ -64,9 +71,27 @@ impl Conn {
         sink: Arc<dyn Sink>,
         principal: Option<Arc<str>>,
     ) -> Arc<Self> {
+        Self::build(label, sink, false, principal)
+    }
+
+    /// A connection; `owns_work` for an HTTP session (see the field).
+    pub(crate) fn build(
+        label: impl Into<Arc<str>>,
+        sink: Arc<dyn Sink>,
+        owns_work: bool,
+        principal: Option<Arc<str>>,
+    ) -> Arc<Self> {
+        let label: Arc<str> = label.into();
+        let log_label = if owns_work {
+            Arc::from(crate::redact::session_hash(&label))
+        } else {
+            label.clone()
+        };
         Arc::new(Self {
             id: ConnId(NEXT_CONN.fetch_add(1, Ordering::Relaxed)),
-            label: label.into(),
+            label,
+            owns_work,
+            log_label,
             sink,
             principal,
             in_flight: AtomicUsize::new(0),
@@ -80,16 +105,18 @@ impl Conn {
         self.sink.send(msg);
     }
 
-    /// Counts a request that started on this connection.
-    pub(crate) fn request_started(&self) {
-        self.in_flight.fetch_add(1, Ordering::AcqRel);
+    /// Counts a request that started on this connection; true if it is the only one.
+    pub(crate) fn request_started(&self) -> bool {
+        self.in_flight.fetch_add(1, Ordering::AcqRel) == 0
     }
 
-    /// Counts a request that ended; wakes [`Conn::wait_empty`] at zero.
-    pub(crate) fn request_ended(&self) {
-        if self.in_flight.fetch_sub(1, Ordering::AcqRel) == 1 {
+    /// Counts a request that ended; wakes [`Conn::wait_empty`] at zero. True if none is left.
+    pub(crate) fn request_ended(&self) -> bool {
+        let last = self.in_flight.fetch_sub(1, Ordering::AcqRel) == 1;
+        if last {
             self.emptied.notify_waiters();
         }
+        last
     }
 
     pub(crate) fn in_flight(&self) -> usize {

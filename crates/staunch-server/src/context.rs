@@ -145,6 +145,14 @@ impl Context {
         &self.shared.conn.label
     }
 
+    /// The session that owns the work this request starts (jobs, tasks, idempotency keys): an
+    /// HTTP session's id. `None` for stdio (one client per process, whose work outlives the
+    /// process) and for stateless requests (no session).
+    pub fn owning_session(&self) -> Option<&str> {
+        let conn = &self.shared.conn;
+        conn.owns_work.then_some(&*conn.label)
+    }
+
     /// Who made the request, when the transport authenticated it (HTTP with `--auth`): the
     /// token's principal — a static token's name or a JWT's `sub`. `None` on stdio and
     /// without auth. Durable work uses it to bind jobs and tasks to their owner.

@@ -67,11 +67,13 @@ impl Server {
 
     /// A new session whose messages go to `sink`.
     pub fn session(&self, id: impl Into<String>, sink: Arc<dyn Sink>) -> Session {
-        Session::new(self.inner.clone(), id.into(), sink, None)
+        Session::new(self.inner.clone(), id.into(), sink, false, None)
     }
 
-    /// A new session bound to `principal` (authenticated by the transport): every request of
-    /// it sees that principal in [`Context::principal`].
+    /// A new session on a transport many clients share (HTTP), bound to `principal` when the
+    /// transport authenticated one: every request of it sees that principal in
+    /// [`Context::principal`], and the work its requests start (jobs, tasks) belongs to it —
+    /// to the principal, else to the session ([`Context::owning_session`]).
     pub fn session_for(
         &self,
         id: impl Into<String>,
@@ -82,6 +84,7 @@ impl Server {
             self.inner.clone(),
             id.into(),
             sink,
+            true,
             principal.map(Arc::from),
         )
     }
@@ -410,6 +413,7 @@ impl ServerBuilder {
                 methods: self.methods,
                 capabilities,
                 limiter: Arc::new(Semaphore::new(self.config.max_in_flight)),
+                fair: crate::fair::FairShare::default(),
                 config: self.config,
                 log: self.log,
                 shutdown: CancellationToken::new(),

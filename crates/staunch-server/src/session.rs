@@ -62,12 +62,13 @@ impl Session {
         server: Arc<ServerInner>,
         id: String,
         sink: Arc<dyn Sink>,
+        owns_work: bool,
         principal: Option<Arc<str>>,
     ) -> Self {
         Self {
             inner: Arc::new(SessionInner {
                 server,
-                conn: Conn::with_principal(id, sink, principal),
+                conn: Conn::build(id, sink, owns_work, principal),
                 facts: Arc::new(SessionFacts::new()),
                 closed: CancellationToken::new(),
                 forwarding: AtomicBool::new(false),
@@ -229,12 +230,12 @@ impl SessionInner {
                 let p: CancelledParams = match parse_params(n.params.as_ref()) {
                     Ok(p) => p,
                     Err(e) => {
-                        tracing::warn!(session = %self.conn.label, error = %e, "malformed cancel ignored");
+                        tracing::warn!(session = %self.conn.log_label, error = %e, "malformed cancel ignored");
                         return;
                     }
                 };
                 let Some(id) = p.request_id else {
-                    tracing::info!(session = %self.conn.label, "cancel without requestId ignored (tasks use tasks/cancel)");
+                    tracing::info!(session = %self.conn.log_label, "cancel without requestId ignored (tasks use tasks/cancel)");
                     return;
                 };
                 let not_cancellable = self.facts.lock().initialize_id.as_ref() == Some(&id);
@@ -248,7 +249,7 @@ impl SessionInner {
             }
             methods::INITIALIZED => self.forward_list_changes(),
             other => {
-                tracing::debug!(session = %self.conn.label, method = other, "notification ignored")
+                tracing::debug!(session = %self.conn.log_label, method = other, "notification ignored")
             }
         }
     }
@@ -304,7 +305,7 @@ impl SessionInner {
 
     fn on_response(&self, r: Response) {
         if !self.conn.resolve_outgoing(&r.id, r.outcome) {
-            tracing::info!(session = %self.conn.label, id = %r.id, "response to an unknown request ignored");
+            tracing::info!(session = %self.conn.log_label, id = %r.id, "response to an unknown request ignored");
         }
     }
 }

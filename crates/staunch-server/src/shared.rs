@@ -40,6 +40,8 @@ pub(crate) struct ServerInner {
     pub(crate) config: Config,
     pub(crate) log: LifecycleLog,
     pub(crate) limiter: Arc<Semaphore>,
+    /// The HTTP sessions' fair share of the limiter's slots.
+    pub(crate) fair: crate::fair::FairShare,
     pub(crate) shutdown: CancellationToken,
     /// Every request in flight, in every era.
     pub(crate) registry: Registry,

@@ -146,6 +146,9 @@ pub struct NewJob {
     /// Return an existing queued/running job with the same (principal, tool, fingerprint)
     /// instead of creating another one, even without an idempotency key.
     pub dedupe_inflight: bool,
+    /// Refuse ([`CreateOutcome::TooManyActive`]) when the principal already has this many
+    /// queued or running jobs. A key or dedupe that finds an existing job still returns it.
+    pub max_active: Option<u64>,
     pub now_ms: i64,
 }
 
@@ -170,6 +173,7 @@ impl NewJob {
             retry_safe: false,
             ttl_ms: DEFAULT_JOB_TTL_MS,
             dedupe_inflight: false,
+            max_active: None,
             now_ms,
         }
     }
@@ -210,6 +214,11 @@ pub enum CreateOutcome {
     /// Same key, other arguments: refuse, never attach the call to the old job.
     KeyReused {
         existing_job_id: String,
+    },
+    /// The principal has `NewJob::max_active` jobs queued or running already: nothing was
+    /// recorded.
+    TooManyActive {
+        limit: u64,
     },
 }
 

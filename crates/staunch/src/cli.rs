@@ -168,6 +168,9 @@ pub struct ServeArgs {
     /// stream (the 2026 cancel) is noticed at the latest one or two intervals after the close.
     #[arg(long, default_value_t = 500, env = "STAUNCH_STATELESS_KEEP_ALIVE_MS")]
     pub stateless_keep_alive_ms: u64,
+    /// Limits against a hostile client (sessions, connections, timeouts, jobs per owner).
+    #[command(flatten)]
+    pub limits: crate::limits::LimitArgs,
     /// Authentication (HTTP): --auth, --auth-tokens, --issuer, --audience, --jwks-url, …
     #[command(flatten)]
     pub auth: crate::auth_args::AuthArgs,

@@ -8,6 +8,7 @@ mod auth_args;
 mod call;
 mod call_view;
 mod cli;
+mod limits;
 mod probe;
 mod serve;
 mod tools;

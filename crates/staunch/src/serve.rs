@@ -17,7 +17,7 @@ pub fn build_server(
     jobs: Option<(&JobRuntime, ImportDb)>,
     state_key: Option<StateKey>,
 ) -> anyhow::Result<Server> {
-    let config = Config {
+    let mut config = Config {
         max_in_flight: args.max_in_flight,
         cancel_grace: Duration::from_millis(args.cancel_grace_ms),
         drain_timeout: Duration::from_millis(args.drain_timeout_ms),
@@ -31,6 +31,7 @@ pub fn build_server(
         list_ttl_ms: args.list_ttl_ms,
         ..Config::default()
     };
+    args.limits.apply_server(&mut config);
     let log = if args.no_log {
         LifecycleLog::disabled()
     } else if let Some(path) = &args.log_file {
@@ -104,7 +105,7 @@ fn job_runtime(
     args: &ServeArgs,
     stores: &staunch_store::Stores,
 ) -> anyhow::Result<(JobRuntime, ImportDb)> {
-    let config = JobConfig {
+    let mut config = JobConfig {
         instance_name: args.instance_name.clone(),
         lease: Duration::from_millis(args.job_lease_ms),
         heartbeat: args.job_heartbeat_ms.map(Duration::from_millis),
@@ -120,6 +121,7 @@ fn job_runtime(
         principal: args.auth.principal_fn(),
         ..JobConfig::default()
     };
+    args.limits.apply_jobs(&mut config);
     let rt = JobRuntime::new(stores.jobs.clone(), config).context("job settings")?;
     let path = import_db_path(args);
     let db = crate::tools::jobs::open_import_db(path.as_deref()).with_context(|| {
@@ -158,7 +160,7 @@ async fn serve_http(
     for h in &args.allow_hosts {
         allow = allow.with_host(h.clone());
     }
-    let cfg = HttpConfig {
+    let mut cfg = HttpConfig {
         endpoint: args.endpoint.clone(),
         allow,
         max_body_bytes: args.max_message_bytes,
@@ -175,6 +177,7 @@ async fn serve_http(
         connection_backlog: args.max_connection_backlog,
         ..HttpConfig::default()
     };
+    args.limits.apply_http(&mut cfg);
     if !addr.ip().is_loopback() {
         tracing::warn!(%addr, "serving on a non-loopback address");
     }

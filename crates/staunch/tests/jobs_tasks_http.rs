@@ -102,10 +102,10 @@ async fn tasks_belong_to_the_session_that_created_them() {
     );
     let got = rpc(&s, &a, req(4, "tasks/get", json!({"taskId": id}))).await;
     assert_eq!(got["result"]["status"], "completed");
-    // The tool face reads the same row from any session (job ids are 128 random bits).
+    // The tool face reads the same row in the session that owns it, and in no other.
     let via_tool = rpc(
         &s,
-        &b,
+        &a,
         call(json!(5), "get_long_scan", json!({"job_id": id}), None),
     )
     .await;
@@ -113,6 +113,13 @@ async fn tasks_belong_to_the_session_that_created_them() {
         via_tool["result"]["structuredContent"]["status"],
         "succeeded"
     );
+    let other = rpc(
+        &s,
+        &b,
+        call(json!(6), "get_long_scan", json!({"job_id": id}), None),
+    )
+    .await;
+    assert_eq!(other["result"]["isError"], true, "{other}");
 }
 
 fn run_node(node: std::path::PathBuf, args: &[&str]) -> Value {
@@ -191,20 +198,25 @@ async fn typescript_sdk_tasks_client_cancels_an_import_and_no_row_follows_the_ca
     assert_eq!(v["recancel_error_code"], -32602);
     let id = v["created"]["taskId"].as_str().unwrap().to_string();
     // The body stops at its next row; once the job row is terminal nothing more is written.
-    let sid = s.initialize().await;
+    // (The job belongs to the SDK client's session, which has ended: read the row itself.)
     let end = tokio::time::Instant::now() + T;
     let job = loop {
-        let r = rpc(
-            &s,
-            &sid,
-            call(json!(1), "get_import_rows", json!({"job_id": id}), None),
-        )
-        .await;
-        let job = r["result"]["structuredContent"].clone();
-        if job["status"] == "cancelled" {
-            break job;
+        let c = rusqlite::Connection::open(&db).unwrap();
+        c.busy_timeout(Duration::from_secs(5)).unwrap();
+        let (state, progress): (String, Option<String>) = c
+            .query_row(
+                "SELECT state, progress_json FROM staunch_jobs WHERE id = ?1",
+                [&id],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        if state == "cancelled" {
+            let p: Value = progress
+                .and_then(|p| serde_json::from_str(&p).ok())
+                .unwrap_or_default();
+            break json!({"status": state, "progress": {"done": p["progress"]}});
         }
-        assert!(tokio::time::Instant::now() < end, "{job}");
+        assert!(tokio::time::Instant::now() < end, "{state}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     let written = rows(&db, &id);

@@ -52,8 +52,11 @@ impl Pair {
             &fb.iter().map(String::as_str).collect::<Vec<_>>(),
         )
         .await;
+        // One client behind a load balancer: its session reaches both instances (B adopts it
+        // from the shared store). Work belongs to the session that created it, so a second
+        // client would not see it at all.
         let sa = a.initialize().await;
-        let sb = b.initialize().await;
+        let sb = sa.clone();
         Some(Self {
             a,
             b,

@@ -72,6 +72,17 @@ pub(crate) fn start(server: &Arc<ServerInner>, origin: &Origin, req: Request, wo
         conn: origin.conn.id,
         id: req.id.clone(),
     };
+    if origin.conn.owns_work
+        && let Err(e) = server.fair.admit(
+            origin.conn.in_flight(),
+            server.config.max_in_flight_per_session,
+            server.config.max_in_flight,
+            server.limiter.available_permits(),
+        )
+    {
+        reject(server, origin, &req, &work, "busy", e);
+        return;
+    }
     let Ok(permit) = server.limiter.clone().try_acquire_owned() else {
         let e = ErrorObject::new(
             codes::SERVER_BUSY,
@@ -95,7 +106,7 @@ pub(crate) fn start(server: &Arc<ServerInner>, origin: &Origin, req: Request, wo
     let inserted = server.registry.insert(
         key.clone(),
         Slot {
-            label: origin.conn.label.clone(),
+            label: origin.conn.log_label.clone(),
             token: token.clone(),
             started,
             shape: work.shape,
@@ -116,10 +127,12 @@ pub(crate) fn start(server: &Arc<ServerInner>, origin: &Origin, req: Request, wo
         reject(server, origin, &req, &work, "duplicate_id", e);
         return;
     }
-    origin.conn.request_started();
+    if origin.conn.request_started() && origin.conn.owns_work {
+        server.fair.session_busy();
+    }
     let version = origin.peer.protocol_version();
     server.log.event(
-        &origin.conn.label,
+        &origin.conn.log_label,
         &req.id,
         &Event::Start {
             method: Some(req.method.as_str().into()),
@@ -167,7 +180,7 @@ pub(crate) fn answer_now(
     req: &Request,
     outcome: Result<Value, ErrorObject>,
 ) {
-    let label = &origin.conn.label;
+    let label = &origin.conn.log_label;
     let version = origin.peer.protocol_version();
     server.log.event(
         label,
@@ -210,7 +223,7 @@ fn reject(
     why: &'static str,
     e: ErrorObject,
 ) {
-    let label = &origin.conn.label;
+    let label = &origin.conn.log_label;
     server.log.event(
         label,
         &req.id,
@@ -254,7 +267,7 @@ pub(crate) fn cancel(
     };
     let text = reason.log_text().map(str::to_owned);
     let result = server.registry.cancel(&key, reason, |routed| {
-        log_cancel(server, &conn.label, id, text.as_deref(), routed);
+        log_cancel(server, &conn.log_label, id, text.as_deref(), routed);
     });
     match result {
         // No response will follow: the request's stream (HTTP) can end now.
@@ -266,9 +279,9 @@ pub(crate) fn cancel(
             } else {
                 IgnoredWhy::UnknownId
             };
-            tracing::info!(conn = %conn.label, request_id = %id, why = why.as_str(), "cancel ignored");
+            tracing::info!(conn = %conn.log_label, request_id = %id, why = why.as_str(), "cancel ignored");
             server.log.event(
-                &conn.label,
+                &conn.log_label,
                 id,
                 &Event::CancelIgnored {
                     why: Some(why.as_str().into()),
@@ -294,7 +307,7 @@ pub(crate) fn cancel_quietly(
     };
     let text = reason.log_text().map(str::to_owned);
     if server.registry.cancel(&key, reason, |routed| {
-        log_cancel(server, &conn.label, id, text.as_deref(), routed);
+        log_cancel(server, &conn.log_label, id, text.as_deref(), routed);
     }) == CancelResult::Routed
     {
         conn.sink.end_stream(id);
@@ -306,7 +319,7 @@ pub(crate) fn cancel_conn(server: &ServerInner, conn: &Conn, reason: CancelReaso
     let text = reason.log_text().map(str::to_owned);
     let mut routed_ids = Vec::new();
     server.registry.cancel_conn(conn.id, reason, |id, routed| {
-        log_cancel(server, &conn.label, id, text.as_deref(), routed);
+        log_cancel(server, &conn.log_label, id, text.as_deref(), routed);
         routed_ids.push(id.clone());
     });
     for id in routed_ids {
@@ -383,7 +396,9 @@ async fn run(
     }
 
     let slot = server.registry.finish(&shared.key);
-    shared.conn.request_ended();
+    if shared.conn.request_ended() && shared.conn.owns_work {
+        server.fair.session_idle();
+    }
     let mark = slot.as_ref().and_then(|s| s.cancel.clone());
     let atomic = slot.as_ref().and_then(|s| s.shape) == Some(Shape::Atomic);
     let now = Instant::now();
@@ -408,7 +423,7 @@ async fn run(
             match &ended {
                 Ended::Aborted => {
                     server.log.event(
-                        &shared.conn.label,
+                        &shared.conn.log_label,
                         &shared.id,
                         &Event::Aborted {
                             since_cancel_ms: Some(ms(since)),
@@ -443,7 +458,7 @@ async fn run(
     };
 
     server.log.event(
-        &shared.conn.label,
+        &shared.conn.log_label,
         &shared.id,
         &Event::End {
             method: Some(end.method.as_str().into()),
@@ -508,7 +523,7 @@ fn decide(
         }
         Ended::Panicked(msg) => {
             shared.progress.close();
-            tracing::error!(conn = %shared.conn.label, request_id = %shared.id, panic = %msg, "handler panicked");
+            tracing::error!(conn = %shared.conn.log_label, request_id = %shared.id, panic = %msg, "handler panicked");
             let e = ErrorObject::internal(format!("the handler failed unexpectedly: {msg}"));
             *panic = Some(msg);
             (Outcome::Panic, Err(e))

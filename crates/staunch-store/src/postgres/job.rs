@@ -245,6 +245,29 @@ impl JobStore for PgJobStore {
                 return Ok(CreateOutcome::Existing(existing));
             }
         }
+        if let Some(limit) = job.max_active {
+            // Serialise creates of one principal while counting, so that concurrent creates
+            // cannot all slip under the limit.
+            let key = format!("staunch.active:{}", job.principal);
+            tx.execute(
+                "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
+                &[&key],
+            )
+            .await?;
+            let limit_i = i64::try_from(limit).unwrap_or(i64::MAX);
+            let row = query_opt(
+                &tx,
+                "SELECT COUNT(*) FROM (SELECT 1 FROM staunch_jobs WHERE principal = $1 \
+                 AND state IN ('queued', 'running') LIMIT $2) AS active",
+                &[&job.principal, &limit_i],
+            )
+            .await?;
+            let active: i64 = row.map_or(Ok(0), |r| r.try_get(0))?;
+            if u64::try_from(active).unwrap_or(0) >= limit {
+                tx.commit().await?;
+                return Ok(CreateOutcome::TooManyActive { limit });
+            }
+        }
         let idem_expires = job
             .idem_key
             .as_ref()

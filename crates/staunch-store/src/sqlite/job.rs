@@ -150,6 +150,21 @@ fn create_in(tx: &Transaction<'_>, job: &NewJob) -> Result<CreateOutcome, StoreE
             return Ok(CreateOutcome::Existing(existing));
         }
     }
+    if let Some(limit) = job.max_active {
+        // Counted inside the write transaction: concurrent creates cannot all slip under it.
+        let active: i64 = tx
+            .prepare_cached(
+                "SELECT COUNT(*) FROM (SELECT 1 FROM staunch_jobs WHERE principal = ?1 \
+                 AND state IN ('queued', 'running') LIMIT ?2)",
+            )?
+            .query_row(
+                params![job.principal, i64::try_from(limit).unwrap_or(i64::MAX)],
+                |r| r.get(0),
+            )?;
+        if u64::try_from(active).unwrap_or(0) >= limit {
+            return Ok(CreateOutcome::TooManyActive { limit });
+        }
+    }
     let inserted = tx
         .prepare_cached(&format!(
             "INSERT INTO staunch_jobs (id, principal, session_id, tool, args_json, \

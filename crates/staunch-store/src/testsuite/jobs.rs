@@ -1133,3 +1133,36 @@ pub async fn jobs_inputs_asked_by_the_lease_holder_answered_anywhere(h: Harness)
     assert_eq!(jobs.purge(T0 + 20 + ttl).await.unwrap(), 1);
     assert!(jobs.inputs(&job.id).await.unwrap().is_empty());
 }
+
+/// `max_active`: a principal with that many queued or running jobs gets `TooManyActive` and
+/// nothing is recorded; a key replay still returns its job; another principal, or a finished
+/// job making room, lets creates through again.
+pub async fn jobs_max_active_per_principal(h: Harness) {
+    let jobs = &h.a.jobs;
+    let limited = |fp: &str| {
+        let mut nj = new_job("scan", fp, T0);
+        nj.max_active = Some(2);
+        nj
+    };
+    let mut keyed = limited("k");
+    keyed.idem_key = Some("key-1".into());
+    let first = create(jobs, keyed.clone()).await;
+    create(jobs, limited("b")).await;
+    assert_eq!(
+        jobs.create(limited("c")).await.unwrap(),
+        CreateOutcome::TooManyActive { limit: 2 }
+    );
+    // The replay of a key is not a new job.
+    assert_eq!(existing(jobs.create(keyed).await.unwrap()).id, first.id);
+    // Another principal has its own count.
+    let mut bob = limited("c");
+    bob.principal = "bob".into();
+    create(jobs, bob).await;
+    // A job that ends makes room.
+    let out = jobs
+        .request_cancel(&first.id, "test", T0 + 1)
+        .await
+        .unwrap();
+    assert!(matches!(out, CancelOutcome::CancelledQueued(_)), "{out:?}");
+    create(jobs, limited("d")).await;
+}

@@ -102,6 +102,7 @@ macro_rules! job_store_suite {
             jobs_idempotency_key_expiry,
             jobs_fifty_concurrent_creates_one_key_make_one_job,
             jobs_inflight_dedupe,
+            jobs_max_active_per_principal,
             jobs_claim_next_order_and_tools,
             jobs_concurrent_claim_next_claims_each_job_once,
             jobs_ttl_purge,

@@ -359,11 +359,15 @@ pub fn call(id: Value, tool: &str, args: Value, token: Option<Value>) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params})
 }
 
-/// Lifecycle lines of one request in one session.
+/// Lifecycle lines of one request in one session. The log names an HTTP session by a short
+/// hash of its id (the id is a credential), other connections by their label.
 pub fn lines_of<'a>(lines: &'a [Value], session: &str, id: &Value) -> Vec<&'a Value> {
+    let hashed = staunch_server::session_hash(session);
     lines
         .iter()
-        .filter(|l| l["session"] == session && l["request_id"] == *id)
+        .filter(|l| {
+            (l["session"] == session || l["session"] == hashed.as_str()) && l["request_id"] == *id
+        })
         .collect()
 }
 

@@ -180,7 +180,7 @@ async fn run(
                 Item::DeleteSession(id) => {
                     apply(&*events, &mut writes, &pressure).await;
                     if let Err(e) = events.delete_session(&id).await {
-                        tracing::warn!(session = %id, error = %e, "could not delete session events");
+                        tracing::warn!(session = %crate::session_hash(&id), error = %e, "could not delete session events");
                     }
                 }
                 Item::Flush(done) => {

@@ -67,8 +67,9 @@ fn strip_port(hostport: &str) -> Option<&str> {
     }
 }
 
+/// Digits only, and a TCP port: 0–65535 (`localhost:99999` is no address at all).
 fn valid_port(p: &str) -> bool {
-    !p.is_empty() && p.len() <= 5 && p.bytes().all(|b| b.is_ascii_digit())
+    !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()) && p.parse::<u16>().is_ok()
 }
 
 #[cfg(test)]
@@ -82,6 +83,7 @@ mod tests {
             "localhost",
             "localhost:3000",
             "127.0.0.1:8080",
+            "localhost:65535",
             "[::1]:9",
             "LOCALHOST",
         ] {
@@ -106,6 +108,10 @@ mod tests {
             "127.0.0.1:abc",
             "[::1",
             "a:b:c",
+            "localhost:99999",
+            "localhost:65536",
+            "[::1]:70000",
+            "127.0.0.1:+80",
         ] {
             assert!(!a.host_ok(h), "{h}");
         }
@@ -116,6 +122,7 @@ mod tests {
             "http://localhost.evil.com",
             "http://localhost/x",
             "ftp://localhost",
+            "http://localhost:99999",
         ] {
             assert!(!a.origin_ok(o), "{o}");
         }

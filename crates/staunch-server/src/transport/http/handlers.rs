@@ -3,7 +3,8 @@
 
 use std::sync::Arc;
 
-use axum::body::Bytes;
+use axum::Extension;
+use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -13,6 +14,7 @@ use staunch_protocol::{Message, RequestId, codes, parse_message, version};
 use staunch_store::{Replay, SessionRecord, now_ms};
 
 use super::HttpState;
+use super::accept::PeerAddr;
 use super::auth::Identity;
 use super::session::{Attach, HttpSession, event_id, parse_event_id, random_hex};
 use super::sse;
@@ -29,7 +31,8 @@ pub(crate) async fn endpoint(
     State(state): State<Arc<HttpState>>,
     method: Method,
     headers: HeaderMap,
-    body: Bytes,
+    peer: Option<Extension<PeerAddr>>,
+    body: Body,
 ) -> Response {
     if let Some(denied) = check_host_and_origin(&state, &headers) {
         return denied;
@@ -44,7 +47,14 @@ pub(crate) async fn endpoint(
     };
     let principal = identity.as_ref().map(|i| i.principal.as_str());
     match method {
-        Method::POST => post(state, headers, body, identity.as_ref()).await,
+        Method::POST => {
+            let body = match read_body(&state, body).await {
+                Ok(b) => b,
+                Err(r) => return r,
+            };
+            let peer = peer.map(|Extension(PeerAddr(a))| a.ip());
+            post(state, headers, body, identity.as_ref(), peer).await
+        }
         Method::GET | Method::DELETE if stateless_client(&headers) => {
             stateless::method_not_allowed()
         }
@@ -59,6 +69,52 @@ pub(crate) async fn endpoint(
             r.headers_mut()
                 .insert(header::ALLOW, HeaderValue::from_static("GET, POST, DELETE"));
             r
+        }
+    }
+}
+
+/// The request body, within the size limit and the body-read timeout (hyper has a timer for
+/// the head only).
+async fn read_body(state: &HttpState, body: Body) -> Result<Bytes, Response> {
+    let limit = state.cfg.max_body_bytes;
+    match tokio::time::timeout(
+        state.cfg.body_read_timeout,
+        axum::body::to_bytes(body, limit),
+    )
+    .await
+    {
+        Ok(Ok(b)) => Ok(b),
+        Ok(Err(e)) => {
+            let too_large =
+                std::iter::successors(Some(&e as &(dyn std::error::Error + 'static)), |e| {
+                    e.source()
+                })
+                .any(|e| e.is::<http_body_util::LengthLimitError>());
+            if too_large {
+                tracing::warn!(limit, "request refused: body too large");
+                Err(error(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    codes::INVALID_REQUEST,
+                    &format!("request body larger than {limit} bytes (--max-message-bytes)"),
+                ))
+            } else {
+                Err(error(
+                    StatusCode::BAD_REQUEST,
+                    codes::INVALID_REQUEST,
+                    "the request body could not be read",
+                ))
+            }
+        }
+        Err(_) => {
+            tracing::warn!("request refused: body not received in time");
+            Err(error(
+                StatusCode::REQUEST_TIMEOUT,
+                codes::INVALID_REQUEST,
+                &format!(
+                    "request body not received within {} ms (--body-read-timeout-ms)",
+                    state.cfg.body_read_timeout.as_millis()
+                ),
+            ))
         }
     }
 }
@@ -79,6 +135,18 @@ fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
 
 fn check_host_and_origin(state: &HttpState, headers: &HeaderMap) -> Option<Response> {
     let allow = &state.cfg.allow;
+    // Two values of one of these headers leave it open which one a proxy, a browser and this
+    // check each looked at: refuse rather than pick.
+    for name in [header::HOST, header::ORIGIN] {
+        if headers.get_all(&name).iter().nth(1).is_some() {
+            tracing::warn!(header = %name, "request refused: header sent twice");
+            return Some(error(
+                StatusCode::BAD_REQUEST,
+                codes::INVALID_REQUEST,
+                &format!("bad request: more than one {name} header"),
+            ));
+        }
+    }
     let host_ok = header_str(headers, header::HOST.as_str()).is_some_and(|h| allow.host_ok(h));
     if !host_ok {
         tracing::warn!(host = ?headers.get(header::HOST), "request refused: Host not allowed");
@@ -188,8 +256,8 @@ async fn find_session(
             tracing::warn!(principal = ?principal, "request refused: session of another principal");
             Err(unknown_session())
         }
-        Ok(Some(rec)) => Ok(adopt(state, rec)),
-        Ok(None) => Err(unknown_session()),
+        Ok(Some(rec)) if !stored_session_expired(state, &rec).await => Ok(adopt(state, rec)),
+        Ok(_) => Err(unknown_session()),
         Err(e) => {
             tracing::error!(error = %e, "session lookup failed");
             Err(error(
@@ -199,6 +267,21 @@ async fn find_session(
             ))
         }
     }
+}
+
+/// Whether a stored session was idle for longer than the idle timeout (its instance stopped
+/// without expiring it, or this one restarted): it is deleted and not adopted.
+async fn stored_session_expired(state: &HttpState, rec: &SessionRecord) -> bool {
+    let idle = i64::try_from(state.cfg.session_idle.as_millis()).unwrap_or(i64::MAX);
+    if now_ms().saturating_sub(rec.last_seen_ms) <= idle {
+        return false;
+    }
+    tracing::info!(session = %crate::session_hash(&rec.id), "stored session expired; not adopted");
+    if let Err(e) = state.sessions_store.delete(&rec.id).await {
+        tracing::warn!(error = %e, "could not delete an expired session record");
+    }
+    state.batcher.delete_session(rec.id.clone());
+    true
 }
 
 /// Serves a session created by another instance (they share the session store).
@@ -212,9 +295,12 @@ fn adopt(state: &HttpState, rec: SessionRecord) -> Arc<HttpSession> {
         rec.id.clone(),
         state.batcher.clone(),
         state.cfg.event_max_per_stream,
+        None,
         rec.principal.clone(),
         state.cfg.connection_backlog,
     );
+    // It was in use somewhere already.
+    s.mark_used();
     let caps = serde_json::from_str(&rec.client_capabilities_json).unwrap_or_default();
     s.session().restore(&rec.protocol_version, caps);
     sessions.insert(rec.id, s.clone());
@@ -233,6 +319,7 @@ async fn post(
     headers: HeaderMap,
     body: Bytes,
     identity: Option<&Identity>,
+    peer: Option<std::net::IpAddr>,
 ) -> Response {
     let json_ct = header_str(&headers, header::CONTENT_TYPE.as_str()).is_some_and(|ct| {
         ct.split(';')
@@ -310,12 +397,15 @@ async fn post(
     if let Message::Request(r) = &msg
         && r.method == "initialize"
     {
-        return initialize(state, msg, principal).await;
+        return initialize(state, msg, principal, peer).await;
     }
     let session = match find_session(&state, &headers, principal.as_deref()).await {
         Ok(s) => s,
         Err(r) => return r,
     };
+    if !matches!(&msg, Message::Notification(n) if n.method == "notifications/initialized") {
+        session.mark_used();
+    }
     let req_id = match &msg {
         Message::Request(r) => r.id.clone(),
         _ => {
@@ -459,19 +549,25 @@ fn is_response(data: &str, id: &RequestId) -> bool {
         .is_ok_and(|v| v.get("method").is_none() && v.get("id") == Some(&id.to_value()))
 }
 
-async fn initialize(state: Arc<HttpState>, msg: Message, principal: Option<String>) -> Response {
-    if state.session_count() >= state.cfg.max_sessions {
-        return error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            codes::SERVER_BUSY,
-            "too many sessions; try again later",
-        );
-    }
+async fn initialize(
+    state: Arc<HttpState>,
+    msg: Message,
+    principal: Option<String>,
+    peer: Option<std::net::IpAddr>,
+) -> Response {
     let Message::Request(req) = &msg else {
         unreachable_response()
     };
     let req_id = req.id.clone();
     let params = req.params.clone().unwrap_or_default();
+    let (client_info_json, client_capabilities_json) =
+        match client_facts(&params, state.cfg.max_client_info_bytes) {
+            Ok(facts) => facts,
+            Err(r) => return r,
+        };
+    if let Err(r) = make_room(&state, peer).await {
+        return r;
+    }
     // 128 bits from the OS CSPRNG: unguessable, visible ASCII.
     let id = random_hex(16);
     let session = HttpSession::start(
@@ -479,6 +575,7 @@ async fn initialize(state: Arc<HttpState>, msg: Message, principal: Option<Strin
         id.clone(),
         state.batcher.clone(),
         state.cfg.event_max_per_stream,
+        peer,
         principal.clone(),
         state.cfg.connection_backlog,
     );
@@ -495,14 +592,8 @@ async fn initialize(state: Arc<HttpState>, msg: Message, principal: Option<Strin
     let record = SessionRecord {
         id: id.clone(),
         protocol_version: version,
-        client_info_json: params
-            .get("clientInfo")
-            .map(|v| v.to_string())
-            .unwrap_or_default(),
-        client_capabilities_json: params
-            .get("capabilities")
-            .map(|v| v.to_string())
-            .unwrap_or_else(|| "{}".into()),
+        client_info_json,
+        client_capabilities_json,
         principal,
         log_level: None,
         created_ms: now_ms(),
@@ -528,6 +619,101 @@ async fn initialize(state: Arc<HttpState>, msg: Message, principal: Option<Strin
     resp
 }
 
+/// What a session keeps of its client — `clientInfo` and `capabilities` as JSON — if both are
+/// objects (or absent) and together fit `max` bytes; otherwise the refusal (413, -32602), and
+/// nothing is kept.
+#[allow(clippy::result_large_err)]
+fn client_facts(params: &serde_json::Value, max: usize) -> Result<(String, String), Response> {
+    let shape_error = |field: &str| {
+        error(
+            StatusCode::BAD_REQUEST,
+            codes::INVALID_PARAMS,
+            &format!("initialize: {field} must be an object"),
+        )
+    };
+    let info = match params.get("clientInfo") {
+        None => String::new(),
+        Some(v @ serde_json::Value::Object(_)) => v.to_string(),
+        Some(_) => return Err(shape_error("clientInfo")),
+    };
+    let caps = match params.get("capabilities") {
+        None => "{}".to_string(),
+        Some(v @ serde_json::Value::Object(_)) => v.to_string(),
+        Some(_) => return Err(shape_error("capabilities")),
+    };
+    let size = info.len() + caps.len();
+    if size > max {
+        tracing::warn!(size, max, "initialize refused: client facts too large");
+        return Err(error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            codes::INVALID_PARAMS,
+            &format!(
+                "initialize: capabilities and clientInfo take {size} bytes; the limit is {max} \
+                 (--max-client-info-bytes). Nothing was kept; send a smaller initialize."
+            ),
+        ));
+    }
+    Ok((info, caps))
+}
+
+/// Room for one more session: under the global and the per-peer limits, making way if need be
+/// by ending the oldest session that was never used (a flood of bare `initialize`s cannot
+/// lock real clients out); 503 or 429 when every session counts.
+#[allow(clippy::result_large_err)]
+async fn make_room(state: &HttpState, peer: Option<std::net::IpAddr>) -> Result<(), Response> {
+    let (victim, refusal) = {
+        let sessions = state.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        let oldest_unused = |from_peer: bool| {
+            sessions
+                .values()
+                .filter(|s| !s.used() && (!from_peer || s.peer() == peer))
+                .min_by_key(|s| s.created_ms())
+                .map(|s| s.id().to_string())
+        };
+        let of_peer = peer.map_or(0, |p| {
+            sessions.values().filter(|s| s.peer() == Some(p)).count()
+        });
+        if peer.is_some() && of_peer >= state.cfg.max_sessions_per_peer {
+            let refusal = error(
+                StatusCode::TOO_MANY_REQUESTS,
+                codes::SERVER_BUSY,
+                &format!(
+                    "too many sessions from this address (limit {}, --max-sessions-per-peer); \
+                     end one with DELETE or let it expire",
+                    state.cfg.max_sessions_per_peer
+                ),
+            );
+            (oldest_unused(true), Some(refusal))
+        } else if sessions.len() >= state.cfg.max_sessions {
+            let refusal = error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                codes::SERVER_BUSY,
+                &format!(
+                    "too many sessions (limit {}, --max-sessions); try again later",
+                    state.cfg.max_sessions
+                ),
+            );
+            (oldest_unused(false), Some(refusal))
+        } else {
+            (None, None)
+        }
+    };
+    match (victim, refusal) {
+        (_, None) => Ok(()),
+        (Some(id), Some(_)) => {
+            tracing::info!(session = %crate::session_hash(&id), "unused session ended to make room");
+            state
+                .end_session(
+                    &id,
+                    CancelReason::SessionClosed("session ended: never used"),
+                )
+                .await;
+            Ok(())
+        }
+        (None, Some(r)) => Err(r),
+    }
+}
+
 fn unreachable_response() -> ! {
     unreachable!("initialize() is only called with a request")
 }
@@ -544,6 +730,7 @@ async fn get(state: Arc<HttpState>, headers: HeaderMap, principal: Option<&str>)
         Ok(s) => s,
         Err(r) => return r,
     };
+    session.mark_used();
     if session.open_connections() >= state.cfg.max_streams_per_session {
         return error(
             StatusCode::TOO_MANY_REQUESTS,
@@ -581,8 +768,20 @@ async fn resume(state: Arc<HttpState>, session: Arc<HttpSession>, last: &str) ->
             "malformed Last-Event-ID",
         );
     };
+    let unknown = || {
+        error(
+            StatusCode::NOT_FOUND,
+            codes::INVALID_REQUEST,
+            "unknown Last-Event-ID for this session",
+        )
+    };
+    // Sequence numbers are stored as signed 64-bit integers: a larger one was never sent.
+    if i64::try_from(after).is_err() {
+        return unknown();
+    }
     let stream_id = stream_id.to_string();
     let (follow, from_store, memory, live) = match session.attach(&stream_id, after) {
+        Attach::PastEnd => return unknown(),
         Attach::Local {
             from_store,
             events,

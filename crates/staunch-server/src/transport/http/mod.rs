@@ -21,6 +21,7 @@
 //! [`guard`] (Host/Origin allow-list), [`session`] (per-session routing and the
 //! writer), [`handlers`] (POST/GET/DELETE), [`sse`] (the event streams).
 
+mod accept;
 pub mod auth;
 mod batch;
 mod guard;
@@ -37,7 +38,6 @@ use std::time::Duration;
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::routing::any;
-use axum::serve::ListenerExt;
 use staunch_store::{EventStore, SessionStore};
 
 use crate::registry::CancelReason;
@@ -83,6 +83,22 @@ pub struct HttpConfig {
     /// Stateless era: SSE keep-alive interval on a silent request's stream; a closed
     /// connection is noticed at the latest on the second write after it closed.
     pub keep_alive_stateless: Duration,
+    /// Largest `capabilities` plus `clientInfo` (as JSON) an `initialize` may ask a session to
+    /// keep; a larger one is refused with 413 and -32602, and nothing is kept.
+    pub max_client_info_bytes: usize,
+    /// Sessions one peer address may hold; past it the peer's oldest session that was never
+    /// used gives way, and without one the `initialize` gets 429.
+    pub max_sessions_per_peer: usize,
+    /// A session that sent nothing after `initialize` (but `notifications/initialized`) expires
+    /// after this long.
+    pub session_unused: Duration,
+    /// Open TCP connections; one more is answered 503 and closed.
+    pub max_connections: usize,
+    /// A connection must send a whole request head within this long (hyper closes it
+    /// otherwise); it also ends idle keep-alive connections.
+    pub header_read_timeout: Duration,
+    /// A request body must arrive within this long after its head; a slower one gets 408.
+    pub body_read_timeout: Duration,
     /// Authentication of every request (bearer tokens or OAuth JWTs); `None`: off.
     pub auth: Option<AuthConfig>,
     /// Writes queued for the event store (not yet committed) at which a new request waits
@@ -110,6 +126,12 @@ impl Default for HttpConfig {
             event_max_per_stream: 10_000,
             stateless_hold: Duration::from_millis(250),
             keep_alive_stateless: Duration::from_millis(500),
+            max_client_info_bytes: 64 * 1024,
+            max_sessions_per_peer: 1024,
+            session_unused: Duration::from_secs(60),
+            max_connections: 4096,
+            header_read_timeout: Duration::from_secs(10),
+            body_read_timeout: Duration::from_secs(30),
             auth: None,
             event_queue_max: 65_536,
             connection_backlog: 1024,
@@ -167,7 +189,7 @@ impl HttpState {
         let Some(s) = removed else { return false };
         s.close(reason);
         if let Err(e) = self.sessions_store.delete(id).await {
-            tracing::warn!(session = id, error = %e, "could not delete session record");
+            tracing::warn!(session = %crate::session_hash(id), error = %e, "could not delete session record");
         }
         // Through the write queue, so it lands after the session's pending writes.
         self.batcher.delete_session(id.to_string());
@@ -262,15 +284,11 @@ impl HttpTransport {
             })
         };
         let app = self.router();
-        // Without TCP_NODELAY every small SSE write waits for the peer's delayed ACK (~40 ms).
-        let listener = listener.tap_io(|tcp| {
-            if let Err(e) = tcp.set_nodelay(true) {
-                tracing::warn!(error = %e, "could not set TCP_NODELAY");
-            }
-        });
-        let result = axum::serve(listener, app)
-            .with_graceful_shutdown(async move { shutdown.cancelled().await })
-            .await;
+        let limits = accept::ConnLimits {
+            max_connections: self.state.cfg.max_connections,
+            header_read_timeout: self.state.cfg.header_read_timeout,
+        };
+        let result = accept::serve(listener, app, limits, shutdown).await;
         maintenance.abort();
         let _ = closer.await;
         let mut sessions =
@@ -295,29 +313,73 @@ impl HttpTransport {
     }
 }
 
-/// Expires idle sessions and applies event retention, every few seconds.
+/// Expires idle and unused sessions (here and in the shared store), tells the store which
+/// sessions are still in use, and applies event retention, every few seconds.
 async fn maintenance(state: Arc<HttpState>) {
-    let period =
-        (state.cfg.session_idle / 4).clamp(Duration::from_millis(50), Duration::from_secs(10));
+    let period = (state.cfg.session_idle.min(state.cfg.session_unused) / 4)
+        .clamp(Duration::from_millis(50), Duration::from_secs(10));
     let mut tick = tokio::time::interval(period);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let idle_ms = i64::try_from(state.cfg.session_idle.as_millis()).unwrap_or(i64::MAX);
+    // Often enough that the store never sees a session in use as idle, rarely enough that
+    // many open streams do not turn into a write per stream per tick.
+    let sync_every = state.cfg.session_idle / 4;
     loop {
         tick.tick().await;
         let now = staunch_store::now_ms();
-        let idle: Vec<String> = {
+        let (expired, seen) = {
             let sessions = state.sessions.lock().unwrap_or_else(|p| p.into_inner());
-
-            sessions
+            let expired: Vec<(String, &'static str)> = sessions
                 .values()
-                .filter(|s| s.idle_for(now) > state.cfg.session_idle)
-                .map(|s| s.id().to_string())
-                .collect()
+                .filter_map(|s| {
+                    if !s.used() && s.idle_for(now) > state.cfg.session_unused {
+                        Some((
+                            s.id().to_string(),
+                            "session expired: unused after initialize",
+                        ))
+                    } else if s.idle_for(now) > state.cfg.session_idle {
+                        Some((s.id().to_string(), "session expired"))
+                    } else {
+                        None
+                    }
+                })
+                .collect();
+            // Sessions in use here whose `last_seen` the store should learn, so that other
+            // instances (and this one after a restart) do not expire or refuse them.
+            let seen: Vec<(String, i64)> = sessions
+                .values()
+                .filter_map(|s| {
+                    s.seen_to_sync(now, sync_every)
+                        .map(|t| (s.id().to_string(), t))
+                })
+                .collect();
+            (expired, seen)
         };
-        for id in idle {
-            tracing::info!(session = %id, "session expired");
+        for (id, why) in expired {
+            tracing::info!(session = %crate::session_hash(&id), "{why}");
             state
-                .end_session(&id, CancelReason::SessionClosed("session expired"))
+                .end_session(&id, CancelReason::SessionClosed(why))
                 .await;
+        }
+        for (id, t) in seen {
+            if let Err(e) = state.sessions_store.touch(&id, t).await {
+                tracing::warn!(error = %e, "could not record session activity");
+            }
+        }
+        // Sessions no instance has seen for the idle period, including those of instances
+        // that are gone.
+        match state.sessions_store.expire_idle(now, idle_ms).await {
+            Ok(ids) => {
+                for id in ids {
+                    let local = state
+                        .end_session(&id, CancelReason::SessionClosed("session expired"))
+                        .await;
+                    if !local {
+                        state.batcher.delete_session(id);
+                    }
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "session expiry in the store failed"),
         }
         let max_age = i64::try_from(state.cfg.event_max_age.as_millis()).unwrap_or(i64::MAX);
         if let Err(e) = state

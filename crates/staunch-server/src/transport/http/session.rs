@@ -17,7 +17,8 @@
 //! lost: the client resumes with `Last-Event-ID` from the tail or the store.
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -149,6 +150,8 @@ pub(crate) enum Attach {
     Ended,
     /// This instance does not know the stream: serve it from the store.
     NotLocal,
+    /// The stream is here, but the cursor is past its last event: no such event id.
+    PastEnd,
 }
 
 /// Opening a request stream failed because the id is already in flight.
@@ -164,6 +167,13 @@ pub(crate) struct HttpSession {
     routes: Mutex<Routes>,
     last_seen_ms: AtomicI64,
     open_connections: AtomicUsize,
+    /// Whether the client sent anything after `initialize` but `notifications/initialized`.
+    used: AtomicBool,
+    /// The address that initialized it (none when adopted from the store).
+    peer: Option<IpAddr>,
+    created_ms: i64,
+    /// The `last_seen` the session store was last told.
+    synced_ms: AtomicI64,
 }
 
 impl HttpSession {
@@ -174,9 +184,11 @@ impl HttpSession {
         id: String,
         batcher: Batcher,
         retained: u64,
+        peer: Option<IpAddr>,
         principal: Option<String>,
         backlog: usize,
     ) -> Arc<Self> {
+        let now = now_ms();
         Arc::new_cyclic(|me| Self {
             session: server.session_for(id.clone(), Arc::new(HttpSink(me.clone())), principal),
             id,
@@ -184,8 +196,46 @@ impl HttpSession {
             tail_cap: usize::try_from(retained).unwrap_or(TAIL).clamp(1, TAIL),
             backlog: backlog.max(1),
             routes: Mutex::new(Routes::default()),
-            last_seen_ms: AtomicI64::new(now_ms()),
+            last_seen_ms: AtomicI64::new(now),
             open_connections: AtomicUsize::new(0),
+            used: AtomicBool::new(false),
+            peer,
+            created_ms: now,
+            synced_ms: AtomicI64::new(now),
+        })
+    }
+
+    /// The client used the session (anything after `initialize` but
+    /// `notifications/initialized`): it no longer expires as unused.
+    pub(crate) fn mark_used(&self) {
+        self.used.store(true, Ordering::Relaxed);
+    }
+
+    pub(crate) fn used(&self) -> bool {
+        self.used.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn peer(&self) -> Option<IpAddr> {
+        self.peer
+    }
+
+    pub(crate) fn created_ms(&self) -> i64 {
+        self.created_ms
+    }
+
+    /// When the client was last heard from, if the session store should be told (at most
+    /// once per `every`): now while a connection is open, else its last request.
+    pub(crate) fn seen_to_sync(&self, now: i64, every: Duration) -> Option<i64> {
+        let seen = if self.open_connections() > 0 {
+            now
+        } else {
+            self.last_seen_ms.load(Ordering::Relaxed)
+        };
+        let every = i64::try_from(every.as_millis()).unwrap_or(i64::MAX);
+        let synced = self.synced_ms.load(Ordering::Relaxed);
+        (seen.saturating_sub(synced) >= every).then(|| {
+            self.synced_ms.store(seen, Ordering::Relaxed);
+            seen
         })
     }
 
@@ -284,6 +334,11 @@ impl HttpSession {
         let Some(st) = routes.streams.get_mut(stream_id) else {
             return Attach::NotLocal;
         };
+        // A cursor past the stream's end names no event this server sent; it must not wrap
+        // around (`after + 1`) into a full replay.
+        if after > st.last_seq {
+            return Attach::PastEnd;
+        }
         if let Some(old) = st.live.take() {
             let _ = old.try_send(SseItem::Close);
         }
@@ -295,7 +350,7 @@ impl HttpSession {
             .collect();
         // The tail reaches back to the cursor unless older events were dropped from memory.
         let tail_start = st.tail.front().map_or(st.last_seq + 1, |(s, _)| *s);
-        let from_store = (after + 1 < tail_start).then_some(after);
+        let from_store = (after.saturating_add(1) < tail_start).then_some(after);
         let (tx, rx) = mpsc::channel(self.backlog);
         st.live = Some(tx);
         Attach::Local {
@@ -348,7 +403,7 @@ impl HttpSession {
             .and_then(|r| routes.by_request.get(r).cloned())
             .or_else(|| routes.standalone.clone());
         let Some(stream_id) = target else {
-            tracing::debug!(session = %self.id, "no stream for a message; dropped");
+            tracing::debug!(session = %crate::session_hash(&self.id), "no stream for a message; dropped");
             return;
         };
         let ends_stream = msg.kind == OutboundKind::Response

@@ -1,0 +1,73 @@
+//! The hardening flags of `staunch serve` (the README's "Security → Limits" table): what one
+//! client may hold — sessions, what a session keeps, requests in flight, connections, jobs — and
+//! how long a slow client may take. Every limit answers with a clear error when it is reached.
+
+use std::time::Duration;
+
+use clap::Args;
+use staunch_jobs::JobConfig;
+use staunch_server::Config;
+use staunch_server::transport::http::HttpConfig;
+
+/// Limits against a hostile or broken client.
+#[derive(Debug, Args)]
+pub struct LimitArgs {
+    /// HTTP sessions at once; past it an `initialize` ends the oldest session that was never
+    /// used, or gets 503 when every session is in use.
+    #[arg(long, default_value_t = 10_000, env = "STAUNCH_MAX_SESSIONS")]
+    pub max_sessions: usize,
+    /// HTTP sessions one peer address may hold; past it an `initialize` ends that peer's oldest
+    /// unused session, or gets 429.
+    #[arg(long, default_value_t = 1024, env = "STAUNCH_MAX_SESSIONS_PER_PEER")]
+    pub max_sessions_per_peer: usize,
+    /// Seconds after which a session that sent nothing after `initialize` (but
+    /// `notifications/initialized`) expires.
+    #[arg(long, default_value_t = 60, env = "STAUNCH_SESSION_UNUSED_SECS")]
+    pub session_unused_secs: u64,
+    /// Largest `capabilities` + `clientInfo` (JSON bytes) a session keeps from `initialize`;
+    /// a larger one gets 413 with -32602 and nothing is kept.
+    #[arg(long, default_value_t = 64 * 1024, env = "STAUNCH_MAX_CLIENT_INFO_BYTES")]
+    pub max_client_info_bytes: usize,
+    /// Requests in flight in one HTTP session (JSON and SSE alike); once a quarter of
+    /// --max-in-flight is left, each busy session is held to an equal share.
+    #[arg(long, default_value_t = 256, env = "STAUNCH_MAX_IN_FLIGHT_PER_SESSION")]
+    pub max_in_flight_per_session: usize,
+    /// Open TCP connections; one more is answered 503 and closed.
+    #[arg(long, default_value_t = 4096, env = "STAUNCH_MAX_CONNECTIONS")]
+    pub max_connections: usize,
+    /// Milliseconds a connection has to send a whole request head (hyper's header-read
+    /// timeout; it also closes idle keep-alive connections).
+    #[arg(long, default_value_t = 10_000, env = "STAUNCH_HEADER_READ_TIMEOUT_MS")]
+    pub header_read_timeout_ms: u64,
+    /// Milliseconds a request body may take to arrive after its head; slower gets 408.
+    #[arg(long, default_value_t = 30_000, env = "STAUNCH_BODY_READ_TIMEOUT_MS")]
+    pub body_read_timeout_ms: u64,
+    /// Jobs one owner (principal, session, or the id holders) may have queued or running; one
+    /// more start is refused with a message saying so. 0: no limit.
+    #[arg(long, default_value_t = 1000, env = "STAUNCH_JOB_MAX_ACTIVE_PER_OWNER")]
+    pub job_max_active_per_owner: u64,
+}
+
+impl LimitArgs {
+    /// The server-wide part.
+    pub fn apply_server(&self, config: &mut Config) {
+        config.max_in_flight_per_session = self.max_in_flight_per_session.max(1);
+    }
+
+    /// The HTTP transport's part.
+    pub fn apply_http(&self, cfg: &mut HttpConfig) {
+        cfg.max_sessions = self.max_sessions.max(1);
+        cfg.max_sessions_per_peer = self.max_sessions_per_peer.max(1);
+        cfg.session_unused = Duration::from_secs(self.session_unused_secs);
+        cfg.max_client_info_bytes = self.max_client_info_bytes;
+        cfg.max_connections = self.max_connections.max(1);
+        cfg.header_read_timeout = Duration::from_millis(self.header_read_timeout_ms.max(1));
+        cfg.body_read_timeout = Duration::from_millis(self.body_read_timeout_ms.max(1));
+    }
+
+    /// The job runtime's part.
+    pub fn apply_jobs(&self, config: &mut JobConfig) {
+        config.max_active_per_owner =
+            (self.job_max_active_per_owner > 0).then_some(self.job_max_active_per_owner);
+    }
+}
