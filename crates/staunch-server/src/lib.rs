@@ -11,6 +11,7 @@
 //! - [`Context`]: what a handler receives — cancellation, deadline, `run`, `blocking`,
 //!   rate-limited progress, shielded `cleanup`, client-visible logging, requests to the client.
 //! - [`LifecycleLog`]: one JSON line per step of every request (`docs/lifecycle-log.md`).
+//! - [`metrics`]: Prometheus metrics, a no-op unless enabled.
 //! - [`transport::stdio`]: newline-delimited JSON-RPC on stdin/stdout.
 
 #![forbid(unsafe_code)]
@@ -24,6 +25,7 @@ mod error;
 pub mod input;
 mod lifecycle;
 pub mod listen;
+pub mod metrics;
 mod outbound;
 mod peer;
 mod progress;
@@ -43,6 +45,7 @@ pub use context::{BlockingUnit, Context, Notifier};
 pub use error::ToolError;
 pub use input::StateKey;
 pub use lifecycle::LifecycleLog;
+pub use metrics::Metrics;
 pub use outbound::{Outbound, OutboundKind, Sink};
 pub use reason::{CancelReason, SESSION_DELETED};
 pub use server::{Server, ServerBuilder, StatelessRequest};

@@ -21,6 +21,7 @@ use crate::context::Context;
 use crate::error::ToolError;
 use crate::input::StateKey;
 use crate::lifecycle::LifecycleLog;
+use crate::metrics::Metrics;
 use crate::outbound::Sink;
 use crate::peer::Peer;
 use crate::registry::{CancelReason, Registry};
@@ -62,6 +63,7 @@ impl Server {
             log: LifecycleLog::disabled(),
             state_key: None,
             listen: ListenHub::default(),
+            metrics: Metrics::disabled(),
         }
     }
 
@@ -78,6 +80,11 @@ impl Server {
     /// The lifecycle log.
     pub fn lifecycle_log(&self) -> &LifecycleLog {
         &self.inner.log
+    }
+
+    /// The metrics handle (disabled unless the builder was given one).
+    pub fn metrics(&self) -> &Metrics {
+        &self.inner.metrics
     }
 
     /// Requests in flight across all sessions.
@@ -220,6 +227,7 @@ pub struct ServerBuilder {
     log: LifecycleLog,
     state_key: Option<StateKey>,
     listen: ListenHub,
+    metrics: Metrics,
 }
 
 impl std::fmt::Debug for ServerBuilder {
@@ -253,6 +261,13 @@ impl ServerBuilder {
     /// them to stderr).
     pub fn lifecycle_log(mut self, log: LifecycleLog) -> Self {
         self.log = log;
+        self
+    }
+
+    /// Where the request core, the HTTP transport and the job runtime count what they do
+    /// (disabled by default; `staunch serve --metrics` enables it).
+    pub fn metrics(mut self, metrics: Metrics) -> Self {
+        self.metrics = metrics;
         self
     }
 
@@ -354,6 +369,7 @@ impl ServerBuilder {
                 registry: Registry::default(),
                 state_key: self.state_key.unwrap_or_else(StateKey::random),
                 listen: self.listen,
+                metrics: self.metrics,
                 extensions: self.extensions,
                 info: self.info,
                 instructions: self.instructions,

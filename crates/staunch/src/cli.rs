@@ -29,6 +29,8 @@ pub enum Command {
     /// Read a request-lifecycle log and report orphaned work, slow tools, retry clusters,
     /// unknown cancels and requests that never ended.
     Audit(crate::audit_cmd::AuditArgs),
+    /// Operate on the job store `staunch serve` uses: list, show, cancel and purge jobs.
+    Jobs(crate::jobs_cmd::JobsArgs),
 }
 
 /// Options of `staunch serve`.
@@ -168,6 +170,10 @@ pub struct ServeArgs {
     /// stream (the 2026 cancel) is noticed at the latest one or two intervals after the close.
     #[arg(long, default_value_t = 500, env = "STAUNCH_STATELESS_KEEP_ALIVE_MS")]
     pub stateless_keep_alive_ms: u64,
+    /// Serve Prometheus metrics (OpenMetrics text) at http://ADDR/metrics, e.g.
+    /// 127.0.0.1:9464. Off when absent.
+    #[arg(long, env = "STAUNCH_METRICS")]
+    pub metrics: Option<std::net::SocketAddr>,
 }
 
 /// Runs the command; returns the process exit code.
@@ -177,5 +183,6 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Call(args) => crate::call::run(args).await,
         Command::Probe(args) => crate::probe::run(args).await,
         Command::Audit(args) => crate::audit_cmd::run(args),
+        Command::Jobs(args) => crate::jobs_cmd::run(args).await,
     }
 }

@@ -7,6 +7,8 @@ mod audit_cmd;
 mod call;
 mod call_view;
 mod cli;
+mod jobs_cmd;
+mod operate;
 mod probe;
 mod serve;
 mod tools;

@@ -5,7 +5,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use staunch_jobs::{JobConfig, JobRuntime};
 use staunch_server::transport::http::{Allow, HttpConfig, HttpTransport};
-use staunch_server::{Config, LifecycleLog, ProgressRate, Server, StateKey, transport};
+use staunch_server::{Config, LifecycleLog, Metrics, ProgressRate, Server, StateKey, transport};
 
 use crate::cli::ServeArgs;
 use crate::tools::jobs::ImportDb;
@@ -16,6 +16,7 @@ pub fn build_server(
     args: &ServeArgs,
     jobs: Option<(&JobRuntime, ImportDb)>,
     state_key: Option<StateKey>,
+    metrics: Metrics,
 ) -> anyhow::Result<Server> {
     let config = Config {
         max_in_flight: args.max_in_flight,
@@ -40,7 +41,8 @@ pub fn build_server(
     };
     let mut builder = Server::builder("staunch", env!("CARGO_PKG_VERSION"))
         .config(config)
-        .lifecycle_log(log);
+        .lifecycle_log(log)
+        .metrics(metrics);
     if let Some(key) = state_key {
         builder = builder.state_key(key);
     }
@@ -60,8 +62,9 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<i32> {
     } else {
         None
     };
+    let metrics = crate::operate::metrics::handle(args.metrics);
     let jobs = match (&stores, with_jobs) {
-        (Some(stores), true) => Some(job_runtime(&args, stores)?),
+        (Some(stores), true) => Some(job_runtime(&args, stores, &metrics)?),
         _ => None,
     };
     let state_key = match &stores {
@@ -72,9 +75,14 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<i32> {
         &args,
         jobs.as_ref().map(|(rt, db)| (rt, db.clone())),
         state_key,
+        metrics.clone(),
     )?;
     if let Some((rt, _)) = &jobs {
         rt.start().await.context("starting the job runtime")?;
+    }
+    if let Some(addr) = args.metrics {
+        let store = stores.as_ref().map(|s| s.jobs.clone());
+        crate::operate::metrics::start(addr, &metrics, store, server.shutdown_token()).await?;
     }
     let shutdown = server.shutdown_token();
     tokio::spawn(async move {
@@ -101,6 +109,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<i32> {
 fn job_runtime(
     args: &ServeArgs,
     stores: &staunch_store::Stores,
+    metrics: &Metrics,
 ) -> anyhow::Result<(JobRuntime, ImportDb)> {
     let config = JobConfig {
         instance_name: args.instance_name.clone(),
@@ -115,6 +124,7 @@ fn job_runtime(
         job_ttl: Duration::from_secs(args.job_ttl_secs),
         idempotency_ttl: Duration::from_secs(args.idempotency_ttl_secs),
         dedupe_inflight: args.dedupe_inflight,
+        metrics: metrics.clone(),
         ..JobConfig::default()
     };
     let rt = JobRuntime::new(stores.jobs.clone(), config).context("job settings")?;

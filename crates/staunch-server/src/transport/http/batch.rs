@@ -9,6 +9,8 @@
 use std::sync::Arc;
 
 use staunch_store::{EventStore, EventWrite, now_ms};
+
+use crate::metrics::Metrics;
 use tokio::sync::{mpsc, oneshot};
 
 enum Item {
@@ -28,9 +30,9 @@ const MAX_BATCH: usize = 4096;
 
 impl Batcher {
     /// Starts the writer task.
-    pub(crate) fn start(events: Arc<dyn EventStore>) -> Self {
+    pub(crate) fn start(events: Arc<dyn EventStore>, metrics: Metrics) -> Self {
         let (tx, rx) = mpsc::unbounded_channel();
-        tokio::spawn(run(events, rx));
+        tokio::spawn(run(events, rx, metrics));
         Self { tx }
     }
 
@@ -51,7 +53,11 @@ impl Batcher {
     }
 }
 
-async fn run(events: Arc<dyn EventStore>, mut rx: mpsc::UnboundedReceiver<Item>) {
+async fn run(
+    events: Arc<dyn EventStore>,
+    mut rx: mpsc::UnboundedReceiver<Item>,
+    metrics: Metrics,
+) {
     let mut items = Vec::with_capacity(256);
     let mut writes = Vec::with_capacity(256);
     while rx.recv_many(&mut items, MAX_BATCH).await > 0 {
@@ -70,7 +76,12 @@ async fn run(events: Arc<dyn EventStore>, mut rx: mpsc::UnboundedReceiver<Item>)
                 }
             }
         }
+        let started = std::time::Instant::now();
+        let wrote = !writes.is_empty();
         apply(&*events, &mut writes).await;
+        if wrote {
+            metrics.store_write(started.elapsed(), rx.len());
+        }
     }
 }
 

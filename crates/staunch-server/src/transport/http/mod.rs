@@ -178,10 +178,11 @@ impl HttpTransport {
         sessions: Arc<dyn SessionStore>,
         cfg: HttpConfig,
     ) -> Self {
+        let metrics = server.metrics().clone();
         Self {
             state: Arc::new(HttpState {
                 server,
-                batcher: batch::Batcher::start(events.clone()),
+                batcher: batch::Batcher::start(events.clone(), metrics),
                 events,
                 sessions_store: sessions,
                 cfg,
