@@ -15,7 +15,11 @@ pub fn owning_instance(job: &JobRecord) -> Option<&str> {
         return None;
     }
     let owner = job.lease_owner.as_deref()?;
-    Some(owner.split_once('/').map_or(owner, |(instance, _)| instance))
+    Some(
+        owner
+            .split_once('/')
+            .map_or(owner, |(instance, _)| instance),
+    )
 }
 
 /// Completed fraction of the job's progress (0.0 ..= 1.0), when it reported a total.
@@ -118,7 +122,12 @@ mod tests {
         assert_eq!(v["progress_fraction"], 0.25);
         assert_eq!(v["age_ms"], 65_000);
         assert_eq!(v["cancel_requested_by"], "staunch jobs cancel");
-        assert!(v["next"].as_str().unwrap().contains("Cancellation was requested"));
+        assert!(
+            v["next"]
+                .as_str()
+                .unwrap()
+                .contains("Cancellation was requested")
+        );
     }
 
     #[test]

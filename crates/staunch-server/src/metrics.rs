@@ -304,7 +304,10 @@ impl Metrics {
         let Some(f) = &self.0 else { return };
         let counts: Vec<(&str, u64)> = counts.into_iter().collect();
         for state in JOB_STATES {
-            let n = counts.iter().find(|(s, _)| *s == state).map_or(0, |(_, n)| *n);
+            let n = counts
+                .iter()
+                .find(|(s, _)| *s == state)
+                .map_or(0, |(_, n)| *n);
             f.jobs
                 .get_or_create(&State { state })
                 .set(i64::try_from(n).unwrap_or(i64::MAX));
@@ -459,7 +462,10 @@ mod tests {
         ] {
             assert!(text.contains(want), "missing {want:?} in\n{text}");
         }
-        assert!(!text.contains("requeued"), "a zero reaper action is not a series");
+        assert!(
+            !text.contains("requeued"),
+            "a zero reaper action is not a series"
+        );
         drop(guard);
         assert!(m.scrape().await.contains("staunch_sse_streams_open 0"));
     }

@@ -472,7 +472,8 @@ impl Default for JobFilter {
 impl JobFilter {
     /// The states as their stored names, for an `IN`/`ANY` parameter; `None` for "any state".
     pub(crate) fn state_names(&self) -> Option<Vec<String>> {
-        (!self.states.is_empty()).then(|| self.states.iter().map(|s| s.as_str().to_owned()).collect())
+        (!self.states.is_empty())
+            .then(|| self.states.iter().map(|s| s.as_str().to_owned()).collect())
     }
 }
 

@@ -49,7 +49,10 @@ async fn tool(s: &HttpServer, sid: &str, name: &str, args: Value) -> Value {
         .map(|e| e.json())
         .find(|m| m["id"] == id)
         .unwrap_or_else(|| panic!("no answer to {name}"));
-    assert!(resp.get("error").is_none() && resp["result"]["isError"] != true, "{resp}");
+    assert!(
+        resp.get("error").is_none() && resp["result"]["isError"] != true,
+        "{resp}"
+    );
     resp["result"]["structuredContent"].clone()
 }
 
@@ -75,12 +78,19 @@ async fn operator_flow(server: &HttpServer, store: &[&str]) {
     let end = Instant::now() + T;
     let listed = loop {
         let list = jobs_json(store, &["list", "--state", "running"]).await;
-        if let Some(j) = list.as_array().unwrap().iter().find(|j| j["job_id"] == id.as_str())
+        if let Some(j) = list
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|j| j["job_id"] == id.as_str())
             && j["progress"]["done"].as_f64().unwrap_or(0.0) >= 2.0
         {
             break j.clone();
         }
-        assert!(Instant::now() < end, "the job never showed as running: {list}");
+        assert!(
+            Instant::now() < end,
+            "the job never showed as running: {list}"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     assert_eq!(listed["tool"], "import_rows");
@@ -100,19 +110,34 @@ async fn operator_flow(server: &HttpServer, store: &[&str]) {
     let (code, table, _) = jobs(store, &["list"]).await;
     assert_eq!(code, 0);
     let header = table.lines().next().unwrap();
-    assert!(header.starts_with("ID") && header.contains("PROGRESS") && header.contains("INSTANCE"), "{table}");
-    let line = table.lines().find(|l| l.starts_with(&id)).unwrap_or_else(|| panic!("{table}"));
-    assert!(line.contains("running") && line.contains("import_rows") && line.contains("ops-a"), "{line}");
+    assert!(
+        header.starts_with("ID") && header.contains("PROGRESS") && header.contains("INSTANCE"),
+        "{table}"
+    );
+    let line = table
+        .lines()
+        .find(|l| l.starts_with(&id))
+        .unwrap_or_else(|| panic!("{table}"));
+    assert!(
+        line.contains("running") && line.contains("import_rows") && line.contains("ops-a"),
+        "{line}"
+    );
 
     // show: the record and the same `next` sentence get_import_rows gives.
     let shown = jobs_json(store, &["show", &id]).await;
     assert_eq!(shown["status"], "running");
     assert_eq!(shown["arguments"]["rows"], 400);
     assert_eq!(shown["max_attempts"], 1);
-    assert!(shown["next"].as_str().unwrap().contains("get_import_rows"), "{shown}");
+    assert!(
+        shown["next"].as_str().unwrap().contains("get_import_rows"),
+        "{shown}"
+    );
     let (code, text, _) = jobs(store, &["show", &id]).await;
     assert_eq!(code, 0);
-    assert!(text.contains("next") && text.contains("import_rows"), "{text}");
+    assert!(
+        text.contains("next") && text.contains("import_rows"),
+        "{text}"
+    );
 
     // cancel from the command line: the worker in `serve` stops.
     let cancelled = jobs_json(store, &["cancel", &id]).await;
@@ -126,19 +151,37 @@ async fn operator_flow(server: &HttpServer, store: &[&str]) {
         assert!(Instant::now() < end, "the worker never stopped: {v}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
-    assert!(ended["cancel_requested_by"].as_str().unwrap().starts_with("staunch jobs cancel"));
+    assert!(
+        ended["cancel_requested_by"]
+            .as_str()
+            .unwrap()
+            .starts_with("staunch jobs cancel")
+    );
     let done_then = rows(server, &sid, &id).await;
-    assert!(done_then < 400, "the import ran to the end: {done_then} rows");
+    assert!(
+        done_then < 400,
+        "the import ran to the end: {done_then} rows"
+    );
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(rows(server, &sid, &id).await, done_then, "rows were written after the cancel");
+    assert_eq!(
+        rows(server, &sid, &id).await,
+        done_then,
+        "rows were written after the cancel"
+    );
     // The MCP face agrees.
     let via_tool = tool(server, &sid, "get_import_rows", json!({"job_id": id})).await;
     assert_eq!(via_tool["status"], "cancelled");
     // A second cancel says it had already ended.
-    assert_eq!(jobs_json(store, &["cancel", &id]).await["status"], "already_ended");
+    assert_eq!(
+        jobs_json(store, &["cancel", &id]).await["status"],
+        "already_ended"
+    );
 
     // purge: a cutoff in the future of its finish keeps nothing finished older than it.
-    assert_eq!(jobs_json(store, &["purge", "--older-than", "1h"]).await["purged"], 0);
+    assert_eq!(
+        jobs_json(store, &["purge", "--older-than", "1h"]).await["purged"],
+        0
+    );
     let purged = jobs_json(store, &["purge", "--older-than", "0s"]).await;
     assert!(purged["purged"].as_u64().unwrap() >= 1, "{purged}");
     let (code, _, err) = jobs(store, &["show", &id]).await;
@@ -148,7 +191,8 @@ async fn operator_flow(server: &HttpServer, store: &[&str]) {
 
 #[tokio::test]
 async fn jobs_command_on_sqlite_lists_shows_cancels_and_purges() {
-    let server = HttpServer::start(&["--instance-name", "ops-a", "--job-heartbeat-ms", "100"]).await;
+    let server =
+        HttpServer::start(&["--instance-name", "ops-a", "--job-heartbeat-ms", "100"]).await;
     let db = server.dir.path().join("staunch.db").display().to_string();
     operator_flow(&server, &["--store", &db]).await;
     // Bad input: unknown ids, unknown states, missing stores.
@@ -161,7 +205,10 @@ async fn jobs_command_on_sqlite_lists_shows_cancels_and_purges() {
     let (code, _, err) = jobs(&["--store", &missing], &["list"]).await;
     assert_eq!(code, 2);
     assert!(err.contains("no store at"), "{err}");
-    assert!(!std::path::Path::new(&missing).exists(), "a mistyped path must not create a store");
+    assert!(
+        !std::path::Path::new(&missing).exists(),
+        "a mistyped path must not create a store"
+    );
 }
 
 #[tokio::test]

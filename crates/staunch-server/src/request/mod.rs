@@ -119,7 +119,9 @@ pub(crate) fn start(server: &Arc<ServerInner>, origin: &Origin, req: Request, wo
     }
     origin.conn.request_started();
     let metric_tool = work.tool.as_deref().unwrap_or(&req.method);
-    server.metrics.request_started(metric_tool, Era::of(&origin.peer));
+    server
+        .metrics
+        .request_started(metric_tool, Era::of(&origin.peer));
     let version = origin.peer.protocol_version();
     server.log.event(
         &origin.conn.label,
@@ -188,7 +190,9 @@ pub(crate) fn answer_now(
     } else {
         Outcome::Error
     };
-    server.metrics.request_answered(&req.method, Era::of(&origin.peer), ok.as_str());
+    server
+        .metrics
+        .request_answered(&req.method, Era::of(&origin.peer), ok.as_str());
     server.log.event(
         label,
         &req.id,
@@ -216,7 +220,11 @@ fn reject(
 ) {
     let label = &origin.conn.label;
     let metric_tool = work.tool.as_deref().unwrap_or(&req.method);
-    server.metrics.request_answered(metric_tool, Era::of(&origin.peer), Outcome::Rejected.as_str());
+    server.metrics.request_answered(
+        metric_tool,
+        Era::of(&origin.peer),
+        Outcome::Rejected.as_str(),
+    );
     server.log.event(
         label,
         &req.id,

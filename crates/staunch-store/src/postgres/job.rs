@@ -24,8 +24,8 @@ use super::{Pg, execute, query, query_opt, to_i64, to_u64};
 use crate::job::{clamp_limit, decode_cursor, encode_cursor, outcome_columns};
 use crate::schema::{JOB_COLS, expire_set_clause};
 use crate::{
-    CancelOutcome, CreateOutcome, FinishOutcome, Heartbeat, JobFilter, JobInput, JobOutcome, JobRecord,
-    JobState, JobStore, Lease, NewJob, REASON_CANCELLED, ReapedJob, Signal, StoreError,
+    CancelOutcome, CreateOutcome, FinishOutcome, Heartbeat, JobFilter, JobInput, JobOutcome,
+    JobRecord, JobState, JobStore, Lease, NewJob, REASON_CANCELLED, ReapedJob, Signal, StoreError,
 };
 
 const SIGNAL_CAPACITY: usize = 1024;

@@ -12,8 +12,8 @@ use super::{Db, to_i64, to_u64, write_tx};
 use crate::job::{clamp_limit, decode_cursor, encode_cursor, outcome_columns};
 use crate::schema::{JOB_COLS, expire_set_clause};
 use crate::{
-    CancelOutcome, CreateOutcome, FinishOutcome, Heartbeat, JobFilter, JobInput, JobOutcome, JobRecord,
-    JobState, JobStore, Lease, NewJob, REASON_CANCELLED, ReapedJob, Signal, StoreError,
+    CancelOutcome, CreateOutcome, FinishOutcome, Heartbeat, JobFilter, JobInput, JobOutcome,
+    JobRecord, JobState, JobStore, Lease, NewJob, REASON_CANCELLED, ReapedJob, Signal, StoreError,
 };
 
 /// Enough for bursts; a receiver that lags past it gets `Lagged` and should poll.

@@ -4,13 +4,17 @@
 use std::sync::Arc;
 
 use super::{Harness, T0};
-use crate::{
-    CreateOutcome, JobFilter, JobOutcome, JobRecord, JobState, JobStore, NewJob,
-};
+use crate::{CreateOutcome, JobFilter, JobOutcome, JobRecord, JobState, JobStore, NewJob};
 
 const LEASE: i64 = 30_000;
 
-async fn make(jobs: &Arc<dyn JobStore>, principal: &str, tool: &str, fp: &str, now: i64) -> JobRecord {
+async fn make(
+    jobs: &Arc<dyn JobStore>,
+    principal: &str,
+    tool: &str,
+    fp: &str,
+    now: i64,
+) -> JobRecord {
     let mut nj = NewJob::new(principal, tool, format!(r#"{{"fp":"{fp}"}}"#), fp, now);
     nj.ttl_ms = 1_000_000_000;
     match jobs.create(nj).await.unwrap() {
@@ -20,8 +24,14 @@ async fn make(jobs: &Arc<dyn JobStore>, principal: &str, tool: &str, fp: &str, n
 }
 
 async fn run_to(jobs: &Arc<dyn JobStore>, id: &str, outcome: JobOutcome, now: i64) {
-    let lease = jobs.claim(id, "w/1", LEASE, now).await.unwrap().expect("claimable");
-    jobs.finish(id, "w/1", lease.token, outcome, now + 1).await.unwrap();
+    let lease = jobs
+        .claim(id, "w/1", LEASE, now)
+        .await
+        .unwrap()
+        .expect("claimable");
+    jobs.finish(id, "w/1", lease.token, outcome, now + 1)
+        .await
+        .unwrap();
 }
 
 fn ids(v: &[JobRecord]) -> Vec<&str> {
@@ -32,14 +42,30 @@ fn ids(v: &[JobRecord]) -> Vec<&str> {
 async fn fixture(jobs: &Arc<dyn JobStore>) -> [JobRecord; 5] {
     let queued = make(jobs, "alice", "scan", "1", T0).await;
     let running = make(jobs, "bob", "scan", "2", T0 + 1_000).await;
-    jobs.claim(&running.id, "w/1", LEASE, T0 + 1_000).await.unwrap().unwrap();
+    jobs.claim(&running.id, "w/1", LEASE, T0 + 1_000)
+        .await
+        .unwrap()
+        .unwrap();
     let ok = make(jobs, "alice", "import", "3", T0 + 2_000).await;
-    run_to(jobs, &ok.id, JobOutcome::Succeeded { result_json: "{}".into() }, T0 + 2_000).await;
+    run_to(
+        jobs,
+        &ok.id,
+        JobOutcome::Succeeded {
+            result_json: "{}".into(),
+        },
+        T0 + 2_000,
+    )
+    .await;
     let failed = make(jobs, "", "import", "4", T0 + 3_000).await;
-    let error = JobOutcome::Failed { error_json: "{}".into(), reason: "error".into() };
+    let error = JobOutcome::Failed {
+        error_json: "{}".into(),
+        reason: "error".into(),
+    };
     run_to(jobs, &failed.id, error, T0 + 3_000).await;
     let cancelled = make(jobs, "bob", "scan", "5", T0 + 4_000).await;
-    jobs.request_cancel(&cancelled.id, "op", T0 + 4_500).await.unwrap();
+    jobs.request_cancel(&cancelled.id, "op", T0 + 4_500)
+        .await
+        .unwrap();
     let get = |id: String| async move { jobs.get(&id).await.unwrap().unwrap() };
     [
         get(queued.id).await,
@@ -60,7 +86,13 @@ pub async fn jobs_operator_list_all_filters(h: Harness) {
     let all = list(JobFilter::default()).await;
     assert_eq!(
         ids(&all),
-        ids(&[cancelled.clone(), failed.clone(), ok.clone(), running.clone(), queued.clone()])
+        ids(&[
+            cancelled.clone(),
+            failed.clone(),
+            ok.clone(),
+            running.clone(),
+            queued.clone()
+        ])
     );
     assert_eq!(all[1], failed, "rows come back whole");
     let by_state = list(JobFilter {
@@ -126,9 +158,15 @@ pub async fn jobs_operator_count_by_state(h: Harness) {
 pub async fn jobs_operator_purge_finished_before(h: Harness) {
     let jobs = &h.a.jobs;
     let [queued, running, ok, failed, cancelled] = fixture(jobs).await;
-    jobs.ask_inputs(&running.id, "w/1", running.lease_token, vec![("q".into(), "{}".into())], T0 + 1_500)
-        .await
-        .unwrap();
+    jobs.ask_inputs(
+        &running.id,
+        "w/1",
+        running.lease_token,
+        vec![("q".into(), "{}".into())],
+        T0 + 1_500,
+    )
+    .await
+    .unwrap();
     // ok finished at T0 + 2001, failed at T0 + 3001, cancelled at T0 + 4500.
     assert_eq!(jobs.purge_finished_before(T0 + 2_001).await.unwrap(), 0);
     assert_eq!(h.b.jobs.purge_finished_before(T0 + 3_002).await.unwrap(), 2);

@@ -30,7 +30,12 @@ const POLL_MS: u64 = 1000;
 #[command(after_help = EXIT_CODES)]
 pub struct JobsArgs {
     /// The store `staunch serve` uses: a SQLite file, `:memory:`, or a postgres:// URL.
-    #[arg(long, global = true, default_value = "staunch.db", env = "STAUNCH_STORE")]
+    #[arg(
+        long,
+        global = true,
+        default_value = "staunch.db",
+        env = "STAUNCH_STORE"
+    )]
     pub store: String,
     /// With a postgres:// store: the schema staunch's tables live in.
     #[arg(long, global = true, env = "STAUNCH_STORE_SCHEMA")]
@@ -143,7 +148,10 @@ async fn execute(
             let Some(job) = jobs.get(id).await.context("reading the job")? else {
                 return not_found(id);
             };
-            let inputs = jobs.inputs(id).await.context("reading the job's questions")?;
+            let inputs = jobs
+                .inputs(id)
+                .await
+                .context("reading the job's questions")?;
             let mut v = operator_view(&job, now, POLL_MS);
             if !inputs.is_empty() {
                 v["questions"] = inputs
@@ -181,9 +189,11 @@ async fn execute(
                     "Its worker stops at its next unit of work (at the latest at its next \
                      heartbeat); `staunch jobs show` tells when it ended.",
                 ),
-                CancelOutcome::AlreadyTerminal(j) => {
-                    (j, "already_ended", "It had already ended; nothing to cancel.")
-                }
+                CancelOutcome::AlreadyTerminal(j) => (
+                    j,
+                    "already_ended",
+                    "It had already ended; nothing to cancel.",
+                ),
             };
             if args.json {
                 let v = json!({"job_id": job.id, "status": status, "state": job.state.as_str(), "message": sentence});
@@ -210,7 +220,9 @@ async fn execute(
 }
 
 fn not_found(id: &str) -> anyhow::Result<i32> {
-    eprintln!("staunch jobs: no job {id:?} in this store (finished jobs are purged after their retention)");
+    eprintln!(
+        "staunch jobs: no job {id:?} in this store (finished jobs are purged after their retention)"
+    );
     Ok(1)
 }
 

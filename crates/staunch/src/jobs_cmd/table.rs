@@ -10,7 +10,10 @@ use staunch_store::{JobRecord, JobState};
 fn progress_cell(job: &JobRecord) -> String {
     match progress_of(job) {
         Some((done, Some(total), _)) if total > 0.0 => {
-            format!("{done}/{total} ({:.0}%)", (done / total * 100.0).clamp(0.0, 100.0))
+            format!(
+                "{done}/{total} ({:.0}%)",
+                (done / total * 100.0).clamp(0.0, 100.0)
+            )
         }
         Some((done, _, _)) => format!("{done}"),
         None => "-".into(),
@@ -30,7 +33,9 @@ pub fn jobs_table(jobs: &[JobRecord], now_ms: i64) -> String {
     if jobs.is_empty() {
         return "no jobs\n".into();
     }
-    let header = ["ID", "STATE", "TOOL", "PROGRESS", "ATTEMPT", "AGE", "INSTANCE"];
+    let header = [
+        "ID", "STATE", "TOOL", "PROGRESS", "ATTEMPT", "AGE", "INSTANCE",
+    ];
     let rows: Vec<[String; 7]> = jobs
         .iter()
         .map(|j| {
@@ -80,12 +85,22 @@ pub fn job_details(job: &JobRecord, v: &Value) -> String {
     kv("job", job.id.clone());
     kv("tool", job.tool.clone());
     kv("state", state_cell(job));
-    kv("attempt", format!("{} of {}", job.attempt, job.max_attempts));
+    kv(
+        "attempt",
+        format!("{} of {}", job.attempt, job.max_attempts),
+    );
     kv("progress", progress_cell(job));
     if let Some((_, _, Some(m))) = progress_of(job) {
         kv("progress message", m);
     }
-    kv("principal", if job.principal.is_empty() { "-".into() } else { job.principal.clone() });
+    kv(
+        "principal",
+        if job.principal.is_empty() {
+            "-".into()
+        } else {
+            job.principal.clone()
+        },
+    );
     kv("instance", owning_instance(job).unwrap_or("-").to_string());
     for (k, field) in [
         ("created", "created_at"),
@@ -103,13 +118,27 @@ pub fn job_details(job: &JobRecord, v: &Value) -> String {
     }
     kv("arguments", v["arguments"].to_string());
     if let Some(e) = v.get("error") {
-        kv("error", format!("{} ({})", e["message"].as_str().unwrap_or(""), e["code"].as_str().unwrap_or("")));
+        kv(
+            "error",
+            format!(
+                "{} ({})",
+                e["message"].as_str().unwrap_or(""),
+                e["code"].as_str().unwrap_or("")
+            ),
+        );
     }
     if let Some(r) = v.get("result") {
         kv("result", r.to_string());
     }
     if let Some(q) = v.get("questions").and_then(Value::as_array) {
-        kv("questions", format!("{} asked, {} answered", q.len(), q.iter().filter(|x| x["answered"] == true).count()));
+        kv(
+            "questions",
+            format!(
+                "{} asked, {} answered",
+                q.len(),
+                q.iter().filter(|x| x["answered"] == true).count()
+            ),
+        );
     }
     kv("next", v["next"].as_str().unwrap_or_default().to_string());
     out

@@ -53,11 +53,7 @@ impl Batcher {
     }
 }
 
-async fn run(
-    events: Arc<dyn EventStore>,
-    mut rx: mpsc::UnboundedReceiver<Item>,
-    metrics: Metrics,
-) {
+async fn run(events: Arc<dyn EventStore>, mut rx: mpsc::UnboundedReceiver<Item>, metrics: Metrics) {
     let mut items = Vec::with_capacity(256);
     let mut writes = Vec::with_capacity(256);
     while rx.recv_many(&mut items, MAX_BATCH).await > 0 {
