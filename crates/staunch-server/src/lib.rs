@@ -48,6 +48,7 @@ pub use lifecycle::LifecycleLog;
 pub use metrics::Metrics;
 pub use outbound::{Outbound, OutboundKind, Sink};
 pub use reason::{CancelReason, SESSION_DELETED};
+pub use registry::{InFlight, InFlightCancel};
 pub use server::{Server, ServerBuilder, StatelessRequest};
 pub use session::Session;
 pub use staunch_protocol as protocol;

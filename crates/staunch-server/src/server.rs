@@ -97,6 +97,12 @@ impl Server {
         self.inner.registry.len()
     }
 
+    /// What is in flight right now, longest-running first, with each request's cancel state
+    /// and whether it is orphaned (cancelled and still running after the grace period).
+    pub fn in_flight_requests(&self) -> Vec<crate::registry::InFlight> {
+        self.inner.registry.snapshot(self.inner.config.cancel_grace)
+    }
+
     /// Fires when the server starts shutting down: transports stop accepting, and call
     /// [`Server::cancel_all_requests`].
     pub fn shutdown_token(&self) -> CancellationToken {

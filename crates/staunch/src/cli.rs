@@ -174,6 +174,10 @@ pub struct ServeArgs {
     /// 127.0.0.1:9464. Off when absent.
     #[arg(long, env = "STAUNCH_METRICS")]
     pub metrics: Option<std::net::SocketAddr>,
+    /// With --http: serve the live page (requests in flight, jobs, a cancel button) at this
+    /// path, e.g. /staunch. Only on a loopback --http address until authentication exists.
+    #[arg(long, env = "STAUNCH_LIVE_PAGE", requires = "http")]
+    pub live_page: Option<String>,
 }
 
 /// Runs the command; returns the process exit code.

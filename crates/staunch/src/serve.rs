@@ -182,6 +182,10 @@ async fn serve_http(
     if !addr.ip().is_loopback() {
         tracing::warn!(%addr, "serving on a non-loopback address");
     }
+    if let Some(base) = &args.live_page {
+        crate::operate::live_page::validate(base, &args.endpoint, addr)
+            .map_err(anyhow::Error::msg)?;
+    }
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("binding {addr}"))?;
@@ -190,9 +194,21 @@ async fn serve_http(
         listener.local_addr()?,
         cfg.endpoint
     );
-    HttpTransport::new(server, stores.events, stores.sessions, cfg)
-        .serve(listener)
-        .await?;
+    let mut transport =
+        HttpTransport::new(server.clone(), stores.events, stores.sessions, cfg.clone());
+    if let Some(base) = &args.live_page {
+        let access = crate::operate::live_page::Access {
+            allow: cfg.allow.clone(),
+        };
+        transport = transport.with_routes(crate::operate::live_page::routes(
+            base,
+            server,
+            stores.jobs,
+            access,
+        ));
+        eprintln!("staunch: live page at {base} on the same address");
+    }
+    transport.serve(listener).await?;
     Ok(())
 }
 

@@ -97,6 +97,7 @@ pub(crate) fn start(server: &Arc<ServerInner>, origin: &Origin, req: Request, wo
         key.clone(),
         Slot {
             label: origin.conn.label.clone(),
+            what: work.tool.as_deref().unwrap_or(&req.method).into(),
             token: token.clone(),
             started,
             shape: work.shape,

@@ -45,8 +45,9 @@ pub async fn start(
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("binding the metrics address {addr}"))?;
+    // Not written as a URL: tools that read the MCP endpoint's URL from stderr take the first.
     eprintln!(
-        "staunch: serving metrics on http://{}/metrics",
+        "staunch: serving metrics at {} path /metrics",
         listener.local_addr()?
     );
     let metrics = metrics.clone();

@@ -159,6 +159,8 @@ impl HttpState {
 #[derive(Clone)]
 pub struct HttpTransport {
     state: Arc<HttpState>,
+    /// Routes served beside the MCP endpoint (the live page); they do their own access checks.
+    extra: Option<Router>,
 }
 
 impl std::fmt::Debug for HttpTransport {
@@ -189,16 +191,28 @@ impl HttpTransport {
                 sessions: Mutex::new(HashMap::new()),
                 closing: Mutex::new(Vec::new()),
             }),
+            extra: None,
         }
+    }
+
+    /// Serves `routes` beside the MCP endpoint (e.g. the live page). They must not overlap
+    /// the endpoint, and they run their own access checks (Host/Origin, authentication).
+    pub fn with_routes(mut self, routes: Router) -> Self {
+        self.extra = Some(routes);
+        self
     }
 
     /// The axum router (tests call it without a socket).
     pub fn router(&self) -> Router {
         let limit = self.state.cfg.max_body_bytes;
-        Router::new()
+        let mcp = Router::new()
             .route(&self.state.cfg.endpoint, any(handlers::endpoint))
             .layer(DefaultBodyLimit::max(limit))
-            .with_state(self.state.clone())
+            .with_state(self.state.clone());
+        match &self.extra {
+            Some(extra) => mcp.merge(extra.clone()),
+            None => mcp,
+        }
     }
 
     /// Sessions open right now.
