@@ -176,8 +176,9 @@ async fn the_page_refuses_foreign_hosts_origins_and_tokenless_cancels() {
     wait_status(&s, &sid, &job, "cancelled").await;
     let (code, _, body) = raw(s.port, "POST", "/staunch/jobs/nope/cancel", &good).await;
     assert_eq!(code, 404, "{body}");
-    // The MCP endpoint is untouched by the page's routes.
-    assert_eq!(raw(s.port, "GET", "/mcp", &[("Host", &host)]).await.0, 400);
+    // The MCP endpoint still answers beside the page's routes (a GET without
+    // `Accept: text/event-stream` is its own 406, not a 404).
+    assert_eq!(raw(s.port, "GET", "/mcp", &[("Host", &host)]).await.0, 406);
 }
 
 #[tokio::test]
