@@ -208,7 +208,7 @@ impl Registry {
                 }
             }));
         }
-        out.sort_by(|a, b| b.elapsed.cmp(&a.elapsed));
+        out.sort_by_key(|r| std::cmp::Reverse(r.elapsed));
         out
     }
 

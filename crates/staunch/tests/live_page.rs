@@ -332,3 +332,52 @@ async fn in_chromium_the_bar_moves_and_cancel_ends_the_job() {
     assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
     drop(counting);
 }
+
+#[tokio::test]
+async fn the_page_shows_requests_in_flight_and_their_cancel_state() {
+    let s = HttpServer::start(&["--live-page", "/staunch", "--cancel-grace-ms", "5000"]).await;
+    let sid = s.initialize().await;
+    let host = format!("127.0.0.1:{}", s.port);
+    // A count that ignores its cancel: after the cancel it runs on until the grace period.
+    let mut stubborn = s
+        .post(
+            Some(&sid),
+            &call(
+                json!("st-1"),
+                "stubborn_count",
+                json!({"steps": 400, "delay_ms": 50}),
+                None,
+            ),
+        )
+        .await;
+    stubborn.next_event(T).await.expect("priming");
+    let (_, _, page) = raw(s.port, "GET", "/staunch", &[("Host", &host)]).await;
+    let row = page
+        .split("<tr")
+        .find(|r| r.contains("data-request-id=\"&quot;st-1&quot;\""))
+        .unwrap_or_else(|| panic!("the request is not listed: {page}"));
+    assert!(
+        row.contains("stubborn_count") && row.contains(&sid),
+        "{row}"
+    );
+    assert!(!row.contains("cancelled"), "{row}");
+
+    let r = s
+        .post(
+            Some(&sid),
+            &json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                    "params": {"requestId": "st-1", "reason": "operator test"}}),
+        )
+        .await;
+    assert_eq!(r.status, 202);
+    let (_, _, page) = raw(s.port, "GET", "/staunch", &[("Host", &host)]).await;
+    let row = page
+        .split("<tr")
+        .find(|r| r.contains("data-request-id=\"&quot;st-1&quot;\""))
+        .unwrap_or_else(|| panic!("the cancelled request is not listed: {page}"));
+    // Cancelled, with the client's reason, and not (yet) orphaned: it is within its grace.
+    assert!(row.starts_with(" class=\"cancelled\""), "{row}");
+    assert!(row.contains("operator test"), "{row}");
+    assert!(!row.contains("ORPHANED"), "{row}");
+    drop(stubborn);
+}

@@ -122,7 +122,7 @@ pub async fn jobs_operator_list_all_filters(h: Harness) {
         ..JobFilter::default()
     })
     .await;
-    assert_eq!(ids(&combined), ids(&[cancelled.clone()]));
+    assert_eq!(ids(&combined), ids(std::slice::from_ref(&cancelled)));
     let limited = list(JobFilter {
         limit: 2,
         ..JobFilter::default()
