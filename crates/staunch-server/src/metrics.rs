@@ -111,7 +111,13 @@ struct Families {
     reaper: Family<Action, Counter>,
     idempotency_hits: Counter,
     hooks: Mutex<Vec<ScrapeHook>>,
+    /// Method names seen on requests answered inline: a client chooses them (an unknown
+    /// method is answered inline too), so their number is capped to keep series bounded.
+    inline_methods: Mutex<std::collections::HashSet<String>>,
 }
+
+/// Distinct inline method labels before the rest are counted as `other`.
+const MAX_INLINE_METHODS: usize = 64;
 
 /// The metrics handle: disabled by default (every hook a no-op), cheap to clone.
 #[derive(Clone, Default)]
@@ -157,6 +163,7 @@ impl Metrics {
             reaper: Family::default(),
             idempotency_hits: Counter::default(),
             hooks: Mutex::new(Vec::new()),
+            inline_methods: Mutex::new(std::collections::HashSet::new()),
         };
         let mut f = f;
         let r = &mut f.registry;
@@ -260,12 +267,24 @@ impl Metrics {
         f.progress_coalesced.inc_by(progress.1);
     }
 
-    /// A request answered without being admitted (busy, duplicate id) or inline: counted, never
-    /// in flight.
+    /// A request answered without being admitted (busy, duplicate id): counted, never in
+    /// flight.
     pub fn request_answered(&self, tool: &str, era: Era, outcome: &'static str) {
         if let Some(f) = &self.0 {
             f.count(tool, era, outcome);
         }
+    }
+
+    /// A request answered inline (cheap methods, and every unknown method): counted under its
+    /// method while fewer than 64 distinct ones were seen, as `other` after that.
+    pub fn request_answered_inline(&self, method: &str, era: Era, outcome: &'static str) {
+        let Some(f) = &self.0 else { return };
+        let known = {
+            let mut seen = f.inline_methods.lock().unwrap_or_else(|p| p.into_inner());
+            seen.contains(method)
+                || (seen.len() < MAX_INLINE_METHODS && seen.insert(method.to_owned()))
+        };
+        f.count(if known { method } else { "other" }, era, outcome);
     }
 
     /// An SSE response stream opened; it counts as open until the guard is dropped.
@@ -438,6 +457,9 @@ mod tests {
             (5, 7),
         );
         m.request_answered("echo", Era::Session, "rejected");
+        for i in 0..200 {
+            m.request_answered_inline(&format!("made/up/{i}"), Era::Session, "error");
+        }
         let guard = m.sse_stream_opened();
         m.sse_resume(true);
         m.job_reaped("failed", 2);
@@ -466,6 +488,10 @@ mod tests {
             !text.contains("requeued"),
             "a zero reaper action is not a series"
         );
+        // Client-chosen method names are capped: 64 series, the rest under `other`.
+        assert_eq!(text.matches("made/up/").count(), MAX_INLINE_METHODS);
+        let other = r#"staunch_requests_total{tool="other",era="2025",outcome="error"} 136"#;
+        assert!(text.contains(other), "{text}");
         drop(guard);
         assert!(m.scrape().await.contains("staunch_sse_streams_open 0"));
     }

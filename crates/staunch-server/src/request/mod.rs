@@ -193,7 +193,7 @@ pub(crate) fn answer_now(
     };
     server
         .metrics
-        .request_answered(&req.method, Era::of(&origin.peer), ok.as_str());
+        .request_answered_inline(&req.method, Era::of(&origin.peer), ok.as_str());
     server.log.event(
         label,
         &req.id,
