@@ -258,3 +258,49 @@ async fn a_scripted_run_shows_up_in_the_scrape() {
     other.read_to_string(&mut raw).await.unwrap();
     assert!(raw.starts_with("HTTP/1.1 404"), "{raw}");
 }
+
+#[tokio::test]
+async fn a_resume_past_retention_is_counted_as_gone() {
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let s = HttpServer::start(&[
+        "--metrics",
+        &addr,
+        "--event-max-per-stream",
+        "2",
+        "--session-idle-secs",
+        "2",
+    ])
+    .await;
+    let sid = s.initialize().await;
+    let mut r = s
+        .post(
+            Some(&sid),
+            &call(
+                json!(1),
+                "slow_count",
+                json!({"steps": 6, "delay_ms": 1}),
+                Some(json!(1)),
+            ),
+        )
+        .await;
+    let events = r.events_until_end(T).await;
+    let first = events[1].id.clone().unwrap();
+    // Retention runs in the background (every half second with this idle setting); until it
+    // has, the resume is replayed.
+    let mut status = 0;
+    for _ in 0..40 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        status = s.get(&sid, Some(&first)).await.status.as_u16();
+        if status == 410 {
+            break;
+        }
+    }
+    assert_eq!(status, 410);
+    let (_, _, text) = scrape(port).await;
+    assert_eq!(
+        must(&text, r#"staunch_sse_resumes_total{result="gone"}"#),
+        1.0,
+        "{text}"
+    );
+}
