@@ -304,3 +304,57 @@ async fn a_resume_past_retention_is_counted_as_gone() {
         "{text}"
     );
 }
+
+#[tokio::test]
+async fn reaper_purges_are_counted() {
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    // Finished jobs are kept for 0 s and the reaper runs every 100 ms.
+    let s = HttpServer::start(&[
+        "--metrics",
+        &addr,
+        "--job-ttl-secs",
+        "0",
+        "--job-reap-ms",
+        "100",
+    ])
+    .await;
+    let sid = s.initialize().await;
+    let started = tool(
+        &s,
+        &sid,
+        "start_import_rows",
+        json!({"rows": 1, "delay_ms": 1}),
+    )
+    .await;
+    assert!(started["job_id"].is_string(), "{started}");
+    let end = Instant::now() + T;
+    let text = loop {
+        let (_, _, text) = scrape(port).await;
+        if sample(
+            &text,
+            r#"staunch_job_reaper_actions_total{action="purged"}"#,
+        )
+        .unwrap_or(0.0)
+            >= 1.0
+        {
+            break text;
+        }
+        assert!(
+            Instant::now() < end,
+            "the finished job was never purged:\n{text}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    // Gone from the store, so from the gauge too.
+    assert_eq!(
+        must(&text, r#"staunch_jobs{state="succeeded"}"#),
+        0.0,
+        "{text}"
+    );
+    assert_eq!(
+        must(&text, r#"staunch_jobs{state="queued"}"#),
+        0.0,
+        "{text}"
+    );
+}
