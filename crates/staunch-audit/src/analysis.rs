@@ -75,6 +75,8 @@ pub struct Auditor {
     slow_stops: HashMap<Label, GroupAcc>,
     starts: Starts,
     unknown_count: u64,
+    /// Lines the server said it dropped (`log.dropped`).
+    dropped_lines: u64,
     unknown: Bounded<UnknownCancel>,
     malformed: Malformed,
 }
@@ -99,6 +101,7 @@ impl Auditor {
             slow_stops: HashMap::new(),
             starts: Starts::default(),
             unknown_count: 0,
+            dropped_lines: 0,
             unknown: Bounded::new(opts.examples, unknown_order),
             malformed: Malformed::default(),
         }
@@ -110,6 +113,12 @@ impl Auditor {
         match parse_line(bytes) {
             Ok(None) => {}
             Ok(Some(Parsed::Ignored { ts })) => {
+                if let Some(ts) = ts {
+                    self.see_ts(ts);
+                }
+            }
+            Ok(Some(Parsed::Dropped { ts, count })) => {
+                self.dropped_lines = self.dropped_lines.saturating_add(count);
                 if let Some(ts) = ts {
                     self.see_ts(ts);
                 }
@@ -497,6 +506,7 @@ impl Auditor {
                 ends_without_start: self.ends_without_start,
                 first_ts: self.first_ts.map(format_ts),
                 last_ts: self.last_ts.map(format_ts),
+                dropped_lines: self.dropped_lines,
             },
             orphaned: groups(std::mem::take(&mut self.orphans)),
             slow_to_stop: groups(std::mem::take(&mut self.slow_stops)),

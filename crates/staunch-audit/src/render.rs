@@ -125,6 +125,11 @@ impl Report {
                 "unknown cancels",
             );
             add(self.never_ended.len() as u64, "never ended", "never ended");
+            add(
+                self.summary.dropped_lines,
+                "log line dropped by the server (the log is incomplete)",
+                "log lines dropped by the server (the log is incomplete)",
+            );
             let _ = writeln!(out, "NOT CLEAN: {}", parts.join(", "));
         }
 

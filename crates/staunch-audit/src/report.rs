@@ -72,6 +72,9 @@ pub struct Summary {
     pub first_ts: Option<String>,
     /// Latest timestamp on any readable line: "now" for requests that never ended.
     pub last_ts: Option<String>,
+    /// Lines the writer said it dropped (`log.dropped`) because it fell behind: the log is
+    /// incomplete, so a finding may be missing or spurious, and the report is not clean.
+    pub dropped_lines: u64,
 }
 
 /// Findings grouped by tool: the total, and per tool its count and its worst examples.
@@ -281,6 +284,7 @@ impl Report {
                 .any(|c| c.kind != ClusterKind::Repeat)
             && self.unknown_cancels.count == 0
             && self.never_ended.is_empty()
+            && self.summary.dropped_lines == 0
     }
 
     /// The report as pretty JSON (the `--json` output).

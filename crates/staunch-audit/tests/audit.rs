@@ -525,7 +525,8 @@ fn json_shape_is_stable() {
         json!({
             "clean": false, "lines": 16, "events": 16, "requests": 5, "ended": 5,
             "ends_without_start": 0,
-            "first_ts": "2026-11-29T10:00:00.000Z", "last_ts": "2026-11-29T10:02:32.500Z"
+            "first_ts": "2026-11-29T10:00:00.000Z", "last_ts": "2026-11-29T10:02:32.500Z",
+            "dropped_lines": 0
         })
     );
     assert_eq!(v["orphaned"]["count"], 3);
@@ -644,4 +645,35 @@ fn stateless_requests_and_input_required_rounds() {
     assert_eq!(greet.outcomes.get("input_required"), Some(&1));
     let slow = tool(&r, "slow_count");
     assert_eq!((slow.calls, slow.cancelled, slow.orphaned), (1, 1, 0));
+}
+
+#[test]
+fn a_log_whose_writer_dropped_lines_is_not_clean_and_says_so() {
+    let log = concat!(
+        r#"{"ts":"2026-12-01T10:00:00.000Z","event":"request.start","request_id":1,"session":"s","method":"tools/call","tool":"echo"}"#,
+        "\n",
+        r#"{"ts":"2026-12-01T10:00:00.004Z","event":"request.end","request_id":1,"session":"s","method":"tools/call","tool":"echo","outcome":"ok","duration_ms":4}"#,
+        "\n",
+        r#"{"ts":"2026-12-01T10:00:01.000Z","event":"log.dropped","count":37}"#,
+        "\n",
+    );
+    let r = audit_str(log, &AuditOptions::default());
+    assert_eq!(r.summary.dropped_lines, 37);
+    assert_eq!(
+        r.malformed.count, 0,
+        "log.dropped is understood, not malformed"
+    );
+    assert!(!r.is_clean());
+    let text = r.render_table();
+    assert!(text.contains("37 log lines dropped"), "{text}");
+    assert_eq!(
+        r.summary.last_ts.as_deref(),
+        Some("2026-12-01T10:00:01.000Z")
+    );
+    // Without the drop the same log is clean.
+    let clean = audit_str(
+        &log[..log.find(r#"{"ts":"2026-12-01T10:00:01"#).unwrap()],
+        &AuditOptions::default(),
+    );
+    assert!(clean.is_clean());
 }

@@ -28,6 +28,9 @@
 //! - [`sse`]: an incremental Server-Sent Events parser (ids, `retry`, CR/LF/CRLF).
 //! - [`tasks`]: 2025-11-25 tasks — create with `task: {ttl}`, poll `tasks/get` at the
 //!   server's `pollInterval`, fetch `tasks/result`, cancel with `tasks/cancel`.
+//! - the 2026-07-28 tasks extension ([`Client::call_tool_task_ext`]): the server decides
+//!   whether a call becomes a task; `tasks/get` carries the outcome, `tasks/update` answers
+//!   `input_required`, `tasks/cancel` gives up.
 //! - [`jobs`]: the `start_x` / `get_x` / `cancel_x` tool face of durable jobs, with one
 //!   idempotency key per logical call, reused across this client's own retries.
 //!
@@ -46,6 +49,7 @@ mod router;
 mod session;
 pub mod sse;
 pub mod tasks;
+mod tasks_ext;
 mod timeout;
 pub mod transport;
 

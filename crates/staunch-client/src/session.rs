@@ -81,6 +81,14 @@ impl Inner {
         self.transport.set_protocol_version(version, false);
     }
 
+    /// The client capabilities every stateless request carries (`None` in the session era).
+    pub(crate) fn stateless_capabilities(&self) -> Option<Value> {
+        self.stateless_meta().and_then(|m| {
+            m.get(staunch_protocol::modern::keys::CLIENT_CAPABILITIES)
+                .cloned()
+        })
+    }
+
     fn stateless_meta(&self) -> Option<Value> {
         self.stateless_meta
             .read()

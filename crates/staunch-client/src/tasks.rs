@@ -59,7 +59,7 @@ impl TaskStatus {
     }
 }
 
-/// A task as the server describes it.
+/// A task as the server describes it (a 2025-11-25 `Task` or the extension's `DetailedTask`).
 #[derive(Debug, Clone)]
 pub struct Task {
     /// Its id.
@@ -81,7 +81,11 @@ impl Task {
             task_id: v["taskId"].as_str()?.to_string(),
             status: TaskStatus::parse(v["status"].as_str()?),
             status_message: v["statusMessage"].as_str().map(str::to_string),
-            poll_interval: v["pollInterval"].as_u64().map(Duration::from_millis),
+            // `pollInterval` in 2025-11-25, `pollIntervalMs` in the 2026 extension.
+            poll_interval: v["pollInterval"]
+                .as_u64()
+                .or_else(|| v["pollIntervalMs"].as_u64())
+                .map(Duration::from_millis),
             raw: v.clone(),
         })
     }

@@ -10,7 +10,6 @@ use serde_json::{Value, json};
 use staunch_server::{CallToolResult, Content};
 use staunch_store::{JobRecord, JobState, REASON_LEASE_LOST};
 use time::OffsetDateTime;
-use time::format_description::well_known::Rfc3339;
 
 /// `error_reason` of a job stopped at its maximum runtime.
 pub const REASON_MAX_RUNTIME: &str = "max_runtime";
@@ -19,13 +18,17 @@ pub const REASON_PANIC: &str = "panic";
 /// `error_reason` of a job whose body returned an error.
 pub const REASON_ERROR: &str = "error";
 
-/// Epoch milliseconds as ISO 8601 (UTC, millisecond precision).
+/// Epoch milliseconds as RFC 3339 (UTC, always three fraction digits, so every timestamp a
+/// client sees has the same shape and they sort as text).
 pub fn iso(ms: i64) -> String {
+    const FMT: &[time::format_description::BorrowedFormatItem<'static>] = time::macros::format_description!(
+        "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z"
+    );
     let nanos = i128::from(ms) * 1_000_000;
     OffsetDateTime::from_unix_timestamp_nanos(nanos)
         .ok()
-        .and_then(|t| t.format(&Rfc3339).ok())
-        .unwrap_or_else(|| "1970-01-01T00:00:00Z".to_string())
+        .and_then(|t| t.format(FMT).ok())
+        .unwrap_or_else(|| "1970-01-01T00:00:00.000Z".to_string())
 }
 
 /// The latest progress of a job: `(done, total, message)`.
@@ -286,6 +289,7 @@ pub fn tool_result(job: &JobRecord) -> Option<CallToolResult> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use time::format_description::well_known::Rfc3339;
 
     fn job(state: JobState) -> JobRecord {
         JobRecord {
@@ -323,8 +327,13 @@ mod tests {
 
     #[test]
     fn iso_times_are_rfc3339() {
-        assert_eq!(iso(0), "1970-01-01T00:00:00Z");
-        assert_eq!(iso(1_500), "1970-01-01T00:00:01.5Z");
+        assert_eq!(iso(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(iso(1_500), "1970-01-01T00:00:01.500Z");
+        assert_eq!(iso(1_764_629_462_210), "2025-12-01T22:51:02.210Z");
+        for ms in [0, 1_500, 1_764_629_462_210] {
+            let parsed = OffsetDateTime::parse(&iso(ms), &Rfc3339).unwrap();
+            assert_eq!(parsed.unix_timestamp_nanos() / 1_000_000, i128::from(ms));
+        }
     }
 
     #[test]

@@ -19,6 +19,8 @@ pub mod names {
     pub const ABORTED: &str = "request.aborted";
     /// The request's task is gone.
     pub const END: &str = "request.end";
+    /// The writer fell behind and dropped `count` lines: the log is incomplete.
+    pub const DROPPED: &str = "log.dropped";
 }
 
 /// How a request ended (`request.end`'s `outcome`).

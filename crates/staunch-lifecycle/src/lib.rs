@@ -6,17 +6,20 @@
 //! - [`write_line`]: one event as one line, into a reused buffer.
 //! - [`parse_line`]: one line back into a [`Line`], forgiving about what it does not use and
 //!   strict about what it does.
-//! - [`timestamp`]: the `ts` format (RFC 3339, UTC, milliseconds).
+//! - [`timestamp`]: the `ts` format (RFC 3339, UTC, milliseconds); [`TimestampCache`] writes
+//!   the same text for a busy writer, formatting the date once per second.
 
 #![forbid(unsafe_code)]
 
+mod clock;
 mod event;
 mod read;
 mod write;
 
+pub use clock::{TimestampCache, now_ms};
 pub use event::{Event, IgnoredWhy, Outcome, names};
 pub use read::{Line, Millis, Parsed, RequestId, format_ts, parse_line, parse_ts};
-pub use write::{IdRef, write_line};
+pub use write::{IdRef, write_dropped, write_line};
 
 /// Now as the log writes it: RFC 3339, UTC, always three fraction digits (so lines sort and
 /// align).

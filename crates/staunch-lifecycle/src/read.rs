@@ -123,6 +123,9 @@ pub enum Parsed {
     /// A JSON object with an event the audit does not know (e.g. `job.*`). Its timestamp, if
     /// readable, still counts towards "the last timestamp in the log".
     Ignored { ts: Option<Millis> },
+    /// `log.dropped`: the writer lost `count` lines under pressure, so the log is incomplete
+    /// (a request may lack its end, or its start).
+    Dropped { ts: Option<Millis>, count: u64 },
 }
 
 /// Parse one line (without its newline). `Ok(None)` for a blank line; `Err(reason)` for a
@@ -146,6 +149,13 @@ pub fn parse_line(bytes: &[u8]) -> Result<Option<Parsed>, String> {
     );
     if !known {
         let ts = obj.get("ts").and_then(Value::as_str).and_then(parse_ts);
+        if event == names::DROPPED {
+            let count = obj
+                .get("count")
+                .and_then(Value::as_u64)
+                .ok_or_else(|| "`log.dropped` without a numeric `count`".to_owned())?;
+            return Ok(Some(Parsed::Dropped { ts, count }));
+        }
         return Ok(Some(Parsed::Ignored { ts }));
     }
 

@@ -18,12 +18,19 @@ pub enum IdRef<'a> {
     String(&'a str),
 }
 
-/// Appends `event` as one line (with its trailing newline) to `out`. `ts` is the RFC 3339
-/// timestamp ([`crate::timestamp`] formats one).
-pub fn write_line(out: &mut String, ts: &str, session: &str, id: IdRef<'_>, event: &Event<'_>) {
-    out.push_str("{\"ts\":");
-    string(out, ts);
-    out.push_str(",\"event\":");
+/// Appends `event` as one line (with its trailing newline) to `out`. `ts` writes the RFC 3339
+/// timestamp ([`crate::timestamp`] or a [`crate::TimestampCache`]) — text that needs no JSON
+/// escaping.
+pub fn write_line(
+    out: &mut String,
+    ts: impl FnOnce(&mut String),
+    session: &str,
+    id: IdRef<'_>,
+    event: &Event<'_>,
+) {
+    out.push_str("{\"ts\":\"");
+    ts(out);
+    out.push_str("\",\"event\":");
     string(out, event.name());
     out.push_str(",\"request_id\":");
     match id {
@@ -84,6 +91,16 @@ pub fn write_line(out: &mut String, ts: &str, session: &str, id: IdRef<'_>, even
         }
     }
     out.push_str("}\n");
+}
+
+/// Appends the `log.dropped` line: `count` lines were dropped because the writer was too far
+/// behind (see `staunch-server`'s lifecycle module). It has no request id.
+pub fn write_dropped(out: &mut String, ts: impl FnOnce(&mut String), count: u64) {
+    out.push_str("{\"ts\":\"");
+    ts(out);
+    out.push_str("\",\"event\":");
+    string(out, crate::names::DROPPED);
+    let _ = writeln!(out, ",\"count\":{count}}}");
 }
 
 fn string(out: &mut String, s: &str) {
@@ -160,7 +177,13 @@ mod tests {
             } else {
                 IdRef::String("a\"b")
             };
-            write_line(&mut line, "2026-11-29T09:30:00.123Z", "s-1", id, e);
+            write_line(
+                &mut line,
+                |o| o.push_str("2026-11-29T09:30:00.123Z"),
+                "s-1",
+                id,
+                e,
+            );
             assert!(line.ends_with('\n'));
             let Ok(Some(Parsed::Known(parsed))) = parse_line(line.trim_end().as_bytes()) else {
                 panic!("not read back: {line}");

@@ -49,6 +49,10 @@ pub const REMOVED_METHODS: &[&str] = &[
     "notifications/roots/list_changed",
 ];
 
+/// The tasks extension (SEP-2663): declared by a client in a request's
+/// `clientCapabilities.extensions`, advertised by a server in `server/discover`.
+pub const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
+
 /// `resultType` values.
 pub mod result_type {
     /// The request is done; the result is final.

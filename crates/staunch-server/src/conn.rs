@@ -38,6 +38,9 @@ pub(crate) struct Conn {
     /// How the lifecycle log names it: the session id, `stdio`, or a stateless request's key.
     pub(crate) label: Arc<str>,
     pub(crate) sink: Arc<dyn Sink>,
+    /// Who the transport authenticated for this connection (HTTP with auth on); `None` on
+    /// stdio and without auth.
+    pub(crate) principal: Option<Arc<str>>,
     in_flight: AtomicUsize,
     emptied: Notify,
     outgoing: Mutex<HashMap<RequestId, oneshot::Sender<ClientReply>>>,
@@ -54,11 +57,18 @@ impl std::fmt::Debug for Conn {
 }
 
 impl Conn {
-    pub(crate) fn new(label: impl Into<Arc<str>>, sink: Arc<dyn Sink>) -> Arc<Self> {
+    /// A connection whose requests were made by `principal` (authenticated by the transport;
+    /// `None` on stdio and without auth).
+    pub(crate) fn with_principal(
+        label: impl Into<Arc<str>>,
+        sink: Arc<dyn Sink>,
+        principal: Option<Arc<str>>,
+    ) -> Arc<Self> {
         Arc::new(Self {
             id: ConnId(NEXT_CONN.fetch_add(1, Ordering::Relaxed)),
             label: label.into(),
             sink,
+            principal,
             in_flight: AtomicUsize::new(0),
             emptied: Notify::new(),
             outgoing: Mutex::new(HashMap::new()),

@@ -145,6 +145,13 @@ impl Context {
         &self.shared.conn.label
     }
 
+    /// Who made the request, when the transport authenticated it (HTTP with `--auth`): the
+    /// token's principal — a static token's name or a JWT's `sub`. `None` on stdio and
+    /// without auth. Durable work uses it to bind jobs and tasks to their owner.
+    pub fn principal(&self) -> Option<&str> {
+        self.shared.conn.principal.as_deref()
+    }
+
     /// Whether the request was made in the stateless era (2026-07-28): no session; closing its
     /// stream cancels it; questions to the client are input-required rounds.
     pub fn is_stateless(&self) -> bool {

@@ -69,7 +69,23 @@ impl Server {
 
     /// A new session whose messages go to `sink`.
     pub fn session(&self, id: impl Into<String>, sink: Arc<dyn Sink>) -> Session {
-        Session::new(self.inner.clone(), id.into(), sink)
+        Session::new(self.inner.clone(), id.into(), sink, None)
+    }
+
+    /// A new session bound to `principal` (authenticated by the transport): every request of
+    /// it sees that principal in [`Context::principal`].
+    pub fn session_for(
+        &self,
+        id: impl Into<String>,
+        sink: Arc<dyn Sink>,
+        principal: Option<String>,
+    ) -> Session {
+        Session::new(
+            self.inner.clone(),
+            id.into(),
+            sink,
+            principal.map(Arc::from),
+        )
     }
 
     /// The limits and timings.
@@ -126,6 +142,19 @@ impl Server {
             .map_or(&[], Vec::as_slice)
     }
 
+    /// The OAuth scopes tool `name` declares its callers need ([`ToolSpec::scopes`]).
+    pub fn tool_scopes(&self, name: &str) -> &[String] {
+        self.inner.tool_scopes.get(name).map_or(&[], Vec::as_slice)
+    }
+
+    /// Every scope some tool declares, sorted, once each.
+    pub fn declared_scopes(&self) -> Vec<String> {
+        let mut all: Vec<String> = self.inner.tool_scopes.values().flatten().cloned().collect();
+        all.sort();
+        all.dedup();
+        all
+    }
+
     /// Where list changes are announced (to `subscriptions/listen` streams).
     pub fn listen_hub(&self) -> &ListenHub {
         &self.inner.listen
@@ -140,9 +169,21 @@ impl Server {
         meta: RequestMeta,
         sink: Arc<dyn Sink>,
     ) -> StatelessRequest {
+        self.serve_stateless_for(req, meta, sink, None)
+    }
+
+    /// [`Server::serve_stateless`] for a request the transport authenticated as `principal`
+    /// (seen by its handler in [`Context::principal`]).
+    pub fn serve_stateless_for(
+        &self,
+        req: Request,
+        meta: RequestMeta,
+        sink: Arc<dyn Sink>,
+        principal: Option<String>,
+    ) -> StatelessRequest {
         let n = NEXT_STATELESS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let label = format!("req-{}-{n}", self.inner.instance_tag);
-        let conn = Conn::new(label, sink);
+        let conn = Conn::with_principal(label, sink, principal.map(Arc::from));
         let origin = Origin {
             conn: conn.clone(),
             peer: Peer::Stateless(Arc::new(meta)),
@@ -358,6 +399,12 @@ impl ServerBuilder {
                 (!params.is_empty()).then(|| (t.spec.name.clone(), params))
             })
             .collect();
+        let tool_scopes = self
+            .tools
+            .iter()
+            .filter(|t| !t.spec.scopes.is_empty())
+            .map(|t| (t.spec.name.clone(), t.spec.scopes.clone()))
+            .collect();
         let tools = self
             .tools
             .into_iter()
@@ -372,6 +419,7 @@ impl ServerBuilder {
                 server_info_value,
                 instance_tag,
                 header_params,
+                tool_scopes,
                 registry: Registry::default(),
                 state_key: self.state_key.unwrap_or_else(StateKey::random),
                 listen: self.listen,

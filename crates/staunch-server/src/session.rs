@@ -58,11 +58,16 @@ impl std::fmt::Debug for Session {
 }
 
 impl Session {
-    pub(crate) fn new(server: Arc<ServerInner>, id: String, sink: Arc<dyn Sink>) -> Self {
+    pub(crate) fn new(
+        server: Arc<ServerInner>,
+        id: String,
+        sink: Arc<dyn Sink>,
+        principal: Option<Arc<str>>,
+    ) -> Self {
         Self {
             inner: Arc::new(SessionInner {
                 server,
-                conn: Conn::new(id, sink),
+                conn: Conn::with_principal(id, sink, principal),
                 facts: Arc::new(SessionFacts::new()),
                 closed: CancellationToken::new(),
                 forwarding: AtomicBool::new(false),
@@ -73,6 +78,12 @@ impl Session {
     /// The session id.
     pub fn id(&self) -> &str {
         &self.inner.conn.label
+    }
+
+    /// The principal the session is bound to (the one that created it, when the transport
+    /// authenticates); `None` without auth.
+    pub fn principal(&self) -> Option<&str> {
+        self.inner.conn.principal.as_deref()
     }
 
     /// Requests in flight on this session's connection.

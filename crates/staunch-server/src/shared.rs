@@ -57,4 +57,6 @@ pub(crate) struct ServerInner {
     /// Per tool: arguments that HTTP clients mirror into `Mcp-Param-{name}` headers
     /// (`x-mcp-header` in the input schema), as (argument, header name).
     pub(crate) header_params: HashMap<String, Vec<(String, String)>>,
+    /// Per tool: the OAuth scopes its callers need ([`crate::ToolSpec::scopes`]).
+    pub(crate) tool_scopes: HashMap<String, Vec<String>>,
 }

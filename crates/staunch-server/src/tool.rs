@@ -58,6 +58,8 @@ pub struct ToolSpec {
     pub(crate) output_schema: Option<Value>,
     pub(crate) annotations: Option<Value>,
     pub(crate) execution: Option<Value>,
+    /// OAuth scopes a caller's token must carry to call the tool (HTTP with auth on).
+    pub(crate) scopes: Vec<String>,
 }
 
 impl ToolSpec {
@@ -73,6 +75,7 @@ impl ToolSpec {
             output_schema: None,
             annotations: None,
             execution: None,
+            scopes: Vec::new(),
         }
     }
 
@@ -127,6 +130,18 @@ impl ToolSpec {
         self
     }
 
+    /// Scopes a caller's token must carry to call this tool when the HTTP transport
+    /// authenticates requests; a token without them gets 403 `insufficient_scope`. Ignored
+    /// without auth (stdio, or HTTP without `--auth`).
+    pub fn scopes<I, S>(mut self, scopes: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.scopes = scopes.into_iter().map(Into::into).collect();
+        self
+    }
+
     /// The name.
     pub fn name(&self) -> &str {
         &self.name
@@ -162,9 +177,7 @@ impl ToolSpec {
     }
 }
 
-/// The tasks extension of the stateless era (SEP-2663): declared by a client in a request's
-/// `clientCapabilities.extensions`, advertised by a server in `server/discover`.
-pub const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
+pub use staunch_protocol::modern::TASKS_EXTENSION;
 
 /// Whether `client_capabilities` (a request's, or a session's) declare the tasks extension.
 pub fn declares_tasks(client_capabilities: &Value) -> bool {

@@ -11,7 +11,7 @@ use staunch_client::jobs::{JobEvent, JobOptions, job_tool_names};
 use staunch_client::result::{is_tool_error, text_of};
 use staunch_client::tasks::{TaskEvent, TaskOptions, TaskOutcome};
 use staunch_client::{
-    CallOptions, Client, ClientError, ConnectOptions, EraChoice, HttpOptions, StderrMode,
+    CallOptions, Client, ClientError, ConnectOptions, Era, EraChoice, HttpOptions, StderrMode,
     StdioCommand,
 };
 use tokio_util::sync::CancellationToken;
@@ -71,8 +71,10 @@ pub struct CallArgs {
     /// Do not let progress restart the --timeout clock.
     #[arg(long)]
     pub no_reset_on_progress: bool,
-    /// Call the tool as a task (2025-11-25 tasks): create, poll, fetch the result. Speaks the
-    /// 2025 era.
+    /// Call the tool as a task and follow it: the 2026-07-28 tasks extension when the server
+    /// speaks it (the server decides whether the call becomes a task; `tasks/get` until it
+    /// ends, `tasks/update` for --input, `tasks/cancel` on Ctrl-C), else 2025-11-25 tasks
+    /// (create with a ttl, poll, `tasks/result`).
     #[arg(long)]
     pub task: bool,
     /// The task's time to live.
@@ -160,17 +162,7 @@ pub async fn run(args: CallArgs) -> anyhow::Result<i32> {
         Ok(a) => a,
         Err(e) => return usage(&format!("{e:#}")),
     };
-    let (mut era, session_version) = args.protocol.clone();
-    if args.task {
-        // `--task` is the 2025-11-25 tasks feature; the 2026 tasks extension is not spoken here.
-        match era {
-            EraChoice::Auto => era = EraChoice::Session,
-            EraChoice::Stateless => {
-                return usage("--task uses 2025-11-25 tasks: use --protocol 2025-11-25 or auto");
-            }
-            EraChoice::Session => {}
-        }
-    }
+    let (era, session_version) = args.protocol.clone();
     // Only a caller with answers declares that it can be asked: a server then asks (2026
     // input-required rounds) instead of refusing with -32021.
     let capabilities = if args.inputs.is_empty() {
@@ -390,7 +382,12 @@ async fn run_task(
     args: &CallArgs,
     view: &View,
 ) -> i32 {
-    if !client.server().supports_tool_tasks() {
+    let extension = client.era() == Era::Stateless;
+    if extension && !client.offers_tasks_extension() {
+        view.note(
+            "the server does not offer the tasks extension; it will answer the call directly",
+        );
+    } else if !extension && !client.server().supports_tool_tasks() {
         view.note("the server does not advertise tasks for tools/call; calling it directly");
     }
     let topts = TaskOptions {
@@ -399,26 +396,40 @@ async fn run_task(
     };
     // Polls repeat the status; show it when it changes.
     let mut last_status = String::new();
-    let r = client
-        .call_tool_task(tool, arguments, opts, &topts, |ev| match ev {
-            TaskEvent::Created(t) => {
+    let on_event = |ev: TaskEvent<'_>| match ev {
+        TaskEvent::Created(t) => {
+            last_status = t.status.as_str().to_string();
+            view.note(&format!("task {} {}", t.task_id, last_status));
+        }
+        TaskEvent::Status(t) => {
+            if t.status.as_str() != last_status {
                 last_status = t.status.as_str().to_string();
-                view.note(&format!("task {} {}", t.task_id, last_status));
+                let msg = t.status_message.as_deref().unwrap_or("");
+                view.note(&format!("task {} {last_status} {msg}", t.task_id));
             }
-            TaskEvent::Status(t) => {
-                if t.status.as_str() != last_status {
-                    last_status = t.status.as_str().to_string();
-                    let msg = t.status_message.as_deref().unwrap_or("");
-                    view.note(&format!("task {} {last_status} {msg}", t.task_id));
-                }
-            }
-            TaskEvent::Progress(p) => view.progress(p.progress, p.total, p.message.as_deref()),
-            TaskEvent::CancelSent(v) => view.note(&format!(
-                "tasks/cancel: {}",
-                v["status"].as_str().unwrap_or("sent")
-            )),
-        })
-        .await;
+        }
+        TaskEvent::Progress(p) => view.progress(p.progress, p.total, p.message.as_deref()),
+        TaskEvent::CancelSent(v) => view.note(&format!(
+            "tasks/cancel: {}",
+            v["status"].as_str().unwrap_or("sent")
+        )),
+    };
+    let r = if extension {
+        client
+            .call_tool_task_ext(
+                tool,
+                arguments,
+                opts,
+                &topts,
+                |reqs| answer_from(&args.inputs, reqs, view),
+                on_event,
+            )
+            .await
+    } else {
+        client
+            .call_tool_task(tool, arguments, opts, &topts, on_event)
+            .await
+    };
     view.finish();
     match r {
         Ok(TaskOutcome::Immediate(result)) => finish_call(Ok(result), args.json),

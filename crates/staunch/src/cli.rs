@@ -178,6 +178,9 @@ pub struct ServeArgs {
     /// path, e.g. /staunch. Only on a loopback --http address until authentication exists.
     #[arg(long, env = "STAUNCH_LIVE_PAGE", requires = "http")]
     pub live_page: Option<String>,
+    /// Authentication (HTTP): --auth, --auth-tokens, --issuer, --audience, --jwks-url, …
+    #[command(flatten)]
+    pub auth: crate::auth_args::AuthArgs,
 }
 
 /// Runs the command; returns the process exit code.

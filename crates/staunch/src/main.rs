@@ -4,6 +4,7 @@
 
 mod args;
 mod audit_cmd;
+mod auth_args;
 mod call;
 mod call_view;
 mod cli;

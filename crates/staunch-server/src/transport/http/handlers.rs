@@ -13,6 +13,7 @@ use staunch_protocol::{Message, RequestId, codes, parse_message, version};
 use staunch_store::{Replay, SessionRecord, now_ms};
 
 use super::HttpState;
+use super::auth::Identity;
 use super::session::{Attach, HttpSession, event_id, parse_event_id, random_hex};
 use super::sse;
 use super::stateless::{self, VERSION_HEADER};
@@ -33,13 +34,22 @@ pub(crate) async fn endpoint(
     if let Some(denied) = check_host_and_origin(&state, &headers) {
         return denied;
     }
+    // Auth (when on) before anything else: every request, in every era, carries its token.
+    let identity = match &state.auth {
+        Some(auth) => match auth.authenticate(&headers, &state.cfg.endpoint).await {
+            Ok(id) => Some(id),
+            Err(refusal) => return refusal,
+        },
+        None => None,
+    };
+    let principal = identity.as_ref().map(|i| i.principal.as_str());
     match method {
-        Method::POST => post(state, headers, body).await,
+        Method::POST => post(state, headers, body, identity.as_ref()).await,
         Method::GET | Method::DELETE if stateless_client(&headers) => {
             stateless::method_not_allowed()
         }
-        Method::GET => get(state, headers).await,
-        Method::DELETE => delete(state, headers).await,
+        Method::GET => get(state, headers, principal).await,
+        Method::DELETE => delete(state, headers, principal).await,
         _ => {
             let mut r = error(
                 StatusCode::METHOD_NOT_ALLOWED,
@@ -104,10 +114,59 @@ fn accepts(headers: &HeaderMap, mime: &str) -> bool {
         })
 }
 
+/// The RFC 9728 protected-resource metadata (served only with auth on).
+pub(crate) async fn resource_metadata(
+    State(state): State<Arc<HttpState>>,
+    method: Method,
+    headers: HeaderMap,
+) -> Response {
+    if let Some(denied) = check_host_and_origin(&state, &headers) {
+        return denied;
+    }
+    let Some(auth) = &state.auth else {
+        return StatusCode::NOT_FOUND.into_response();
+    };
+    if method != Method::GET && method != Method::HEAD {
+        let mut r = error(
+            StatusCode::METHOD_NOT_ALLOWED,
+            codes::INVALID_REQUEST,
+            "use GET",
+        );
+        r.headers_mut()
+            .insert(header::ALLOW, HeaderValue::from_static("GET"));
+        return r;
+    }
+    let doc = auth.metadata(&state.server, &headers, &state.cfg.endpoint);
+    (
+        [
+            (header::CONTENT_TYPE, "application/json"),
+            // Public by design (RFC 9728): browser-based clients read it cross-origin.
+            (header::ACCESS_CONTROL_ALLOW_ORIGIN, "*"),
+        ],
+        doc.to_string(),
+    )
+        .into_response()
+}
+
+/// Whether a session may be used by `principal`: with auth on, only by the one that created
+/// it (any other gets the same answer as for an unknown id, so ids cannot be probed).
+fn owned_by(state: &HttpState, owner: Option<&str>, principal: Option<&str>) -> bool {
+    state.auth.is_none() || owner == principal
+}
+
+fn unknown_session() -> Response {
+    error(
+        StatusCode::NOT_FOUND,
+        codes::INVALID_REQUEST,
+        "unknown or expired session: initialize a new one",
+    )
+}
+
 /// The session named by the request, adopting one another instance created (shared store).
 async fn find_session(
     state: &HttpState,
     headers: &HeaderMap,
+    principal: Option<&str>,
 ) -> Result<Arc<HttpSession>, Response> {
     let Some(id) = header_str(headers, SESSION_HEADER) else {
         return Err(error(
@@ -117,16 +176,20 @@ async fn find_session(
         ));
     };
     if let Some(s) = state.session(id) {
+        if !owned_by(state, s.session().principal(), principal) {
+            tracing::warn!(principal = ?principal, "request refused: session of another principal");
+            return Err(unknown_session());
+        }
         s.touch();
         return Ok(s);
     }
     match state.sessions_store.get(id).await {
+        Ok(Some(rec)) if !owned_by(state, rec.principal.as_deref(), principal) => {
+            tracing::warn!(principal = ?principal, "request refused: session of another principal");
+            Err(unknown_session())
+        }
         Ok(Some(rec)) => Ok(adopt(state, rec)),
-        Ok(None) => Err(error(
-            StatusCode::NOT_FOUND,
-            codes::INVALID_REQUEST,
-            "unknown or expired session: initialize a new one",
-        )),
+        Ok(None) => Err(unknown_session()),
         Err(e) => {
             tracing::error!(error = %e, "session lookup failed");
             Err(error(
@@ -149,6 +212,7 @@ fn adopt(state: &HttpState, rec: SessionRecord) -> Arc<HttpSession> {
         rec.id.clone(),
         state.batcher.clone(),
         state.cfg.event_max_per_stream,
+        rec.principal.clone(),
     );
     let caps = serde_json::from_str(&rec.client_capabilities_json).unwrap_or_default();
     s.session().restore(&rec.protocol_version, caps);
@@ -163,7 +227,12 @@ fn stateless_client(headers: &HeaderMap) -> bool {
         && header_str(headers, VERSION_HEADER).is_some_and(|v| !version::is_session_era(v.trim()))
 }
 
-async fn post(state: Arc<HttpState>, headers: HeaderMap, body: Bytes) -> Response {
+async fn post(
+    state: Arc<HttpState>,
+    headers: HeaderMap,
+    body: Bytes,
+    identity: Option<&Identity>,
+) -> Response {
     let json_ct = header_str(&headers, header::CONTENT_TYPE.as_str()).is_some_and(|ct| {
         ct.split(';')
             .next()
@@ -189,6 +258,25 @@ async fn post(state: Arc<HttpState>, headers: HeaderMap, body: Bytes) -> Respons
                 .into_response();
         }
     };
+    if let (Some(auth), Some(identity), Message::Request(r)) = (&state.auth, identity, &msg)
+        && r.method == "tools/call"
+        && let Some(tool) = r
+            .params
+            .as_ref()
+            .and_then(|p| p.get("name"))
+            .and_then(serde_json::Value::as_str)
+        && let Some(refusal) = auth.check_tool(
+            &state.server,
+            identity,
+            tool,
+            &r.id,
+            &headers,
+            &state.cfg.endpoint,
+        )
+    {
+        return refusal;
+    }
+    let principal = identity.map(|i| i.principal.clone());
     // The era, per request: the stateless era's `_meta` (whatever else the request carries), or
     // a stateless client's headers; everything else is session traffic.
     let stateless = match &msg {
@@ -199,7 +287,7 @@ async fn post(state: Arc<HttpState>, headers: HeaderMap, body: Bytes) -> Respons
         return match msg {
             Message::Request(req) => {
                 let sse_ok = accepts(&headers, "text/event-stream");
-                stateless::post(state, headers, req, sse_ok).await
+                stateless::post(state, headers, req, sse_ok, principal).await
             }
             _ => stateless::not_a_request(),
         };
@@ -221,9 +309,9 @@ async fn post(state: Arc<HttpState>, headers: HeaderMap, body: Bytes) -> Respons
     if let Message::Request(r) = &msg
         && r.method == "initialize"
     {
-        return initialize(state, msg).await;
+        return initialize(state, msg, principal).await;
     }
-    let session = match find_session(&state, &headers).await {
+    let session = match find_session(&state, &headers, principal.as_deref()).await {
         Ok(s) => s,
         Err(r) => return r,
     };
@@ -309,7 +397,7 @@ fn is_response(data: &str, id: &RequestId) -> bool {
         .is_ok_and(|v| v.get("method").is_none() && v.get("id") == Some(&id.to_value()))
 }
 
-async fn initialize(state: Arc<HttpState>, msg: Message) -> Response {
+async fn initialize(state: Arc<HttpState>, msg: Message, principal: Option<String>) -> Response {
     if state.session_count() >= state.cfg.max_sessions {
         return error(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -329,6 +417,7 @@ async fn initialize(state: Arc<HttpState>, msg: Message) -> Response {
         id.clone(),
         state.batcher.clone(),
         state.cfg.event_max_per_stream,
+        principal.clone(),
     );
     state
         .sessions
@@ -351,7 +440,7 @@ async fn initialize(state: Arc<HttpState>, msg: Message) -> Response {
             .get("capabilities")
             .map(|v| v.to_string())
             .unwrap_or_else(|| "{}".into()),
-        principal: None,
+        principal,
         log_level: None,
         created_ms: now_ms(),
         last_seen_ms: now_ms(),
@@ -380,7 +469,7 @@ fn unreachable_response() -> ! {
     unreachable!("initialize() is only called with a request")
 }
 
-async fn get(state: Arc<HttpState>, headers: HeaderMap) -> Response {
+async fn get(state: Arc<HttpState>, headers: HeaderMap, principal: Option<&str>) -> Response {
     if !accepts(&headers, "text/event-stream") {
         return error(
             StatusCode::NOT_ACCEPTABLE,
@@ -388,7 +477,7 @@ async fn get(state: Arc<HttpState>, headers: HeaderMap) -> Response {
             "GET needs Accept: text/event-stream",
         );
     }
-    let session = match find_session(&state, &headers).await {
+    let session = match find_session(&state, &headers, principal).await {
         Ok(s) => s,
         Err(r) => return r,
     };
@@ -609,7 +698,7 @@ fn follow_store(
     rx
 }
 
-async fn delete(state: Arc<HttpState>, headers: HeaderMap) -> Response {
+async fn delete(state: Arc<HttpState>, headers: HeaderMap, principal: Option<&str>) -> Response {
     let Some(id) = header_str(&headers, SESSION_HEADER) else {
         return error(
             StatusCode::BAD_REQUEST,
@@ -617,10 +706,15 @@ async fn delete(state: Arc<HttpState>, headers: HeaderMap) -> Response {
             "missing Mcp-Session-Id header",
         );
     };
-    if state.session(id).is_none() {
+    if let Some(s) = state.session(id) {
+        if !owned_by(&state, s.session().principal(), principal) {
+            tracing::warn!(principal = ?principal, "DELETE refused: session of another principal");
+            return unknown_session();
+        }
+    } else {
         // Another instance may hold it; the store decides whether it exists.
         match state.sessions_store.get(id).await {
-            Ok(Some(rec)) => {
+            Ok(Some(rec)) if owned_by(&state, rec.principal.as_deref(), principal) => {
                 adopt(&state, rec);
             }
             _ => {

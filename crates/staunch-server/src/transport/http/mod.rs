@@ -15,9 +15,11 @@
 //! session is kept (`HttpSession::version`) so that the era can select the behaviour per
 //! request without reshaping this module.
 //!
-//! Modules: [`guard`] (Host/Origin allow-list), [`session`] (per-session routing and the
+//! Modules: [`auth`] (bearer tokens, OAuth JWTs, RFC 9728 metadata; off by default),
+//! [`guard`] (Host/Origin allow-list), [`session`] (per-session routing and the
 //! writer), [`handlers`] (POST/GET/DELETE), [`sse`] (the event streams).
 
+pub mod auth;
 mod batch;
 mod guard;
 mod handlers;
@@ -39,6 +41,7 @@ use staunch_store::{EventStore, SessionStore};
 use crate::registry::CancelReason;
 use crate::server::Server;
 
+pub use auth::{AuthConfig, AuthMethod, Identity, JwksSource, OAuthConfig, StaticTokens};
 pub use guard::Allow;
 
 /// Settings of the HTTP transport.
@@ -77,6 +80,8 @@ pub struct HttpConfig {
     /// Stateless era: SSE keep-alive interval on a silent request's stream; a closed
     /// connection is noticed at the latest on the second write after it closed.
     pub keep_alive_stateless: Duration,
+    /// Authentication of every request (bearer tokens or OAuth JWTs); `None`: off.
+    pub auth: Option<AuthConfig>,
 }
 
 impl Default for HttpConfig {
@@ -95,6 +100,7 @@ impl Default for HttpConfig {
             event_max_per_stream: 10_000,
             stateless_hold: Duration::from_millis(250),
             keep_alive_stateless: Duration::from_millis(500),
+            auth: None,
         }
     }
 }
@@ -109,6 +115,8 @@ pub(crate) struct HttpState {
     /// Sessions closed at shutdown, still draining.
     pub(crate) closing: Mutex<Vec<Arc<session::HttpSession>>>,
     pub(crate) batcher: batch::Batcher,
+    /// The authenticator, when auth is on.
+    pub(crate) auth: Option<auth::Auth>,
 }
 
 impl HttpState {
@@ -185,6 +193,7 @@ impl HttpTransport {
             state: Arc::new(HttpState {
                 server,
                 batcher: batch::Batcher::start(events.clone(), metrics),
+                auth: cfg.auth.clone().map(auth::Auth::new),
                 events,
                 sessions_store: sessions,
                 cfg,
@@ -205,8 +214,13 @@ impl HttpTransport {
     /// The axum router (tests call it without a socket).
     pub fn router(&self) -> Router {
         let limit = self.state.cfg.max_body_bytes;
-        let mcp = Router::new()
-            .route(&self.state.cfg.endpoint, any(handlers::endpoint))
+        let mut router = Router::new().route(&self.state.cfg.endpoint, any(handlers::endpoint));
+        if let Some(auth) = &self.state.auth {
+            for path in auth.metadata_paths(&self.state.cfg.endpoint) {
+                router = router.route(&path, any(handlers::resource_metadata));
+            }
+        }
+        let mcp = router
             .layer(DefaultBodyLimit::max(limit))
             .with_state(self.state.clone());
         match &self.extra {

@@ -142,9 +142,15 @@ pub(crate) struct HttpSession {
 
 impl HttpSession {
     /// `retained`: events the store keeps per stream (the memory tail keeps no more).
-    pub(crate) fn start(server: &Server, id: String, batcher: Batcher, retained: u64) -> Arc<Self> {
+    pub(crate) fn start(
+        server: &Server,
+        id: String,
+        batcher: Batcher,
+        retained: u64,
+        principal: Option<String>,
+    ) -> Arc<Self> {
         Arc::new_cyclic(|me| Self {
-            session: server.session(id.clone(), Arc::new(HttpSink(me.clone()))),
+            session: server.session_for(id.clone(), Arc::new(HttpSink(me.clone())), principal),
             id,
             batcher,
             tail_cap: usize::try_from(retained).unwrap_or(TAIL).clamp(1, TAIL),

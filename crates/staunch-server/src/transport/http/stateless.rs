@@ -227,6 +227,7 @@ pub(crate) async fn post(
     headers: HeaderMap,
     req: Request,
     sse_ok: bool,
+    principal: Option<String>,
 ) -> Response {
     let meta = match validate(&headers, &req, &state.server) {
         Ok(m) => m,
@@ -238,7 +239,7 @@ pub(crate) async fn post(
     let (tx, mut rx) = mpsc::unbounded_channel();
     let request = state
         .server
-        .serve_stateless(req, meta, Arc::new(StreamSink(tx)));
+        .serve_stateless_for(req, meta, Arc::new(StreamSink(tx)), principal);
     let mut guard = StreamGuard {
         request,
         answered: false,

@@ -1,0 +1,200 @@
+//! `staunch serve --auth …`: the authentication flags and what they turn into — the HTTP
+//! transport's [`AuthConfig`] and the job runtime's principal hook.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
+use clap::{Args, ValueEnum};
+use staunch_jobs::PrincipalFn;
+use staunch_server::transport::http::auth::jwks::discover_jwks_uri;
+use staunch_server::transport::http::{
+    AuthConfig, AuthMethod, JwksSource, OAuthConfig, StaticTokens,
+};
+
+/// The variable that may hold the static tokens themselves (same format as the file).
+pub const TOKENS_ENV: &str = "STAUNCH_AUTH_TOKENS";
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum AuthKind {
+    /// No authentication (the default).
+    None,
+    /// Static bearer tokens from --auth-tokens or STAUNCH_AUTH_TOKENS.
+    Bearer,
+    /// JWT access tokens from an OAuth authorization server (--issuer, --audience).
+    Oauth,
+}
+
+/// Authentication options of `staunch serve` (HTTP only).
+#[derive(Debug, Args)]
+pub struct AuthArgs {
+    /// Authenticate every HTTP request: `bearer` (static tokens) or `oauth` (JWTs from an
+    /// authorization server). Off by default.
+    #[arg(long, value_enum, default_value = "none", env = "STAUNCH_AUTH")]
+    pub auth: AuthKind,
+    /// --auth bearer: file of `TOKEN PRINCIPAL [SCOPE ...]` lines (or set STAUNCH_AUTH_TOKENS
+    /// to the same text, entries separated by newlines or `;`).
+    #[arg(long, env = "STAUNCH_AUTH_TOKENS_FILE")]
+    pub auth_tokens: Option<PathBuf>,
+    /// --auth oauth: the authorization server's issuer identifier (tokens' `iss`).
+    #[arg(long, env = "STAUNCH_AUTH_ISSUER")]
+    pub issuer: Option<String>,
+    /// This server's public MCP URL (RFC 8707 resource): the JWT audience, and the `resource`
+    /// of the protected-resource metadata (default with bearer: http://{Host}{endpoint}).
+    #[arg(long, env = "STAUNCH_AUTH_AUDIENCE")]
+    pub audience: Option<String>,
+    /// --auth oauth: where the signing keys are — an http:// URL or a file (default: the
+    /// `jwks_uri` of the issuer's metadata, when the issuer is http://).
+    #[arg(long, env = "STAUNCH_AUTH_JWKS_URL")]
+    pub jwks_url: Option<String>,
+    /// --auth oauth: seconds of clock skew tolerated on `exp` and `nbf`.
+    #[arg(long, default_value_t = 30, env = "STAUNCH_AUTH_LEEWAY_SECS")]
+    pub auth_leeway_secs: u64,
+    /// --auth oauth: least seconds between two JWKS fetches (a token with an unknown key id
+    /// triggers one: key rotation).
+    #[arg(long, default_value_t = 10, env = "STAUNCH_JWKS_MIN_REFRESH_SECS")]
+    pub jwks_min_refresh_secs: u64,
+    /// --auth oauth: seconds the JWKS is cached before it is fetched again.
+    #[arg(long, default_value_t = 3600, env = "STAUNCH_JWKS_MAX_AGE_SECS")]
+    pub jwks_max_age_secs: u64,
+    /// Scopes a tool needs, `TOOL=SCOPE[ SCOPE…]`; repeat per tool. A token without them
+    /// gets 403 insufficient_scope when it calls the tool.
+    #[arg(
+        long = "tool-scope",
+        env = "STAUNCH_TOOL_SCOPES",
+        value_delimiter = ','
+    )]
+    pub tool_scopes: Vec<String>,
+}
+
+impl AuthArgs {
+    pub fn enabled(&self) -> bool {
+        self.auth != AuthKind::None
+    }
+
+    /// The job runtime's principal hook: jobs and tasks belong to the authenticated principal
+    /// when auth is on (and to their session otherwise).
+    pub fn principal_fn(&self) -> Option<PrincipalFn> {
+        self.enabled().then(|| {
+            Arc::new(|ctx: &staunch_server::Context| ctx.principal().map(String::from))
+                as PrincipalFn
+        })
+    }
+
+    /// Auth is for HTTP: refuses `--auth` without `--http` (stdio's caller is whoever
+    /// started the process).
+    pub fn check_transport(&self, http: bool) -> anyhow::Result<()> {
+        if self.enabled() && !http {
+            bail!(
+                "--auth applies to HTTP (--http); over stdio the caller is whoever started the \
+                 process"
+            );
+        }
+        Ok(())
+    }
+
+    /// The HTTP transport's auth settings; `None` when off.
+    pub async fn config(&self) -> anyhow::Result<Option<AuthConfig>> {
+        let method = match self.auth {
+            AuthKind::None => return Ok(None),
+            AuthKind::Bearer => AuthMethod::Bearer(self.static_tokens()?),
+            AuthKind::Oauth => AuthMethod::OAuth(self.oauth().await?),
+        };
+        let mut cfg = AuthConfig::new(method);
+        if let Some(a) = &self.audience {
+            cfg.resource = Some(a.clone());
+        }
+        cfg.tool_scopes = parse_tool_scopes(&self.tool_scopes)?;
+        Ok(Some(cfg))
+    }
+
+    fn static_tokens(&self) -> anyhow::Result<StaticTokens> {
+        let from_env = std::env::var(TOKENS_ENV)
+            .ok()
+            .filter(|v| !v.trim().is_empty());
+        match (&self.auth_tokens, from_env) {
+            (Some(_), Some(_)) => {
+                bail!("give the tokens either in --auth-tokens or in {TOKENS_ENV}, not both")
+            }
+            (Some(path), None) => {
+                warn_if_readable_by_others(path);
+                let text = std::fs::read_to_string(path)
+                    .with_context(|| format!("reading --auth-tokens {}", path.display()))?;
+                Ok(StaticTokens::parse(&text, &path.display().to_string())?)
+            }
+            (None, Some(text)) => Ok(StaticTokens::parse(&text, TOKENS_ENV)?),
+            (None, None) => {
+                bail!("--auth bearer needs tokens: --auth-tokens FILE or {TOKENS_ENV}")
+            }
+        }
+    }
+
+    async fn oauth(&self) -> anyhow::Result<OAuthConfig> {
+        let (Some(issuer), Some(audience)) = (&self.issuer, &self.audience) else {
+            bail!(
+                "--auth oauth needs --issuer (the authorization server) and --audience (this \
+                 server's public MCP URL, which tokens must name in aud)"
+            );
+        };
+        let jwks = match &self.jwks_url {
+            Some(u) => u.clone(),
+            None => discover_jwks_uri(issuer).await?,
+        };
+        let mut cfg = OAuthConfig::new(issuer.clone(), audience.clone(), JwksSource::parse(&jwks)?);
+        cfg.leeway = Duration::from_secs(self.auth_leeway_secs);
+        cfg.jwks_min_refresh = Duration::from_secs(self.jwks_min_refresh_secs);
+        cfg.jwks_max_age = Duration::from_secs(self.jwks_max_age_secs.max(1));
+        Ok(cfg)
+    }
+}
+
+/// `TOOL=SCOPE[ SCOPE…]` entries into a map (several entries for one tool add up).
+fn parse_tool_scopes(entries: &[String]) -> anyhow::Result<HashMap<String, Vec<String>>> {
+    let mut map: HashMap<String, Vec<String>> = HashMap::new();
+    for e in entries {
+        let Some((tool, scopes)) = e.split_once('=') else {
+            bail!("--tool-scope {e:?}: expected TOOL=SCOPE");
+        };
+        let scopes: Vec<String> = scopes.split_whitespace().map(String::from).collect();
+        if tool.trim().is_empty() || scopes.is_empty() {
+            bail!("--tool-scope {e:?}: expected TOOL=SCOPE");
+        }
+        if let Some(bad) = scopes.iter().find(|s| s.contains(['"', '\\'])) {
+            bail!("--tool-scope {e:?}: scope {bad:?} has a character scopes cannot have");
+        }
+        map.entry(tool.trim().to_string())
+            .or_default()
+            .extend(scopes);
+    }
+    Ok(map)
+}
+
+#[cfg(unix)]
+fn warn_if_readable_by_others(path: &std::path::Path) {
+    use std::os::unix::fs::PermissionsExt;
+    if let Ok(m) = std::fs::metadata(path)
+        && m.permissions().mode() & 0o077 != 0
+    {
+        tracing::warn!(file = %path.display(), "the token file is readable by other users; chmod 600 it");
+    }
+}
+
+#[cfg(not(unix))]
+fn warn_if_readable_by_others(_path: &std::path::Path) {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tool_scopes_add_up_and_refuse_nonsense() {
+        let m = parse_tool_scopes(&["a=x y".into(), "a=z".into(), "b=w".into()]).unwrap();
+        assert_eq!(m["a"], ["x", "y", "z"]);
+        assert_eq!(m["b"], ["w"]);
+        assert!(parse_tool_scopes(&["a".into()]).is_err());
+        assert!(parse_tool_scopes(&["a=".into()]).is_err());
+        assert!(parse_tool_scopes(&["a=\"q\"".into()]).is_err());
+    }
+}
