@@ -9,7 +9,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use staunch_server::Context;
+use staunch_server::{Context, Metrics};
 
 use crate::error::JobsError;
 
@@ -104,6 +104,9 @@ pub struct JobConfig {
     pub clock: Clock,
     /// Who is calling, where requests carry an auth context (none in `staunch serve` today).
     pub principal: Option<PrincipalFn>,
+    /// Where lease losses, reaper actions and idempotency hits are counted (a no-op unless
+    /// enabled; share the server's handle).
+    pub metrics: Metrics,
 }
 
 impl Default for JobConfig {
@@ -128,6 +131,7 @@ impl Default for JobConfig {
             poll_after: Duration::from_secs(1),
             clock: Clock::system(),
             principal: None,
+            metrics: Metrics::disabled(),
         }
     }
 }

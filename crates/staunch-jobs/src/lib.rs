@@ -52,6 +52,7 @@ mod declare;
 mod error;
 mod idempotency;
 mod inputs;
+mod operator;
 mod reaper;
 mod register;
 mod runtime;
@@ -68,12 +69,13 @@ pub use context::{JobContext, JobUnit};
 pub use declare::{JobBody, JobTool};
 pub use error::{JobError, JobsError};
 pub use idempotency::{ARG_KEY, META_KEY, canonical_json, fingerprint};
+pub use operator::{operator_view, owning_instance, progress_fraction, short_age};
 pub use register::JobsExt;
 pub use runtime::{JobRuntime, ReapReport, Submit, Submitted};
 pub use scope::OwnerScope;
 pub use tasks::RELATED_TASK;
 pub use tasks_ext::{detailed_task, ext_status};
 pub use view::{
-    REASON_ERROR, REASON_MAX_RUNTIME, REASON_PANIC, iso, job_view, next_step, task_object,
-    task_status,
+    REASON_ERROR, REASON_MAX_RUNTIME, REASON_PANIC, iso, job_view, next_step, progress_of,
+    task_object, task_status,
 };

@@ -40,6 +40,7 @@ impl Inner {
         }
         for r in &report.reaped {
             tracing::warn!(job_id = %r.id, new_state = %r.new_state, "job.reaped: its lease expired");
+            self.config.metrics.job_reaped(reap_action(r.new_state), 1);
         }
         if report
             .reaped
@@ -52,6 +53,16 @@ impl Inner {
             self.bump_changed();
         }
         report.purged = self.store.purge(now).await?;
+        self.config.metrics.job_reaped("purged", report.purged);
         Ok(report)
+    }
+}
+
+/// The metric label of a job the reaper moved to `state`.
+fn reap_action(state: JobState) -> &'static str {
+    match state {
+        JobState::Queued => "requeued",
+        JobState::Cancelled => "cancelled",
+        _ => "failed",
     }
 }

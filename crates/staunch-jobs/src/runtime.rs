@@ -292,10 +292,13 @@ impl JobRuntime {
                 self.inner.wake.notify_one();
                 Ok(Submitted { job, created: true })
             }
-            CreateOutcome::Existing(job) => Ok(Submitted {
-                job,
-                created: false,
-            }),
+            CreateOutcome::Existing(job) => {
+                self.inner.config.metrics.idempotency_hit();
+                Ok(Submitted {
+                    job,
+                    created: false,
+                })
+            }
             CreateOutcome::KeyReused { existing_job_id } => Err(JobsError::KeyReused {
                 key: s.idempotency_key.unwrap_or_default(),
                 existing_job_id,

@@ -143,6 +143,7 @@ async fn run_attempt(inner: &Arc<Inner>, shared: Arc<RunShared>, args: Value) {
     let reason = shared.stop_reason();
     let outcome = match (reason, ended) {
         (Some(StopReason::LeaseLost), _) => {
+            inner.config.metrics.job_lease_lost();
             tracing::warn!(job_id = %shared.job_id, "job.lease_lost: the outcome of this attempt is discarded");
             return;
         }

@@ -11,6 +11,7 @@
 //! - [`Context`]: what a handler receives — cancellation, deadline, `run`, `blocking`,
 //!   rate-limited progress, shielded `cleanup`, client-visible logging, requests to the client.
 //! - [`LifecycleLog`]: one JSON line per step of every request (`docs/lifecycle-log.md`).
+//! - [`metrics`]: Prometheus metrics, a no-op unless enabled.
 //! - [`transport::stdio`]: newline-delimited JSON-RPC on stdin/stdout.
 
 #![forbid(unsafe_code)]
@@ -25,6 +26,7 @@ mod fair;
 pub mod input;
 mod lifecycle;
 pub mod listen;
+pub mod metrics;
 mod outbound;
 mod peer;
 mod progress;
@@ -45,9 +47,11 @@ pub use context::{BlockingUnit, Context, Notifier};
 pub use error::ToolError;
 pub use input::StateKey;
 pub use lifecycle::LifecycleLog;
+pub use metrics::Metrics;
 pub use outbound::{Outbound, OutboundKind, Sink};
 pub use reason::{CancelReason, SESSION_DELETED};
 pub use redact::session_hash;
+pub use registry::{InFlight, InFlightCancel};
 pub use server::{Server, ServerBuilder, StatelessRequest};
 pub use session::Session;
 pub use staunch_protocol as protocol;

@@ -15,7 +15,7 @@ use staunch_protocol::{RequestId, notification_bytes};
 use crate::config::ProgressRate;
 use crate::outbound::{Outbound, Sink};
 
-/// Counters for tests and benchmarks.
+/// Counters for tests, benchmarks and metrics.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct ProgressStats {
     pub sent: u64,
@@ -166,7 +166,7 @@ impl Progress {
         st.pending = None;
     }
 
-    #[cfg(test)]
+    /// What the limiter did so far (tests, and the metrics at the request's end).
     pub(crate) fn stats(&self) -> ProgressStats {
         self.lock().stats
     }

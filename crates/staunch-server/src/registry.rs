@@ -34,6 +34,8 @@ pub(crate) struct CancelMark {
 pub(crate) struct Slot {
     /// The connection's label, for log lines written without the connection at hand.
     pub(crate) label: Arc<str>,
+    /// The tool called, or the method (for the operator's view of what is in flight).
+    pub(crate) what: Box<str>,
     pub(crate) token: CancellationToken,
     pub(crate) started: Instant,
     pub(crate) shape: Option<Shape>,
@@ -66,6 +68,31 @@ pub(crate) struct Routed {
 }
 
 const SHARDS: usize = 16;
+
+/// One request in flight, as an operator sees it ([`crate::Server::in_flight_requests`]).
+#[derive(Clone, Debug)]
+pub struct InFlight {
+    /// The connection: a session id, or `req-…` for a stateless request.
+    pub connection: String,
+    pub request_id: String,
+    /// The tool called, or the method.
+    pub what: String,
+    pub elapsed: Duration,
+    pub cancel: Option<InFlightCancel>,
+    /// Cancelled (not by its own deadline) and still running after the cancel grace period.
+    pub orphaned: bool,
+}
+
+/// A cancel an in-flight request received.
+#[derive(Clone, Debug)]
+pub struct InFlightCancel {
+    /// Why: the client's reason, "stream closed", "server shutdown", …
+    pub reason: String,
+    /// How long ago.
+    pub since: Duration,
+    /// Whether it still gets a response (its own deadline).
+    pub answers: bool,
+}
 
 pub(crate) struct Registry {
     shards: [Mutex<HashMap<RequestKey, Slot>>; SHARDS],
@@ -151,6 +178,38 @@ impl Registry {
     /// Removes a finished request and returns its slot.
     pub(crate) fn finish(&self, key: &RequestKey) -> Option<Slot> {
         self.shard(key).remove(key)
+    }
+
+    /// What is in flight right now, for operators (the live page).
+    pub(crate) fn snapshot(&self, grace: Duration) -> Vec<InFlight> {
+        let now = Instant::now();
+        let mut out = Vec::new();
+        for shard in &self.shards {
+            let shard = shard.lock().unwrap_or_else(|p| p.into_inner());
+            out.extend(shard.iter().map(|(key, slot)| {
+                let cancel = slot.cancel.as_ref().map(|m| InFlightCancel {
+                    reason: m.reason.log_text().unwrap_or("cancelled").to_string(),
+                    since: now.duration_since(m.at),
+                    answers: m.answers,
+                });
+                InFlight {
+                    connection: slot.label.to_string(),
+                    request_id: key.id.to_string(),
+                    what: slot.what.to_string(),
+                    elapsed: now.duration_since(slot.started),
+                    // What `staunch audit` calls orphaned: told to stop (not by its own
+                    // deadline) and still running after the grace period; an `atomic` write
+                    // finishing on purpose is not.
+                    orphaned: slot.shape != Some(Shape::Atomic)
+                        && cancel
+                            .as_ref()
+                            .is_some_and(|c| !c.answers && c.since > grace),
+                    cancel,
+                }
+            }));
+        }
+        out.sort_by_key(|r| std::cmp::Reverse(r.elapsed));
+        out
     }
 
     /// Requests in flight in the whole process.

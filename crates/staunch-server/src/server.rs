@@ -21,6 +21,7 @@ use crate::context::Context;
 use crate::error::ToolError;
 use crate::input::StateKey;
 use crate::lifecycle::LifecycleLog;
+use crate::metrics::Metrics;
 use crate::outbound::Sink;
 use crate::peer::Peer;
 use crate::registry::{CancelReason, Registry};
@@ -62,6 +63,7 @@ impl Server {
             log: LifecycleLog::disabled(),
             state_key: None,
             listen: ListenHub::default(),
+            metrics: Metrics::disabled(),
         }
     }
 
@@ -99,6 +101,11 @@ impl Server {
         &self.inner.log
     }
 
+    /// The metrics handle (disabled unless the builder was given one).
+    pub fn metrics(&self) -> &Metrics {
+        &self.inner.metrics
+    }
+
     /// Requests in flight across all sessions.
     pub fn in_flight(&self) -> usize {
         self.inner.config.max_in_flight - self.inner.limiter.available_permits()
@@ -107,6 +114,12 @@ impl Server {
     /// Requests registered in the request core right now (in flight, in every era).
     pub fn registered(&self) -> usize {
         self.inner.registry.len()
+    }
+
+    /// What is in flight right now, longest-running first, with each request's cancel state
+    /// and whether it is orphaned (cancelled and still running after the grace period).
+    pub fn in_flight_requests(&self) -> Vec<crate::registry::InFlight> {
+        self.inner.registry.snapshot(self.inner.config.cancel_grace)
     }
 
     /// Fires when the server starts shutting down: transports stop accepting, and call
@@ -264,6 +277,7 @@ pub struct ServerBuilder {
     log: LifecycleLog,
     state_key: Option<StateKey>,
     listen: ListenHub,
+    metrics: Metrics,
 }
 
 impl std::fmt::Debug for ServerBuilder {
@@ -297,6 +311,13 @@ impl ServerBuilder {
     /// them to stderr).
     pub fn lifecycle_log(mut self, log: LifecycleLog) -> Self {
         self.log = log;
+        self
+    }
+
+    /// Where the request core, the HTTP transport and the job runtime count what they do
+    /// (disabled by default; `staunch serve --metrics` enables it).
+    pub fn metrics(mut self, metrics: Metrics) -> Self {
+        self.metrics = metrics;
         self
     }
 
@@ -405,6 +426,7 @@ impl ServerBuilder {
                 registry: Registry::default(),
                 state_key: self.state_key.unwrap_or_else(StateKey::random),
                 listen: self.listen,
+                metrics: self.metrics,
                 extensions: self.extensions,
                 info: self.info,
                 instructions: self.instructions,

@@ -15,6 +15,7 @@ use crate::changes::ListenHub;
 use crate::config::Config;
 use crate::input::StateKey;
 use crate::lifecycle::LifecycleLog;
+use crate::metrics::Metrics;
 use crate::registry::Registry;
 use crate::tool::{MethodHandler, ToolHandler, ToolSpec};
 
@@ -49,6 +50,8 @@ pub(crate) struct ServerInner {
     pub(crate) state_key: StateKey,
     /// Where list changes are announced to `subscriptions/listen` streams.
     pub(crate) listen: ListenHub,
+    /// Prometheus metrics (a no-op unless enabled).
+    pub(crate) metrics: Metrics,
     /// `serverInfo` as JSON, for every stateless result's `_meta`.
     pub(crate) server_info_value: Value,
     /// Tells this process's stateless requests apart in the lifecycle log.

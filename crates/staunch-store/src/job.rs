@@ -440,6 +440,50 @@ pub trait JobStore: Send + Sync + 'static {
     /// Subscribes to [`Signal`]s. A [`Signal::Wake`] arrives once the subscription is live.
     /// PostgreSQL: LISTEN/NOTIFY across instances. SQLite: in this process only.
     fn subscribe_signals(&self) -> broadcast::Receiver<Signal>;
+
+    /// The operator's view (`staunch jobs list`, the live page): jobs of every principal that
+    /// match `filter`, newest first, at most `filter.limit` (capped at 1000).
+    async fn list_all(&self, filter: &JobFilter) -> Result<Vec<JobRecord>, StoreError>;
+
+    /// How many jobs are in each state right now (states with none are left out).
+    async fn count_by_state(&self) -> Result<Vec<(JobState, u64)>, StoreError>;
+
+    /// Deletes terminal jobs that finished before `finished_before_ms`, whatever their
+    /// retention, with their questions; queued and running jobs are never touched. Returns
+    /// how many jobs were deleted.
+    async fn purge_finished_before(&self, finished_before_ms: i64) -> Result<u64, StoreError>;
+}
+
+/// What [`JobStore::list_all`] selects. Empty `states` means every state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobFilter {
+    pub states: Vec<JobState>,
+    pub tool: Option<String>,
+    /// Only jobs created at or after this time (epoch ms).
+    pub created_from_ms: Option<i64>,
+    /// Only jobs created before this time (epoch ms).
+    pub created_before_ms: Option<i64>,
+    pub limit: usize,
+}
+
+impl Default for JobFilter {
+    fn default() -> Self {
+        JobFilter {
+            states: Vec::new(),
+            tool: None,
+            created_from_ms: None,
+            created_before_ms: None,
+            limit: 100,
+        }
+    }
+}
+
+impl JobFilter {
+    /// The states as their stored names, for an `IN`/`ANY` parameter; `None` for "any state".
+    pub(crate) fn state_names(&self) -> Option<Vec<String>> {
+        (!self.states.is_empty())
+            .then(|| self.states.iter().map(|s| s.as_str().to_owned()).collect())
+    }
 }
 
 /// A fresh owner id for this process: `"{instance_name}/{16 random hex digits}"`.

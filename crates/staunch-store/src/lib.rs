@@ -39,8 +39,9 @@ pub use error::StoreError;
 pub use event::{BatchOutcome, EventStore, EventWrite, Replay, StoredEvent};
 pub use job::{
     CancelOutcome, CreateOutcome, DEFAULT_IDEM_TTL_MS, DEFAULT_JOB_TTL_MS, FinishOutcome,
-    Heartbeat, JobInput, JobOutcome, JobRecord, JobState, JobStore, Lease, MAX_IDEM_KEY_CHARS,
-    NewJob, REASON_CANCELLED, REASON_LEASE_LOST, ReapedJob, Signal, owner_id, owner_prefix,
+    Heartbeat, JobFilter, JobInput, JobOutcome, JobRecord, JobState, JobStore, Lease,
+    MAX_IDEM_KEY_CHARS, NewJob, REASON_CANCELLED, REASON_LEASE_LOST, ReapedJob, Signal, owner_id,
+    owner_prefix,
 };
 pub use memory::{MemoryEventStore, MemorySessionStore};
 pub use postgres::{open_postgres, open_postgres_in_schema};

@@ -5,7 +5,7 @@ use std::time::Duration;
 use anyhow::{Context as _, bail};
 use serde_json::{Map, Value};
 
-/// `250ms`, `1.5s`, `2m`, `1h`, or a bare number of seconds.
+/// `250ms`, `1.5s`, `2m`, `1h`, `7d`, or a bare number of seconds.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
     let (num, scale) = if let Some(n) = s.strip_suffix("ms") {
@@ -16,6 +16,8 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         (n, 60.0)
     } else if let Some(n) = s.strip_suffix('h') {
         (n, 3600.0)
+    } else if let Some(n) = s.strip_suffix('d') {
+        (n, 86_400.0)
     } else {
         (s, 1.0)
     };

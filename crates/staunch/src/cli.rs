@@ -29,6 +29,8 @@ pub enum Command {
     /// Read a request-lifecycle log and report orphaned work, slow tools, retry clusters,
     /// unknown cancels and requests that never ended.
     Audit(crate::audit_cmd::AuditArgs),
+    /// Operate on the job store `staunch serve` uses: list, show, cancel and purge jobs.
+    Jobs(crate::jobs_cmd::JobsArgs),
 }
 
 /// Options of `staunch serve`.
@@ -171,6 +173,14 @@ pub struct ServeArgs {
     /// Limits against a hostile client (sessions, connections, timeouts, jobs per owner).
     #[command(flatten)]
     pub limits: crate::limits::LimitArgs,
+    /// Serve Prometheus metrics (OpenMetrics text) at http://ADDR/metrics, e.g.
+    /// 127.0.0.1:9464. Off when absent.
+    #[arg(long, env = "STAUNCH_METRICS")]
+    pub metrics: Option<std::net::SocketAddr>,
+    /// With --http: serve the live page (requests in flight, jobs, a cancel button) at this
+    /// path, e.g. /staunch. Only on a loopback --http address until authentication exists.
+    #[arg(long, env = "STAUNCH_LIVE_PAGE", requires = "http")]
+    pub live_page: Option<String>,
     /// Authentication (HTTP): --auth, --auth-tokens, --issuer, --audience, --jwks-url, …
     #[command(flatten)]
     pub auth: crate::auth_args::AuthArgs,
@@ -191,5 +201,6 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Call(args) => crate::call::run(args).await,
         Command::Probe(args) => crate::probe::run(args).await,
         Command::Audit(args) => crate::audit_cmd::run(args),
+        Command::Jobs(args) => crate::jobs_cmd::run(args).await,
     }
 }

@@ -9,6 +9,8 @@ mod call;
 mod call_view;
 mod cli;
 mod limits;
+mod jobs_cmd;
+mod operate;
 mod probe;
 mod serve;
 mod tools;

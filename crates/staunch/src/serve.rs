@@ -5,7 +5,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use staunch_jobs::{JobConfig, JobRuntime};
 use staunch_server::transport::http::{Allow, HttpConfig, HttpTransport};
-use staunch_server::{Config, LifecycleLog, ProgressRate, Server, StateKey, transport};
+use staunch_server::{Config, LifecycleLog, Metrics, ProgressRate, Server, StateKey, transport};
 
 use crate::cli::ServeArgs;
 use crate::tools::jobs::ImportDb;
@@ -16,6 +16,7 @@ pub fn build_server(
     args: &ServeArgs,
     jobs: Option<(&JobRuntime, ImportDb)>,
     state_key: Option<StateKey>,
+    metrics: Metrics,
 ) -> anyhow::Result<Server> {
     let mut config = Config {
         max_in_flight: args.max_in_flight,
@@ -41,7 +42,8 @@ pub fn build_server(
     };
     let mut builder = Server::builder("staunch", env!("CARGO_PKG_VERSION"))
         .config(config)
-        .lifecycle_log(log);
+        .lifecycle_log(log)
+        .metrics(metrics);
     if let Some(key) = state_key {
         builder = builder.state_key(key);
     }
@@ -63,8 +65,9 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<i32> {
     } else {
         None
     };
+    let metrics = crate::operate::metrics::handle(args.metrics);
     let jobs = match (&stores, with_jobs) {
-        (Some(stores), true) => Some(job_runtime(&args, stores)?),
+        (Some(stores), true) => Some(job_runtime(&args, stores, &metrics)?),
         _ => None,
     };
     let state_key = match &stores {
@@ -75,9 +78,14 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<i32> {
         &args,
         jobs.as_ref().map(|(rt, db)| (rt, db.clone())),
         state_key,
+        metrics.clone(),
     )?;
     if let Some((rt, _)) = &jobs {
         rt.start().await.context("starting the job runtime")?;
+    }
+    if let Some(addr) = args.metrics {
+        let store = stores.as_ref().map(|s| s.jobs.clone());
+        crate::operate::metrics::start(addr, &metrics, store, server.shutdown_token()).await?;
     }
     let shutdown = server.shutdown_token();
     tokio::spawn(async move {
@@ -104,6 +112,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<i32> {
 fn job_runtime(
     args: &ServeArgs,
     stores: &staunch_store::Stores,
+    metrics: &Metrics,
 ) -> anyhow::Result<(JobRuntime, ImportDb)> {
     let mut config = JobConfig {
         instance_name: args.instance_name.clone(),
@@ -118,6 +127,7 @@ fn job_runtime(
         job_ttl: Duration::from_secs(args.job_ttl_secs),
         idempotency_ttl: Duration::from_secs(args.idempotency_ttl_secs),
         dedupe_inflight: args.dedupe_inflight,
+        metrics: metrics.clone(),
         principal: args.auth.principal_fn(),
         ..JobConfig::default()
     };
@@ -181,6 +191,17 @@ async fn serve_http(
     if !addr.ip().is_loopback() {
         tracing::warn!(%addr, "serving on a non-loopback address");
     }
+    if let Some(base) = &args.live_page {
+        crate::operate::live_page::validate(base, &args.endpoint, addr)
+            .map_err(anyhow::Error::msg)?;
+        // The page does not check credentials yet: beside an authenticated endpoint it would
+        // be a way around them.
+        if args.auth.enabled() {
+            anyhow::bail!(
+                "--live-page cannot be combined with --auth yet (the page does not check                  credentials); serve it from an instance without --auth on a loopback address"
+            );
+        }
+    }
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("binding {addr}"))?;
@@ -189,9 +210,21 @@ async fn serve_http(
         listener.local_addr()?,
         cfg.endpoint
     );
-    HttpTransport::new(server, stores.events, stores.sessions, cfg)
-        .serve(listener)
-        .await?;
+    let mut transport =
+        HttpTransport::new(server.clone(), stores.events, stores.sessions, cfg.clone());
+    if let Some(base) = &args.live_page {
+        let access = crate::operate::live_page::Access {
+            allow: cfg.allow.clone(),
+        };
+        transport = transport.with_routes(crate::operate::live_page::routes(
+            base,
+            server,
+            stores.jobs,
+            access,
+        ));
+        eprintln!("staunch: live page at {base} on the same address");
+    }
+    transport.serve(listener).await?;
     Ok(())
 }
 

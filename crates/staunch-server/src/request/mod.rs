@@ -34,6 +34,7 @@ use crate::conn::{Conn, RequestKey};
 use crate::context::{Context, RequestShared};
 use crate::error::ToolError;
 use crate::input::Rounds;
+use crate::metrics::Era;
 use crate::peer::Peer;
 use crate::progress::Progress;
 use crate::registry::{CancelReason, CancelResult, Routed, Slot};
@@ -107,6 +108,7 @@ pub(crate) fn start(server: &Arc<ServerInner>, origin: &Origin, req: Request, wo
         key.clone(),
         Slot {
             label: origin.conn.log_label.clone(),
+            what: work.tool.as_deref().unwrap_or(&req.method).into(),
             token: token.clone(),
             started,
             shape: work.shape,
@@ -130,6 +132,10 @@ pub(crate) fn start(server: &Arc<ServerInner>, origin: &Origin, req: Request, wo
     if origin.conn.request_started() && origin.conn.owns_work {
         server.fair.session_busy();
     }
+    let metric_tool = work.tool.as_deref().unwrap_or(&req.method);
+    server
+        .metrics
+        .request_started(metric_tool, Era::of(&origin.peer));
     let version = origin.peer.protocol_version();
     server.log.event(
         &origin.conn.log_label,
@@ -198,6 +204,9 @@ pub(crate) fn answer_now(
     } else {
         Outcome::Error
     };
+    server
+        .metrics
+        .request_answered_inline(&req.method, Era::of(&origin.peer), ok.as_str());
     server.log.event(
         label,
         &req.id,
@@ -224,6 +233,12 @@ fn reject(
     e: ErrorObject,
 ) {
     let label = &origin.conn.log_label;
+    let metric_tool = work.tool.as_deref().unwrap_or(&req.method);
+    server.metrics.request_answered(
+        metric_tool,
+        Era::of(&origin.peer),
+        Outcome::Rejected.as_str(),
+    );
     server.log.event(
         label,
         &req.id,
@@ -404,6 +419,7 @@ async fn run(
     let now = Instant::now();
     let ended = supervised.ended;
     let mut after_cancel_ms = None;
+    let mut stop_latency = None;
     let mut panic = None;
     let mut response_suppressed = false;
 
@@ -420,6 +436,7 @@ async fn run(
             shared.conn.sink.end_stream(&shared.id);
             let since = now.duration_since(mark.at);
             after_cancel_ms = Some(ms(since));
+            stop_latency = Some(since);
             match &ended {
                 Ended::Aborted => {
                     server.log.event(
@@ -457,6 +474,14 @@ async fn run(
         }
     };
 
+    let progress = shared.progress.stats();
+    server.metrics.request_ended(
+        end.tool.as_deref().unwrap_or(&end.method),
+        Era::of(&shared.peer),
+        outcome.as_str(),
+        stop_latency,
+        (progress.sent, progress.coalesced),
+    );
     server.log.event(
         &shared.conn.log_label,
         &shared.id,

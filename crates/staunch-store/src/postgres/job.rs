@@ -24,8 +24,8 @@ use super::{Pg, execute, query, query_opt, to_i64, to_u64};
 use crate::job::{clamp_limit, decode_cursor, encode_cursor, outcome_columns};
 use crate::schema::{JOB_COLS, expire_set_clause};
 use crate::{
-    CancelOutcome, CreateOutcome, FinishOutcome, Heartbeat, JobInput, JobOutcome, JobRecord,
-    JobState, JobStore, Lease, NewJob, REASON_CANCELLED, ReapedJob, Signal, StoreError,
+    CancelOutcome, CreateOutcome, FinishOutcome, Heartbeat, JobFilter, JobInput, JobOutcome,
+    JobRecord, JobState, JobStore, Lease, NewJob, REASON_CANCELLED, ReapedJob, Signal, StoreError,
 };
 
 const SIGNAL_CAPACITY: usize = 1024;
@@ -679,5 +679,70 @@ impl JobStore for PgJobStore {
             }
         }
         rx
+    }
+
+    async fn list_all(&self, filter: &JobFilter) -> Result<Vec<JobRecord>, StoreError> {
+        let states = filter.state_names();
+        let limit = clamp_limit(filter.limit) as i64;
+        let c = self.pg.client().await?;
+        // One statement for every filter combination: an absent filter is a NULL parameter
+        // that matches every row.
+        let rows = query(
+            &c,
+            &format!(
+                "SELECT {JOB_COLS} FROM staunch_jobs \
+                 WHERE ($1::text[] IS NULL OR state = ANY($1)) \
+                 AND ($2::text IS NULL OR tool = $2) \
+                 AND ($3::bigint IS NULL OR created_ms >= $3) \
+                 AND ($4::bigint IS NULL OR created_ms < $4) \
+                 ORDER BY created_ms DESC, id DESC LIMIT $5"
+            ),
+            &[
+                &states,
+                &filter.tool,
+                &filter.created_from_ms,
+                &filter.created_before_ms,
+                &limit,
+            ],
+        )
+        .await?;
+        rows.iter().map(job_from_row).collect()
+    }
+
+    async fn count_by_state(&self) -> Result<Vec<(JobState, u64)>, StoreError> {
+        let c = self.pg.client().await?;
+        let rows = query(
+            &c,
+            "SELECT state, COUNT(*) FROM staunch_jobs GROUP BY state",
+            &[],
+        )
+        .await?;
+        rows.iter()
+            .map(|r| {
+                let n: i64 = r.try_get(1)?;
+                Ok((JobState::parse(r.try_get(0)?)?, to_u64(n, "count")?))
+            })
+            .collect()
+    }
+
+    async fn purge_finished_before(&self, finished_before_ms: i64) -> Result<u64, StoreError> {
+        let mut c = self.pg.client().await?;
+        let tx = c.transaction().await?;
+        execute(
+            &tx,
+            "DELETE FROM staunch_job_inputs WHERE job_id IN (SELECT id FROM staunch_jobs \
+             WHERE finished_ms < $1 AND state IN ('succeeded', 'failed', 'cancelled'))",
+            &[&finished_before_ms],
+        )
+        .await?;
+        let n = execute(
+            &tx,
+            "DELETE FROM staunch_jobs WHERE finished_ms < $1 \
+             AND state IN ('succeeded', 'failed', 'cancelled')",
+            &[&finished_before_ms],
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(n)
     }
 }

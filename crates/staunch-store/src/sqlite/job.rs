@@ -12,8 +12,8 @@ use super::{Db, to_i64, to_u64, write_tx};
 use crate::job::{clamp_limit, decode_cursor, encode_cursor, outcome_columns};
 use crate::schema::{JOB_COLS, expire_set_clause};
 use crate::{
-    CancelOutcome, CreateOutcome, FinishOutcome, Heartbeat, JobInput, JobOutcome, JobRecord,
-    JobState, JobStore, Lease, NewJob, REASON_CANCELLED, ReapedJob, Signal, StoreError,
+    CancelOutcome, CreateOutcome, FinishOutcome, Heartbeat, JobFilter, JobInput, JobOutcome,
+    JobRecord, JobState, JobStore, Lease, NewJob, REASON_CANCELLED, ReapedJob, Signal, StoreError,
 };
 
 /// Enough for bursts; a receiver that lags past it gets `Lagged` and should poll.
@@ -611,5 +611,68 @@ impl JobStore for SqliteJobStore {
         let rx = self.signals.subscribe();
         self.signal(Signal::Wake);
         rx
+    }
+
+    async fn list_all(&self, filter: &JobFilter) -> Result<Vec<JobRecord>, StoreError> {
+        let states = filter
+            .state_names()
+            .map(|s| serde_json::to_string(&s))
+            .transpose()
+            .map_err(|e| StoreError::InvalidInput(format!("job states: {e}")))?;
+        let tool = filter.tool.clone();
+        let (from, before) = (filter.created_from_ms, filter.created_before_ms);
+        let limit = clamp_limit(filter.limit) as i64;
+        self.db
+            .call(move |conn| {
+                // One statement for every filter combination: an absent filter is a NULL
+                // parameter that matches every row.
+                Ok(conn
+                    .prepare_cached(&format!(
+                        "SELECT {JOB_COLS} FROM staunch_jobs \
+                         WHERE (?1 IS NULL OR state IN (SELECT value FROM json_each(?1))) \
+                         AND (?2 IS NULL OR tool = ?2) \
+                         AND (?3 IS NULL OR created_ms >= ?3) \
+                         AND (?4 IS NULL OR created_ms < ?4) \
+                         ORDER BY created_ms DESC, id DESC LIMIT ?5"
+                    ))?
+                    .query_map(params![states, tool, from, before, limit], job_from_row)?
+                    .collect::<Result<Vec<_>, _>>()?)
+            })
+            .await
+    }
+
+    async fn count_by_state(&self) -> Result<Vec<(JobState, u64)>, StoreError> {
+        self.db
+            .call(|conn| {
+                let rows = conn
+                    .prepare_cached("SELECT state, COUNT(*) FROM staunch_jobs GROUP BY state")?
+                    .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))?
+                    .collect::<Result<Vec<_>, _>>()?;
+                rows.into_iter()
+                    .map(|(s, n)| Ok((JobState::parse(&s)?, u64::try_from(n).unwrap_or(0))))
+                    .collect()
+            })
+            .await
+    }
+
+    async fn purge_finished_before(&self, finished_before_ms: i64) -> Result<u64, StoreError> {
+        self.db
+            .call(move |conn| {
+                write_tx(conn, |tx| {
+                    tx.execute(
+                        "DELETE FROM staunch_job_inputs WHERE job_id IN (SELECT id FROM \
+                         staunch_jobs WHERE finished_ms < ?1 \
+                         AND state IN ('succeeded', 'failed', 'cancelled'))",
+                        [finished_before_ms],
+                    )?;
+                    let n = tx.execute(
+                        "DELETE FROM staunch_jobs WHERE finished_ms < ?1 \
+                         AND state IN ('succeeded', 'failed', 'cancelled')",
+                        [finished_before_ms],
+                    )?;
+                    Ok(n as u64)
+                })
+            })
+            .await
     }
 }

@@ -17,6 +17,7 @@
 
 mod events;
 mod jobs;
+mod operator;
 mod sessions;
 
 use std::future::Future;
@@ -27,6 +28,7 @@ use crate::Stores;
 
 pub use events::*;
 pub use jobs::*;
+pub use operator::*;
 pub use sessions::*;
 
 /// Two handles on one fresh database. For drivers that cannot open a second handle (the
@@ -111,6 +113,9 @@ macro_rules! job_store_suite {
             jobs_signals,
             jobs_input_validation,
             jobs_inputs_asked_by_the_lease_holder_answered_anywhere,
+            jobs_operator_list_all_filters,
+            jobs_operator_count_by_state,
+            jobs_operator_purge_finished_before,
         );
     };
 }

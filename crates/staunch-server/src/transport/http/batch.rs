@@ -27,6 +27,8 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use staunch_store::{EventStore, EventWrite, now_ms};
+
+use crate::metrics::Metrics;
 use tokio::sync::{Notify, mpsc, oneshot};
 
 enum Item {
@@ -88,7 +90,7 @@ pub struct EventQueueStats {
 
 impl Batcher {
     /// Starts the writer task; new requests wait once `capacity` writes are queued.
-    pub(crate) fn start(events: Arc<dyn EventStore>, capacity: usize) -> Self {
+    pub(crate) fn start(events: Arc<dyn EventStore>, capacity: usize, metrics: Metrics) -> Self {
         let (tx, rx) = mpsc::unbounded_channel();
         let pressure = Arc::new(Pressure {
             queued: AtomicUsize::new(0),
@@ -98,7 +100,7 @@ impl Batcher {
             refused: AtomicU64::new(0),
             connections_cut: AtomicU64::new(0),
         });
-        tokio::spawn(run(events, rx, pressure.clone()));
+        tokio::spawn(run(events, rx, pressure.clone(), metrics));
         Self { tx, pressure }
     }
 
@@ -170,6 +172,7 @@ async fn run(
     events: Arc<dyn EventStore>,
     mut rx: mpsc::UnboundedReceiver<Item>,
     pressure: Arc<Pressure>,
+    metrics: Metrics,
 ) {
     let mut items = Vec::with_capacity(256);
     let mut writes = Vec::with_capacity(256);
@@ -189,7 +192,12 @@ async fn run(
                 }
             }
         }
+        let started = std::time::Instant::now();
+        let wrote = !writes.is_empty();
         apply(&*events, &mut writes, &pressure).await;
+        if wrote {
+            metrics.store_write(started.elapsed(), rx.len());
+        }
     }
 }
 

@@ -452,6 +452,7 @@ async fn post(
         state.cfg.poll_after,
         state.cfg.keep_alive,
         guard,
+        state.server.metrics().sse_stream_opened(),
     )
 }
 
@@ -754,7 +755,8 @@ async fn standalone(state: Arc<HttpState>, session: Arc<HttpSession>) -> Respons
     };
     let guard = session.connection_guard();
     let first = vec![sse::priming(&event_id(&stream_id, 0), state.cfg.sse_retry)];
-    sse::body(first, Some(rx), None, state.cfg.keep_alive, guard)
+    let open = state.server.metrics().sse_stream_opened();
+    sse::body(first, Some(rx), None, state.cfg.keep_alive, guard, open)
 }
 
 /// Resumes a stream after `last` (`"{stream}:{seq}"`): missed events first (from memory, or the
@@ -803,7 +805,12 @@ async fn resume(state: Arc<HttpState>, session: Arc<HttpSession>, last: &str) ->
     if from_store {
         match replay_range(&state, session.id(), &stream_id, after, upto, &mut first).await {
             Ok(c) => cursor = c,
-            Err(r) => return r,
+            Err(r) => {
+                if r.status() == StatusCode::GONE {
+                    state.server.metrics().sse_resume(true);
+                }
+                return r;
+            }
         }
     }
     for (seq, data) in memory {
@@ -821,12 +828,14 @@ async fn resume(state: Arc<HttpState>, session: Arc<HttpSession>, last: &str) ->
         None => None,
     };
     let guard = session.connection_guard();
+    state.server.metrics().sse_resume(false);
     sse::body(
         first,
         live,
         state.cfg.poll_after,
         state.cfg.keep_alive,
         guard,
+        state.server.metrics().sse_stream_opened(),
     )
 }
 

@@ -201,6 +201,8 @@ impl HttpState {
 #[derive(Clone)]
 pub struct HttpTransport {
     state: Arc<HttpState>,
+    /// Routes served beside the MCP endpoint (the live page); they do their own access checks.
+    extra: Option<Router>,
 }
 
 impl std::fmt::Debug for HttpTransport {
@@ -220,18 +222,27 @@ impl HttpTransport {
         sessions: Arc<dyn SessionStore>,
         cfg: HttpConfig,
     ) -> Self {
+        let metrics = server.metrics().clone();
         Self {
             state: Arc::new(HttpState {
                 server,
                 auth: cfg.auth.clone().map(auth::Auth::new),
-                batcher: batch::Batcher::start(events.clone(), cfg.event_queue_max),
+                batcher: batch::Batcher::start(events.clone(), cfg.event_queue_max, metrics),
                 events,
                 sessions_store: sessions,
                 cfg,
                 sessions: Mutex::new(HashMap::new()),
                 closing: Mutex::new(Vec::new()),
             }),
+            extra: None,
         }
+    }
+
+    /// Serves `routes` beside the MCP endpoint (e.g. the live page). They must not overlap
+    /// the endpoint, and they run their own access checks (Host/Origin, authentication).
+    pub fn with_routes(mut self, routes: Router) -> Self {
+        self.extra = Some(routes);
+        self
     }
 
     /// The axum router (tests call it without a socket).
@@ -243,9 +254,13 @@ impl HttpTransport {
                 router = router.route(&path, any(handlers::resource_metadata));
             }
         }
-        router
+        let mcp = router
             .layer(DefaultBodyLimit::max(limit))
-            .with_state(self.state.clone())
+            .with_state(self.state.clone());
+        match &self.extra {
+            Some(extra) => mcp.merge(extra.clone()),
+            None => mcp,
+        }
     }
 
     /// Sessions open right now.

@@ -20,6 +20,8 @@ struct State {
     close_at: Option<Instant>,
     keep_alive: Duration,
     _guard: ConnectionGuard,
+    /// Counts the stream in `staunch_sse_streams_open` while it lives.
+    _open: crate::metrics::StreamGuard,
 }
 
 /// An SSE response: `first` events, then whatever `live` delivers until it ends, asks to close,
@@ -31,6 +33,7 @@ pub(crate) fn body(
     close_after: Option<Duration>,
     keep_alive: Duration,
     guard: ConnectionGuard,
+    open: crate::metrics::StreamGuard,
 ) -> Response {
     let state = State {
         first: first.into_iter(),
@@ -38,6 +41,7 @@ pub(crate) fn body(
         close_at: close_after.map(|d| Instant::now() + d),
         keep_alive,
         _guard: guard,
+        _open: open,
     };
     let frames = stream::unfold(state, |mut st| async move {
         if let Some(e) = st.first.next() {

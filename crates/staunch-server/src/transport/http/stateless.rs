@@ -256,7 +256,13 @@ pub(crate) async fn post(
             }
         },
         _ = tokio::time::sleep(state.cfg.stateless_hold), if sse_ok => {
-            return sse_body(None, rx, guard, state.cfg.keep_alive_stateless);
+            return sse_body(
+                None,
+                rx,
+                guard,
+                state.cfg.keep_alive_stateless,
+                state.server.metrics().sse_stream_opened(),
+            );
         }
     };
     if first.kind == OutboundKind::Response {
@@ -286,7 +292,13 @@ pub(crate) async fn post(
         guard.answered = true;
         return StatusCode::ACCEPTED.into_response();
     }
-    sse_body(Some(first), rx, guard, state.cfg.keep_alive_stateless)
+    sse_body(
+        Some(first),
+        rx,
+        guard,
+        state.cfg.keep_alive_stateless,
+        state.server.metrics().sse_stream_opened(),
+    )
 }
 
 struct BodyState {
@@ -295,6 +307,8 @@ struct BodyState {
     guard: StreamGuard,
     keep_alive: Duration,
     done: bool,
+    /// Counts the stream in `staunch_sse_streams_open` while it lives.
+    _open: crate::metrics::StreamGuard,
 }
 
 /// The SSE answer: `first` (if any), then every message until the response; keep-alive
@@ -304,6 +318,7 @@ fn sse_body(
     rx: mpsc::UnboundedReceiver<Outbound>,
     guard: StreamGuard,
     keep_alive: Duration,
+    open: crate::metrics::StreamGuard,
 ) -> Response {
     let st = BodyState {
         pending: first,
@@ -311,6 +326,7 @@ fn sse_body(
         guard,
         keep_alive,
         done: false,
+        _open: open,
     };
     let frames = stream::unfold(st, |mut st| async move {
         if st.done {

@@ -1,0 +1,244 @@
+//! `staunch jobs`: the operator's commands on the job store `staunch serve` uses — list, show,
+//! cancel and purge jobs without SQL. Table output by default, `--json` for scripts.
+//!
+//! `cancel` goes through the store exactly as `cancel_<tool>` does (`request_cancel`): a
+//! queued job is cancelled at once; a running one is flagged and its worker — on whichever
+//! instance holds it — stops at its next heartbeat (at once on PostgreSQL, whose NOTIFY reaches
+//! every instance).
+
+mod table;
+
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::{Args, Subcommand};
+use serde_json::{Value, json};
+use staunch_jobs::operator_view;
+use staunch_store::{CancelOutcome, JobFilter, JobState};
+
+const EXIT_CODES: &str = "\
+Exit status:
+  0  done
+  1  no such job
+  2  the store could not be opened or read, or a bad argument";
+
+/// The suggested polling interval shown in `next` sentences (the serve default).
+const POLL_MS: u64 = 1000;
+
+/// Options of `staunch jobs`.
+#[derive(Debug, Args)]
+#[command(after_help = EXIT_CODES)]
+pub struct JobsArgs {
+    /// The store `staunch serve` uses: a SQLite file, `:memory:`, or a postgres:// URL.
+    #[arg(
+        long,
+        global = true,
+        default_value = "staunch.db",
+        env = "STAUNCH_STORE"
+    )]
+    pub store: String,
+    /// With a postgres:// store: the schema staunch's tables live in.
+    #[arg(long, global = true, env = "STAUNCH_STORE_SCHEMA")]
+    pub store_schema: Option<String>,
+    /// Print JSON instead of a table.
+    #[arg(long, global = true)]
+    pub json: bool,
+    #[command(subcommand)]
+    pub command: JobsCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum JobsCommand {
+    /// Jobs of every caller, newest first.
+    List(ListArgs),
+    /// One job: the record, attempts, progress, error and what to do next.
+    Show {
+        /// The job id.
+        id: String,
+    },
+    /// Cancel a job: a queued one at once, a running one cooperatively (its worker stops at
+    /// its next unit of work, on whichever instance runs it).
+    Cancel {
+        /// The job id.
+        id: String,
+    },
+    /// Delete finished (succeeded, failed, cancelled) jobs; queued and running jobs are never
+    /// touched.
+    Purge {
+        /// Delete jobs that finished longer ago than this (e.g. 7d, 12h, 30m).
+        #[arg(long, value_parser = crate::args::parse_duration)]
+        older_than: Duration,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Only jobs in this state (repeat or comma-separate: queued,running,succeeded,failed,cancelled).
+    #[arg(long, value_delimiter = ',', value_parser = parse_state)]
+    pub state: Vec<JobState>,
+    /// Only jobs of this tool.
+    #[arg(long)]
+    pub tool: Option<String>,
+    /// Only jobs created longer ago than this (e.g. 1h).
+    #[arg(long, value_parser = crate::args::parse_duration)]
+    pub older_than: Option<Duration>,
+    /// Only jobs created within this much time (e.g. 10m).
+    #[arg(long, value_parser = crate::args::parse_duration)]
+    pub newer_than: Option<Duration>,
+    /// At most this many jobs (1 to 1000).
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u16).range(1..=1000))]
+    pub limit: u16,
+}
+
+fn parse_state(s: &str) -> Result<JobState, String> {
+    JobState::parse(s.trim()).map_err(|_| {
+        format!("{s:?} is not a job state (queued, running, succeeded, failed, cancelled)")
+    })
+}
+
+fn ms(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// Runs the command; returns the exit code.
+pub async fn run(args: JobsArgs) -> anyhow::Result<i32> {
+    let stores = match open_store(&args.store, args.store_schema.as_deref()).await {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("staunch jobs: {e:#}");
+            return Ok(2);
+        }
+    };
+    match execute(&args, &stores.jobs).await {
+        Ok(code) => Ok(code),
+        Err(e) => {
+            eprintln!("staunch jobs: {e:#}");
+            Ok(2)
+        }
+    }
+}
+
+async fn execute(
+    args: &JobsArgs,
+    jobs: &std::sync::Arc<dyn staunch_store::JobStore>,
+) -> anyhow::Result<i32> {
+    let now = staunch_store::now_ms();
+    match &args.command {
+        JobsCommand::List(l) => {
+            let filter = JobFilter {
+                states: l.state.clone(),
+                tool: l.tool.clone(),
+                created_from_ms: l.newer_than.map(|d| now.saturating_sub(ms(d))),
+                created_before_ms: l.older_than.map(|d| now.saturating_sub(ms(d))),
+                limit: usize::from(l.limit),
+            };
+            let list = jobs.list_all(&filter).await.context("listing jobs")?;
+            if args.json {
+                let views: Vec<Value> = list
+                    .iter()
+                    .map(|j| operator_view(j, now, POLL_MS))
+                    .collect();
+                println!("{}", serde_json::to_string_pretty(&views)?);
+            } else {
+                print!("{}", table::jobs_table(&list, now));
+            }
+            Ok(0)
+        }
+        JobsCommand::Show { id } => {
+            let Some(job) = jobs.get(id).await.context("reading the job")? else {
+                return not_found(id);
+            };
+            let inputs = jobs
+                .inputs(id)
+                .await
+                .context("reading the job's questions")?;
+            let mut v = operator_view(&job, now, POLL_MS);
+            if !inputs.is_empty() {
+                v["questions"] = inputs
+                    .iter()
+                    .map(|i| {
+                        json!({
+                            "key": i.key,
+                            "request": serde_json::from_str::<Value>(&i.request_json).unwrap_or(Value::Null),
+                            "answered": i.response_json.is_some(),
+                        })
+                    })
+                    .collect();
+            }
+            if args.json {
+                println!("{}", serde_json::to_string_pretty(&v)?);
+            } else {
+                print!("{}", table::job_details(&job, &v));
+            }
+            Ok(0)
+        }
+        JobsCommand::Cancel { id } => {
+            let by = format!("staunch jobs cancel (pid {})", std::process::id());
+            let out = jobs
+                .request_cancel(id, &by, now)
+                .await
+                .context("cancelling the job")?;
+            let (job, status, sentence) = match out {
+                CancelOutcome::NotFound => return not_found(id),
+                CancelOutcome::CancelledQueued(j) => {
+                    (j, "cancelled", "It had not started; nothing was done.")
+                }
+                CancelOutcome::Requested(j) => (
+                    j,
+                    "cancelling",
+                    "Its worker stops at its next unit of work (at the latest at its next \
+                     heartbeat); `staunch jobs show` tells when it ended.",
+                ),
+                CancelOutcome::AlreadyTerminal(j) => (
+                    j,
+                    "already_ended",
+                    "It had already ended; nothing to cancel.",
+                ),
+            };
+            if args.json {
+                let v = json!({"job_id": job.id, "status": status, "state": job.state.as_str(), "message": sentence});
+                println!("{}", serde_json::to_string_pretty(&v)?);
+            } else {
+                println!("{} {status} ({}): {sentence}", job.id, job.state);
+            }
+            Ok(0)
+        }
+        JobsCommand::Purge { older_than } => {
+            let cutoff = now.saturating_sub(ms(*older_than));
+            let n = jobs
+                .purge_finished_before(cutoff)
+                .await
+                .context("purging jobs")?;
+            if args.json {
+                println!("{}", json!({"purged": n}));
+            } else {
+                println!("purged {n} finished job(s) older than {older_than:?}");
+            }
+            Ok(0)
+        }
+    }
+}
+
+fn not_found(id: &str) -> anyhow::Result<i32> {
+    eprintln!(
+        "staunch jobs: no job {id:?} in this store (finished jobs are purged after their retention)"
+    );
+    Ok(1)
+}
+
+/// Opens the store as `staunch serve` does (`--store`, `--store-schema`).
+/// Unlike `serve`, a SQLite file that does not exist is an error, not a new empty store: a
+/// mistyped path would otherwise list nothing and look fine.
+async fn open_store(store: &str, schema: Option<&str>) -> anyhow::Result<staunch_store::Stores> {
+    let is_pg = store.starts_with("postgres://") || store.starts_with("postgresql://");
+    let file = store.strip_prefix("sqlite:").unwrap_or(store);
+    if !is_pg && store != ":memory:" && !std::path::Path::new(file).exists() {
+        anyhow::bail!("no store at {file:?} (pass the --store that staunch serve uses)");
+    }
+    let stores = match (schema, is_pg) {
+        (Some(schema), true) => staunch_store::open_postgres_in_schema(store, schema).await,
+        (Some(_), false) => anyhow::bail!("--store-schema needs a postgres:// store"),
+        (None, _) => staunch_store::open(store).await,
+    };
+    stores.with_context(|| format!("opening the store {store:?}"))
+}

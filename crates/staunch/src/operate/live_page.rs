@@ -1,0 +1,428 @@
+//! The live page (`staunch serve --http ADDR --live-page /staunch`): requests in flight and
+//! jobs, updated every half second over SSE, with a cancel button per job.
+//!
+//! Server-rendered: the page and every update are HTML fragments rendered here (one rendering
+//! path, escaped once); the inline script only swaps them in and posts cancels.
+//!
+//! Access, until authentication exists ([`Access`] is the seam where it plugs in):
+//! - the page is only mounted on a loopback `--http` address (checked at start);
+//! - every request passes the transport's Host check (DNS rebinding);
+//! - a cancel is a POST that must carry an allowed `Origin` (same origin) and a token handed
+//!   out with the page (`x-staunch-page-token`), so another site cannot make a browser post
+//!   one (a custom header also forces a CORS preflight, which this page never answers).
+//!
+//! Routes under the base path `P`: `GET P` (the page), `GET P/events` (SSE snapshots),
+//! `POST P/jobs/{id}/cancel`.
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::fmt::Write as _;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde_json::json;
+use staunch_jobs::{owning_instance, progress_fraction, progress_of, short_age};
+use staunch_server::Server;
+use staunch_server::transport::http::Allow;
+use staunch_store::{CancelOutcome, JobFilter, JobRecord, JobState, JobStore};
+
+/// How often the page is updated.
+const REFRESH: Duration = Duration::from_millis(500);
+/// Jobs shown (newest first).
+const JOBS_SHOWN: usize = 50;
+/// Page tokens remembered (oldest forgotten first) and how long each is honoured.
+const MAX_TOKENS: usize = 256;
+const TOKEN_TTL: Duration = Duration::from_secs(12 * 60 * 60);
+
+const PAGE: &str = include_str!("live_page.html");
+
+/// Who may use the page. Today: loopback callers whose Host/Origin pass the allow-list. When
+/// authentication lands, its check belongs in [`Access::allows`] (and the loopback-only rule
+/// at start can be relaxed for authenticated deployments).
+#[derive(Clone, Debug)]
+pub struct Access {
+    pub allow: Allow,
+}
+
+impl Access {
+    fn allows(&self, headers: &HeaderMap) -> bool {
+        headers
+            .get(header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .is_some_and(|h| self.allow.host_ok(h))
+    }
+
+    /// A state-changing request: same origin, required.
+    fn allows_post(&self, headers: &HeaderMap) -> bool {
+        self.allows(headers)
+            && headers
+                .get(header::ORIGIN)
+                .and_then(|o| o.to_str().ok())
+                .is_some_and(|o| self.allow.origin_ok(o))
+    }
+}
+
+struct LiveState {
+    base: String,
+    server: Server,
+    jobs: Arc<dyn JobStore>,
+    access: Access,
+    tokens: Mutex<VecDeque<(String, Instant)>>,
+}
+
+impl LiveState {
+    fn issue_token(&self) -> String {
+        let mut b = [0u8; 16];
+        getrandom::fill(&mut b).expect("the OS random number generator failed");
+        let token: String = b.iter().map(|x| format!("{x:02x}")).collect();
+        let mut tokens = self.tokens.lock().unwrap_or_else(|p| p.into_inner());
+        if tokens.len() >= MAX_TOKENS {
+            tokens.pop_front();
+        }
+        tokens.push_back((token.clone(), Instant::now()));
+        token
+    }
+
+    fn token_ok(&self, headers: &HeaderMap) -> bool {
+        let Some(given) = headers
+            .get("x-staunch-page-token")
+            .and_then(|v| v.to_str().ok())
+        else {
+            return false;
+        };
+        let tokens = self.tokens.lock().unwrap_or_else(|p| p.into_inner());
+        tokens
+            .iter()
+            .any(|(t, at)| t == given && at.elapsed() < TOKEN_TTL)
+    }
+}
+
+/// Checks the `--live-page` path and that the page may be served on `addr`.
+pub fn validate(base: &str, endpoint: &str, addr: std::net::SocketAddr) -> Result<(), String> {
+    if !addr.ip().is_loopback() {
+        return Err(format!(
+            "--live-page is served only on a loopback --http address until authentication \
+             exists (got {addr})"
+        ));
+    }
+    if !base.starts_with('/') || base.len() < 2 || base.ends_with('/') {
+        return Err(format!(
+            "--live-page must be a path like /staunch (got {base:?})"
+        ));
+    }
+    if base.contains(['{', '}', '*', '?', '#']) {
+        return Err(format!(
+            "--live-page {base:?} has characters a path cannot hold"
+        ));
+    }
+    if base == endpoint || endpoint.starts_with(&format!("{base}/")) {
+        return Err(format!(
+            "--live-page {base:?} overlaps the MCP endpoint {endpoint:?}"
+        ));
+    }
+    Ok(())
+}
+
+/// The page's routes under `base`.
+pub fn routes(base: &str, server: Server, jobs: Arc<dyn JobStore>, access: Access) -> Router {
+    let state = Arc::new(LiveState {
+        base: base.to_string(),
+        server,
+        jobs,
+        access,
+        tokens: Mutex::new(VecDeque::new()),
+    });
+    Router::new()
+        .route(base, get(page))
+        .route(&format!("{base}/events"), get(events))
+        .route(&format!("{base}/jobs/{{id}}/cancel"), post(cancel))
+        .with_state(state)
+}
+
+fn forbidden(why: &str) -> Response {
+    (
+        StatusCode::FORBIDDEN,
+        [(header::CONTENT_TYPE, "text/plain")],
+        why.to_string(),
+    )
+        .into_response()
+}
+
+fn json_response(status: StatusCode, v: serde_json::Value) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        v.to_string(),
+    )
+        .into_response()
+}
+
+async fn page(State(st): State<Arc<LiveState>>, headers: HeaderMap) -> Response {
+    if !st.access.allows(&headers) {
+        return forbidden("forbidden: Host not allowed");
+    }
+    let snap = snapshot(&st).await;
+    let html = PAGE
+        .replace("{{BASE}}", &escape(&st.base))
+        .replace("{{TOKEN}}", &st.issue_token())
+        .replace("{{REQUESTS}}", &snap.requests)
+        .replace("{{JOBS}}", &snap.jobs)
+        .replace("{{AT}}", &escape(&snap.at));
+    (
+        [
+            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+            (header::CACHE_CONTROL, "no-store"),
+            // Not framable: a cancel button must not be click-jacked.
+            (header::X_FRAME_OPTIONS, "DENY"),
+            (
+                header::CONTENT_SECURITY_POLICY,
+                "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; \
+                 connect-src 'self'; frame-ancestors 'none'",
+            ),
+        ],
+        html,
+    )
+        .into_response()
+}
+
+async fn events(State(st): State<Arc<LiveState>>, headers: HeaderMap) -> Response {
+    if !st.access.allows(&headers) {
+        return forbidden("forbidden: Host not allowed");
+    }
+    let shutdown = st.server.shutdown_token();
+    let frames = futures_util::stream::unfold((st, true), move |(st, first)| {
+        let shutdown = shutdown.clone();
+        async move {
+            if !first {
+                tokio::select! {
+                    _ = tokio::time::sleep(REFRESH) => {}
+                    _ = shutdown.cancelled() => return None,
+                }
+            }
+            let snap = snapshot(&st).await;
+            let data = json!({"requests": snap.requests, "jobs": snap.jobs, "at": snap.at});
+            let frame = Bytes::from(format!("data: {data}\n\n"));
+            Some((Ok::<_, Infallible>(frame), (st, false)))
+        }
+    });
+    (
+        [
+            (header::CONTENT_TYPE, "text/event-stream"),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        Body::from_stream(frames),
+    )
+        .into_response()
+}
+
+async fn cancel(
+    State(st): State<Arc<LiveState>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    if !st.access.allows_post(&headers) {
+        return forbidden("forbidden: a cancel must come from this page (Host and Origin)");
+    }
+    if !st.token_ok(&headers) {
+        return forbidden("forbidden: missing or unknown page token; reload the page");
+    }
+    let by = "live page";
+    let (status, message) = match st
+        .jobs
+        .request_cancel(&id, by, staunch_store::now_ms())
+        .await
+    {
+        Ok(CancelOutcome::CancelledQueued(_)) => ("cancelled", "Cancelled before it started."),
+        Ok(CancelOutcome::Requested(_)) => (
+            "cancelling",
+            "Cancel requested: the job stops at its next unit of work.",
+        ),
+        Ok(CancelOutcome::AlreadyTerminal(_)) => ("already_ended", "The job had already ended."),
+        Ok(CancelOutcome::NotFound) => {
+            return json_response(
+                StatusCode::NOT_FOUND,
+                json!({"status": "not_found", "message": "No such job."}),
+            );
+        }
+        Err(e) => {
+            tracing::warn!(job_id = %id, error = %e, "live page: cancel failed");
+            return json_response(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                json!({"status": "error", "message": format!("The store refused the cancel: {e}")}),
+            );
+        }
+    };
+    tracing::info!(job_id = %id, status, "live page: job cancel");
+    json_response(
+        StatusCode::OK,
+        json!({"job_id": id, "status": status, "message": message}),
+    )
+}
+
+struct Snapshot {
+    requests: String,
+    jobs: String,
+    at: String,
+}
+
+async fn snapshot(st: &LiveState) -> Snapshot {
+    let now = staunch_store::now_ms();
+    let requests = requests_rows(&st.server);
+    let jobs = match st
+        .jobs
+        .list_all(&JobFilter {
+            limit: JOBS_SHOWN,
+            ..JobFilter::default()
+        })
+        .await
+    {
+        Ok(list) => jobs_rows(&list, now),
+        Err(e) => format!(
+            "<tr><td colspan=\"7\" class=\"err\">could not read jobs: {}</td></tr>",
+            escape(&e.to_string())
+        ),
+    };
+    Snapshot {
+        requests,
+        jobs,
+        at: staunch_jobs::iso(now),
+    }
+}
+
+fn ms_text(d: Duration) -> String {
+    short_age(i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+fn requests_rows(server: &Server) -> String {
+    let list = server.in_flight_requests();
+    if list.is_empty() {
+        return "<tr><td colspan=\"5\" class=\"none\">nothing in flight</td></tr>".into();
+    }
+    let mut out = String::new();
+    for r in list {
+        let (class, cancel) = match &r.cancel {
+            None => ("", "—".to_string()),
+            Some(c) => (
+                if r.orphaned { "orphaned" } else { "cancelled" },
+                format!(
+                    "{} {} ago ({}){}",
+                    if c.answers { "deadline" } else { "cancelled" },
+                    ms_text(c.since),
+                    escape(&c.reason),
+                    if r.orphaned {
+                        " — ORPHANED: still running past the grace period"
+                    } else {
+                        ""
+                    }
+                ),
+            ),
+        };
+        let _ = write!(
+            out,
+            "<tr class=\"{class}\" data-request-id=\"{}\"><td>{}</td><td>{}</td><td>{}</td>\
+             <td>{}</td><td>{cancel}</td></tr>",
+            escape(&r.request_id),
+            escape(&r.connection),
+            escape(&r.request_id),
+            escape(&r.what),
+            ms_text(r.elapsed),
+        );
+    }
+    out
+}
+
+fn jobs_rows(jobs: &[JobRecord], now_ms: i64) -> String {
+    if jobs.is_empty() {
+        return "<tr><td colspan=\"7\" class=\"none\">no jobs</td></tr>".into();
+    }
+    let mut out = String::new();
+    for j in jobs {
+        let state = if j.state == JobState::Running && j.cancel_requested_ms.is_some() {
+            "cancelling"
+        } else {
+            j.state.as_str()
+        };
+        let done = progress_of(j).map_or(0.0, |(d, _, _)| d);
+        let fraction = progress_fraction(j);
+        let label = match progress_of(j) {
+            Some((_, _, Some(m))) => m,
+            Some((d, Some(t), _)) => format!("{d} of {t}"),
+            Some((d, None, _)) => format!("{d}"),
+            None => String::new(),
+        };
+        let pct = fraction.map_or(0.0, |f| f * 100.0);
+        let button = if j.state.is_terminal() || j.cancel_requested_ms.is_some() {
+            String::new()
+        } else {
+            format!(
+                "<button class=\"cancel\" data-job=\"{}\">Cancel</button>",
+                escape(&j.id)
+            )
+        };
+        let _ = write!(
+            out,
+            "<tr class=\"job {state}\" data-job-id=\"{id}\" data-state=\"{state}\" data-done=\"{done}\">\
+             <td class=\"id\" title=\"{id}\">{short}</td><td>{tool}</td><td class=\"state\">{state}</td>\
+             <td><div class=\"bar\"><div style=\"width:{pct:.1}%\"></div></div><span class=\"plabel\">{label}</span></td>\
+             <td>{age}</td><td>{instance}</td><td>{button}</td></tr>",
+            id = escape(&j.id),
+            short = escape(&j.id.chars().take(12).collect::<String>()),
+            tool = escape(&j.tool),
+            label = escape(&label),
+            age = short_age(now_ms - j.created_ms),
+            instance = escape(owning_instance(j).unwrap_or("—")),
+        );
+    }
+    out
+}
+
+/// HTML-escapes text for element content and quoted attributes.
+fn escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_is_escaped() {
+        assert_eq!(
+            escape(r#"<a href="x">'&'</a>"#),
+            "&lt;a href=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/a&gt;"
+        );
+    }
+
+    #[test]
+    fn the_page_path_is_checked() {
+        let lo: std::net::SocketAddr = "127.0.0.1:0".parse().unwrap();
+        let public: std::net::SocketAddr = "0.0.0.0:8080".parse().unwrap();
+        assert!(validate("/staunch", "/mcp", lo).is_ok());
+        assert!(
+            validate("/staunch", "/mcp", public)
+                .unwrap_err()
+                .contains("loopback")
+        );
+        assert!(validate("staunch", "/mcp", lo).is_err());
+        assert!(validate("/", "/mcp", lo).is_err());
+        assert!(validate("/mcp", "/mcp", lo).is_err());
+        assert!(validate("/a/{id}", "/mcp", lo).is_err());
+    }
+}

@@ -1,0 +1,60 @@
+//! `staunch serve --metrics ADDR`: the metrics handle shared by the server and the job
+//! runtime, and the `GET /metrics` listener. Jobs by state are read from the store at each
+//! scrape, so every instance reports the whole store's jobs.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use staunch_server::Metrics;
+use staunch_server::metrics::serve_metrics;
+use staunch_store::JobStore;
+use tokio_util::sync::CancellationToken;
+
+/// Enabled when `--metrics` is given, otherwise a no-op handle.
+pub fn handle(addr: Option<SocketAddr>) -> Metrics {
+    if addr.is_some() {
+        Metrics::enabled()
+    } else {
+        Metrics::disabled()
+    }
+}
+
+/// Binds `addr` and serves `/metrics` until `shutdown`. Prints the bound address (port 0
+/// picks a free one) to stderr.
+pub async fn start(
+    addr: SocketAddr,
+    metrics: &Metrics,
+    jobs: Option<Arc<dyn JobStore>>,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    if let Some(jobs) = jobs {
+        metrics.on_scrape(Arc::new(move |m: Metrics| {
+            let jobs = jobs.clone();
+            Box::pin(async move {
+                match jobs.count_by_state().await {
+                    Ok(counts) => m.set_jobs_by_state(counts.iter().map(|(s, n)| (s.as_str(), *n))),
+                    Err(e) => tracing::warn!(error = %e, "metrics: could not count jobs by state"),
+                }
+            })
+        }));
+    }
+    if !addr.ip().is_loopback() {
+        tracing::warn!(%addr, "serving metrics on a non-loopback address");
+    }
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("binding the metrics address {addr}"))?;
+    // Not written as a URL: tools that read the MCP endpoint's URL from stderr take the first.
+    eprintln!(
+        "staunch: serving metrics at {} path /metrics",
+        listener.local_addr()?
+    );
+    let metrics = metrics.clone();
+    tokio::spawn(async move {
+        if let Err(e) = serve_metrics(listener, metrics, shutdown).await {
+            tracing::warn!(error = %e, "the metrics listener stopped");
+        }
+    });
+    Ok(())
+}

@@ -1,0 +1,5 @@
+//! What `staunch serve` offers the people who run it, beside the MCP endpoint: Prometheus
+//! metrics on their own address (`--metrics`) and the live page (`--live-page`).
+
+pub mod live_page;
+pub mod metrics;
