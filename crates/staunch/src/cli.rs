@@ -29,11 +29,21 @@ pub enum Command {
     /// Read a request-lifecycle log and report orphaned work, slow tools, retry clusters,
     /// unknown cancels and requests that never ended.
     Audit(crate::audit_cmd::AuditArgs),
+    /// Validate a command-tool configuration (staunch.toml) without serving: every mistake
+    /// with its line, column and field.
+    Check(crate::check_cmd::CheckArgs),
 }
 
 /// Options of `staunch serve`.
 #[derive(Debug, Args)]
 pub struct ServeArgs {
+    /// Serve the command tools declared in this file (staunch.toml); refuses to start if it is
+    /// invalid, reloads it on SIGHUP. Its `[serve]` table sets defaults for these flags.
+    #[arg(long, env = "STAUNCH_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// With --config: serve the demo tools (--profile) next to the command tools.
+    #[arg(long, env = "STAUNCH_DEMO_TOOLS")]
+    pub demo_tools: bool,
     /// Which tool set to serve: `demo` (example tools of every shape) or `conformance` (what
     /// the official conformance suite calls).
     #[arg(long, default_value = "demo", env = "STAUNCH_PROFILE")]
@@ -177,5 +187,6 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Call(args) => crate::call::run(args).await,
         Command::Probe(args) => crate::probe::run(args).await,
         Command::Audit(args) => crate::audit_cmd::run(args),
+        Command::Check(args) => crate::check_cmd::run(args),
     }
 }
