@@ -515,3 +515,90 @@ deadline = "soon"
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stdout).contains("ok, 9 tools"));
 }
+
+#[tokio::test]
+async fn sighup_reloads_without_dropping_work_and_keeps_the_old_file_when_the_new_is_bad() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("staunch.toml");
+    let file = |word: &str| {
+        format!(
+            r#"[[tool]]
+name = "say"
+description = "Says a word after a pause."
+program = "{FIX}/argv.py"
+args = ["{word}", "{{secs}}"]
+params.secs = {{ type = "number", default = 0 }}
+
+[[tool]]
+name = "pause"
+description = "Sleeps, then prints the word it was started with."
+shape = "streaming"
+program = "{FIX}/steps.sh"
+args = ["{{steps}}", "200"]
+params.steps.type = "integer"
+"#
+        )
+    };
+    std::fs::write(&config, file("hello")).unwrap();
+    let cfg = config.to_str().unwrap();
+    let mut p = Proc::ready(&["--config", cfg]).await;
+    p.request(json!("l"), "tools/list", json!({})).await;
+    let r = call(&mut p, 1, "say", json!({})).await;
+    assert!(r.to_string().contains("hello"), "{r}");
+    // A call in flight while the file changes.
+    p.call(json!(2), "pause", json!({"steps": 8}), None).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    std::fs::write(&config, file("bye")).unwrap();
+    let pid = rustix::process::Pid::from_raw(p.child.id().unwrap() as i32).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::HUP).unwrap();
+    let end = Instant::now() + LIMIT;
+    let mut n = 10;
+    loop {
+        n += 1;
+        let r = call(&mut p, n, "say", json!({})).await;
+        if r.to_string().contains("bye") {
+            break;
+        }
+        assert!(Instant::now() < end, "the reload never took effect: {r}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // The call that was running finished as started.
+    let r = p.response(&json!(2)).await;
+    assert_eq!(r["result"]["content"][0]["text"], "done 8\n", "{r}");
+    // An invalid file is refused: the running definitions stay.
+    std::fs::write(&config, "[[tool]]\nname = 3\n").unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::HUP).unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let r = call(&mut p, 100, "say", json!({})).await;
+    assert!(r.to_string().contains("bye"), "{r}");
+    assert!(p.child.try_wait().unwrap().is_none(), "staunch exited on a bad reload");
+}
+
+#[tokio::test]
+async fn probe_passes_every_check_on_the_example_config() {
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/command-tools");
+    let out = tokio::process::Command::new(BIN)
+        .current_dir(example)
+        .args([
+            "probe",
+            "--protocol",
+            "2025-11-25",
+            "--args",
+            r#"{"steps":20,"delay_ms":300}"#,
+            "--",
+            BIN,
+            "serve",
+            "--config",
+            "staunch.toml",
+            "--store",
+            ":memory:",
+            "--no-log",
+        ])
+        .output()
+        .await
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("0 warned, 0 failed, 0 skipped"), "{text}");
+    assert!(text.contains("tasks.cancel        PASS"), "{text}");
+}

@@ -122,7 +122,17 @@ fn serve_settings(s: &RawServe, base: &Path, errors: &mut Errors<'_>) -> ServeSe
             ),
         }
     }
-    out.store = s.store.as_ref().map(|v| v.get_ref().clone());
+    // A SQLite file is relative to this file, like every other path in it.
+    out.store = s.store.as_ref().map(|v| {
+        let st = v.get_ref();
+        let is_file = st != ":memory:" && !st.starts_with("postgres://") && !st.starts_with("postgresql://");
+        if is_file {
+            let file = st.strip_prefix("sqlite:").unwrap_or(st);
+            base.join(file).display().to_string()
+        } else {
+            st.clone()
+        }
+    });
     out.store_schema = s.store_schema.as_ref().map(|v| v.get_ref().clone());
     out.instance_name = s.instance_name.as_ref().map(|v| v.get_ref().clone());
     out.log_file = s.log_file.as_ref().map(|v| base.join(v.get_ref()));
