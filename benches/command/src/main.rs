@@ -40,7 +40,10 @@ async fn plain(prog: &std::path::Path) -> anyhow::Result<()> {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()?;
-    let (mut o, mut e) = (child.stdout.take().context("stdout")?, child.stderr.take().context("stderr")?);
+    let (mut o, mut e) = (
+        child.stdout.take().context("stdout")?,
+        child.stderr.take().context("stderr")?,
+    );
     let (mut a, mut b) = (Vec::new(), Vec::new());
     let (r1, r2, st) = tokio::join!(o.read_to_end(&mut a), e.read_to_end(&mut b), child.wait());
     r1?;
@@ -159,7 +162,12 @@ async fn main() -> anyhow::Result<()> {
     let mut t = Vec::with_capacity(calls);
     for i in 0..calls {
         let s = Instant::now();
-        let r = rpc(i as u64 + 1, "tools/call", json!({"name": "t", "arguments": {}})).await?;
+        let r = rpc(
+            i as u64 + 1,
+            "tools/call",
+            json!({"name": "t", "arguments": {}}),
+        )
+        .await?;
         t.push(s.elapsed());
         if r["result"]["isError"] == true || r.get("error").is_some() {
             bail!("tools/call failed: {r}");

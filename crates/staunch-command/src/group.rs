@@ -49,7 +49,10 @@ impl Drop for GroupGuard {
             return;
         }
         let (pgid, grace) = (self.pgid, self.grace);
-        tracing::warn!(pgid, "command.abandoned: its call ended first; stopping its process group");
+        tracing::warn!(
+            pgid,
+            "command.abandoned: its call ended first; stopping its process group"
+        );
         if !signal_group(pgid, Signal::TERM) {
             return;
         }

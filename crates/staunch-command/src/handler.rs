@@ -72,7 +72,9 @@ pub struct CommandJob {
 
 impl CommandJob {
     fn runner(&self) -> Result<Arc<Runner>, String> {
-        self.catalog.get(&self.name).ok_or_else(|| removed(&self.name))
+        self.catalog
+            .get(&self.name)
+            .ok_or_else(|| removed(&self.name))
     }
 }
 

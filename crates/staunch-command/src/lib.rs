@@ -11,7 +11,8 @@
 //!   SIGKILL after the grace, nothing left behind ([`group`]), the parent-death signal
 //!   ([`spawn`]), and the sweep of what a dead staunch left ([`sweep`]).
 //! - [`register`]: the tools on a `ServerBuilder` — `quick`/`streaming`/`atomic` as request
-//!   tools, `job` as durable jobs of staunch-jobs — and [`CommandTools::reload`] for SIGHUP.
+//!   tools, `job` as durable jobs of staunch-jobs — and [`CommandTools::reload`] for SIGHUP
+//!   (definitions only: the server's tool list is fixed at start).
 
 pub mod catalog;
 pub mod config;

@@ -84,7 +84,9 @@ impl Tail {
     /// The last `cap` bytes, as text (a character cut in half becomes U+FFFD).
     pub fn text(&self) -> String {
         let start = self.buf.len().saturating_sub(self.cap);
-        String::from_utf8_lossy(&self.buf[start..]).trim_end().to_string()
+        String::from_utf8_lossy(&self.buf[start..])
+            .trim_end()
+            .to_string()
     }
 }
 
@@ -134,7 +136,9 @@ fn take(line: &mut Vec<u8>, bytes: &[u8], cut: &mut bool) {
 
 fn finish_line(line: &[u8], cut: bool, tail: &Mutex<Tail>, on_progress: &impl Fn(Report)) {
     if !cut && let Line::Progress(r) = progress_line::classify(line) {
-        tail.lock().unwrap_or_else(|p| p.into_inner()).progress_lines += 1;
+        tail.lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .progress_lines += 1;
         on_progress(r);
         return;
     }
@@ -170,7 +174,10 @@ mod tests {
         let input = b"one\nstaunch-progress: {\"progress\":1}\ntwo\nthree".to_vec();
         let tail = Arc::new(Mutex::new(Tail::new(8)));
         let seen = Mutex::new(Vec::new());
-        read_stderr(&input[..], tail.clone(), |r| seen.lock().unwrap().push(r.progress)).await;
+        read_stderr(&input[..], tail.clone(), |r| {
+            seen.lock().unwrap().push(r.progress)
+        })
+        .await;
         assert_eq!(*seen.lock().unwrap(), vec![1.0]);
         let t = tail.lock().unwrap();
         assert_eq!(t.text(), "o\nthree", "only the last 8 bytes");

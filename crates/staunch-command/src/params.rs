@@ -53,9 +53,7 @@ impl Kind {
             Kind::Integer => v.is_i64() || v.is_u64(),
             Kind::Number => v.is_number(),
             Kind::Boolean => v.is_boolean(),
-            Kind::StringArray => v
-                .as_array()
-                .is_some_and(|a| a.iter().all(Value::is_string)),
+            Kind::StringArray => v.as_array().is_some_and(|a| a.iter().all(Value::is_string)),
         }
     }
 }
@@ -168,7 +166,11 @@ fn validate_typed(ps: &[Param], obj: &Map<String, Value>) -> Result<Map<String, 
         let known: Vec<&str> = ps.iter().map(|p| p.name.as_str()).collect();
         return Err(format!(
             "invalid arguments: unknown argument `{unknown}` (this tool takes: {})",
-            if known.is_empty() { "nothing".to_string() } else { known.join(", ") }
+            if known.is_empty() {
+                "nothing".to_string()
+            } else {
+                known.join(", ")
+            }
         ));
     }
     let mut out = Map::new();
@@ -201,17 +203,27 @@ fn check_value(p: &Param, v: &Value) -> Result<(), String> {
     }
     if let Some(n) = v.as_f64() {
         if p.minimum.is_some_and(|m| n < m) {
-            return Err(format!("{n} is below the minimum {}", p.minimum.unwrap_or_default()));
+            return Err(format!(
+                "{n} is below the minimum {}",
+                p.minimum.unwrap_or_default()
+            ));
         }
         if p.maximum.is_some_and(|m| n > m) {
-            return Err(format!("{n} is above the maximum {}", p.maximum.unwrap_or_default()));
+            return Err(format!(
+                "{n} is above the maximum {}",
+                p.maximum.unwrap_or_default()
+            ));
         }
     }
     let strings: Vec<&str> = match v {
         Value::String(s) => vec![s.as_str()],
         Value::Array(a) => {
             if a.len() > p.max_items {
-                return Err(format!("{} items; at most {} are accepted", a.len(), p.max_items));
+                return Err(format!(
+                    "{} items; at most {} are accepted",
+                    a.len(),
+                    p.max_items
+                ));
             }
             a.iter().filter_map(Value::as_str).collect()
         }
@@ -238,7 +250,9 @@ fn validate_loose(schema: &Value, obj: &Map<String, Value>) -> Result<Map<String
         }
     }
     if schema.get("additionalProperties") == Some(&Value::Bool(false))
-        && let Some(k) = obj.keys().find(|k| !props.is_some_and(|p| p.contains_key(*k)))
+        && let Some(k) = obj
+            .keys()
+            .find(|k| !props.is_some_and(|p| p.contains_key(*k)))
     {
         return Err(format!("invalid arguments: unknown argument `{k}`"));
     }
@@ -339,7 +353,15 @@ mod tests {
         }));
         assert!(ps.validate(&json!({"q": "x"})).is_ok());
         assert!(ps.validate(&json!({})).unwrap_err().contains("`q`"));
-        assert!(ps.validate(&json!({"q": 1})).unwrap_err().contains("expected a string"));
-        assert!(ps.validate(&json!({"q": "x", "z": 1})).unwrap_err().contains("`z`"));
+        assert!(
+            ps.validate(&json!({"q": 1}))
+                .unwrap_err()
+                .contains("expected a string")
+        );
+        assert!(
+            ps.validate(&json!({"q": "x", "z": 1}))
+                .unwrap_err()
+                .contains("`z`")
+        );
     }
 }

@@ -67,7 +67,10 @@ mod tests {
             })
         );
         assert_eq!(classify(b"staunch-progress: {oops"), Line::Malformed);
-        assert_eq!(classify(br#"staunch-progress: {"total": 3}"#), Line::Malformed);
+        assert_eq!(
+            classify(br#"staunch-progress: {"total": 3}"#),
+            Line::Malformed
+        );
         assert_eq!(classify(b"warning: disk almost full"), Line::Other);
     }
 }

@@ -4,7 +4,7 @@
 
 use serde_json::json;
 use staunch_jobs::{JobRuntime, JobTool, JobsExt};
-use staunch_server::{Change, ListenHub, ServerBuilder, Shape, ToolSpec};
+use staunch_server::{ServerBuilder, Shape, ToolSpec};
 
 use crate::catalog::{Catalog, ReloadReport};
 use crate::config::CommandConfig;
@@ -23,7 +23,6 @@ pub enum RegisterError {
 pub struct CommandTools {
     catalog: Catalog,
     served: Vec<String>,
-    listen: ListenHub,
 }
 
 impl CommandTools {
@@ -32,12 +31,11 @@ impl CommandTools {
         &self.catalog
     }
 
-    /// Swaps in a new configuration's definitions (calls in flight keep theirs) and announces
-    /// `notifications/tools/list_changed` to listening clients.
+    /// Swaps in a new configuration's definitions (calls in flight keep theirs). What
+    /// `tools/list` shows does not change — staunch-server builds its tool table once — so no
+    /// `tools/list_changed` is announced; the report lists what needs a restart.
     pub fn reload(&self, config: &CommandConfig) -> ReloadReport {
-        let report = self.catalog.reload(config, &self.served);
-        self.listen.announce(Change::ToolsListChanged);
-        report
+        self.catalog.reload(config, &self.served)
     }
 }
 
@@ -96,13 +94,5 @@ pub fn register(
             },
         );
     }
-    let listen = builder.listen_hub();
-    Ok((
-        builder,
-        CommandTools {
-            catalog,
-            served,
-            listen,
-        },
-    ))
+    Ok((builder, CommandTools { catalog, served }))
 }

@@ -39,7 +39,11 @@ impl Runner {
         let flag = |n: &str| t.flag_of(n);
         let argv = template::render_all(&t.args, args, &flag)?;
         let mut env: Vec<(OsString, OsString)> = Vec::new();
-        for name in BASE_ENV.iter().copied().chain(t.env.allow.iter().map(String::as_str)) {
+        for name in BASE_ENV
+            .iter()
+            .copied()
+            .chain(t.env.allow.iter().map(String::as_str))
+        {
             if let Some(v) = std::env::var_os(name) {
                 env.push((name.into(), v));
             }

@@ -51,9 +51,7 @@ fn die_with_parent(cmd: &mut Command) {
     // rustix, no allocation, no locks), which are async-signal-safe after fork.
     unsafe {
         cmd.pre_exec(move || {
-            rustix::process::set_parent_process_death_signal(Some(
-                rustix::process::Signal::KILL,
-            ))?;
+            rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))?;
             // The parent may have died between fork and prctl: then no signal would come.
             if rustix::process::getppid() != Some(parent) {
                 return Err(rustix::io::Errno::SRCH.into());

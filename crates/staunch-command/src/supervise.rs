@@ -130,7 +130,10 @@ pub async fn run(
         }
     };
     if tokio::time::timeout(DRAIN_AFTER_EXIT, drain).await.is_err() {
-        tracing::warn!(pid, "command output still open after its process group ended");
+        tracing::warn!(
+            pid,
+            "command output still open after its process group ended"
+        );
     }
     let stdout = std::mem::take(&mut *stdout.lock().unwrap_or_else(|p| p.into_inner()));
     let t = tail.lock().unwrap_or_else(|p| p.into_inner());

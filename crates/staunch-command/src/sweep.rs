@@ -88,6 +88,9 @@ mod tests {
         assert!(m.starts_with(&format!("{}:", std::process::id())));
         assert!(supervisor_alive(m));
         let (pid, start) = m.split_once(':').unwrap();
-        assert!(!supervisor_alive(&format!("{pid}:{}", start.parse::<u64>().unwrap() + 1)));
+        assert!(!supervisor_alive(&format!(
+            "{pid}:{}",
+            start.parse::<u64>().unwrap() + 1
+        )));
     }
 }

@@ -185,12 +185,28 @@ mod tests {
     #[test]
     fn placeholders_fill_whole_elements_and_text() {
         let out = render(
-            &["copy", "--from={src}", "{verbose}", "{files}", "{missing}", "{{x}}", "{n}"],
+            &[
+                "copy",
+                "--from={src}",
+                "{verbose}",
+                "{files}",
+                "{missing}",
+                "{{x}}",
+                "{n}",
+            ],
             json!({"src": "a b; rm -rf /", "verbose": true, "files": ["1", "$(id)"], "n": 3}),
         );
         assert_eq!(
             out,
-            ["copy", "--from=a b; rm -rf /", "--verbose", "1", "$(id)", "{x}", "3"]
+            [
+                "copy",
+                "--from=a b; rm -rf /",
+                "--verbose",
+                "1",
+                "$(id)",
+                "{x}",
+                "3"
+            ]
         );
         let out = render(&["{verbose}", "--at={missing}"], json!({"verbose": false}));
         assert!(out.is_empty(), "{out:?}");
@@ -203,7 +219,10 @@ mod tests {
         assert!(ArgTemplate::parse("}").is_err());
         assert!(ArgTemplate::parse("{a b}").is_err());
         assert_eq!(
-            ArgTemplate::parse("x{a}").unwrap().names().collect::<Vec<_>>(),
+            ArgTemplate::parse("x{a}")
+                .unwrap()
+                .names()
+                .collect::<Vec<_>>(),
             ["a"]
         );
         assert!(ArgTemplate::parse("").unwrap().names().next().is_none());

@@ -13,7 +13,11 @@ use crate::supervise::{EndedBy, Finished};
 #[derive(Debug)]
 pub enum Verdict {
     /// Success: text for the model, structured content when the result is JSON.
-    Done { text: String, value: Value, structured: bool },
+    Done {
+        text: String,
+        value: Value,
+        structured: bool,
+    },
     /// A failure, described for the model.
     Failed(String),
     /// Stopped by a cancel (or the deadline).
@@ -115,7 +119,10 @@ fn read_result(path: &Path, max: u64) -> Verdict {
                     structured: false,
                 }
             }
-            Err(e) => Verdict::Failed(format!("cannot read the result file {}: {e}", path.display())),
+            Err(e) => Verdict::Failed(format!(
+                "cannot read the result file {}: {e}",
+                path.display()
+            )),
         },
         Err(e) => Verdict::Failed(format!(
             "the command did not leave its result file {}: {e}",

@@ -50,7 +50,9 @@ pub fn prepare(args: &mut ServeArgs) -> anyhow::Result<Option<Loaded>> {
 /// Which `serve` flags were given on the command line or in the environment (they win over
 /// the file).
 fn explicit() -> impl Fn(&str) -> bool {
-    let matches = Cli::command().try_get_matches_from(std::env::args_os()).ok();
+    let matches = Cli::command()
+        .try_get_matches_from(std::env::args_os())
+        .ok();
     move |id: &str| {
         matches
             .as_ref()

@@ -50,9 +50,7 @@ pub fn build_server(
         // With a command-tool file, the demo tools are served only when asked for.
         (_, Some(c)) if !c.demo_tools => builder,
         ("demo", _) => crate::tools::demo(builder, jobs),
-        ("conformance", _) => {
-            crate::tools::conformance::register(builder, jobs.map(|(rt, _)| rt))
-        }
+        ("conformance", _) => crate::tools::conformance::register(builder, jobs.map(|(rt, _)| rt)),
         (other, _) => anyhow::bail!("unknown profile {other:?}; use demo or conformance"),
     };
     let Some(c) = commands else {

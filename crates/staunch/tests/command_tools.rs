@@ -197,7 +197,13 @@ async fn job_end(p: &mut Proc, tool: &str, job_id: &str, next_id: &mut i64) -> V
     let end = Instant::now() + LIMIT;
     loop {
         *next_id += 1;
-        let r = call(p, *next_id, &format!("get_{tool}"), json!({"job_id": job_id})).await;
+        let r = call(
+            p,
+            *next_id,
+            &format!("get_{tool}"),
+            json!({"job_id": job_id}),
+        )
+        .await;
         let v = r["result"]["structuredContent"].clone();
         if ["succeeded", "failed", "cancelled"].contains(&v["status"].as_str().unwrap_or("")) {
             return v;
@@ -239,7 +245,12 @@ async fn injection_attempts_arrive_as_literal_argv() {
     // Wrong types never reach the command.
     let r = call(&mut p, 50, "echo_args", json!({"value": 3})).await;
     assert_eq!(r["result"]["isError"], true, "{r}");
-    assert!(r["result"]["content"][0]["text"].as_str().unwrap().contains("`value`"));
+    assert!(
+        r["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("`value`")
+    );
 }
 
 #[tokio::test]
@@ -247,7 +258,8 @@ async fn cancel_kills_the_whole_tree_before_the_call_ends() {
     let s = Setup::new(false);
     let mut p = s.serve(&[]).await;
     let dir = s.dir.path().display().to_string();
-    p.call(json!(1), "tree", json!({"dir": dir}), Some(json!("t1"))).await;
+    p.call(json!(1), "tree", json!({"dir": dir}), Some(json!("t1")))
+        .await;
     let leader = read_pid(&s.path("leader.pid")).await;
     let grandchild = read_pid(&s.path("grandchild.pid")).await;
     assert!(alive(leader) && alive(grandchild));
@@ -257,7 +269,11 @@ async fn cancel_kills_the_whole_tree_before_the_call_ends() {
         .expect("progress from the command");
     p.cancel(json!(1)).await;
     let lines = p
-        .log_until(|l| events_of(l, &json!(1)).iter().any(|e| e["event"] == "request.end"))
+        .log_until(|l| {
+            events_of(l, &json!(1))
+                .iter()
+                .any(|e| e["event"] == "request.end")
+        })
         .await;
     // The request ends only after its process group is gone: both are dead by then, the
     // grandchild (which ignores SIGTERM) included.
@@ -277,7 +293,11 @@ async fn cancel_kills_the_whole_tree_before_the_call_ends() {
     assert_eq!(start["tool"], "tree");
     assert_eq!(start["shape"], "streaming");
     p.pump(Duration::from_millis(200)).await;
-    assert_eq!(p.responses_to(&json!(1)), 0, "a cancelled call gets no response");
+    assert_eq!(
+        p.responses_to(&json!(1)),
+        0,
+        "a cancelled call gets no response"
+    );
 
     // `staunch audit` reads the run: the command tool is there, cancelled, not orphaned.
     let out = std::process::Command::new(BIN)
@@ -302,14 +322,18 @@ async fn a_command_that_ignores_sigterm_is_sigkilled_at_its_deadline() {
     let s = Setup::new(false);
     let mut p = s.serve(&[]).await;
     let dir = s.dir.path().display().to_string();
-    p.call(json!(1), "stubborn", json!({"dir": dir}), None).await;
+    p.call(json!(1), "stubborn", json!({"dir": dir}), None)
+        .await;
     let leader = read_pid(&s.path("leader.pid")).await;
     let grandchild = read_pid(&s.path("grandchild.pid")).await;
     let r = p.response(&json!(1)).await;
     assert_eq!(r["result"]["isError"], true, "{r}");
     assert!(r.to_string().contains("deadline"), "{r}");
     assert!(!alive(leader), "the SIGTERM-ignoring leader survived");
-    assert!(!alive(grandchild), "the SIGTERM-ignoring grandchild survived");
+    assert!(
+        !alive(grandchild),
+        "the SIGTERM-ignoring grandchild survived"
+    );
 }
 
 /// VmHWM (peak resident set) of a process, in KiB.
@@ -362,8 +386,15 @@ async fn progress_lines_and_elapsed_time_reach_the_client() {
         .await;
     let r = p.response(&json!(1)).await;
     assert_eq!(r["result"]["content"][0]["text"], "done 4\n", "{r}");
-    let seen: Vec<f64> = p.progress(&json!("s")).into_iter().map(|(_, v)| v).collect();
-    assert!(!seen.is_empty() && seen.windows(2).all(|w| w[0] < w[1]), "{seen:?}");
+    let seen: Vec<f64> = p
+        .progress(&json!("s"))
+        .into_iter()
+        .map(|(_, v)| v)
+        .collect();
+    assert!(
+        !seen.is_empty() && seen.windows(2).all(|w| w[0] < w[1]),
+        "{seen:?}"
+    );
     assert_eq!(seen.last(), Some(&4.0), "{seen:?}");
 
     // A silent command still shows that it runs.
@@ -374,7 +405,12 @@ async fn progress_lines_and_elapsed_time_reach_the_client() {
         .history
         .iter()
         .filter(|m| m.msg["params"]["progressToken"] == "q")
-        .map(|m| m.msg["params"]["message"].as_str().unwrap_or("").to_string())
+        .map(|m| {
+            m.msg["params"]["message"]
+                .as_str()
+                .unwrap_or("")
+                .to_string()
+        })
         .collect();
     assert!(
         msgs.iter().any(|m| m.starts_with("running for")),
@@ -425,8 +461,15 @@ async fn fifty_concurrent_starts_with_one_key_run_the_command_once() {
     assert_eq!(v["status"], "succeeded", "{v}");
     assert_eq!(v["result"], json!({"appended": true}), "{v}");
     let runs = std::fs::read_to_string(&file).unwrap();
-    assert_eq!(runs.lines().count(), 1, "the command ran more than once: {runs}");
-    assert!(runs.contains(&job_id), "STAUNCH_JOB_ID reached the command: {runs}");
+    assert_eq!(
+        runs.lines().count(),
+        1,
+        "the command ran more than once: {runs}"
+    );
+    assert!(
+        runs.contains(&job_id),
+        "STAUNCH_JOB_ID reached the command: {runs}"
+    );
 }
 
 #[tokio::test]
@@ -485,7 +528,10 @@ deadline = "soon"
         )),
         "{err}"
     );
-    assert!(err.contains(":6:12: tool[0] \"export\".deadline: \"soon\" is not a duration"), "{err}");
+    assert!(
+        err.contains(":6:12: tool[0] \"export\".deadline: \"soon\" is not a duration"),
+        "{err}"
+    );
     // A typo is caught by the parser, with its line.
     std::fs::write(&path, "[[tool]]\nname = \"x\"\ndescripton = \"y\"\n").unwrap();
     let out = std::process::Command::new(BIN)
@@ -512,7 +558,12 @@ deadline = "soon"
         .arg(&s.config)
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(String::from_utf8_lossy(&out.stdout).contains("ok, 9 tools"));
 }
 
@@ -571,7 +622,10 @@ params.steps.type = "integer"
     tokio::time::sleep(Duration::from_millis(300)).await;
     let r = call(&mut p, 100, "say", json!({})).await;
     assert!(r.to_string().contains("bye"), "{r}");
-    assert!(p.child.try_wait().unwrap().is_none(), "staunch exited on a bad reload");
+    assert!(
+        p.child.try_wait().unwrap().is_none(),
+        "staunch exited on a bad reload"
+    );
 }
 
 #[tokio::test]

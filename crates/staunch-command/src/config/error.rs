@@ -81,7 +81,12 @@ impl<'a> Errors<'a> {
     }
 
     /// A mistake at `span` in field `field`.
-    pub(crate) fn at(&mut self, span: Range<usize>, field: impl Into<String>, message: impl Into<String>) {
+    pub(crate) fn at(
+        &mut self,
+        span: Range<usize>,
+        field: impl Into<String>,
+        message: impl Into<String>,
+    ) {
         let (line, column) = line_col(self.source, span.start);
         self.list.push(ConfigError {
             line: Some(line),

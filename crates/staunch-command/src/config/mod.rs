@@ -118,14 +118,18 @@ fn serve_settings(s: &RawServe, base: &Path, errors: &mut Errors<'_>) -> ServeSe
             Err(_) => errors.at(
                 h.span(),
                 "serve.http",
-                format!("{:?} is not an address such as \"127.0.0.1:8080\"", h.get_ref()),
+                format!(
+                    "{:?} is not an address such as \"127.0.0.1:8080\"",
+                    h.get_ref()
+                ),
             ),
         }
     }
     // A SQLite file is relative to this file, like every other path in it.
     out.store = s.store.as_ref().map(|v| {
         let st = v.get_ref();
-        let is_file = st != ":memory:" && !st.starts_with("postgres://") && !st.starts_with("postgresql://");
+        let is_file =
+            st != ":memory:" && !st.starts_with("postgres://") && !st.starts_with("postgresql://");
         if is_file {
             let file = st.strip_prefix("sqlite:").unwrap_or(st);
             base.join(file).display().to_string()
@@ -233,7 +237,11 @@ fn tool(t: &RawTool, label: &str, base: &Path, errors: &mut Errors<'_>) -> Optio
     if deadline == Some(Duration::ZERO)
         && let Some(d) = &t.deadline
     {
-        errors.at(d.span(), f("deadline"), "a deadline of 0 would stop every call at once");
+        errors.at(
+            d.span(),
+            f("deadline"),
+            "a deadline of 0 would stop every call at once",
+        );
     }
     let grace = dur(&t.grace, "grace", errors).unwrap_or(DEFAULT_GRACE);
     let elapsed_progress = match &t.elapsed_progress {
@@ -326,8 +334,16 @@ fn tool(t: &RawTool, label: &str, base: &Path, errors: &mut Errors<'_>) -> Optio
             errors.at(span, f(field), "only job tools (shape = \"job\") take this");
         }
     };
-    job_only(t.max_attempts.as_ref().map(|v| v.span()), "max_attempts", errors);
-    job_only(t.dedupe_inflight.as_ref().map(|v| v.span()), "dedupe_inflight", errors);
+    job_only(
+        t.max_attempts.as_ref().map(|v| v.span()),
+        "max_attempts",
+        errors,
+    );
+    job_only(
+        t.dedupe_inflight.as_ref().map(|v| v.span()),
+        "dedupe_inflight",
+        errors,
+    );
     let retry_safe = t.retry_safe.as_ref().is_some_and(|v| *v.get_ref());
     let max_attempts = match &t.max_attempts {
         Some(v) if *v.get_ref() < 1 || *v.get_ref() > 100 => {
@@ -350,7 +366,11 @@ fn tool(t: &RawTool, label: &str, base: &Path, errors: &mut Errors<'_>) -> Optio
         None => vec![0],
         Some(v) => {
             if v.get_ref().is_empty() || v.get_ref().iter().any(|c| !(0..=255).contains(c)) {
-                errors.at(v.span(), f("ok_exit_codes"), "exit codes are 0 to 255, at least one");
+                errors.at(
+                    v.span(),
+                    f("ok_exit_codes"),
+                    "exit codes are 0 to 255, at least one",
+                );
             }
             v.get_ref().iter().map(|c| *c as i32).collect()
         }
@@ -376,7 +396,9 @@ fn tool(t: &RawTool, label: &str, base: &Path, errors: &mut Errors<'_>) -> Optio
         side_effects: t
             .side_effects
             .as_ref()
-            .map_or(matches!(shape, Shape::Job | Shape::Atomic), |v| *v.get_ref()),
+            .map_or(matches!(shape, Shape::Job | Shape::Atomic), |v| {
+                *v.get_ref()
+            }),
         max_attempts,
         dedupe_inflight: t.dedupe_inflight.as_ref().map(|v| *v.get_ref()),
         result,
@@ -408,7 +430,11 @@ fn template(
                     field,
                     format!(
                         "{{{n}}} names no parameter (declared: {})",
-                        if known.is_empty() { "none".into() } else { known.join(", ") }
+                        if known.is_empty() {
+                            "none".into()
+                        } else {
+                            known.join(", ")
+                        }
                     ),
                 );
                 ok = false;
@@ -553,7 +579,11 @@ fn params(t: &RawTool, label: &str, errors: &mut Errors<'_>) -> Option<Params> {
                 },
             };
             if v.get("type").and_then(Value::as_str) != Some("object") {
-                errors.at(s.span(), field, "an input schema must have type = \"object\"");
+                errors.at(
+                    s.span(),
+                    field,
+                    "an input schema must have type = \"object\"",
+                );
                 return None;
             }
             Some(Params::Schema(v))
@@ -579,7 +609,11 @@ fn param(
     errors: &mut Errors<'_>,
 ) -> Option<Param> {
     let n = name.get_ref();
-    if n.is_empty() || !n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+    if n.is_empty()
+        || !n
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    {
         errors.at(name.span(), field, "a parameter name is A-Z a-z 0-9 _ -");
         return None;
     }
@@ -616,7 +650,11 @@ fn param(
     if let Some(flag) = &p.flag
         && kind != Kind::Boolean
     {
-        errors.at(flag.span(), format!("{field}.flag"), "only a boolean has a flag");
+        errors.at(
+            flag.span(),
+            format!("{field}.flag"),
+            "only a boolean has a flag",
+        );
     }
     let choices = p
         .choices
@@ -631,7 +669,8 @@ fn param(
             format!("every choice must be of type {}", p.kind.get_ref()),
         );
     }
-    let count = |v: &Option<Spanned<i64>>, sub: &str, dflt: usize, errors: &mut Errors<'_>| match v {
+    let count = |v: &Option<Spanned<i64>>, sub: &str, dflt: usize, errors: &mut Errors<'_>| match v
+    {
         None => dflt,
         Some(v) if *v.get_ref() >= 1 => *v.get_ref() as usize,
         Some(v) => {
