@@ -656,3 +656,26 @@ async fn probe_passes_every_check_on_the_example_config() {
     assert!(text.contains("0 warned, 0 failed, 0 skipped"), "{text}");
     assert!(text.contains("tasks.cancel        PASS"), "{text}");
 }
+
+#[tokio::test]
+async fn cancelling_a_job_ends_its_process_tree_and_the_job_is_cancelled() {
+    let s = Setup::new(true);
+    let mut p = s.serve(&[]).await;
+    let dir = s.dir.path().display().to_string();
+    let r = call(&mut p, 1, "start_tree_job", json!({"dir": dir})).await;
+    let job_id = r["result"]["structuredContent"]["job_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{r}"))
+        .to_string();
+    let leader = read_pid(&s.path("leader.pid")).await;
+    let grandchild = read_pid(&s.path("grandchild.pid")).await;
+    let r = call(&mut p, 2, "cancel_tree_job", json!({"job_id": job_id})).await;
+    assert_ne!(r["result"]["isError"], true, "{r}");
+    let mut next = 10;
+    let v = job_end(&mut p, "tree_job", &job_id, &mut next).await;
+    assert_eq!(v["status"], "cancelled", "{v}");
+    // The job is recorded as cancelled only once its body returned, which it does only after
+    // the process group is gone.
+    assert!(!alive(leader), "the job's command outlived the job");
+    assert!(!alive(grandchild), "the job's grandchild outlived the job");
+}
