@@ -80,25 +80,31 @@ pub fn parse(source: &str, path: &Path) -> Result<CommandConfig, ConfigErrors> {
     let mut tools = Vec::new();
     let mut names: HashSet<String> = HashSet::new();
     for (i, t) in raw.tools.iter().enumerate() {
-        let label = format!("tool[{i}] {:?}", t.get_ref().name.get_ref());
-        if let Some(tool) = tool(t.get_ref(), &label, &base, &mut errors) {
-            let mut own = vec![tool.name.clone()];
-            if tool.shape == Shape::Job {
-                for face in ["start", "get", "cancel"] {
-                    own.push(format!("{face}_{}", tool.name));
-                }
+        let raw_tool = t.get_ref();
+        let label = format!("tool[{i}] {:?}", raw_tool.name.get_ref());
+        // Names are claimed even by a tool with mistakes, so a duplicate is reported too.
+        let mut own = vec![raw_tool.name.get_ref().clone()];
+        if raw_tool
+            .shape
+            .as_ref()
+            .is_some_and(|s| s.get_ref() == "job")
+        {
+            for face in ["start", "get", "cancel"] {
+                own.push(format!("{face}_{}", raw_tool.name.get_ref()));
             }
-            if let Some(dup) = own.iter().find(|n| names.contains(*n)) {
-                errors.at(
-                    t.get_ref().name.span(),
-                    format!("{label}.name"),
-                    format!(
-                        "the tool name {dup:?} is taken (job tools also get start_, get_ and \
-                         cancel_ tools)"
-                    ),
-                );
-            }
-            names.extend(own);
+        }
+        if let Some(dup) = own.iter().find(|n| names.contains(*n)) {
+            errors.at(
+                raw_tool.name.span(),
+                format!("{label}.name"),
+                format!(
+                    "the tool name {dup:?} is taken (job tools also get start_, get_ and \
+                     cancel_ tools)"
+                ),
+            );
+        }
+        names.extend(own);
+        if let Some(tool) = tool(raw_tool, &label, &base, &mut errors) {
             tools.push(Arc::new(tool));
         }
     }
@@ -196,10 +202,16 @@ fn tool(t: &RawTool, label: &str, base: &Path, errors: &mut Errors<'_>) -> Optio
         }
     };
     let params = params(t, label, errors);
-    let names: BTreeMap<String, Option<Kind>> = params
-        .as_ref()
-        .map(|p| p.names().into_iter().collect())
-        .unwrap_or_default();
+    // Placeholders are checked against the declared names even when a parameter has a
+    // mistake of its own (so each is reported once, where it is).
+    let names: BTreeMap<String, Option<Kind>> = match (&params, &t.params) {
+        (Some(p), _) => p.names().into_iter().collect(),
+        (None, Some(raw)) => raw
+            .iter()
+            .map(|(k, v)| (k.get_ref().clone(), Kind::parse(v.get_ref().kind.get_ref())))
+            .collect(),
+        (None, None) => BTreeMap::new(),
+    };
     let mut args = Vec::new();
     for (i, a) in t.args.iter().enumerate() {
         match template(a, &format!("{label}.args[{i}]"), &names, errors) {
