@@ -679,3 +679,67 @@ async fn cancelling_a_job_ends_its_process_tree_and_the_job_is_cancelled() {
     assert!(!alive(leader), "the job's command outlived the job");
     assert!(!alive(grandchild), "the job's grandchild outlived the job");
 }
+
+#[tokio::test]
+async fn the_serve_table_sets_defaults_and_demo_tools_are_opt_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("staunch.toml");
+    let tool = format!(
+        "[[tool]]\nname = \"hello\"\ndescription = \"Says hello.\"\nprogram = \"{FIX}/argv.py\"\nargs = [\"hello\"]\n"
+    );
+    let list = |p: &Proc| -> Vec<String> {
+        let r = p
+            .history
+            .iter()
+            .find(|m| m.msg["id"] == "l")
+            .unwrap()
+            .msg
+            .clone();
+        r["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    // Without demo_tools: only the command tool.
+    std::fs::write(&config, &tool).unwrap();
+    let mut p = Proc::ready(&["--config", config.to_str().unwrap()]).await;
+    p.request(json!("l"), "tools/list", json!({})).await;
+    p.response(&json!("l")).await;
+    assert_eq!(list(&p), ["hello"]);
+    drop(p);
+    // [serve] demo_tools = true and a store relative to the file.
+    std::fs::write(
+        &config,
+        format!("[serve]\ndemo_tools = true\nstore = \"from-file.db\"\n\n{tool}"),
+    )
+    .unwrap();
+    let mut p = Proc::spawn(&["--config", config.to_str().unwrap()]).await;
+    p.initialize("2025-11-25").await;
+    p.request(json!("l"), "tools/list", json!({})).await;
+    p.response(&json!("l")).await;
+    let names = list(&p);
+    assert!(
+        names.contains(&"hello".to_string()) && names.contains(&"echo".to_string()),
+        "{names:?}"
+    );
+    // Proc passes --store :memory: explicitly, which wins over the file.
+    assert!(!dir.path().join("from-file.db").exists());
+    drop(p);
+    // Without the flag, the file's store is used (relative to the file, not the cwd).
+    let out = tokio::process::Command::new(BIN)
+        .args(["serve", "--no-log", "--config"])
+        .arg(&config)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(dir.path().join("from-file.db").exists());
+}
