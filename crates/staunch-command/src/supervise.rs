@@ -125,15 +125,19 @@ pub async fn run(
     signal_group(pid, Signal::KILL);
     guard.disarm();
     let drain = async {
-        for r in readers {
+        for r in &mut readers {
             let _ = r.await;
         }
     };
     if tokio::time::timeout(DRAIN_AFTER_EXIT, drain).await.is_err() {
+        // Keep what was read; stop reading a pipe held open by a process outside the group.
         tracing::warn!(
             pid,
             "command output still open after its process group ended"
         );
+        for r in &readers {
+            r.abort();
+        }
     }
     let stdout = std::mem::take(&mut *stdout.lock().unwrap_or_else(|p| p.into_inner()));
     let t = tail.lock().unwrap_or_else(|p| p.into_inner());
