@@ -108,7 +108,8 @@ pub async fn run(
             }
             _ = ticker.tick(), if elapsed.is_some() => {
                 if !reported.load(Ordering::Relaxed) {
-                    let secs = started.elapsed().as_secs_f64().floor();
+                    // Tenths of a second, so every tick (at least 100 ms apart) increases.
+                    let secs = (started.elapsed().as_secs_f64() * 10.0).floor() / 10.0;
                     progress(
                         Report {
                             progress: secs,

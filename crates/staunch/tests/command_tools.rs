@@ -412,10 +412,14 @@ async fn progress_lines_and_elapsed_time_reach_the_client() {
                 .to_string()
         })
         .collect();
-    assert!(
-        msgs.iter().any(|m| m.starts_with("running for")),
-        "{msgs:?}"
-    );
+    let elapsed = msgs.iter().filter(|m| m.starts_with("running for")).count();
+    assert!(elapsed >= 2, "{msgs:?}");
+    let values: Vec<f64> = p
+        .progress(&json!("q"))
+        .into_iter()
+        .map(|(_, v)| v)
+        .collect();
+    assert!(values.windows(2).all(|w| w[0] < w[1]), "{values:?}");
 }
 
 #[tokio::test]
