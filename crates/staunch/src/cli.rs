@@ -31,11 +31,21 @@ pub enum Command {
     Audit(crate::audit_cmd::AuditArgs),
     /// Operate on the job store `staunch serve` uses: list, show, cancel and purge jobs.
     Jobs(crate::jobs_cmd::JobsArgs),
+    /// Validate a command-tool configuration (staunch.toml) without serving: every mistake
+    /// with its line, column and field.
+    Check(crate::check_cmd::CheckArgs),
 }
 
 /// Options of `staunch serve`.
 #[derive(Debug, Args)]
 pub struct ServeArgs {
+    /// Serve the command tools declared in this file (staunch.toml); refuses to start if it is
+    /// invalid, reloads it on SIGHUP. Its `[serve]` table sets defaults for these flags.
+    #[arg(long, env = "STAUNCH_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// With --config: serve the demo tools (--profile) next to the command tools.
+    #[arg(long, env = "STAUNCH_DEMO_TOOLS")]
+    pub demo_tools: bool,
     /// Which tool set to serve: `demo` (example tools of every shape) or `conformance` (what
     /// the official conformance suite calls).
     #[arg(long, default_value = "demo", env = "STAUNCH_PROFILE")]
@@ -202,5 +212,6 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Probe(args) => crate::probe::run(args).await,
         Command::Audit(args) => crate::audit_cmd::run(args),
         Command::Jobs(args) => crate::jobs_cmd::run(args).await,
+        Command::Check(args) => crate::check_cmd::run(args),
     }
 }

@@ -17,7 +17,8 @@ pub fn build_server(
     jobs: Option<(&JobRuntime, ImportDb)>,
     state_key: Option<StateKey>,
     metrics: Metrics,
-) -> anyhow::Result<Server> {
+    commands: Option<&crate::command_tools::Loaded>,
+) -> anyhow::Result<(Server, Option<staunch_command::CommandTools>)> {
     let mut config = Config {
         max_in_flight: args.max_in_flight,
         cancel_grace: Duration::from_millis(args.cancel_grace_ms),
@@ -47,17 +48,27 @@ pub fn build_server(
     if let Some(key) = state_key {
         builder = builder.state_key(key);
     }
-    let builder = match args.profile.as_str() {
-        "demo" => crate::tools::demo(builder, jobs),
-        "conformance" => crate::tools::conformance::register(builder, jobs.map(|(rt, _)| rt)),
-        other => anyhow::bail!("unknown profile {other:?}; use demo or conformance"),
+    let runtime = jobs.as_ref().map(|(rt, _)| *rt);
+    let builder = match (args.profile.as_str(), commands) {
+        // With a command-tool file, the demo tools are served only when asked for.
+        (_, Some(c)) if !c.demo_tools => builder,
+        ("demo", _) => crate::tools::demo(builder, jobs),
+        ("conformance", _) => crate::tools::conformance::register(builder, jobs.map(|(rt, _)| rt)),
+        (other, _) => anyhow::bail!("unknown profile {other:?}; use demo or conformance"),
     };
-    Ok(builder.build())
+    let Some(c) = commands else {
+        return Ok((builder.build(), None));
+    };
+    let (builder, tools) = staunch_command::register(builder, &c.config, runtime)?;
+    Ok((builder.build(), Some(tools)))
 }
 
-pub async fn run(args: ServeArgs) -> anyhow::Result<i32> {
+pub async fn run(mut args: ServeArgs) -> anyhow::Result<i32> {
+    let commands = crate::command_tools::prepare(&mut args)?;
     // Job tools keep their state in the store, so stdio needs it too when they are served.
-    let with_jobs = args.profile == "demo" || args.profile == "conformance";
+    let demo = commands.as_ref().is_none_or(|c| c.demo_tools);
+    let with_jobs = (demo && (args.profile == "demo" || args.profile == "conformance"))
+        || commands.as_ref().is_some_and(|c| c.has_job_tools());
     // Fails early on auth flags without --http (stdio has no auth).
     args.auth.check_transport(args.http.is_some())?;
     let stores = if with_jobs || args.http.is_some() {
@@ -74,12 +85,17 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<i32> {
         Some(stores) => Some(shared_state_key(stores).await?),
         None => None,
     };
-    let server = build_server(
+    let (server, command_tools) = build_server(
         &args,
         jobs.as_ref().map(|(rt, db)| (rt, db.clone())),
         state_key,
         metrics.clone(),
+        commands.as_ref(),
     )?;
+    if let (Some(c), Some(tools)) = (&commands, command_tools) {
+        crate::command_tools::sweep_orphans_periodically();
+        crate::command_tools::reload_on_sighup(c.path.clone(), tools);
+    }
     if let Some((rt, _)) = &jobs {
         rt.start().await.context("starting the job runtime")?;
     }

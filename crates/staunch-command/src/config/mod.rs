@@ -1,0 +1,709 @@
+//! `staunch.toml`: reading ([`load`], [`parse`]) and validating it into a [`CommandConfig`].
+//!
+//! Every mistake is reported with its line, column and field (`tool[1] "export".deadline`),
+//! and validation goes on after the first one, so `staunch check` lists them all. The format
+//! is documented in the README ("Command tools") and in `examples/`.
+
+mod error;
+mod model;
+mod raw;
+mod units;
+
+use std::collections::{BTreeMap, HashSet};
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+use staunch_server::Shape;
+use toml::Spanned;
+
+pub use error::{ConfigError, ConfigErrors, LoadError};
+pub use model::{
+    BASE_ENV, CommandConfig, CommandTool, EnvPolicy, OutputLimits, Overflow, ResultMode,
+    ServeSettings,
+};
+
+use crate::params::{DEFAULT_MAX_ITEMS, DEFAULT_MAX_STRING, Kind, Param, Params};
+use crate::template::ArgTemplate;
+use error::Errors;
+use raw::{NumOrText, RawFile, RawParam, RawServe, RawTool};
+
+/// Default grace between SIGTERM and SIGKILL.
+pub const DEFAULT_GRACE: Duration = Duration::from_secs(5);
+/// Default bound on standard output kept for the result.
+pub const DEFAULT_MAX_STDOUT: u64 = 1 << 20;
+/// Default bound on the stderr tail kept for errors.
+pub const DEFAULT_STDERR_TAIL: u64 = 4 << 10;
+/// Default concurrency per tool.
+pub const DEFAULT_CONCURRENCY: usize = 8;
+/// Default interval of elapsed-time progress.
+pub const DEFAULT_ELAPSED_PROGRESS: Duration = Duration::from_secs(2);
+
+/// Reads and validates the file at `path`.
+pub fn load(path: &Path) -> Result<CommandConfig, LoadError> {
+    let source = std::fs::read_to_string(path).map_err(|source| LoadError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    parse(&source, path).map_err(LoadError::Invalid)
+}
+
+/// Validates `source` as if read from `path` (relative programs and directories are resolved
+/// against `path`'s directory).
+pub fn parse(source: &str, path: &Path) -> Result<CommandConfig, ConfigErrors> {
+    let mut errors = Errors::new(source);
+    let raw: RawFile = match toml::from_str(source) {
+        Ok(r) => r,
+        Err(e) => {
+            let span = e.span().unwrap_or(0..0);
+            errors.at(span, "", e.message().to_string());
+            return Err(errors.into_errors(path));
+        }
+    };
+    let base = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+    let base = std::path::absolute(&base).unwrap_or(base);
+    if let Some(v) = &raw.version
+        && *v.get_ref() != 1
+    {
+        errors.at(v.span(), "version", "only version = 1 exists");
+    }
+    let serve = raw
+        .serve
+        .as_ref()
+        .map(|s| serve_settings(s, &base, &mut errors))
+        .unwrap_or_default();
+    let mut tools = Vec::new();
+    let mut names: HashSet<String> = HashSet::new();
+    for (i, t) in raw.tools.iter().enumerate() {
+        let raw_tool = t.get_ref();
+        let label = format!("tool[{i}] {:?}", raw_tool.name.get_ref());
+        // Names are claimed even by a tool with mistakes, so a duplicate is reported too.
+        let mut own = vec![raw_tool.name.get_ref().clone()];
+        if raw_tool
+            .shape
+            .as_ref()
+            .is_some_and(|s| s.get_ref() == "job")
+        {
+            for face in ["start", "get", "cancel"] {
+                own.push(format!("{face}_{}", raw_tool.name.get_ref()));
+            }
+        }
+        if let Some(dup) = own.iter().find(|n| names.contains(*n)) {
+            errors.at(
+                raw_tool.name.span(),
+                format!("{label}.name"),
+                format!(
+                    "the tool name {dup:?} is taken (job tools also get start_, get_ and \
+                     cancel_ tools)"
+                ),
+            );
+        }
+        names.extend(own);
+        if let Some(tool) = tool(raw_tool, &label, &base, &mut errors) {
+            tools.push(Arc::new(tool));
+        }
+    }
+    errors.finish(path)?;
+    Ok(CommandConfig {
+        path: path.to_path_buf(),
+        serve,
+        tools,
+    })
+}
+
+fn serve_settings(s: &RawServe, base: &Path, errors: &mut Errors<'_>) -> ServeSettings {
+    let mut out = ServeSettings::default();
+    if let Some(h) = &s.http {
+        match h.get_ref().parse() {
+            Ok(a) => out.http = Some(a),
+            Err(_) => errors.at(
+                h.span(),
+                "serve.http",
+                format!(
+                    "{:?} is not an address such as \"127.0.0.1:8080\"",
+                    h.get_ref()
+                ),
+            ),
+        }
+    }
+    // A SQLite file is relative to this file, like every other path in it.
+    out.store = s.store.as_ref().map(|v| {
+        let st = v.get_ref();
+        let is_file =
+            st != ":memory:" && !st.starts_with("postgres://") && !st.starts_with("postgresql://");
+        if is_file {
+            let file = st.strip_prefix("sqlite:").unwrap_or(st);
+            base.join(file).display().to_string()
+        } else {
+            st.clone()
+        }
+    });
+    out.store_schema = s.store_schema.as_ref().map(|v| v.get_ref().clone());
+    out.instance_name = s.instance_name.as_ref().map(|v| v.get_ref().clone());
+    out.log_file = s.log_file.as_ref().map(|v| base.join(v.get_ref()));
+    out.no_log = s.no_log.as_ref().map(|v| *v.get_ref());
+    out.demo_tools = s.demo_tools.as_ref().map(|v| *v.get_ref());
+    out.endpoint = s.endpoint.as_ref().map(|v| v.get_ref().clone());
+    out.allow_hosts = s.allow_hosts.as_ref().map(|v| v.get_ref().clone());
+    out.max_in_flight = positive(&s.max_in_flight, "serve.max_in_flight", errors);
+    out.job_workers = positive(&s.job_workers, "serve.job_workers", errors);
+    out
+}
+
+fn positive(v: &Option<Spanned<i64>>, field: &str, errors: &mut Errors<'_>) -> Option<usize> {
+    let v = v.as_ref()?;
+    if *v.get_ref() < 1 {
+        errors.at(v.span(), field, "must be at least 1");
+        return None;
+    }
+    Some(*v.get_ref() as usize)
+}
+
+fn tool(t: &RawTool, label: &str, base: &Path, errors: &mut Errors<'_>) -> Option<CommandTool> {
+    let before = errors.list.len();
+    let f = |field: &str| format!("{label}.{field}");
+    let name = t.name.get_ref().clone();
+    if name.is_empty()
+        || name.len() > 64
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.')
+    {
+        errors.at(
+            t.name.span(),
+            f("name"),
+            "a tool name is 1 to 64 of A-Z a-z 0-9 _ - .",
+        );
+    }
+    if t.description.get_ref().trim().is_empty() {
+        errors.at(
+            t.description.span(),
+            f("description"),
+            "say what the tool does: the model reads it to choose the tool",
+        );
+    }
+    let shape = match t.shape.as_ref().map(|s| (s.get_ref().as_str(), s.span())) {
+        None | Some(("quick", _)) => Shape::Quick,
+        Some(("streaming", _)) => Shape::Streaming,
+        Some(("job", _)) => Shape::Job,
+        Some(("atomic", _)) => Shape::Atomic,
+        Some((other, span)) => {
+            errors.at(
+                span,
+                f("shape"),
+                format!("{other:?} is not a shape: quick, streaming, job or atomic"),
+            );
+            Shape::Quick
+        }
+    };
+    let params = params(t, label, errors);
+    // Placeholders are checked against the declared names even when a parameter has a
+    // mistake of its own (so each is reported once, where it is).
+    let names: BTreeMap<String, Option<Kind>> = match (&params, &t.params) {
+        (Some(p), _) => p.names().into_iter().collect(),
+        (None, Some(raw)) => raw
+            .iter()
+            .map(|(k, v)| (k.get_ref().clone(), Kind::parse(v.get_ref().kind.get_ref())))
+            .collect(),
+        (None, None) => BTreeMap::new(),
+    };
+    let mut args = Vec::new();
+    for (i, a) in t.args.iter().enumerate() {
+        match template(a, &format!("{label}.args[{i}]"), &names, errors) {
+            Some(tpl) => args.push(tpl),
+            None => continue,
+        }
+    }
+    let cwd = match &t.cwd {
+        None => base.to_path_buf(),
+        Some(c) => {
+            let dir = base.join(c.get_ref());
+            if !dir.is_dir() {
+                errors.at(
+                    c.span(),
+                    f("cwd"),
+                    format!("{} is not a directory", dir.display()),
+                );
+            }
+            dir
+        }
+    };
+    let program = program(&t.program, &f("program"), base, errors);
+    let env = env(t, label, errors);
+    let dur = |v: &Option<Spanned<NumOrText>>, field: &str, errors: &mut Errors<'_>| {
+        let v = v.as_ref()?;
+        match units::duration(v.get_ref()) {
+            Ok(d) => Some(d),
+            Err(m) => {
+                errors.at(v.span(), f(field), m);
+                None
+            }
+        }
+    };
+    let deadline = dur(&t.deadline, "deadline", errors);
+    if deadline == Some(Duration::ZERO)
+        && let Some(d) = &t.deadline
+    {
+        errors.at(
+            d.span(),
+            f("deadline"),
+            "a deadline of 0 would stop every call at once",
+        );
+    }
+    let grace = dur(&t.grace, "grace", errors).unwrap_or(DEFAULT_GRACE);
+    let elapsed_progress = match &t.elapsed_progress {
+        Some(v) if matches!(v.get_ref(), NumOrText::Text(s) if s == "off") => None,
+        _ => Some(
+            dur(&t.elapsed_progress, "elapsed_progress", errors)
+                .unwrap_or(DEFAULT_ELAPSED_PROGRESS)
+                .max(Duration::from_millis(100)),
+        ),
+    };
+    let size = |v: &Option<Spanned<NumOrText>>, field: &str, dflt: u64, errors: &mut Errors<'_>| {
+        let Some(v) = v.as_ref() else {
+            return dflt;
+        };
+        match units::size(v.get_ref()) {
+            Ok(0) => {
+                errors.at(v.span(), f(field), "must be more than 0 bytes");
+                dflt
+            }
+            Ok(n) => n,
+            Err(m) => {
+                errors.at(v.span(), f(field), m);
+                dflt
+            }
+        }
+    };
+    let result = match (t.result.as_ref(), t.result_file.as_ref()) {
+        (None, None) => ResultMode::Text,
+        (Some(r), file) => match (r.get_ref().as_str(), file) {
+            ("text", None) => ResultMode::Text,
+            ("json", None) => ResultMode::Json,
+            ("file", Some(path)) => template(path, &f("result_file"), &names, errors)
+                .map_or(ResultMode::Text, ResultMode::File),
+            ("file", None) => {
+                errors.at(r.span(), f("result"), "result = \"file\" needs result_file");
+                ResultMode::Text
+            }
+            ("text" | "json", Some(p)) => {
+                errors.at(p.span(), f("result_file"), "only with result = \"file\"");
+                ResultMode::Text
+            }
+            (other, _) => {
+                errors.at(
+                    r.span(),
+                    f("result"),
+                    format!("{other:?} is not a result: text, json or file"),
+                );
+                ResultMode::Text
+            }
+        },
+        (None, Some(p)) => {
+            errors.at(p.span(), f("result_file"), "only with result = \"file\"");
+            ResultMode::Text
+        }
+    };
+    let overflow = match t.stdout_overflow.as_ref() {
+        None if result == ResultMode::Json => Overflow::Fail,
+        None => Overflow::Truncate,
+        Some(o) => match o.get_ref().as_str() {
+            "truncate" => Overflow::Truncate,
+            "fail" => Overflow::Fail,
+            other => {
+                errors.at(
+                    o.span(),
+                    f("stdout_overflow"),
+                    format!("{other:?}: write \"truncate\" or \"fail\""),
+                );
+                Overflow::Truncate
+            }
+        },
+    };
+    let limits = OutputLimits {
+        max_stdout: size(&t.max_stdout, "max_stdout", DEFAULT_MAX_STDOUT, errors),
+        overflow,
+        stderr_tail: size(&t.stderr_tail, "stderr_tail", DEFAULT_STDERR_TAIL, errors),
+        max_result: size(&t.max_result, "max_result", DEFAULT_MAX_STDOUT, errors),
+    };
+    let concurrency = match &t.concurrency {
+        None => DEFAULT_CONCURRENCY,
+        Some(c) if *c.get_ref() >= 1 => *c.get_ref() as usize,
+        Some(c) => {
+            errors.at(c.span(), f("concurrency"), "must be at least 1");
+            DEFAULT_CONCURRENCY
+        }
+    };
+    let job_only = |v: Option<Range<usize>>, field: &str, errors: &mut Errors<'_>| {
+        if let Some(span) = v
+            && shape != Shape::Job
+        {
+            errors.at(span, f(field), "only job tools (shape = \"job\") take this");
+        }
+    };
+    job_only(
+        t.max_attempts.as_ref().map(|v| v.span()),
+        "max_attempts",
+        errors,
+    );
+    job_only(
+        t.dedupe_inflight.as_ref().map(|v| v.span()),
+        "dedupe_inflight",
+        errors,
+    );
+    let retry_safe = t.retry_safe.as_ref().is_some_and(|v| *v.get_ref());
+    let max_attempts = match &t.max_attempts {
+        Some(v) if *v.get_ref() < 1 || *v.get_ref() > 100 => {
+            errors.at(v.span(), f("max_attempts"), "must be 1 to 100");
+            None
+        }
+        Some(v) => {
+            if !retry_safe {
+                errors.at(
+                    v.span(),
+                    f("max_attempts"),
+                    "only a retry_safe tool is run more than once; set retry_safe = true",
+                );
+            }
+            Some(*v.get_ref() as u32)
+        }
+        None => None,
+    };
+    let ok_exit_codes = match &t.ok_exit_codes {
+        None => vec![0],
+        Some(v) => {
+            if v.get_ref().is_empty() || v.get_ref().iter().any(|c| !(0..=255).contains(c)) {
+                errors.at(
+                    v.span(),
+                    f("ok_exit_codes"),
+                    "exit codes are 0 to 255, at least one",
+                );
+            }
+            v.get_ref().iter().map(|c| *c as i32).collect()
+        }
+    };
+    if errors.list.len() > before {
+        return None;
+    }
+    Some(CommandTool {
+        name,
+        title: t.title.as_ref().map(|v| v.get_ref().clone()),
+        description: t.description.get_ref().clone(),
+        shape,
+        program: program?,
+        args,
+        cwd,
+        env,
+        params: params?,
+        deadline,
+        grace,
+        limits,
+        concurrency,
+        retry_safe,
+        side_effects: t
+            .side_effects
+            .as_ref()
+            .map_or(matches!(shape, Shape::Job | Shape::Atomic), |v| {
+                *v.get_ref()
+            }),
+        max_attempts,
+        dedupe_inflight: t.dedupe_inflight.as_ref().map(|v| *v.get_ref()),
+        result,
+        elapsed_progress,
+        ok_exit_codes,
+    })
+}
+
+fn template(
+    a: &Spanned<String>,
+    field: &str,
+    names: &BTreeMap<String, Option<Kind>>,
+    errors: &mut Errors<'_>,
+) -> Option<ArgTemplate> {
+    let tpl = match ArgTemplate::parse(a.get_ref()) {
+        Ok(t) => t,
+        Err(m) => {
+            errors.at(a.span(), field, m);
+            return None;
+        }
+    };
+    let mut ok = true;
+    for n in tpl.names() {
+        match names.get(n) {
+            None => {
+                let known: Vec<&str> = names.keys().map(String::as_str).collect();
+                errors.at(
+                    a.span(),
+                    field,
+                    format!(
+                        "{{{n}}} names no parameter (declared: {})",
+                        if known.is_empty() {
+                            "none".into()
+                        } else {
+                            known.join(", ")
+                        }
+                    ),
+                );
+                ok = false;
+            }
+            Some(Some(Kind::StringArray)) if !tpl.is_whole() => {
+                errors.at(
+                    a.span(),
+                    field,
+                    format!("the array {{{n}}} must be a whole element (\"{{{n}}}\")"),
+                );
+                ok = false;
+            }
+            Some(_) => {}
+        }
+    }
+    ok.then_some(tpl)
+}
+
+fn program(
+    p: &Spanned<String>,
+    field: &str,
+    base: &Path,
+    errors: &mut Errors<'_>,
+) -> Option<PathBuf> {
+    let name = p.get_ref();
+    let found = if name.contains('/') {
+        let path = base.join(name);
+        path.is_file().then_some(path)
+    } else if name.is_empty() {
+        None
+    } else {
+        std::env::var_os("PATH").and_then(|paths| {
+            std::env::split_paths(&paths)
+                .map(|d| d.join(name))
+                .find(|c| c.is_file())
+        })
+    };
+    let Some(path) = found else {
+        errors.at(
+            p.span(),
+            field,
+            format!(
+                "{name:?} not found ({})",
+                if name.contains('/') {
+                    format!("looked at {}", base.join(name).display())
+                } else {
+                    "looked in PATH; give a path with a / to use one relative to this file".into()
+                }
+            ),
+        );
+        return None;
+    };
+    if !is_executable(&path) {
+        errors.at(
+            p.span(),
+            field,
+            format!("{} is not executable (chmod +x it)", path.display()),
+        );
+        return None;
+    }
+    Some(path)
+}
+
+fn is_executable(p: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p).is_ok_and(|m| m.permissions().mode() & 0o111 != 0)
+}
+
+fn env_name_ok(n: &str) -> bool {
+    !n.is_empty() && !n.contains(['=', '\0']) && !n.starts_with("STAUNCH_")
+}
+
+fn env(t: &RawTool, label: &str, errors: &mut Errors<'_>) -> EnvPolicy {
+    let mut out = EnvPolicy::default();
+    let Some(e) = &t.env else {
+        return out;
+    };
+    let bad = "not a variable name (no = or NUL; STAUNCH_* is reserved for staunch)";
+    for a in &e.allow {
+        if env_name_ok(a.get_ref()) {
+            out.allow.push(a.get_ref().clone());
+        } else {
+            errors.at(a.span(), format!("{label}.env.allow"), bad);
+        }
+    }
+    for (k, v) in &e.set {
+        if !env_name_ok(k.get_ref()) || v.get_ref().contains('\0') {
+            errors.at(k.span(), format!("{label}.env.set.{}", k.get_ref()), bad);
+        } else {
+            out.set.push((k.get_ref().clone(), v.get_ref().clone()));
+        }
+    }
+    for (k, from) in &e.secrets {
+        let field = format!("{label}.env.secrets.{}", k.get_ref());
+        if !env_name_ok(k.get_ref()) {
+            errors.at(k.span(), field, bad);
+        } else if std::env::var_os(from.get_ref()).is_none() {
+            // Named, never shown: the value is nobody's business, its absence is.
+            errors.at(
+                from.span(),
+                field,
+                format!(
+                    "the secret's source variable {} is not set in staunch's environment",
+                    from.get_ref()
+                ),
+            );
+        } else {
+            out.secrets
+                .push((k.get_ref().clone(), from.get_ref().clone()));
+        }
+    }
+    out
+}
+
+fn params(t: &RawTool, label: &str, errors: &mut Errors<'_>) -> Option<Params> {
+    match (&t.params, &t.input_schema) {
+        (Some(_), Some(s)) => {
+            errors.at(
+                s.span(),
+                format!("{label}.input_schema"),
+                "give params or input_schema, not both",
+            );
+            None
+        }
+        (None, None) => Some(Params::Typed(Vec::new())),
+        (None, Some(s)) => {
+            let field = format!("{label}.input_schema");
+            let v: Value = match s.get_ref() {
+                toml::Value::String(text) => match serde_json::from_str(text) {
+                    Ok(v) => v,
+                    Err(e) => {
+                        errors.at(s.span(), field, format!("not JSON: {e}"));
+                        return None;
+                    }
+                },
+                other => match serde_json::to_value(other) {
+                    Ok(v) => v,
+                    Err(e) => {
+                        errors.at(s.span(), field, format!("cannot be JSON: {e}"));
+                        return None;
+                    }
+                },
+            };
+            if v.get("type").and_then(Value::as_str) != Some("object") {
+                errors.at(
+                    s.span(),
+                    field,
+                    "an input schema must have type = \"object\"",
+                );
+                return None;
+            }
+            Some(Params::Schema(v))
+        }
+        (Some(ps), None) => {
+            let before = errors.list.len();
+            let mut out = Vec::new();
+            for (name, p) in ps {
+                let field = format!("{label}.params.{}", name.get_ref());
+                if let Some(param) = param(name, p.get_ref(), &field, errors) {
+                    out.push(param);
+                }
+            }
+            (errors.list.len() == before).then_some(Params::Typed(out))
+        }
+    }
+}
+
+fn param(
+    name: &Spanned<String>,
+    p: &RawParam,
+    field: &str,
+    errors: &mut Errors<'_>,
+) -> Option<Param> {
+    let n = name.get_ref();
+    if n.is_empty()
+        || !n
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    {
+        errors.at(name.span(), field, "a parameter name is A-Z a-z 0-9 _ -");
+        return None;
+    }
+    if n == staunch_jobs::ARG_KEY {
+        errors.at(
+            name.span(),
+            field,
+            "idempotency_key is staunch's own argument of job tools",
+        );
+        return None;
+    }
+    let Some(kind) = Kind::parse(p.kind.get_ref()) else {
+        errors.at(
+            p.kind.span(),
+            format!("{field}.type"),
+            format!(
+                "{:?} is not a type: string, integer, number, boolean or array (of strings)",
+                p.kind.get_ref()
+            ),
+        );
+        return None;
+    };
+    let json = |v: &toml::Value| serde_json::to_value(v).unwrap_or(Value::Null);
+    let default = p.default.as_ref().map(|d| (json(d.get_ref()), d.span()));
+    if let Some((d, span)) = &default
+        && !kind.admits(d)
+    {
+        errors.at(
+            span.clone(),
+            format!("{field}.default"),
+            format!("{d} is not of type {}", p.kind.get_ref()),
+        );
+    }
+    if let Some(flag) = &p.flag
+        && kind != Kind::Boolean
+    {
+        errors.at(
+            flag.span(),
+            format!("{field}.flag"),
+            "only a boolean has a flag",
+        );
+    }
+    let choices = p
+        .choices
+        .as_ref()
+        .map(|c| c.get_ref().iter().map(json).collect::<Vec<_>>());
+    if let (Some(c), Some(span)) = (&choices, p.choices.as_ref().map(|c| c.span()))
+        && (c.is_empty() || c.iter().any(|v| !kind.admits(v)))
+    {
+        errors.at(
+            span,
+            format!("{field}.enum"),
+            format!("every choice must be of type {}", p.kind.get_ref()),
+        );
+    }
+    let count = |v: &Option<Spanned<i64>>, sub: &str, dflt: usize, errors: &mut Errors<'_>| match v
+    {
+        None => dflt,
+        Some(v) if *v.get_ref() >= 1 => *v.get_ref() as usize,
+        Some(v) => {
+            errors.at(v.span(), format!("{field}.{sub}"), "must be at least 1");
+            dflt
+        }
+    };
+    Some(Param {
+        name: n.clone(),
+        kind,
+        description: p.description.as_ref().map(|d| d.get_ref().clone()),
+        required: p
+            .required
+            .as_ref()
+            .map_or(default.is_none(), |r| *r.get_ref()),
+        default: default.map(|(d, _)| d),
+        choices,
+        minimum: p.minimum.as_ref().map(|v| *v.get_ref()),
+        maximum: p.maximum.as_ref().map(|v| *v.get_ref()),
+        max_length: count(&p.max_length, "max_length", DEFAULT_MAX_STRING, errors),
+        max_items: count(&p.max_items, "max_items", DEFAULT_MAX_ITEMS, errors),
+        flag: p.flag.as_ref().map(|f| f.get_ref().clone()),
+    })
+}

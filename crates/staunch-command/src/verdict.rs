@@ -1,0 +1,132 @@
+//! What a finished command means for its call: a result (stdout text, a JSON object from
+//! stdout, or a file), a failure the model can read (exit status and the stderr tail), or a
+//! cancellation.
+
+use std::path::Path;
+
+use serde_json::{Map, Value, json};
+
+use crate::config::{CommandTool, ResultMode};
+use crate::supervise::{EndedBy, Finished};
+
+/// The outcome of one call.
+#[derive(Debug)]
+pub enum Verdict {
+    /// Success: text for the model, structured content when the result is JSON.
+    Done {
+        text: String,
+        value: Value,
+        structured: bool,
+    },
+    /// A failure, described for the model.
+    Failed(String),
+    /// Stopped by a cancel (or the deadline).
+    Cancelled,
+}
+
+/// Judges a finished command.
+pub fn judge(tool: &CommandTool, f: &Finished, args: &Map<String, Value>) -> Verdict {
+    match f.ended_by {
+        EndedBy::Cancelled { .. } => return Verdict::Cancelled,
+        EndedBy::OutputLimit { .. } => {
+            return Verdict::Failed(format!(
+                "{} printed more than {} bytes on standard output (max_stdout) and was stopped",
+                tool.name, tool.limits.max_stdout
+            ));
+        }
+        EndedBy::Exited => {}
+    }
+    let ok = f.code.is_some_and(|c| tool.ok_exit_codes.contains(&c));
+    if !ok {
+        let how = match (f.code, f.signal) {
+            (Some(c), _) => format!("exit status {c}"),
+            (None, Some(s)) => format!("killed by signal {s}"),
+            (None, None) => "an unknown status".into(),
+        };
+        let mut m = format!("{} failed: {how}", tool.name);
+        if f.stderr_tail.is_empty() {
+            m.push_str(" (nothing on stderr)");
+        } else {
+            m.push_str("\nstderr (last lines):\n");
+            m.push_str(&f.stderr_tail);
+        }
+        return Verdict::Failed(m);
+    }
+    match &tool.result {
+        ResultMode::Text => {
+            let mut text = String::from_utf8_lossy(&f.stdout.bytes).into_owned();
+            if f.stdout.truncated {
+                text.push_str(&format!(
+                    "\n[output truncated: kept the first {} of {} bytes]",
+                    f.stdout.bytes.len(),
+                    f.stdout.total
+                ));
+            }
+            let value = json!({
+                "exit_code": f.code,
+                "stdout": text,
+                "stdout_truncated": f.stdout.truncated,
+            });
+            Verdict::Done {
+                text,
+                value,
+                structured: false,
+            }
+        }
+        ResultMode::Json => match serde_json::from_slice::<Value>(&f.stdout.bytes) {
+            Ok(v @ Value::Object(_)) => Verdict::Done {
+                text: v.to_string(),
+                value: v,
+                structured: true,
+            },
+            Ok(_) => Verdict::Failed(format!(
+                "{} succeeded but its output is not a JSON object (result = \"json\")",
+                tool.name
+            )),
+            Err(e) => Verdict::Failed(format!(
+                "{} succeeded but its output is not JSON (result = \"json\"): {e}",
+                tool.name
+            )),
+        },
+        ResultMode::File(tpl) => {
+            let flag = |n: &str| tool.flag_of(n);
+            let mut parts = Vec::new();
+            if let Err(m) = tpl.render(args, &flag, &mut parts) {
+                return Verdict::Failed(m);
+            }
+            let Some(rel) = parts.into_iter().next() else {
+                return Verdict::Failed("result_file names no file for these arguments".into());
+            };
+            let path = tool.cwd.join(Path::new(&rel));
+            read_result(&path, tool.limits.max_result)
+        }
+    }
+}
+
+fn read_result(path: &Path, max: u64) -> Verdict {
+    match std::fs::metadata(path) {
+        Ok(m) if m.len() > max => Verdict::Failed(format!(
+            "the result file {} has {} bytes; max_result is {max}",
+            path.display(),
+            m.len()
+        )),
+        Ok(_) => match std::fs::read(path) {
+            Ok(b) => {
+                let text = String::from_utf8_lossy(&b).into_owned();
+                Verdict::Done {
+                    value: json!({"file": path.display().to_string(), "content": text}),
+                    text,
+                    structured: false,
+                }
+            }
+            Err(e) => Verdict::Failed(format!(
+                "cannot read the result file {}: {e}",
+                path.display()
+            )),
+        },
+        Err(e) => Verdict::Failed(format!(
+            "the command did not leave its result file {}: {e}",
+            path.display()
+        )),
+    }
+}

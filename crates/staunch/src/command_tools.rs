@@ -1,0 +1,154 @@
+//! `staunch serve --config staunch.toml`: loads the command tools, applies the file's
+//! `[serve]` table to flags not given explicitly, registers the tools, reloads them on SIGHUP
+//! and sweeps away processes a dead staunch left behind.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use clap::CommandFactory;
+use clap::parser::ValueSource;
+use staunch_command::{CommandConfig, CommandTools};
+
+use crate::cli::{Cli, ServeArgs};
+
+/// How often the orphan sweep runs while serving.
+const SWEEP_EVERY: Duration = Duration::from_secs(30);
+
+/// The loaded configuration, and whether the demo tools are served next to it.
+pub struct Loaded {
+    pub path: PathBuf,
+    pub config: CommandConfig,
+    pub demo_tools: bool,
+}
+
+impl Loaded {
+    pub fn has_job_tools(&self) -> bool {
+        self.config
+            .tools
+            .iter()
+            .any(|t| t.shape == staunch_server::Shape::Job)
+    }
+}
+
+/// Loads `--config` (refusing an invalid file) and applies its `[serve]` table.
+pub fn prepare(args: &mut ServeArgs) -> anyhow::Result<Option<Loaded>> {
+    let Some(path) = args.config.clone() else {
+        return Ok(None);
+    };
+    let config = staunch_command::load(&path).map_err(|e| {
+        anyhow::anyhow!("{e}\nstaunch serve: refusing to start with an invalid configuration")
+    })?;
+    apply_serve_table(args, &config.serve);
+    let demo_tools = args.demo_tools || config.serve.demo_tools.unwrap_or(false);
+    Ok(Some(Loaded {
+        path,
+        config,
+        demo_tools,
+    }))
+}
+
+/// Which `serve` flags were given on the command line or in the environment (they win over
+/// the file).
+fn explicit() -> impl Fn(&str) -> bool {
+    let matches = Cli::command()
+        .try_get_matches_from(std::env::args_os())
+        .ok();
+    move |id: &str| {
+        matches
+            .as_ref()
+            .and_then(|m| m.subcommand_matches("serve"))
+            .and_then(|m| m.value_source(id))
+            .is_some_and(|s| s != ValueSource::DefaultValue)
+    }
+}
+
+fn apply_serve_table(args: &mut ServeArgs, s: &staunch_command::config::ServeSettings) {
+    let given = explicit();
+    macro_rules! set {
+        ($field:ident, $value:expr) => {
+            if !given(stringify!($field))
+                && let Some(v) = $value
+            {
+                args.$field = v;
+            }
+        };
+    }
+    set!(http, s.http.map(Some));
+    set!(store, s.store.clone());
+    set!(store_schema, s.store_schema.clone().map(Some));
+    set!(instance_name, s.instance_name.clone().map(Some));
+    set!(log_file, s.log_file.clone().map(Some));
+    set!(no_log, s.no_log);
+    set!(max_in_flight, s.max_in_flight);
+    set!(endpoint, s.endpoint.clone());
+    set!(allow_hosts, s.allow_hosts.clone());
+    set!(job_workers, s.job_workers);
+}
+
+/// Reloads on SIGHUP: a valid file replaces the tools' definitions (calls in flight keep
+/// theirs); an invalid one is logged and the running configuration stays.
+pub fn reload_on_sighup(path: PathBuf, tools: CommandTools) {
+    #[cfg(unix)]
+    tokio::spawn(async move {
+        use tokio::signal::unix::{SignalKind, signal};
+        let Ok(mut hup) = signal(SignalKind::hangup()) else {
+            tracing::warn!("cannot listen for SIGHUP; the configuration will not reload");
+            return;
+        };
+        while hup.recv().await.is_some() {
+            reload(&path, &tools);
+        }
+    });
+}
+
+fn reload(path: &Path, tools: &CommandTools) {
+    match staunch_command::load(path) {
+        Ok(cfg) => {
+            let r = tools.reload(&cfg);
+            tracing::warn!(
+                updated = ?r.updated, removed = ?r.removed,
+                added_need_restart = ?r.added, shape_changed_need_restart = ?r.shape_changed,
+                "config.reloaded"
+            );
+            eprintln!(
+                "staunch: reloaded {} ({} tools updated{}{}{})",
+                path.display(),
+                r.updated.len(),
+                list(", removed: ", &r.removed),
+                list(", new (restart to serve): ", &r.added),
+                list(", shape changed (restart to apply): ", &r.shape_changed),
+            );
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "config.reload_failed: keeping the running configuration");
+            eprintln!("staunch: reload failed, keeping the running configuration:\n{e}");
+        }
+    }
+}
+
+fn list(prefix: &str, names: &[String]) -> String {
+    if names.is_empty() {
+        String::new()
+    } else {
+        format!("{prefix}{}", names.join(", "))
+    }
+}
+
+/// Ends processes a dead staunch left behind, now and every [`SWEEP_EVERY`].
+pub fn sweep_orphans_periodically() {
+    let found = staunch_command::sweep::sweep_orphans();
+    if !found.is_empty() {
+        eprintln!(
+            "staunch: killed {} process(es) left behind by a staunch that died: {found:?}",
+            found.len()
+        );
+    }
+    tokio::spawn(async {
+        let mut tick = tokio::time::interval(SWEEP_EVERY);
+        tick.tick().await;
+        loop {
+            tick.tick().await;
+            staunch_command::sweep::sweep_orphans();
+        }
+    });
+}
