@@ -498,6 +498,7 @@ impl Inner {
         let poll = u64::try_from(self.config.poll_after.as_millis()).unwrap_or(u64::MAX);
         hub.announce(Change::Task {
             id: id.to_string(),
+            owner: job.principal.clone(),
             detail: crate::tasks_ext::detailed_task(&job, &inputs, poll),
         });
     }

@@ -14,12 +14,8 @@
 //! answer an id that never existed gets, so ids cannot be probed, and no refusal names a job
 //! of another scope.
 
-use sha2::{Digest, Sha256};
 use staunch_server::Context;
 use staunch_store::JobRecord;
-
-/// Prefix of a session scope's key.
-const SESSION_PREFIX: &str = "session:";
 
 /// Who a job belongs to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,11 +43,7 @@ impl OwnerScope {
     pub fn key(&self) -> String {
         match self {
             Self::Principal(p) => p.clone(),
-            Self::Session(s) => {
-                let digest = Sha256::digest(s.as_bytes());
-                let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
-                format!("{SESSION_PREFIX}{hex}")
-            }
+            Self::Session(s) => staunch_server::owner_key(None, Some(s)),
             Self::IdHolder => String::new(),
         }
     }
@@ -89,8 +81,8 @@ mod tests {
         let a = OwnerScope::Session("aaaa".into()).key();
         let b = OwnerScope::Session("bbbb".into()).key();
         assert_ne!(a, b);
-        assert!(a.starts_with(SESSION_PREFIX) && !a.contains("aaaa"));
-        assert_eq!(a.len(), SESSION_PREFIX.len() + 32);
+        assert!(a.starts_with("session:") && !a.contains("aaaa"));
+        assert_eq!(a.len(), "session:".len() + 32);
         assert_eq!(OwnerScope::Principal("alice".into()).key(), "alice");
         assert_eq!(OwnerScope::IdHolder.key(), "");
     }

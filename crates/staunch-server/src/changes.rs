@@ -19,6 +19,8 @@ pub enum Change {
     /// of `notifications/tasks`.
     Task {
         id: String,
+        /// Its owner key ([`crate::owner_key`]): only a listener with the same key hears it.
+        owner: String,
         detail: serde_json::Value,
     },
 }

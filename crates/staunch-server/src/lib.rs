@@ -50,7 +50,7 @@ pub use lifecycle::LifecycleLog;
 pub use metrics::Metrics;
 pub use outbound::{Outbound, OutboundKind, Sink};
 pub use reason::{CancelReason, SESSION_DELETED};
-pub use redact::session_hash;
+pub use redact::{owner_key, session_hash};
 pub use registry::{InFlight, InFlightCancel};
 pub use server::{Server, ServerBuilder, StatelessRequest};
 pub use session::Session;

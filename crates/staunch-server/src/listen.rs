@@ -27,6 +27,9 @@ struct Filter {
     resources: bool,
     uris: Vec<String>,
     task_ids: Vec<String>,
+    /// The listener's owner key ([`crate::owner_key`]): a task's notifications go only to its
+    /// owner, whatever ids a listener names.
+    owner: String,
 }
 
 impl Filter {
@@ -92,6 +95,7 @@ impl Filter {
         };
         Ok(Self {
             task_ids,
+            owner: String::new(),
             tools: flag("toolsListChanged")? && has("tools", "listChanged"),
             prompts: flag("promptsListChanged")? && has("prompts", "listChanged"),
             resources: flag("resourcesListChanged")? && has("resources", "listChanged"),
@@ -109,7 +113,9 @@ impl Filter {
             Change::PromptsListChanged => self.prompts,
             Change::ResourcesListChanged => self.resources,
             Change::ResourceUpdated(u) => self.uris.iter().any(|x| x == u),
-            Change::Task { id, .. } => self.task_ids.iter().any(|x| x == id),
+            Change::Task { id, owner, .. } => {
+                *owner == self.owner && self.task_ids.iter().any(|x| x == id)
+            }
         }
     }
 
@@ -144,7 +150,9 @@ pub(crate) async fn listen(
     params: Option<Value>,
 ) -> Result<Value, ToolError> {
     let declared = declares_tasks(&ctx.client_capabilities());
-    let filter = Filter::from_params(params.as_ref(), &caps, tasks_offered.then_some(declared))?;
+    let mut filter =
+        Filter::from_params(params.as_ref(), &caps, tasks_offered.then_some(declared))?;
+    filter.owner = crate::owner_key(ctx.principal(), ctx.owning_session());
     let sub_id = ctx.request_id().to_value();
     let tag = |mut p: Map<String, Value>| {
         p.insert(
@@ -241,6 +249,7 @@ mod tests {
         let f = Filter::from_params(Some(&p), &caps(), Some(true)).unwrap();
         let task = |id: &str| Change::Task {
             id: id.into(),
+            owner: String::new(),
             detail: json!({}),
         };
         assert!(f.wants(&task("t1")));
@@ -254,6 +263,31 @@ mod tests {
             Err(ToolError::Rpc(e)) => assert_eq!(e.code, -32021),
             other => panic!("expected -32021, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn a_task_is_heard_only_by_its_owner_whatever_ids_a_listener_names() {
+        let p = json!({"notifications": {"taskIds": ["t1"]}});
+        let mut f = Filter::from_params(Some(&p), &caps(), Some(true)).unwrap();
+        f.owner = crate::owner_key(Some("alice"), None);
+        let task = |owner: &str| Change::Task {
+            id: "t1".into(),
+            owner: owner.into(),
+            detail: json!({}),
+        };
+        assert!(f.wants(&task("alice")));
+        assert!(!f.wants(&task("bob")), "another principal's task");
+        assert!(
+            !f.wants(&task("")),
+            "an id holder's task is not a principal's"
+        );
+        let session = crate::owner_key(None, Some("sess-1"));
+        assert!(!f.wants(&task(&session)));
+        // Without auth, a stateless listener is an id holder: it hears id-holder tasks only.
+        f.owner = crate::owner_key(None, None);
+        assert!(f.wants(&task("")));
+        assert!(!f.wants(&task("alice")));
+        assert!(!f.wants(&task(&session)), "a 2025 session's task");
     }
 
     #[test]

@@ -20,6 +20,23 @@ pub fn session_hash(id: &str) -> String {
     out
 }
 
+/// The owner key work is stored under (the jobs' `principal` column): the principal when the
+/// request was authenticated, else `session:` and 32 hex digits of the SHA-256 of the 2025
+/// session that made it, else `""` (stateless requests and stdio: whoever holds the id).
+/// `staunch-jobs` binds jobs and tasks with it; `subscriptions/listen` uses it to send a task's
+/// notifications only to its owner.
+pub fn owner_key(principal: Option<&str>, owning_session: Option<&str>) -> String {
+    match (principal.filter(|p| !p.is_empty()), owning_session) {
+        (Some(p), _) => p.to_string(),
+        (None, Some(s)) if !s.is_empty() => {
+            let digest = Sha256::digest(s.as_bytes());
+            let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
+            format!("session:{hex}")
+        }
+        _ => String::new(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

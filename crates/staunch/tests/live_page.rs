@@ -357,7 +357,10 @@ async fn the_page_shows_requests_in_flight_and_their_cancel_state() {
         .find(|r| r.contains("data-request-id=\"&quot;st-1&quot;\""))
         .unwrap_or_else(|| panic!("the request is not listed: {page}"));
     assert!(
-        row.contains("stubborn_count") && row.contains(&sid),
+        // The page names the session as the logs do: by its hash (the id is a credential).
+        row.contains("stubborn_count")
+            && row.contains(&staunch_server::session_hash(&sid))
+            && !row.contains(&sid),
         "{row}"
     );
     assert!(!row.contains("cancelled"), "{row}");
