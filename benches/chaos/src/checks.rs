@@ -10,6 +10,7 @@ use staunch_audit::{AuditOptions, audit_reader};
 use staunch_client::{CallOptions, Client};
 use staunch_lifecycle::{Event, Parsed, parse_line};
 
+use crate::instance::StoreKind;
 use crate::workload::Record;
 
 /// One broken promise.
@@ -96,8 +97,38 @@ fn structured(r: &Value) -> Value {
         .unwrap_or(Value::Null)
 }
 
+/// A job's status as the store has it, through `staunch jobs show` (the operator's view): the
+/// job tools answer only the job's owner, and the sessions that started these jobs are gone.
+async fn store_status(bin: &std::path::Path, store: &StoreKind, id: &str) -> String {
+    let mut c = tokio::process::Command::new(bin);
+    c.args(["jobs", "show", id, "--json", "--store"]);
+    match store {
+        StoreKind::Sqlite(p) => {
+            c.arg(p);
+        }
+        StoreKind::Postgres { url, schema } => {
+            c.arg(url).arg("--store-schema").arg(schema);
+        }
+    }
+    match tokio::time::timeout(Duration::from_secs(10), c.output()).await {
+        Ok(Ok(o)) if o.status.success() => serde_json::from_slice::<Value>(&o.stdout)
+            .ok()
+            .and_then(|v| v["status"].as_str().map(str::to_string))
+            .unwrap_or_else(|| "error: unreadable `staunch jobs show` output".into()),
+        Ok(Ok(o)) => format!("error: {}", String::from_utf8_lossy(&o.stderr).trim()),
+        Ok(Err(e)) => format!("error: {e}"),
+        Err(_) => "error: `staunch jobs show` timed out".into(),
+    }
+}
+
 /// Per idempotency key: one job; every job terminal; its side effects done once.
-pub async fn jobs(client: &Client, rec: &Record, out: &mut Vec<Violation>) -> (u64, u64) {
+pub async fn jobs(
+    client: &Client,
+    bin: &std::path::Path,
+    store: &StoreKind,
+    rec: &Record,
+    out: &mut Vec<Violation>,
+) -> (u64, u64) {
     let opts = CallOptions::default().timeout(Duration::from_secs(10));
     let mut jobs = 0;
     let mut terminal = 0;
@@ -112,13 +143,7 @@ pub async fn jobs(client: &Client, rec: &Record, out: &mut Vec<Violation>) -> (u
             jobs += 1;
             let until = Instant::now() + Duration::from_secs(20);
             let status = loop {
-                let s = match client
-                    .call_tool("get_import_rows", json!({"job_id": id}), &opts, |_| {})
-                    .await
-                {
-                    Ok(r) => structured(&r)["status"].as_str().unwrap_or("").to_string(),
-                    Err(e) => format!("error: {e}"),
-                };
+                let s = store_status(bin, store, id).await;
                 if matches!(s.as_str(), "succeeded" | "failed" | "cancelled")
                     || Instant::now() > until
                 {

@@ -290,7 +290,7 @@ async fn run(args: &Args, run_no: u32, seconds: u64, soak: bool) -> anyhow::Resu
     )
     .await
     .context("connecting the checker")?;
-    let (jobs, terminal) = checks::jobs(&checker, &rec, &mut violations).await;
+    let (jobs, terminal) = checks::jobs(&checker, &args.bin, &store, &rec, &mut violations).await;
     checker.close().await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     fig.rss_end_kib = instances.iter().filter_map(Instance::rss_kib).collect();
