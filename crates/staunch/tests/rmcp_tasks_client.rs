@@ -36,25 +36,7 @@ use tokio::time::Instant;
 /// The bound on every wait in this file (the machine is shared; nothing here measures speed).
 const T: Duration = Duration::from_secs(30);
 
-/// Fast job loops for tests (the same flags as `tasks_2026_http.rs`).
-const FLAGS: &[&str] = &[
-    "--job-lease-ms",
-    "900",
-    "--job-heartbeat-ms",
-    "150",
-    "--job-reap-ms",
-    "100",
-    "--job-claim-poll-ms",
-    "50",
-    "--job-poll-after-ms",
-    "100",
-    "--job-cancel-grace-ms",
-    "500",
-];
-
-fn flags(extra: &[&'static str]) -> Vec<&'static str> {
-    FLAGS.iter().chain(extra).copied().collect()
-}
+use common::job_flags as flags;
 
 type Client = RunningService<RoleClient, ClientConfig>;
 
@@ -215,7 +197,7 @@ async fn assert_stateless_2026(s: &HttpServer, want: &[&str]) {
 
 #[tokio::test]
 async fn rmcp_runs_a_job_tool_as_a_task_and_reads_its_inlined_result() {
-    let s = HttpServer::start(FLAGS).await;
+    let s = HttpServer::start(&flags(&[])).await;
     let c = connect(&s, true).await;
 
     let id = create_task(&c, "import_rows", json!({"rows": 3, "delay_ms": 50})).await;
@@ -291,7 +273,7 @@ async fn rmcp_answers_an_input_required_task_through_tasks_update() {
 
 #[tokio::test]
 async fn rmcp_cancels_a_long_import_and_its_rows_stop_growing() {
-    let s = HttpServer::start(FLAGS).await;
+    let s = HttpServer::start(&flags(&[])).await;
     let c = connect(&s, true).await;
 
     let id = create_task(&c, "import_rows", json!({"rows": 400, "delay_ms": 50})).await;
@@ -372,7 +354,7 @@ async fn rmcp_reads_a_tool_error_as_completed_and_a_protocol_error_as_failed() {
 #[tokio::test]
 async fn without_the_extension_rmcp_gets_a_plain_result_or_minus_32021() {
     // A job tool that may run either way: a plain call that waits for its job.
-    let s = HttpServer::start(FLAGS).await;
+    let s = HttpServer::start(&flags(&[])).await;
     let c = connect(&s, false).await;
     let r = call_complete(&c, "import_rows", json!({"rows": 2, "delay_ms": 10})).await;
     assert_ne!(r.is_error, Some(true), "{r:?}");

@@ -16,25 +16,7 @@ use tokio::time::Instant;
 const T: Duration = Duration::from_secs(20);
 const EXT: &str = "io.modelcontextprotocol/tasks";
 
-/// Fast job loops for tests.
-const FLAGS: &[&str] = &[
-    "--job-lease-ms",
-    "900",
-    "--job-heartbeat-ms",
-    "150",
-    "--job-reap-ms",
-    "100",
-    "--job-claim-poll-ms",
-    "50",
-    "--job-poll-after-ms",
-    "100",
-    "--job-cancel-grace-ms",
-    "500",
-];
-
-fn flags(extra: &[&'static str]) -> Vec<&'static str> {
-    FLAGS.iter().chain(extra).copied().collect()
-}
+use common::job_flags as flags;
 
 /// A stateless request's answer: HTTP status and the JSON-RPC response.
 struct Answer {
@@ -174,7 +156,7 @@ fn rows(db: &std::path::Path, job_id: &str) -> i64 {
 
 #[tokio::test]
 async fn a_task_is_durable_at_once_and_its_result_is_inlined_when_it_completes() {
-    let s = HttpServer::start(FLAGS).await;
+    let s = HttpServer::start(&flags(&[])).await;
     let d = send(&s, "server/discover", json!({}), json!({}), None).await;
     let caps = &d.result()["capabilities"];
     assert!(caps["extensions"][EXT].is_object(), "{caps}");
@@ -249,7 +231,7 @@ async fn without_the_extension_there_are_no_tasks() {
 
 #[tokio::test]
 async fn cancel_is_an_empty_ack_and_the_job_stops_at_its_next_unit() {
-    let s = HttpServer::start(FLAGS).await;
+    let s = HttpServer::start(&flags(&[])).await;
     let db = s.dir.path().join("staunch.db");
     let id = create(&s, "import_rows", json!({"rows": 1000, "delay_ms": 20})).await;
     get_until(&s, &id, |_| rows(&db, &id) >= 3).await;
@@ -324,7 +306,7 @@ async fn input_required_until_every_question_is_answered_through_tasks_update() 
 
 #[tokio::test]
 async fn a_reissued_call_with_its_idempotency_key_is_one_task_and_runs_once() {
-    let s = HttpServer::start(FLAGS).await;
+    let s = HttpServer::start(&flags(&[])).await;
     let db = s.dir.path().join("staunch.db");
     let args = json!({"rows": 4, "delay_ms": 20, "idempotency_key": "import-2026-0001"});
     let first = create(&s, "import_rows", args.clone()).await;

@@ -240,3 +240,23 @@ pub fn has_event(lines: &[Value], id: &Value, event: &str) -> bool {
         .iter()
         .any(|l| l["request_id"] == *id && l["event"] == event)
 }
+
+/// Fast job loops for tests (lease, heartbeat, reaper, claim poll, suggested poll, cancel
+/// grace), followed by `extra`.
+pub fn job_flags(extra: &[&'static str]) -> Vec<&'static str> {
+    const FAST: &[&str] = &[
+        "--job-lease-ms",
+        "900",
+        "--job-heartbeat-ms",
+        "150",
+        "--job-reap-ms",
+        "100",
+        "--job-claim-poll-ms",
+        "50",
+        "--job-poll-after-ms",
+        "100",
+        "--job-cancel-grace-ms",
+        "500",
+    ];
+    FAST.iter().chain(extra).copied().collect()
+}
