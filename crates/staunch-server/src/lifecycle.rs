@@ -203,7 +203,7 @@ fn write_loop(shared: &Shared, mut w: Box<dyn Write + Send>) {
     let mut batch = String::with_capacity(16 << 10);
     loop {
         let mut st = lock(&shared.state);
-        while st.pending.is_empty() && !st.closed && st.written == st.appended {
+        while st.pending.is_empty() && !st.closed {
             st = shared.has_lines.wait(st).unwrap_or_else(|p| p.into_inner());
         }
         if st.pending.is_empty() && st.closed {
