@@ -236,6 +236,8 @@ impl Auditor {
                 duration_ms,
                 after_cancel_ms,
             ),
+            // A proxy's steps upstream; the downstream request's own lines tell its story.
+            Event::Upstream { .. } => {}
         }
     }
 

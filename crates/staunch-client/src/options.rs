@@ -97,6 +97,9 @@ pub struct ConnectOptions {
     pub stderr: StderrMode,
     /// Streamable HTTP behaviour.
     pub http: HttpOptions,
+    /// Who answers the server's own requests (sampling, elicitation, roots); `None` answers
+    /// only `ping` and refuses the rest with -32601.
+    pub server_requests: Option<crate::ServerRequestHandler>,
 }
 
 impl Default for ConnectOptions {
@@ -111,6 +114,7 @@ impl Default for ConnectOptions {
             discover_timeout: Duration::from_secs(10),
             stderr: StderrMode::Inherit,
             http: HttpOptions::default(),
+            server_requests: None,
         }
     }
 }

@@ -26,8 +26,8 @@ const MAX_LATE: usize = 256;
 /// What a transport hands the router.
 #[derive(Debug)]
 pub(crate) enum Inbound {
-    /// A message from the server.
-    Message(Message),
+    /// A message from the server, and the request whose response stream carried it (HTTP).
+    Message(Message, Option<RequestId>),
     /// The transport could not deliver an answer to this request.
     Failed { id: RequestId, error: ClientError },
     /// The connection is gone.
@@ -69,6 +69,30 @@ pub struct LateResponse {
     pub outcome: Result<Value, ErrorObject>,
 }
 
+/// Something the server sent about a request this client no longer waits for.
+#[derive(Debug, Clone)]
+pub enum Late {
+    /// An answer to a request the client had given up on.
+    Response(LateResponse),
+    /// Progress whose token belongs to no request in flight (one given up on, or never sent).
+    Progress {
+        /// The token.
+        token: ProgressToken,
+        /// The value reported.
+        progress: f64,
+        /// Arrival time.
+        at: Instant,
+    },
+}
+
+/// What the reader does with the answer to a server request.
+pub(crate) enum Answer {
+    /// Send these bytes now.
+    Now(Vec<u8>),
+    /// Send what this future yields, from its own task.
+    Later(futures_util::future::BoxFuture<'static, Vec<u8>>),
+}
+
 type Reply = oneshot::Sender<Result<Value, ClientError>>;
 
 #[derive(Default)]
@@ -79,6 +103,7 @@ struct State {
     progress: HashMap<ProgressToken, mpsc::UnboundedSender<Progress>>,
     late: VecDeque<LateResponse>,
     taps: Vec<mpsc::UnboundedSender<Observed>>,
+    late_feeds: Vec<mpsc::UnboundedSender<Late>>,
     closed: Option<String>,
 }
 
@@ -86,6 +111,7 @@ struct State {
 #[derive(Default)]
 pub(crate) struct Router {
     state: Mutex<State>,
+    server_requests: Option<crate::ServerRequestHandler>,
 }
 
 /// A registered request: where its answer and its progress will arrive.
@@ -95,6 +121,14 @@ pub(crate) struct Registration {
 }
 
 impl Router {
+    /// A router whose server requests `handler` answers.
+    pub fn new(server_requests: Option<crate::ServerRequestHandler>) -> Self {
+        Self {
+            state: Mutex::default(),
+            server_requests,
+        }
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         // A poisoned lock only means a panic elsewhere; the table itself stays consistent.
         self.state.lock().unwrap_or_else(|p| p.into_inner())
@@ -121,6 +155,11 @@ impl Router {
             reply: rx,
             progress,
         })
+    }
+
+    /// Whether the connection is gone.
+    pub fn is_closed(&self) -> bool {
+        self.lock().closed.is_some()
     }
 
     /// Progress for `token` is no longer expected.
@@ -152,15 +191,23 @@ impl Router {
         rx
     }
 
+    /// Everything late from now on: answers to abandoned requests and progress nobody waits
+    /// for, as they arrive.
+    pub fn late_feed(&self) -> mpsc::UnboundedReceiver<Late> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        self.lock().late_feeds.push(tx);
+        rx
+    }
+
     /// The late responses seen so far.
     pub fn late(&self) -> Vec<LateResponse> {
         self.lock().late.iter().cloned().collect()
     }
 
-    /// Handles one inbound item; returns bytes to send back (the answer to a server request).
-    pub fn on_inbound(&self, inbound: Inbound) -> Option<Vec<u8>> {
+    /// Handles one inbound item; returns what to send back (the answer to a server request).
+    pub fn on_inbound(&self, inbound: Inbound) -> Option<Answer> {
         match inbound {
-            Inbound::Message(msg) => self.on_message(msg),
+            Inbound::Message(msg, stream_of) => self.on_message(msg, stream_of),
             Inbound::Failed { id, error } => {
                 let tx = self.lock().pending.remove(&id);
                 if let Some(tx) = tx {
@@ -186,9 +233,10 @@ impl Router {
         }
         st.progress.clear();
         st.taps.clear();
+        st.late_feeds.clear();
     }
 
-    fn on_message(&self, msg: Message) -> Option<Vec<u8>> {
+    fn on_message(&self, msg: Message, stream_of: Option<RequestId>) -> Option<Answer> {
         let at = Instant::now();
         let mut st = self.lock();
         st.taps.retain(|t| {
@@ -204,12 +252,15 @@ impl Router {
                     let _ = tx.send(r.outcome.map_err(ClientError::Rpc));
                 } else if let Some(when) = st.abandoned.remove(&r.id) {
                     tracing::debug!(id = %r.id, "discarding a late response to an abandoned request");
-                    st.late.push_back(LateResponse {
+                    let late = LateResponse {
                         id: r.id,
                         at,
                         since_abandoned: at.saturating_duration_since(when),
                         outcome: r.outcome,
-                    });
+                    };
+                    let feed = Late::Response(late.clone());
+                    st.late_feeds.retain(|f| f.send(feed.clone()).is_ok());
+                    st.late.push_back(late);
                     if st.late.len() > MAX_LATE {
                         st.late.pop_front();
                     }
@@ -223,34 +274,59 @@ impl Router {
                     let parsed = n
                         .params
                         .and_then(|p| serde_json::from_value::<ProgressParams>(p).ok());
-                    if let Some(p) = parsed
-                        && let Some(tx) = st.progress.get(&p.progress_token)
-                    {
-                        let _ = tx.send(Progress {
-                            progress: p.progress,
-                            total: p.total,
-                            message: p.message,
-                            at,
-                        });
+                    match parsed {
+                        Some(p) => match st.progress.get(&p.progress_token) {
+                            Some(tx) => {
+                                let _ = tx.send(Progress {
+                                    progress: p.progress,
+                                    total: p.total,
+                                    message: p.message,
+                                    at,
+                                });
+                            }
+                            None => {
+                                let feed = Late::Progress {
+                                    token: p.progress_token,
+                                    progress: p.progress,
+                                    at,
+                                };
+                                st.late_feeds.retain(|f| f.send(feed.clone()).is_ok());
+                            }
+                        },
+                        None => tracing::debug!("unreadable progress notification"),
                     }
                 }
                 None
             }
             Message::Request(req) => {
-                // The server asks us something. We offer no sampling, elicitation or roots, so
-                // only `ping` has an answer.
-                let outcome = if req.method == methods::PING {
-                    Ok(serde_json::json!({}))
-                } else {
-                    Err(ErrorObject::new(
+                drop(st);
+                // `ping` is always answered here; the rest by the caller's handler, if any.
+                if req.method == methods::PING {
+                    return Some(Answer::Now(staunch_protocol::result_response_bytes(
+                        &req.id,
+                        &serde_json::json!({}),
+                    )));
+                }
+                let Some(handler) = &self.server_requests else {
+                    let e = ErrorObject::new(
                         codes::METHOD_NOT_FOUND,
                         format!("this client does not serve {}", req.method),
-                    ))
+                    );
+                    return Some(Answer::Now(error_response_bytes(Some(&req.id), &e)));
                 };
-                Some(match outcome {
-                    Ok(v) => staunch_protocol::result_response_bytes(&req.id, &v),
-                    Err(e) => error_response_bytes(Some(&req.id), &e),
-                })
+                let id = req.id.clone();
+                let answer = handler.answer(crate::ServerRequest {
+                    id: req.id,
+                    method: req.method,
+                    params: req.params,
+                    on_stream_of: stream_of,
+                });
+                Some(Answer::Later(Box::pin(async move {
+                    match answer.await {
+                        Ok(v) => staunch_protocol::result_response_bytes(&id, &v),
+                        Err(e) => error_response_bytes(Some(&id), &e),
+                    }
+                })))
             }
         }
     }

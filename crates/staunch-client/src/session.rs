@@ -14,7 +14,7 @@ use tokio::time::Instant;
 
 use crate::connect::ServerInfo;
 use crate::era::{Era, ResultType};
-use crate::router::{Inbound, Registration, Router};
+use crate::router::{Answer, Inbound, Registration, Router};
 use crate::transport::http::{HttpEndpoint, HttpTransport};
 use crate::transport::stdio::{StdioCommand, StdioTransport};
 use crate::transport::{Outgoing, Transport};
@@ -153,7 +153,7 @@ impl Client {
         opts: &ConnectOptions,
     ) -> Result<Self, ClientError> {
         let inner = Arc::new(Inner {
-            router: Router::default(),
+            router: Router::new(opts.server_requests.clone()),
             transport,
             next_id: AtomicI64::new(1),
             server: OnceLock::new(),
@@ -328,6 +328,12 @@ impl Client {
         Ok(tools)
     }
 
+    /// Whether the connection is gone (the server exited or closed its stream for good);
+    /// every request on it fails from then on.
+    pub fn is_closed(&self) -> bool {
+        self.inner.router.is_closed()
+    }
+
     /// Sends a notification.
     pub fn notify(&self, method: &str, params: Option<Value>) {
         self.inner.notify(method, params.as_ref());
@@ -341,6 +347,12 @@ impl Client {
     /// Every message the server sends from now on, with its arrival time.
     pub fn tap(&self) -> mpsc::UnboundedReceiver<Observed> {
         self.inner.router.tap()
+    }
+
+    /// What arrives late from now on (answers to requests this client gave up on, progress
+    /// nobody waits for), as it arrives; a proxy logs it.
+    pub fn late_feed(&self) -> mpsc::UnboundedReceiver<crate::Late> {
+        self.inner.router.late_feed()
     }
 
     /// Answers that arrived for requests this client had already cancelled (and discarded).
@@ -361,15 +373,30 @@ impl Client {
 /// ends the connection.
 async fn route(inner: Weak<Inner>, mut inbound: mpsc::UnboundedReceiver<Inbound>) {
     while let Some(item) = inbound.recv().await {
-        let Some(inner) = inner.upgrade() else { return };
-        if let Some(reply) = inner.router.on_inbound(item) {
-            inner.transport.send(Outgoing {
-                bytes: reply,
-                request: None,
-                method: None,
-                name: None,
-            });
+        let Some(strong) = inner.upgrade() else { return };
+        match strong.router.on_inbound(item) {
+            None => {}
+            Some(Answer::Now(bytes)) => strong.transport.send(reply(bytes)),
+            Some(Answer::Later(answer)) => {
+                // A person or another peer may take minutes to answer: never on the reader.
+                let weak = inner.clone();
+                tokio::spawn(async move {
+                    let bytes = answer.await;
+                    if let Some(inner) = weak.upgrade() {
+                        inner.transport.send(reply(bytes));
+                    }
+                });
+            }
         }
+    }
+}
+
+fn reply(bytes: Vec<u8>) -> Outgoing {
+    Outgoing {
+        bytes,
+        request: None,
+        method: None,
+        name: None,
     }
 }
 

@@ -44,6 +44,31 @@ pub fn start(s: &Spawn) -> std::io::Result<Child> {
     cmd.spawn()
 }
 
+/// A long-lived child that speaks on its stdio (an upstream MCP server of `staunch proxy`):
+/// its own process group and the parent-death signal as for a command tool, but stdin and
+/// stdout piped, stderr as given, and the environment inherited plus `env`.
+pub fn start_server(
+    program: &std::ffi::OsStr,
+    args: &[OsString],
+    cwd: Option<&std::path::Path>,
+    env: &[(OsString, OsString)],
+    stderr: Stdio,
+) -> std::io::Result<Child> {
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(stderr)
+        .process_group(0)
+        .kill_on_drop(false);
+    if let Some(dir) = cwd {
+        cmd.current_dir(dir);
+    }
+    die_with_parent(&mut cmd);
+    cmd.spawn()
+}
+
 #[allow(unsafe_code)]
 fn die_with_parent(cmd: &mut Command) {
     let parent = rustix::process::getpid();

@@ -21,6 +21,23 @@ pub mod names {
     pub const END: &str = "request.end";
     /// The writer fell behind and dropped `count` lines: the log is incomplete.
     pub const DROPPED: &str = "log.dropped";
+    /// `staunch proxy`: the request was forwarded to an upstream server under a new id.
+    pub const UPSTREAM_SENT: &str = "upstream.sent";
+    /// `staunch proxy`: the upstream request was cancelled (the downstream one was).
+    pub const UPSTREAM_CANCEL: &str = "upstream.cancel_sent";
+    /// `staunch proxy`: the upstream answered or reported progress after its cancel; dropped.
+    pub const UPSTREAM_LATE: &str = "upstream.late";
+}
+
+/// What a proxy did with a request's upstream twin ([`Event::Upstream`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UpstreamStep {
+    /// Forwarded under `upstream_id`.
+    Sent,
+    /// Cancelled upstream (`notifications/cancelled`, or a closed stream for a 2026 upstream).
+    CancelSent,
+    /// Something arrived after the cancel (`late`: `response` or `progress`) and was dropped.
+    Late,
 }
 
 /// How a request ended (`request.end`'s `outcome`).
@@ -159,6 +176,17 @@ pub enum Event<'a> {
         /// An `atomic` tool finished after its cancel; its result was not sent.
         response_suppressed: bool,
     },
+    /// `upstream.*` (`staunch proxy`): the request's twin on an upstream server.
+    Upstream {
+        /// Which step.
+        step: UpstreamStep,
+        /// The upstream's name.
+        upstream: Cow<'a, str>,
+        /// The id the proxy gave the request upstream.
+        upstream_id: i64,
+        /// For `Late`: `response` or `progress`.
+        late: Option<Cow<'a, str>>,
+    },
 }
 
 impl Event<'_> {
@@ -170,6 +198,11 @@ impl Event<'_> {
             Event::CancelIgnored { .. } => names::CANCEL_IGNORED,
             Event::Aborted { .. } => names::ABORTED,
             Event::End { .. } => names::END,
+            Event::Upstream { step, .. } => match step {
+                UpstreamStep::Sent => names::UPSTREAM_SENT,
+                UpstreamStep::CancelSent => names::UPSTREAM_CANCEL,
+                UpstreamStep::Late => names::UPSTREAM_LATE,
+            },
         }
     }
 }

@@ -17,7 +17,7 @@ mod read;
 mod write;
 
 pub use clock::{TimestampCache, now_ms};
-pub use event::{Event, IgnoredWhy, Outcome, names};
+pub use event::{Event, IgnoredWhy, Outcome, UpstreamStep, names};
 pub use read::{Line, Millis, Parsed, RequestId, format_ts, parse_line, parse_ts};
 pub use write::{IdRef, write_dropped, write_line};
 

@@ -89,6 +89,17 @@ pub fn write_line(
                 out.push_str(",\"response_suppressed\":true");
             }
         }
+        Event::Upstream {
+            step: _,
+            upstream,
+            upstream_id,
+            late,
+        } => {
+            out.push_str(",\"upstream\":");
+            string(out, upstream);
+            let _ = write!(out, ",\"upstream_id\":{upstream_id}");
+            opt_str(out, "late", late);
+        }
     }
     out.push_str("}\n");
 }

@@ -53,6 +53,7 @@ pub(crate) struct RequestShared {
     pub(crate) rounds: Option<Rounds>,
     /// Where list changes are announced.
     pub(crate) listen: crate::changes::ListenHub,
+    pub(crate) log: crate::lifecycle::LifecycleLog,
 }
 
 /// The handle a tool handler gets for its request. Cheap to clone.
@@ -158,6 +159,14 @@ impl Context {
     /// without auth. Durable work uses it to bind jobs and tasks to their owner.
     pub fn principal(&self) -> Option<&str> {
         self.shared.conn.principal.as_deref()
+    }
+
+    /// Writes `event` to the lifecycle log as a step of this request (its session key and id),
+    /// e.g. a proxy's `upstream.*` lines.
+    pub fn log_event(&self, event: &staunch_lifecycle::Event<'_>) {
+        self.shared
+            .log
+            .event(&self.shared.conn.log_label, &self.shared.id, event);
     }
 
     /// Whether the request was made in the stateless era (2026-07-28): no session; closing its

@@ -54,6 +54,7 @@ pub use redact::{owner_key, session_hash};
 pub use registry::{InFlight, InFlightCancel};
 pub use server::{Server, ServerBuilder, StatelessRequest};
 pub use session::Session;
+pub use staunch_lifecycle::{Event as LifecycleEvent, UpstreamStep};
 pub use staunch_protocol as protocol;
 pub use staunch_protocol::mcp::{CallToolResult, Content, LoggingLevel};
 pub use tool::{

@@ -34,6 +34,8 @@ pub enum Command {
     /// Validate a command-tool configuration (staunch.toml) without serving: every mistake
     /// with its line, column and field.
     Check(crate::check_cmd::CheckArgs),
+    /// Put any MCP server (a command, or a URL) behind staunch's guarantees.
+    Proxy(Box<crate::proxy_cmd::ProxyArgs>),
 }
 
 /// Options of `staunch serve`.
@@ -213,5 +215,6 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Audit(args) => crate::audit_cmd::run(args),
         Command::Jobs(args) => crate::jobs_cmd::run(args).await,
         Command::Check(args) => crate::check_cmd::run(args),
+        Command::Proxy(args) => crate::proxy_cmd::run(*args).await,
     }
 }

@@ -14,6 +14,7 @@ mod jobs_cmd;
 mod limits;
 mod operate;
 mod probe;
+mod proxy_cmd;
 mod serve;
 mod tools;
 

@@ -12,13 +12,14 @@ use crate::tools::jobs::ImportDb;
 
 /// Builds the configured server; the demo profile gets the job tools, the conformance profile
 /// the tasks extension's fixtures, when a job runtime is given.
-pub fn build_server(
+pub async fn build_server(
     args: &ServeArgs,
     jobs: Option<(&JobRuntime, ImportDb)>,
     state_key: Option<StateKey>,
     metrics: Metrics,
     commands: Option<&crate::command_tools::Loaded>,
-) -> anyhow::Result<(Server, Option<staunch_command::CommandTools>)> {
+    upstreams: Vec<staunch_proxy::UpstreamSpec>,
+) -> anyhow::Result<Built> {
     let mut config = Config {
         max_in_flight: args.max_in_flight,
         cancel_grace: Duration::from_millis(args.cancel_grace_ms),
@@ -49,26 +50,67 @@ pub fn build_server(
         builder = builder.state_key(key);
     }
     let runtime = jobs.as_ref().map(|(rt, _)| *rt);
-    let builder = match (args.profile.as_str(), commands) {
-        // With a command-tool file, the demo tools are served only when asked for.
-        (_, Some(c)) if !c.demo_tools => builder,
-        ("demo", _) => crate::tools::demo(builder, jobs),
-        ("conformance", _) => crate::tools::conformance::register(builder, jobs.map(|(rt, _)| rt)),
-        (other, _) => anyhow::bail!("unknown profile {other:?}; use demo or conformance"),
+    // With a command-tool file or upstreams, the demo tools are served only when asked for.
+    let demo = commands.map_or(upstreams.is_empty() || args.demo_tools, |c| c.demo_tools);
+    let builder = match (args.profile.as_str(), demo) {
+        (_, false) => builder,
+        ("demo", true) => crate::tools::demo(builder, jobs),
+        ("conformance", true) => {
+            crate::tools::conformance::register(builder, jobs.map(|(rt, _)| rt))
+        }
+        (other, true) => anyhow::bail!("unknown profile {other:?}; use demo or conformance"),
     };
-    let Some(c) = commands else {
-        return Ok((builder.build(), None));
+    let (builder, command_tools) = match commands {
+        Some(c) => {
+            let (b, tools) = staunch_command::register(builder, &c.config, runtime)?;
+            (b, Some(tools))
+        }
+        None => (builder, None),
     };
-    let (builder, tools) = staunch_command::register(builder, &c.config, runtime)?;
-    Ok((builder.build(), Some(tools)))
+    let (builder, proxied) = if upstreams.is_empty() {
+        (builder, None)
+    } else {
+        let (b, r) =
+            staunch_proxy::register(builder, upstreams, runtime, &crate::proxy_cmd::connect_options())
+                .await?;
+        crate::proxy_cmd::announce(&r);
+        (b, Some(r))
+    };
+    Ok(Built {
+        server: builder.build(),
+        command_tools,
+        proxied,
+    })
 }
 
-pub async fn run(mut args: ServeArgs) -> anyhow::Result<i32> {
+/// What [`build_server`] made.
+pub struct Built {
+    pub server: Server,
+    pub command_tools: Option<staunch_command::CommandTools>,
+    /// The upstreams of `staunch proxy`.
+    pub proxied: Option<staunch_proxy::Registered>,
+}
+
+pub async fn run(args: ServeArgs) -> anyhow::Result<i32> {
+    run_with(args, Vec::new()).await
+}
+
+/// `serve`, with the tools of `upstreams` (`staunch proxy`) beside or instead of the others.
+pub async fn run_with(
+    mut args: ServeArgs,
+    upstreams: Vec<staunch_proxy::UpstreamSpec>,
+) -> anyhow::Result<i32> {
     let commands = crate::command_tools::prepare(&mut args)?;
     // Job tools keep their state in the store, so stdio needs it too when they are served.
-    let demo = commands.as_ref().is_none_or(|c| c.demo_tools);
+    let demo = commands
+        .as_ref()
+        .map_or(upstreams.is_empty() || args.demo_tools, |c| c.demo_tools);
     let with_jobs = (demo && (args.profile == "demo" || args.profile == "conformance"))
-        || commands.as_ref().is_some_and(|c| c.has_job_tools());
+        || commands.as_ref().is_some_and(|c| c.has_job_tools())
+        || upstreams.iter().any(|u| {
+            u.default_shape == staunch_server::Shape::Job
+                || u.tools.values().any(|r| r.shape == Some(staunch_server::Shape::Job))
+        });
     // Fails early on auth flags without --http (stdio has no auth).
     args.auth.check_transport(args.http.is_some())?;
     let stores = if with_jobs || args.http.is_some() {
@@ -85,13 +127,22 @@ pub async fn run(mut args: ServeArgs) -> anyhow::Result<i32> {
         Some(stores) => Some(shared_state_key(stores).await?),
         None => None,
     };
-    let (server, command_tools) = build_server(
+    let Built {
+        server,
+        command_tools,
+        proxied,
+    } = build_server(
         &args,
         jobs.as_ref().map(|(rt, db)| (rt, db.clone())),
         state_key,
         metrics.clone(),
         commands.as_ref(),
-    )?;
+        upstreams,
+    )
+    .await?;
+    if let Some(p) = &proxied {
+        crate::proxy_cmd::reap_isolated(p, Duration::from_secs(args.session_idle_secs));
+    }
     if let (Some(c), Some(tools)) = (&commands, command_tools) {
         crate::command_tools::sweep_orphans_periodically();
         crate::command_tools::reload_on_sighup(c.path.clone(), tools);
@@ -120,6 +171,9 @@ pub async fn run(mut args: ServeArgs) -> anyhow::Result<i32> {
     if let Some((rt, _)) = jobs {
         rt.shutdown(Duration::from_millis(args.drain_timeout_ms))
             .await;
+    }
+    if let Some(p) = proxied {
+        p.shut_down().await;
     }
     Ok(0)
 }

@@ -258,7 +258,7 @@ async fn read_loop<R: AsyncBufRead + Unpin>(
         }
         match parse_message(frame) {
             Ok(msg) => {
-                if inbound.send(Inbound::Message(msg)).is_err() {
+                if inbound.send(Inbound::Message(msg, None)).is_err() {
                     return;
                 }
             }

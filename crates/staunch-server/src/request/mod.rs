@@ -162,6 +162,7 @@ pub(crate) fn start(server: &Arc<ServerInner>, origin: &Origin, req: Request, wo
         meta: req.params.as_ref().and_then(|p| p.get("_meta")).cloned(),
         rounds: work.rounds,
         listen: server.listen.clone(),
+        log: server.log.clone(),
     });
     let fut = (work.make)(Context {
         shared: shared.clone(),

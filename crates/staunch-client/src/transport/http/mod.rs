@@ -122,10 +122,14 @@ impl Shared {
         }
     }
 
-    fn deliver(&self, frame: &[u8]) -> Option<Message> {
+    /// Hands a frame to the router; `stream_of` is the request whose response stream carried
+    /// it (a server request on it was caused by that request).
+    fn deliver(&self, frame: &[u8], stream_of: Option<&RequestId>) -> Option<Message> {
         match parse_message(frame) {
             Ok(m) => {
-                let _ = self.inbound.send(Inbound::Message(m.clone()));
+                let _ = self
+                    .inbound
+                    .send(Inbound::Message(m.clone(), stream_of.cloned()));
                 Some(m)
             }
             Err(e) => {
@@ -292,7 +296,7 @@ async fn post_message(shared: &Shared, out: Outgoing) {
         if let Ok(Message::Response(r)) = parse_message(body.as_bytes())
             && Some(&r.id) == id
         {
-            shared.deliver(body.as_bytes());
+            shared.deliver(body.as_bytes(), id);
             return;
         }
         let body: String = body.chars().take(500).collect();
@@ -316,7 +320,7 @@ async fn post_message(shared: &Shared, out: Outgoing) {
     match resp.text(shared.opts.max_body_bytes).await {
         Ok(body) if body.trim().is_empty() && id.is_none() => {}
         Ok(body) => {
-            if shared.deliver(body.as_bytes()).is_none() {
+            if shared.deliver(body.as_bytes(), id).is_none() {
                 shared.fail(id, ClientError::Protocol("unreadable JSON answer".into()));
             }
         }
@@ -332,7 +336,7 @@ async fn read_stateless_stream(shared: &Shared, mut stream: SseStream, id: Optio
                 if ev.data.is_empty() {
                     continue;
                 }
-                if let Some(Message::Response(r)) = shared.deliver(ev.data.as_bytes())
+                if let Some(Message::Response(r)) = shared.deliver(ev.data.as_bytes(), id)
                     && Some(&r.id) == id
                 {
                     return;
@@ -366,7 +370,7 @@ async fn read_stream(shared: &Shared, mut stream: SseStream, id: Option<&Request
                 if ev.data.is_empty() {
                     continue; // priming event or bare retry
                 }
-                if let Some(Message::Response(r)) = shared.deliver(ev.data.as_bytes())
+                if let Some(Message::Response(r)) = shared.deliver(ev.data.as_bytes(), id)
                     && Some(&r.id) == id
                 {
                     return;

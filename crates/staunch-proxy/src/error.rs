@@ -1,0 +1,64 @@
+//! What can go wrong when fronting an upstream server.
+
+use staunch_client::ClientError;
+
+/// A proxy failure; each says which upstream.
+#[derive(Debug, thiserror::Error)]
+pub enum ProxyError {
+    /// The upstream could not be started or reached, or its handshake failed.
+    #[error("upstream {upstream:?}: cannot connect: {source}")]
+    Connect {
+        /// The upstream's name.
+        upstream: String,
+        /// Why.
+        #[source]
+        source: ClientError,
+    },
+    /// Starting the upstream command failed.
+    #[error("upstream {upstream:?}: cannot start {command}: {message}")]
+    Spawn {
+        /// The upstream's name.
+        upstream: String,
+        /// The command line.
+        command: String,
+        /// The OS error.
+        message: String,
+    },
+    /// A request to the upstream failed (listing its tools at start).
+    #[error("upstream {upstream:?}: {what}: {source}")]
+    Request {
+        /// The upstream's name.
+        upstream: String,
+        /// What was asked.
+        what: String,
+        /// Why.
+        #[source]
+        source: ClientError,
+    },
+    /// Two tools would be served under one name.
+    #[error(
+        "the tool name {name:?} is served by both {first:?} and {second:?}: give one of them a \
+         prefix (--prefix, or prefix = \"…\" in [[upstream]])"
+    )]
+    Collision {
+        /// The clashing name.
+        name: String,
+        /// The upstream that claimed it first.
+        first: String,
+        /// The other one.
+        second: String,
+    },
+    /// A rule names a tool the upstream does not have.
+    #[error("upstream {upstream:?} has no tool {tool:?} (a rule names it); its tools: {known}")]
+    UnknownTool {
+        /// The upstream's name.
+        upstream: String,
+        /// The tool the rule names.
+        tool: String,
+        /// The upstream's tool names.
+        known: String,
+    },
+    /// A job-shaped tool needs the job runtime (a store).
+    #[error("the upstream tool {0:?} is shaped `job`, which needs a job runtime (a store)")]
+    NoJobRuntime(String),
+}

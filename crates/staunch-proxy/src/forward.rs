@@ -1,0 +1,257 @@
+//! Forwarding one tool call upstream: [`ForwardTool`] for the request shapes (`quick`,
+//! `streaming`, `atomic`) and [`UpstreamJob`] for `job`-shaped upstream tools.
+//!
+//! The call goes out under the proxy's own id (the client numbers its requests), asks for
+//! progress only when the downstream request carried a token, and waits until the upstream
+//! answers or the downstream request's token fires. A fired token drops the upstream request,
+//! which sends `notifications/cancelled` for exactly its upstream id (or, to a 2026 upstream,
+//! closes its stream); the request core then sends nothing downstream. For `atomic` tools the
+//! request core never fires the token, so the upstream write finishes.
+
+use std::sync::Arc;
+
+use futures_util::future::BoxFuture;
+use serde_json::{Map, Value, json};
+use staunch_client::{CallOptions, ClientError, Progress};
+use staunch_jobs::{JobBody, JobContext, JobError};
+use staunch_protocol::RequestId;
+use staunch_protocol::mcp::methods;
+use staunch_server::{CallToolResult, Context, ToolError, ToolHandler};
+use tokio_util::sync::CancellationToken;
+
+use crate::upstream::Pool;
+
+/// `tools/call` params for the upstream: its own tool name, the arguments, and the downstream
+/// `_meta` (trace context and the like) without the downstream progress token.
+fn call_params(tool: &str, args: Value, meta: Option<&Value>) -> Value {
+    let mut params = json!({"name": tool, "arguments": args});
+    if let Some(Value::Object(meta)) = meta {
+        let kept: Map<String, Value> = meta
+            .iter()
+            .filter(|(k, _)| k.as_str() != "progressToken")
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        if !kept.is_empty() {
+            params["_meta"] = Value::Object(kept);
+        }
+    }
+    params
+}
+
+/// Waiting for the upstream: no timeout of our own (the downstream request's deadline and
+/// cancel rule), progress only when wanted.
+fn wait_options(progress: bool, cancel: CancellationToken) -> CallOptions {
+    CallOptions {
+        timeout: None,
+        reset_on_progress: false,
+        max_total: None,
+        progress,
+        cancel: Some(cancel),
+    }
+}
+
+/// How a forwarded call ended, before it is shaped for a tool or a job.
+enum Outcome {
+    Answered(Value),
+    Refused(staunch_protocol::ErrorObject),
+    Cancelled,
+    Failed(String),
+}
+
+async fn forward(
+    pool: &Pool,
+    tool: &str,
+    args: Value,
+    ctx: Option<&Context>,
+    meta: Option<&Value>,
+    progress: bool,
+    cancel: CancellationToken,
+    on_progress: impl FnMut(&Progress) + Send,
+) -> Outcome {
+    let up = match ctx {
+        Some(ctx) => pool.for_request(ctx).await,
+        None => Ok(pool.shared().clone()),
+    };
+    let up = match up {
+        Ok(up) => up,
+        Err(e) => return Outcome::Failed(e.to_string()),
+    };
+    let client = match up.client().await {
+        Ok(c) => c,
+        Err(e) => return Outcome::Failed(e.to_string()),
+    };
+    let params = call_params(tool, args, meta);
+    let pending = match client.start_request(methods::TOOLS_CALL, Some(params), progress) {
+        Ok(p) => p,
+        Err(e) => return Outcome::Failed(gone(up.name(), &e)),
+    };
+    let tracked = match (ctx, pending.id()) {
+        (Some(ctx), RequestId::Number(n)) => Some(up.calls().track(*n, ctx)),
+        _ => None,
+    };
+    let r = pending
+        .wait(&wait_options(progress, cancel), on_progress)
+        .await;
+    let outcome = match r {
+        Ok(v) => Outcome::Answered(v),
+        Err(ClientError::Rpc(e)) => Outcome::Refused(e),
+        Err(ClientError::Cancelled) => return Outcome::Cancelled,
+        Err(e) => Outcome::Failed(gone(up.name(), &e)),
+    };
+    if let Some(t) = tracked {
+        t.answered();
+    }
+    outcome
+}
+
+fn gone(upstream: &str, e: &ClientError) -> String {
+    match e {
+        ClientError::Closed(why) => format!(
+            "the upstream server {upstream:?} went away during the call ({why}); it is restarted \
+             for the next call. Whether this call took effect is unknown: check before retrying \
+             anything that writes"
+        ),
+        other => format!("the upstream server {upstream:?} failed: {other}"),
+    }
+}
+
+/// The result the upstream sent, as a staunch tool result.
+fn tool_result(v: Value) -> Result<CallToolResult, ToolError> {
+    if let Some(rt) = v.get("resultType").and_then(Value::as_str)
+        && rt != "complete"
+    {
+        return Ok(CallToolResult::error(format!(
+            "the upstream answered with resultType {rt:?} (it asks for input or made a task), \
+             which staunch proxy does not bridge yet"
+        )));
+    }
+    serde_json::from_value(v)
+        .map_err(|e| ToolError::Internal(format!("the upstream sent an unreadable tool result: {e}")))
+}
+
+/// A request-shaped upstream tool.
+#[derive(Clone, Debug)]
+pub struct ForwardTool {
+    pool: Arc<Pool>,
+    /// The tool's name upstream (without the proxy's prefix).
+    tool: Arc<str>,
+}
+
+impl ForwardTool {
+    /// Forwards calls to `tool` on `pool`'s upstream.
+    pub fn new(pool: Arc<Pool>, tool: &str) -> Self {
+        Self {
+            pool,
+            tool: tool.into(),
+        }
+    }
+}
+
+impl ToolHandler for ForwardTool {
+    fn call(&self, ctx: Context, args: Value) -> BoxFuture<'static, Result<CallToolResult, ToolError>> {
+        let this = self.clone();
+        Box::pin(async move {
+            let progress_ctx = ctx.clone();
+            let outcome = forward(
+                &this.pool,
+                &this.tool,
+                args,
+                Some(&ctx),
+                ctx.meta(),
+                ctx.wants_progress(),
+                ctx.cancellation_token(),
+                move |p: &Progress| progress_ctx.progress(p.progress, p.total, p.message.clone()),
+            )
+            .await;
+            match outcome {
+                Outcome::Answered(v) => tool_result(v),
+                Outcome::Refused(e) => Err(ToolError::Rpc(e)),
+                // The deadline fires the same token: say which it was.
+                Outcome::Cancelled => Err(ctx.check().err().unwrap_or(ToolError::Cancelled)),
+                Outcome::Failed(m) => Ok(CallToolResult::error(m)),
+            }
+        })
+    }
+}
+
+/// A `job`-shaped upstream tool: the upstream call is the job's body, so it is durable,
+/// idempotent under its key, cancelled by `cancel_x` (which cancels the upstream request) and
+/// `failed(lease_lost)` if the proxy dies mid-call.
+#[derive(Clone, Debug)]
+pub struct UpstreamJob {
+    pool: Arc<Pool>,
+    tool: Arc<str>,
+}
+
+impl UpstreamJob {
+    /// Runs `tool` on `pool`'s upstream as a job body.
+    pub fn new(pool: Arc<Pool>, tool: &str) -> Self {
+        Self {
+            pool,
+            tool: tool.into(),
+        }
+    }
+}
+
+/// The text of a tool result's content, for a job's error.
+fn content_text(v: &Value) -> String {
+    let texts: Vec<&str> = v["content"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c["text"].as_str())
+        .collect();
+    if texts.is_empty() {
+        "the upstream tool reported an error without text".into()
+    } else {
+        texts.join("\n")
+    }
+}
+
+impl JobBody for UpstreamJob {
+    fn normalize(&self, args: Value) -> Result<Value, String> {
+        // The upstream validates its own arguments; the proxy only insists on an object, so
+        // the idempotency fingerprint is over what the upstream will see.
+        match args {
+            Value::Object(_) => Ok(args),
+            Value::Null => Ok(json!({})),
+            _ => Err("arguments must be a JSON object".into()),
+        }
+    }
+
+    fn run(&self, ctx: JobContext, args: Value) -> BoxFuture<'static, Result<Value, JobError>> {
+        let this = self.clone();
+        Box::pin(async move {
+            let progress_ctx = ctx.clone();
+            let outcome = forward(
+                &this.pool,
+                &this.tool,
+                args,
+                None,
+                None,
+                true,
+                ctx.cancellation_token(),
+                move |p: &Progress| progress_ctx.progress(p.progress, p.total, p.message.clone()),
+            )
+            .await;
+            match outcome {
+                Outcome::Answered(v) => {
+                    if v["isError"].as_bool() == Some(true) {
+                        return Err(JobError::Failed(content_text(&v)));
+                    }
+                    let result = tool_result(v).map_err(|e| JobError::Failed(e.to_string()))?;
+                    Ok(result
+                        .structured_content
+                        .clone()
+                        .unwrap_or_else(|| json!({"content": result.content})))
+                }
+                Outcome::Refused(e) => Err(JobError::Failed(format!(
+                    "the upstream refused the call: {} ({})",
+                    e.message, e.code
+                ))),
+                Outcome::Cancelled => Err(JobError::Cancelled),
+                Outcome::Failed(m) => Err(JobError::Failed(m)),
+            }
+        })
+    }
+}

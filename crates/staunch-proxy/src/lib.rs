@@ -1,0 +1,37 @@
+//! `staunch proxy`: an existing MCP server — a stdio command in any language, or a Streamable
+//! HTTP URL — served behind staunch's guarantees, without touching its code.
+//!
+//! The downstream side is an ordinary staunch [`Server`](staunch_server::Server): both
+//! protocol eras, sessions and resumable SSE on the durable event store, Host/Origin checks,
+//! limits, auth, the lifecycle log. Each upstream tool becomes a staunch tool whose handler
+//! forwards the call ([`forward`]), so the request core applies its rules to the upstream's
+//! work: the cancel (a `notifications/cancelled`, a closed 2026 stream, a session's end, the
+//! tool's deadline) drops the upstream request, which the client turns into a
+//! `notifications/cancelled` for exactly that upstream id; whatever the upstream sends after
+//! that is dropped and logged (`upstream.late`); progress passes through staunch's progress
+//! rules (token, strictly increasing, rate-limited).
+//!
+//! - [`UpstreamSpec`] / [`Target`] / [`ToolRule`]: what to front and how each tool is shaped.
+//! - [`Upstream`]: one supervised connection — its own request ids, restart with back-off after
+//!   a crash, server-to-client requests routed to the call that caused them ([`route`]).
+//! - [`child`]: the stdio upstream in its own process group with a parent-death signal, ended
+//!   the spec's way (stdin closed, SIGTERM, SIGKILL).
+//! - [`register`]: the upstreams' tools (and resources, prompts, completions) on a
+//!   `ServerBuilder`, with name prefixes and collisions refused; `job`-shaped tools run as
+//!   durable jobs of staunch-jobs ([`forward::UpstreamJob`]).
+
+#![forbid(unsafe_code)]
+
+pub mod child;
+mod error;
+pub mod forward;
+mod methods;
+pub mod register;
+pub mod route;
+mod spec;
+mod upstream;
+
+pub use error::ProxyError;
+pub use register::{Registered, register};
+pub use spec::{Target, ToolRule, UpstreamSpec};
+pub use upstream::{Pool, Upstream};

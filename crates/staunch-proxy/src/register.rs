@@ -1,0 +1,144 @@
+//! The upstreams' tools on a `ServerBuilder`: listed from each upstream at start, renamed with
+//! the upstream's prefix, shaped by its rules (`job` tools through staunch-jobs:
+//! `x`, `start_x`, `get_x`, `cancel_x` and tasks), collisions refused.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use serde_json::Value;
+use staunch_client::{CallOptions, ConnectOptions};
+use staunch_jobs::{JobRuntime, JobTool, JobsExt};
+use staunch_server::{ServerBuilder, Shape, ToolSpec};
+
+use crate::ProxyError;
+use crate::forward::{ForwardTool, UpstreamJob};
+use crate::spec::UpstreamSpec;
+use crate::upstream::Pool;
+
+/// What [`register`] put on the server.
+#[derive(Debug)]
+pub struct Registered {
+    /// One pool per upstream, in the order given.
+    pub pools: Vec<Arc<Pool>>,
+    /// Served tool name → (upstream, its own tool name, shape).
+    pub tools: Vec<(String, String, String, Shape)>,
+}
+
+impl Registered {
+    /// Ends every upstream connection (the spec's shutdown for processes).
+    pub async fn shut_down(&self) {
+        for p in &self.pools {
+            p.shut_down().await;
+        }
+    }
+}
+
+/// The names a tool takes on the server (job tools have three more faces).
+fn names_of(name: &str, shape: Shape) -> Vec<String> {
+    let mut v = vec![name.to_string()];
+    if shape == Shape::Job {
+        v.extend(["start", "get", "cancel"].map(|f| format!("{f}_{name}")));
+    }
+    v
+}
+
+/// Connects every upstream, lists its tools and adds them to `builder`.
+pub async fn register(
+    mut builder: ServerBuilder,
+    specs: Vec<UpstreamSpec>,
+    jobs: Option<&JobRuntime>,
+    opts: &ConnectOptions,
+) -> Result<(ServerBuilder, Registered), ProxyError> {
+    let mut pools = Vec::new();
+    let mut served: Vec<(String, String, String, Shape)> = Vec::new();
+    let mut claimed: HashMap<String, String> = HashMap::new();
+    for spec in specs {
+        let pool = Pool::start(spec, opts).await?;
+        pools.push(pool.clone());
+        let spec = pool.spec();
+        let client = pool.shared().client().await?;
+        let listed = client
+            .list_tools(&CallOptions::default())
+            .await
+            .map_err(|source| ProxyError::Request {
+                upstream: spec.name.clone(),
+                what: "tools/list".into(),
+                source,
+            })?;
+        let own: Vec<&str> = listed.iter().filter_map(|t| t["name"].as_str()).collect();
+        if let Some(missing) = spec.tools.keys().find(|k| !own.contains(&k.as_str())) {
+            return Err(ProxyError::UnknownTool {
+                upstream: spec.name.clone(),
+                tool: missing.clone(),
+                known: own.join(", "),
+            });
+        }
+        for tool in &listed {
+            let Some(own_name) = tool["name"].as_str() else {
+                tracing::warn!(upstream = %spec.name, "skipping an upstream tool without a name");
+                continue;
+            };
+            let name = format!("{}{own_name}", spec.prefix);
+            let shape = spec.shape_of(own_name);
+            for n in names_of(&name, shape) {
+                if let Some(first) = claimed.insert(n.clone(), spec.name.clone()) {
+                    return Err(ProxyError::Collision {
+                        name: n,
+                        first,
+                        second: spec.name.clone(),
+                    });
+                }
+            }
+            builder = add_tool(builder, &pool, tool, own_name, &name, shape, jobs)?;
+            served.push((name, spec.name.clone(), own_name.to_string(), shape));
+        }
+    }
+    builder = crate::methods::register(builder, &pools);
+    Ok((builder, Registered { pools, tools: served }))
+}
+
+fn add_tool(
+    builder: ServerBuilder,
+    pool: &Arc<Pool>,
+    tool: &Value,
+    own_name: &str,
+    name: &str,
+    shape: Shape,
+    jobs: Option<&JobRuntime>,
+) -> Result<ServerBuilder, ProxyError> {
+    let rule = pool.spec().rule(own_name);
+    let description = tool["description"].as_str().unwrap_or_default().to_string();
+    let schema = tool
+        .get("inputSchema")
+        .cloned()
+        .unwrap_or_else(|| serde_json::json!({"type": "object"}));
+    let title = tool["title"].as_str();
+    if shape == Shape::Job {
+        let rt = jobs.ok_or_else(|| ProxyError::NoJobRuntime(name.to_string()))?;
+        let body = UpstreamJob::new(pool.clone(), own_name);
+        let mut job = JobTool::with_body(name.to_string(), description, schema, body)
+            .side_effects(rule.side_effects.unwrap_or(true))
+            .retry_safe(rule.retry_safe);
+        if let Some(t) = title {
+            job = job.title(t.to_string());
+        }
+        if let Some(d) = rule.deadline {
+            job = job.max_runtime(d);
+        }
+        return Ok(builder.job_tool(rt, job));
+    }
+    let mut spec = ToolSpec::new(name.to_string(), shape, description).input_schema(schema);
+    if let Some(t) = title {
+        spec = spec.title(t.to_string());
+    }
+    if let Some(o) = tool.get("outputSchema").filter(|v| v.is_object()) {
+        spec = spec.output_schema(o.clone());
+    }
+    if let Some(a) = tool.get("annotations").filter(|v| v.is_object()) {
+        spec = spec.annotations(a.clone());
+    }
+    if let Some(d) = rule.deadline {
+        spec = spec.deadline(d);
+    }
+    Ok(builder.tool_handler(spec, ForwardTool::new(pool.clone(), own_name)))
+}

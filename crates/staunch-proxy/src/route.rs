@@ -1,0 +1,209 @@
+//! Which downstream request an upstream message belongs to.
+//!
+//! Every forwarded call is tracked by the id the proxy gave it upstream ([`Calls::track`]).
+//! That table routes the upstream's own requests (sampling, elicitation, roots) to the
+//! downstream client that caused them, and — once a call is abandoned — names the downstream
+//! request in the `upstream.late` line when the upstream answers or reports progress anyway.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+
+use serde_json::Value;
+use staunch_client::{Late, ServerRequest, ServerRequestHandler};
+use staunch_protocol::mcp::ProgressToken;
+use staunch_protocol::{ErrorObject, RequestId, codes};
+use staunch_server::{Context, LifecycleEvent, ToolError, UpstreamStep};
+
+/// Abandoned calls remembered for `upstream.late` lines.
+const MAX_ABANDONED: usize = 4096;
+
+#[derive(Default)]
+struct Table {
+    live: HashMap<i64, Context>,
+    abandoned: HashMap<i64, Context>,
+    abandoned_order: VecDeque<i64>,
+}
+
+/// The calls of one upstream connection, by upstream id.
+#[derive(Default)]
+pub struct Calls {
+    upstream: String,
+    table: Mutex<Table>,
+}
+
+impl std::fmt::Debug for Calls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Calls")
+            .field("upstream", &self.upstream)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Calls {
+    /// The table of upstream `upstream`.
+    pub fn new(upstream: &str) -> Arc<Self> {
+        Arc::new(Self {
+            upstream: upstream.to_string(),
+            table: Mutex::default(),
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Table> {
+        self.table.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Starts tracking upstream call `id` of downstream request `ctx`; the guard ends it.
+    pub fn track(self: &Arc<Self>, id: i64, ctx: &Context) -> Tracked {
+        self.lock().live.insert(id, ctx.clone());
+        ctx.log_event(&LifecycleEvent::Upstream {
+            step: UpstreamStep::Sent,
+            upstream: self.upstream.as_str().into(),
+            upstream_id: id,
+            late: None,
+        });
+        Tracked {
+            calls: self.clone(),
+            id,
+            answered: false,
+        }
+    }
+
+    /// Calls in flight.
+    pub fn in_flight(&self) -> usize {
+        self.lock().live.len()
+    }
+
+    /// The downstream request an upstream request (sampling, elicitation …) belongs to: the
+    /// call whose stream carried it, else — over stdio, where the wire does not say — the
+    /// calls in flight when they all come from one downstream session.
+    fn owner(&self, req: &ServerRequest) -> Result<Context, ErrorObject> {
+        let t = self.lock();
+        if let Some(RequestId::Number(n)) = &req.on_stream_of
+            && let Some(ctx) = t.live.get(n)
+        {
+            return Ok(ctx.clone());
+        }
+        let mut sessions = t.live.values().map(|c| c.session_id());
+        let Some(first) = sessions.next() else {
+            return Err(ErrorObject::new(
+                codes::INVALID_REQUEST,
+                format!(
+                    "{} arrived while no call was in flight: there is no client to ask",
+                    req.method
+                ),
+            ));
+        };
+        if sessions.any(|s| s != first) {
+            return Err(ErrorObject::new(
+                codes::INTERNAL_ERROR,
+                format!(
+                    "staunch proxy cannot tell which of several clients {} is for (stdio does \
+                     not say which call caused it); run the proxy with --isolate",
+                    req.method
+                ),
+            ));
+        }
+        // The most recent call of that session.
+        let newest = t.live.iter().max_by_key(|(id, _)| **id).map(|(_, c)| c);
+        Ok(newest.cloned().unwrap_or_else(|| unreachable!("live is not empty")))
+    }
+
+    /// Answers the upstream's own requests by asking the downstream client that caused them.
+    pub fn server_request_handler(self: &Arc<Self>) -> ServerRequestHandler {
+        let calls = self.clone();
+        ServerRequestHandler::new(move |req| {
+            let owner = calls.owner(&req);
+            Box::pin(async move {
+                let ctx = owner?;
+                if ctx.is_stateless() {
+                    // A 2026 client answers questions in input-required rounds, each a new
+                    // request; the upstream waits inside one call. Not bridged.
+                    return Err(ErrorObject::new(
+                        codes::INTERNAL_ERROR,
+                        format!(
+                            "the client speaks 2026-07-28 (stateless): {} in the middle of a \
+                             call cannot be bridged to it",
+                            req.method
+                        ),
+                    ));
+                }
+                let params = req.params.unwrap_or(Value::Object(Default::default()));
+                ctx.request_client(&req.method, params)
+                    .await
+                    .map_err(|e| match e {
+                        ToolError::Rpc(e) => e,
+                        other => ErrorObject::new(codes::INTERNAL_ERROR, other.to_string()),
+                    })
+            })
+        })
+    }
+
+    /// Writes `upstream.late` for something that arrived after its call was abandoned.
+    pub fn log_late(&self, late: &Late) {
+        let (id, what) = match late {
+            Late::Response(r) => (&r.id, "response"),
+            Late::Progress {
+                token: ProgressToken::Number(n),
+                ..
+            } => {
+                return self.log_late_id(*n, "progress");
+            }
+            Late::Progress { .. } => return,
+        };
+        if let RequestId::Number(n) = id {
+            self.log_late_id(*n, what);
+        }
+    }
+
+    fn log_late_id(&self, id: i64, what: &str) {
+        let ctx = self.lock().abandoned.get(&id).cloned();
+        match ctx {
+            Some(ctx) => ctx.log_event(&LifecycleEvent::Upstream {
+                step: UpstreamStep::Late,
+                upstream: self.upstream.as_str().into(),
+                upstream_id: id,
+                late: Some(what.into()),
+            }),
+            None => tracing::debug!(upstream = %self.upstream, id, what, "upstream.late for a forgotten call"),
+        }
+    }
+}
+
+/// A tracked call; dropping it unanswered marks the call abandoned (its cancel was sent).
+pub struct Tracked {
+    calls: Arc<Calls>,
+    id: i64,
+    answered: bool,
+}
+
+impl Tracked {
+    /// The upstream answered: nothing late can come.
+    pub fn answered(mut self) {
+        self.answered = true;
+    }
+}
+
+impl Drop for Tracked {
+    fn drop(&mut self) {
+        let mut t = self.calls.lock();
+        let Some(ctx) = t.live.remove(&self.id) else {
+            return;
+        };
+        if self.answered {
+            return;
+        }
+        ctx.log_event(&LifecycleEvent::Upstream {
+            step: UpstreamStep::CancelSent,
+            upstream: self.calls.upstream.as_str().into(),
+            upstream_id: self.id,
+            late: None,
+        });
+        t.abandoned.insert(self.id, ctx);
+        t.abandoned_order.push_back(self.id);
+        while t.abandoned_order.len() > MAX_ABANDONED {
+            if let Some(old) = t.abandoned_order.pop_front() {
+                t.abandoned.remove(&old);
+            }
+        }
+    }
+}

@@ -1,0 +1,104 @@
+//! What to front ([`UpstreamSpec`]): where the upstream is ([`Target`]), the prefix its tools
+//! get, and how each tool is shaped ([`ToolRule`]).
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use staunch_server::Shape;
+
+/// Where an upstream server is.
+#[derive(Debug, Clone)]
+pub enum Target {
+    /// A command speaking MCP on its stdin/stdout; started (and restarted) by the proxy.
+    Stdio {
+        /// The program.
+        program: OsString,
+        /// Its arguments.
+        args: Vec<OsString>,
+        /// Environment added to the proxy's own.
+        env: Vec<(OsString, OsString)>,
+        /// Working directory (the proxy's when `None`).
+        cwd: Option<PathBuf>,
+    },
+    /// A Streamable HTTP endpoint (either era).
+    Http {
+        /// The endpoint URL.
+        url: String,
+        /// Headers sent with every request (its credentials).
+        headers: Vec<(String, String)>,
+    },
+}
+
+impl Target {
+    /// The command line or the URL, for messages.
+    pub fn display(&self) -> String {
+        match self {
+            Target::Stdio { program, args, .. } => std::iter::once(program)
+                .chain(args)
+                .map(|s| s.to_string_lossy().into_owned())
+                .collect::<Vec<_>>()
+                .join(" "),
+            Target::Http { url, .. } => url.clone(),
+        }
+    }
+}
+
+/// How one upstream tool is served.
+#[derive(Debug, Clone, Default)]
+pub struct ToolRule {
+    /// Its shape; the upstream's default shape when `None`.
+    pub shape: Option<Shape>,
+    /// Its deadline (the server's default for the shape when `None`).
+    pub deadline: Option<Duration>,
+    /// `job` tools: whether a job whose instance died may be run again (default false:
+    /// `failed(lease_lost)`).
+    pub retry_safe: bool,
+    /// `job` tools: whether the tool changes anything (default true).
+    pub side_effects: Option<bool>,
+}
+
+/// One upstream server.
+#[derive(Debug, Clone)]
+pub struct UpstreamSpec {
+    /// Its name (logs, errors, the lifecycle log's `upstream` field).
+    pub name: String,
+    /// Where it is.
+    pub target: Target,
+    /// Prepended to each of its tool and prompt names (empty: none).
+    pub prefix: String,
+    /// The shape of tools without a rule.
+    pub default_shape: Shape,
+    /// Per-tool rules, by the upstream's own tool name.
+    pub tools: BTreeMap<String, ToolRule>,
+    /// One upstream connection (process) per downstream session instead of one shared.
+    pub isolate: bool,
+}
+
+impl UpstreamSpec {
+    /// An upstream with no prefix, tools `quick` unless a rule says otherwise, shared.
+    pub fn new(name: impl Into<String>, target: Target) -> Self {
+        Self {
+            name: name.into(),
+            target,
+            prefix: String::new(),
+            default_shape: Shape::Quick,
+            tools: BTreeMap::new(),
+            isolate: false,
+        }
+    }
+
+    /// The rule of the upstream tool `name` (the default when there is none).
+    pub fn rule(&self, name: &str) -> ToolRule {
+        self.tools.get(name).cloned().unwrap_or_default()
+    }
+
+    /// The shape `name` is served with.
+    pub fn shape_of(&self, name: &str) -> Shape {
+        self.tools
+            .get(name)
+            .and_then(|r| r.shape)
+            .unwrap_or(self.default_shape)
+    }
+}

@@ -1,0 +1,302 @@
+//! [`Upstream`]: one supervised connection to an upstream server, and [`Pool`]: one shared
+//! connection, or one per downstream session (`--isolate`).
+//!
+//! The connection is made at start (a proxy whose upstream cannot start refuses to start) and
+//! again on the first call after the upstream went away, with exponential back-off between
+//! attempts, so a crashing upstream is restarted without being hammered. Calls in flight when
+//! it dies fail with a clear error (see [`crate::forward`]).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use staunch_client::{Client, ConnectOptions, StderrMode};
+use staunch_server::Context;
+use tokio::time::Instant;
+
+use crate::ProxyError;
+use crate::child::UpstreamChild;
+use crate::route::Calls;
+use crate::spec::{Target, UpstreamSpec};
+
+/// First wait before reconnecting after a failure.
+const BACKOFF_MIN: Duration = Duration::from_millis(250);
+/// Longest wait between reconnection attempts.
+const BACKOFF_MAX: Duration = Duration::from_secs(30);
+
+struct Live {
+    client: Client,
+    child: Option<UpstreamChild>,
+}
+
+#[derive(Default)]
+struct Backoff {
+    failures: u32,
+    last_failure: Option<Instant>,
+}
+
+impl Backoff {
+    fn wait(&self) -> Duration {
+        let Some(at) = self.last_failure else {
+            return Duration::ZERO;
+        };
+        let exp = BACKOFF_MIN.saturating_mul(1 << self.failures.min(8));
+        exp.min(BACKOFF_MAX)
+            .saturating_sub(at.elapsed())
+    }
+}
+
+/// One upstream connection, restarted when it goes away.
+pub struct Upstream {
+    spec: Arc<UpstreamSpec>,
+    opts: ConnectOptions,
+    calls: Arc<Calls>,
+    live: tokio::sync::Mutex<Option<Live>>,
+    current: Mutex<Option<Client>>,
+    backoff: Mutex<Backoff>,
+    restarts: std::sync::atomic::AtomicU64,
+}
+
+impl std::fmt::Debug for Upstream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Upstream")
+            .field("name", &self.spec.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Upstream {
+    /// Connects to `spec` (starting its process for a stdio target).
+    pub async fn connect(spec: Arc<UpstreamSpec>, base: &ConnectOptions) -> Result<Arc<Self>, ProxyError> {
+        let calls = Calls::new(&spec.name);
+        let mut opts = base.clone();
+        opts.server_requests = Some(calls.server_request_handler());
+        opts.stderr = StderrMode::Inherit;
+        if let Target::Http { headers, .. } = &spec.target {
+            opts.http.headers.extend(headers.iter().cloned());
+        }
+        let up = Arc::new(Self {
+            spec,
+            opts,
+            calls,
+            live: tokio::sync::Mutex::new(None),
+            current: Mutex::new(None),
+            backoff: Mutex::default(),
+            restarts: Default::default(),
+        });
+        up.client().await?;
+        Ok(up)
+    }
+
+    /// The upstream's name.
+    pub fn name(&self) -> &str {
+        &self.spec.name
+    }
+
+    /// What it fronts.
+    pub fn spec(&self) -> &UpstreamSpec {
+        &self.spec
+    }
+
+    /// The call table (routing and late logging).
+    pub fn calls(&self) -> &Arc<Calls> {
+        &self.calls
+    }
+
+    /// How many times the connection was made again after the first.
+    pub fn restarts(&self) -> u64 {
+        self.restarts.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The process id of a stdio upstream's current process.
+    pub async fn pid(&self) -> Option<u32> {
+        self.live.lock().await.as_ref().and_then(|l| l.child.as_ref().map(UpstreamChild::pid))
+    }
+
+    /// The capabilities the upstream declared (`None` while it is down).
+    pub fn capabilities(&self) -> Option<serde_json::Value> {
+        self.current().map(|c| c.server().capabilities.clone())
+    }
+
+    /// The protocol version spoken with it (`None` while it is down).
+    pub fn protocol_version(&self) -> Option<String> {
+        self.current().map(|c| c.server().protocol_version.clone())
+    }
+
+    fn current(&self) -> Option<Client> {
+        let c = self.current.lock().unwrap_or_else(|p| p.into_inner());
+        c.as_ref().filter(|c| !c.is_closed()).cloned()
+    }
+
+    /// The live connection, made again (after the back-off) if it went away.
+    pub async fn client(&self) -> Result<Client, ProxyError> {
+        if let Some(c) = self.current() {
+            return Ok(c);
+        }
+        let mut live = self.live.lock().await;
+        if let Some(c) = self.current() {
+            return Ok(c);
+        }
+        let had_one = live.is_some();
+        if let Some(old) = live.take() {
+            // Reap what is left of the old process (it normally exited already).
+            if let Some(child) = &old.child {
+                child.shut_down(&old.client).await;
+            }
+        }
+        let wait = self.backoff.lock().unwrap_or_else(|p| p.into_inner()).wait();
+        if !wait.is_zero() {
+            tokio::time::sleep(wait).await;
+        }
+        let made = match &self.spec.target {
+            Target::Stdio { .. } => crate::child::start(&self.spec.name, &self.spec.target, &self.opts)
+                .await
+                .map(|(c, child)| (c, Some(child))),
+            Target::Http { url, .. } => Client::connect_http(url, &self.opts)
+                .await
+                .map(|c| (c, None))
+                .map_err(|source| ProxyError::Connect {
+                    upstream: self.spec.name.clone(),
+                    source,
+                }),
+        };
+        let mut backoff = self.backoff.lock().unwrap_or_else(|p| p.into_inner());
+        match made {
+            Ok((client, child)) => {
+                *backoff = Backoff::default();
+                drop(backoff);
+                if had_one {
+                    self.restarts.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    tracing::warn!(upstream = %self.spec.name, "upstream.restarted");
+                }
+                let mut late = client.late_feed();
+                let calls = self.calls.clone();
+                tokio::spawn(async move {
+                    while let Some(l) = late.recv().await {
+                        calls.log_late(&l);
+                    }
+                });
+                *self.current.lock().unwrap_or_else(|p| p.into_inner()) = Some(client.clone());
+                *live = Some(Live { client: client.clone(), child });
+                Ok(client)
+            }
+            Err(e) => {
+                backoff.failures += 1;
+                backoff.last_failure = Some(Instant::now());
+                Err(e)
+            }
+        }
+    }
+
+    /// Ends the connection (the spec's stdio shutdown for a process).
+    pub async fn shut_down(&self) {
+        self.current.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(old) = self.live.lock().await.take() {
+            match &old.child {
+                Some(child) => child.shut_down(&old.client).await,
+                None => old.client.close().await,
+            }
+        }
+    }
+}
+
+/// The upstream connections of one [`UpstreamSpec`].
+#[derive(Debug)]
+pub struct Pool {
+    spec: Arc<UpstreamSpec>,
+    opts: ConnectOptions,
+    /// The shared connection; with `isolate`, the one that listed the tools at start (and
+    /// serves stateless requests, which have no session).
+    shared: Arc<Upstream>,
+    per_session: Mutex<HashMap<String, (Arc<Upstream>, Instant)>>,
+}
+
+impl Pool {
+    /// Connects the first (shared) upstream of `spec`.
+    pub async fn start(spec: UpstreamSpec, opts: &ConnectOptions) -> Result<Arc<Self>, ProxyError> {
+        let spec = Arc::new(spec);
+        let shared = Upstream::connect(spec.clone(), opts).await?;
+        Ok(Arc::new(Self {
+            spec,
+            opts: opts.clone(),
+            shared,
+            per_session: Mutex::default(),
+        }))
+    }
+
+    /// The spec.
+    pub fn spec(&self) -> &UpstreamSpec {
+        &self.spec
+    }
+
+    /// The shared connection.
+    pub fn shared(&self) -> &Arc<Upstream> {
+        &self.shared
+    }
+
+    /// The connection that serves `ctx`: the shared one, or with `isolate` the session's own
+    /// (made on its first call).
+    pub async fn for_request(&self, ctx: &Context) -> Result<Arc<Upstream>, ProxyError> {
+        let session = match (self.spec.isolate, ctx.owning_session()) {
+            (true, Some(s)) => s.to_string(),
+            _ => return Ok(self.shared.clone()),
+        };
+        let found = {
+            let mut map = self.per_session.lock().unwrap_or_else(|p| p.into_inner());
+            map.get_mut(&session).map(|(up, used)| {
+                *used = Instant::now();
+                up.clone()
+            })
+        };
+        if let Some(up) = found {
+            return Ok(up);
+        }
+        let up = Upstream::connect(self.spec.clone(), &self.opts).await?;
+        // Another call of the same session may have connected meanwhile: keep the first.
+        let chosen = {
+            let mut map = self.per_session.lock().unwrap_or_else(|p| p.into_inner());
+            map.entry(session)
+                .or_insert_with(|| (up.clone(), Instant::now()))
+                .0
+                .clone()
+        };
+        if !Arc::ptr_eq(&chosen, &up) {
+            up.shut_down().await;
+        }
+        Ok(chosen)
+    }
+
+    /// Ends per-session connections idle for `idle` with no call in flight.
+    pub async fn reap_idle(&self, idle: Duration) -> usize {
+        let gone: Vec<Arc<Upstream>> = {
+            let mut map = self.per_session.lock().unwrap_or_else(|p| p.into_inner());
+            let stale: Vec<String> = map
+                .iter()
+                .filter(|(_, (up, used))| used.elapsed() >= idle && up.calls().in_flight() == 0)
+                .map(|(k, _)| k.clone())
+                .collect();
+            stale.iter().filter_map(|k| map.remove(k).map(|(u, _)| u)).collect()
+        };
+        for up in &gone {
+            up.shut_down().await;
+        }
+        gone.len()
+    }
+
+    /// How many per-session connections are open.
+    pub fn sessions(&self) -> usize {
+        self.per_session.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    /// Ends every connection.
+    pub async fn shut_down(&self) {
+        let all: Vec<Arc<Upstream>> = {
+            let mut map = self.per_session.lock().unwrap_or_else(|p| p.into_inner());
+            map.drain().map(|(_, (u, _))| u).collect()
+        };
+        for up in all {
+            up.shut_down().await;
+        }
+        self.shared.shut_down().await;
+    }
+}

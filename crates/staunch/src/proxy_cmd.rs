@@ -1,0 +1,300 @@
+//! `staunch proxy`: any MCP server behind staunch's guarantees. The downstream side is
+//! `staunch serve` (every flag of it applies: `--http`, `--store`, auth, limits, the log);
+//! the tools are the upstreams' (crates/staunch-proxy).
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
+use clap::Args;
+use serde_json::Value;
+use staunch_client::ConnectOptions;
+use staunch_proxy::{Registered, Target, ToolRule, UpstreamSpec};
+use staunch_server::Shape;
+
+use crate::cli::ServeArgs;
+
+/// How often idle per-session upstreams (`--isolate`) are looked for.
+const REAP_EVERY: Duration = Duration::from_secs(30);
+
+#[derive(Debug, Args)]
+pub struct ProxyArgs {
+    /// A Streamable HTTP upstream (either protocol era), instead of a command after `--`.
+    #[arg(long, value_name = "URL", env = "STAUNCH_UPSTREAM")]
+    pub upstream: Option<String>,
+    /// A header sent to the HTTP upstream with every request (`Name: value`; repeatable), e.g.
+    /// its credentials. Values are never logged.
+    #[arg(long = "header", value_name = "NAME: VALUE")]
+    pub headers: Vec<String>,
+    /// The upstream's name in logs and errors.
+    #[arg(long = "name", default_value = "upstream")]
+    pub name: String,
+    /// Prepended to every upstream tool and prompt name.
+    #[arg(long, default_value = "")]
+    pub prefix: String,
+    /// The shape of upstream tools without a `--tool` rule: quick (deadline
+    /// --quick-deadline-ms, shorter than a client's usual 60 s timeout), streaming, atomic
+    /// (cancels never forwarded) or job (durable; needs the store).
+    #[arg(long, default_value = "quick", value_parser = parse_shape)]
+    pub default_shape: Shape,
+    /// A rule for one upstream tool: `NAME=SHAPE[:DEADLINE]` (`export=job`,
+    /// `search=streaming:10m`, `write_row=atomic`); with --mcp-servers,
+    /// `SERVER/NAME=…`. Repeatable.
+    #[arg(long = "tool", value_name = "NAME=SHAPE[:DEADLINE]")]
+    pub tools: Vec<String>,
+    /// Job-shaped tools (given with --tool) may run again after an instance died
+    /// (`retry_safe`), instead of ending `failed(lease_lost)`.
+    #[arg(long)]
+    pub retry_safe: bool,
+    /// One upstream connection (process) per downstream session instead of one shared.
+    #[arg(long)]
+    pub isolate: bool,
+    /// Import a client's `mcpServers` JSON (Claude Desktop, Cursor, VS Code style): every
+    /// server in it becomes an upstream; with several, each server's tools get the prefix
+    /// `NAME_`.
+    #[arg(long, value_name = "FILE")]
+    pub mcp_servers: Option<PathBuf>,
+    #[command(flatten)]
+    pub serve: ServeArgs,
+    /// The upstream command and its arguments (after `--`).
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<OsString>,
+}
+
+fn parse_shape(s: &str) -> Result<Shape, String> {
+    Ok(match s {
+        "quick" => Shape::Quick,
+        "streaming" => Shape::Streaming,
+        "atomic" => Shape::Atomic,
+        "job" => Shape::Job,
+        other => return Err(format!("unknown shape {other:?}: quick, streaming, atomic or job")),
+    })
+}
+
+/// `30s`, `5m`, `1500ms`, `2h`; a bare number is seconds.
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration (e.g. 30s, 5m, 1500ms)"))?;
+    Ok(match unit {
+        "" | "s" => Duration::from_secs(n),
+        "ms" => Duration::from_millis(n),
+        "m" => Duration::from_secs(n.saturating_mul(60)),
+        "h" => Duration::from_secs(n.saturating_mul(3600)),
+        _ => return Err(format!("{s:?}: unknown unit {unit:?} (ms, s, m, h)")),
+    })
+}
+
+/// `[SERVER/]NAME=SHAPE[:DEADLINE]`.
+fn parse_rule(s: &str) -> anyhow::Result<(Option<String>, String, ToolRule)> {
+    let (lhs, rhs) = s
+        .split_once('=')
+        .with_context(|| format!("--tool {s:?}: expected NAME=SHAPE[:DEADLINE]"))?;
+    let (server, name) = match lhs.split_once('/') {
+        Some((srv, n)) => (Some(srv.to_string()), n.to_string()),
+        None => (None, lhs.to_string()),
+    };
+    let (shape, deadline) = match rhs.split_once(':') {
+        Some((sh, d)) => (sh, Some(parse_duration(d).map_err(anyhow::Error::msg)?)),
+        None => (rhs, None),
+    };
+    let shape = parse_shape(shape).map_err(|e| anyhow::anyhow!("--tool {s:?}: {e}"))?;
+    Ok((
+        server,
+        name,
+        ToolRule {
+            shape: Some(shape),
+            deadline,
+            ..ToolRule::default()
+        },
+    ))
+}
+
+fn parse_header(h: &str) -> anyhow::Result<(String, String)> {
+    let (k, v) = h
+        .split_once(':')
+        .with_context(|| format!("--header {:?}: expected `Name: value`", redact(h)))?;
+    Ok((k.trim().to_string(), v.trim().to_string()))
+}
+
+/// A header for messages: its name only.
+fn redact(h: &str) -> String {
+    match h.split_once(':') {
+        Some((k, _)) => format!("{k}: …"),
+        None => "…".into(),
+    }
+}
+
+/// The upstreams the flags describe.
+pub fn specs(args: &ProxyArgs) -> anyhow::Result<Vec<UpstreamSpec>> {
+    let mut specs = Vec::new();
+    match (&args.upstream, args.command.is_empty(), &args.mcp_servers) {
+        (Some(_), false, _) => bail!("give either --upstream URL or a command after --, not both"),
+        (None, true, None) => bail!(
+            "nothing to proxy: give a command after -- (staunch proxy -- python server.py), \
+             --upstream URL, or --mcp-servers FILE"
+        ),
+        _ => {}
+    }
+    let headers = args
+        .headers
+        .iter()
+        .map(|h| parse_header(h))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    if let Some(url) = &args.upstream {
+        specs.push(UpstreamSpec::new(
+            args.name.clone(),
+            Target::Http {
+                url: url.clone(),
+                headers,
+            },
+        ));
+    } else if let Some((program, rest)) = args.command.split_first() {
+        if !headers.is_empty() {
+            bail!("--header is for an HTTP upstream (--upstream URL)");
+        }
+        specs.push(UpstreamSpec::new(
+            args.name.clone(),
+            Target::Stdio {
+                program: program.clone(),
+                args: rest.to_vec(),
+                env: Vec::new(),
+                cwd: None,
+            },
+        ));
+    }
+    if let Some(file) = &args.mcp_servers {
+        specs.extend(import_mcp_servers(file)?);
+    }
+    let several = specs.len() > 1;
+    for s in &mut specs {
+        s.default_shape = args.default_shape;
+        s.isolate = args.isolate;
+        if !args.prefix.is_empty() && !several {
+            s.prefix = args.prefix.clone();
+        }
+    }
+    for r in &args.tools {
+        let (server, name, mut rule) = parse_rule(r)?;
+        rule.retry_safe = args.retry_safe;
+        let target = match &server {
+            Some(srv) => specs
+                .iter_mut()
+                .find(|s| &s.name == srv)
+                .with_context(|| format!("--tool {r:?}: no upstream named {srv:?}"))?,
+            None if several => bail!("--tool {r:?}: several upstreams; write SERVER/{name}=…"),
+            None => &mut specs[0],
+        };
+        target.tools.insert(name, rule);
+    }
+    Ok(specs)
+}
+
+/// The `mcpServers` object of a client configuration file.
+fn import_mcp_servers(file: &std::path::Path) -> anyhow::Result<Vec<UpstreamSpec>> {
+    let text = std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+    let doc: Value = serde_json::from_str(&text)
+        .with_context(|| format!("{} is not JSON", file.display()))?;
+    let servers = doc
+        .get("mcpServers")
+        .or_else(|| doc.get("servers"))
+        .and_then(Value::as_object)
+        .with_context(|| format!("{}: no \"mcpServers\" object", file.display()))?;
+    let several = servers.len() > 1;
+    let mut out = Vec::new();
+    for (name, s) in servers {
+        let target = if let Some(cmd) = s.get("command").and_then(Value::as_str) {
+            let args = s["args"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .map(OsString::from)
+                .collect();
+            let env = s["env"]
+                .as_object()
+                .into_iter()
+                .flatten()
+                .filter_map(|(k, v)| v.as_str().map(|v| (OsString::from(k), OsString::from(v))))
+                .collect();
+            Target::Stdio {
+                program: cmd.into(),
+                args,
+                env,
+                cwd: s["cwd"].as_str().map(PathBuf::from),
+            }
+        } else if let Some(url) = s.get("url").or_else(|| s.get("serverUrl")).and_then(Value::as_str) {
+            if s["type"].as_str() == Some("sse") {
+                bail!("{name}: the old HTTP+SSE transport (type \"sse\") is not supported; use the server's Streamable HTTP endpoint");
+            }
+            let headers = s["headers"]
+                .as_object()
+                .into_iter()
+                .flatten()
+                .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_string())))
+                .collect();
+            Target::Http {
+                url: url.to_string(),
+                headers,
+            }
+        } else {
+            bail!("{}: server {name:?} has neither \"command\" nor \"url\"", file.display());
+        };
+        let mut spec = UpstreamSpec::new(name.clone(), target);
+        if several {
+            spec.prefix = format!("{name}_");
+        }
+        out.push(spec);
+    }
+    Ok(out)
+}
+
+/// How the proxy connects upstream: it offers to forward sampling and elicitation to the
+/// downstream client that caused them.
+pub fn connect_options() -> ConnectOptions {
+    ConnectOptions {
+        client_name: "staunch-proxy".into(),
+        capabilities: serde_json::json!({"sampling": {}, "elicitation": {}}),
+        ..ConnectOptions::default()
+    }
+}
+
+/// One line per upstream on stderr: what is served.
+pub fn announce(r: &Registered) {
+    for pool in &r.pools {
+        let up = pool.shared();
+        let n = r.tools.iter().filter(|t| t.1 == up.name()).count();
+        eprintln!(
+            "staunch proxy: {} tools from {:?} ({}, protocol {})",
+            n,
+            up.name(),
+            pool.spec().target.display(),
+            up.protocol_version().unwrap_or_default()
+        );
+    }
+}
+
+/// With `--isolate`, ends per-session upstreams idle for the session idle time.
+pub fn reap_isolated(r: &Registered, idle: Duration) {
+    for pool in r.pools.iter().filter(|p| p.spec().isolate).cloned() {
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(REAP_EVERY);
+            loop {
+                tick.tick().await;
+                pool.reap_idle(idle).await;
+            }
+        });
+    }
+}
+
+pub async fn run(args: ProxyArgs) -> anyhow::Result<i32> {
+    let specs = specs(&args)?;
+    // Rules by name for the check below (unknown names are refused once the tools are known).
+    let _: BTreeMap<&str, ()> = BTreeMap::new();
+    crate::serve::run_with(args.serve, specs).await
+}
