@@ -2,14 +2,14 @@
 """Real-client interop driver: Python `mcp` 2.x's high-level `Client` over Streamable HTTP.
 
 usage:
-  py2_client.py URL --mode auto|legacy [--tag TAG]
+  py2_client.py URL --mode auto|legacy [--tag TAG] [--no-greet]
 
 `--mode auto` is what the SDK does by default: probe `server/discover` and speak 2026-07-28
 statelessly when the server offers it; `--mode legacy` forces the 2025 initialize handshake.
 Against the same server, each mode runs:
 
   1. slow_count {steps: 5, delay_ms: 20} with a progress callback;
-  2. greet {}, answered by an elicitation callback with the name "Ada" (an input-required
+  2. (unless --no-greet) greet {}, answered by an elicitation callback with the name "Ada" (an input-required
      round in 2026-07-28, a server->client elicitation/create request in 2025);
   3. the cancel: slow_count {steps: 400, delay_ms: 25, tag} inside an anyio cancel scope
      that gives up after 0.4 s (in 2026-07-28 the SDK closes the request's stream; in 2025
@@ -80,8 +80,9 @@ async def flow(opts: argparse.Namespace, out: dict) -> None:
         out["progress"] = [int(p) if float(p).is_integer() else p for p in seen]
         out["slow_result"] = text_of(r)
 
-        g = await client.call_tool("greet", {})
-        out["greeting"] = text_of(g)
+        if not opts.no_greet:
+            g = await client.call_tool("greet", {})
+            out["greeting"] = text_of(g)
 
         # The cancel: give up on a long call from the client side.
         cancel_seen: list[float] = []
@@ -117,6 +118,8 @@ def main() -> int:
     p.add_argument("url")
     p.add_argument("--mode", default="auto")
     p.add_argument("--tag", default="py2")
+    # For servers without the `greet` tool (the SDK peers).
+    p.add_argument("--no-greet", action="store_true")
     opts = p.parse_args()
     out: dict = {"client": "python-mcp", "mcpVersion": _pkg_version("mcp"), "mode": opts.mode}
     try:

@@ -373,7 +373,9 @@ impl Client {
 /// ends the connection.
 async fn route(inner: Weak<Inner>, mut inbound: mpsc::UnboundedReceiver<Inbound>) {
     while let Some(item) = inbound.recv().await {
-        let Some(strong) = inner.upgrade() else { return };
+        let Some(strong) = inner.upgrade() else {
+            return;
+        };
         match strong.router.on_inbound(item) {
             None => {}
             Some(Answer::Now(bytes)) => strong.transport.send(reply(bytes)),

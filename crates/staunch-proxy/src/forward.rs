@@ -125,8 +125,9 @@ fn tool_result(v: Value) -> Result<CallToolResult, ToolError> {
              which staunch proxy does not bridge yet"
         )));
     }
-    serde_json::from_value(v)
-        .map_err(|e| ToolError::Internal(format!("the upstream sent an unreadable tool result: {e}")))
+    serde_json::from_value(v).map_err(|e| {
+        ToolError::Internal(format!("the upstream sent an unreadable tool result: {e}"))
+    })
 }
 
 /// A request-shaped upstream tool.
@@ -148,7 +149,11 @@ impl ForwardTool {
 }
 
 impl ToolHandler for ForwardTool {
-    fn call(&self, ctx: Context, args: Value) -> BoxFuture<'static, Result<CallToolResult, ToolError>> {
+    fn call(
+        &self,
+        ctx: Context,
+        args: Value,
+    ) -> BoxFuture<'static, Result<CallToolResult, ToolError>> {
         let this = self.clone();
         Box::pin(async move {
             let progress_ctx = ctx.clone();

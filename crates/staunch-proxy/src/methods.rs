@@ -44,17 +44,33 @@ fn opts(ctx: &Context) -> CallOptions {
     }
 }
 
-async fn ask(pool: &Pool, ctx: &Context, method: &str, params: Option<Value>) -> Result<Value, ToolError> {
+async fn ask(
+    pool: &Pool,
+    ctx: &Context,
+    method: &str,
+    params: Option<Value>,
+) -> Result<Value, ToolError> {
     let up = pool
         .for_request(ctx)
         .await
         .map_err(|e| ToolError::Internal(e.to_string()))?;
-    let client = up.client().await.map_err(|e| ToolError::Internal(e.to_string()))?;
-    client.request(method, params, &opts(ctx)).await.map_err(rpc)
+    let client = up
+        .client()
+        .await
+        .map_err(|e| ToolError::Internal(e.to_string()))?;
+    client
+        .request(method, params, &opts(ctx))
+        .await
+        .map_err(rpc)
 }
 
 /// Every page of `method`'s `key` list from `pool`.
-async fn list_all(pool: &Pool, ctx: &Context, method: &str, key: &str) -> Result<Vec<Value>, ToolError> {
+async fn list_all(
+    pool: &Pool,
+    ctx: &Context,
+    method: &str,
+    key: &str,
+) -> Result<Vec<Value>, ToolError> {
     let mut out = Vec::new();
     let mut cursor: Option<String> = None;
     for _ in 0..MAX_PAGES {
@@ -78,7 +94,10 @@ fn by_prefix<'a>(pools: &'a [Arc<Pool>], name: &'a str) -> Option<(&'a Arc<Pool>
     // The longest matching prefix wins, so "" (no prefix) is the last resort.
     pools
         .iter()
-        .filter_map(|p| name.strip_prefix(p.spec().prefix.as_str()).map(|rest| (p, rest)))
+        .filter_map(|p| {
+            name.strip_prefix(p.spec().prefix.as_str())
+                .map(|rest| (p, rest))
+        })
         .max_by_key(|(p, _)| p.spec().prefix.len())
 }
 
@@ -87,7 +106,11 @@ impl Routes {
         if self.pools.len() == 1 {
             return self.pools.first();
         }
-        let i = *self.uri_owner.lock().unwrap_or_else(|p| p.into_inner()).get(uri)?;
+        let i = *self
+            .uri_owner
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(uri)?;
         self.pools.get(i)
     }
 }
@@ -135,40 +158,48 @@ pub fn register(mut builder: ServerBuilder, pools: &[Arc<Pool>]) -> ServerBuilde
             });
         }
         let r = resources.clone();
-        builder = builder.method("resources/read", move |ctx: Context, params: Option<Value>| {
-            let r = r.clone();
-            async move {
-                let uri = params
-                    .as_ref()
-                    .and_then(|p| p["uri"].as_str())
-                    .ok_or_else(|| invalid("resources/read needs params.uri".into()))?;
-                let pool = r
-                    .owner_of_uri(uri)
-                    .ok_or_else(|| invalid(format!("unknown resource {uri:?}: list resources first")))?
-                    .clone();
-                ask(&pool, &ctx, "resources/read", params).await
-            }
-        });
+        builder = builder.method(
+            "resources/read",
+            move |ctx: Context, params: Option<Value>| {
+                let r = r.clone();
+                async move {
+                    let uri = params
+                        .as_ref()
+                        .and_then(|p| p["uri"].as_str())
+                        .ok_or_else(|| invalid("resources/read needs params.uri".into()))?;
+                    let pool = r
+                        .owner_of_uri(uri)
+                        .ok_or_else(|| {
+                            invalid(format!("unknown resource {uri:?}: list resources first"))
+                        })?
+                        .clone();
+                    ask(&pool, &ctx, "resources/read", params).await
+                }
+            },
+        );
     }
     let prompts = with("prompts");
     if !prompts.is_empty() {
         builder = builder.capability("prompts", json!({}));
         let ps = prompts.clone();
-        builder = builder.method("prompts/list", move |ctx: Context, _params: Option<Value>| {
-            let ps = ps.clone();
-            async move {
-                let mut all = Vec::new();
-                for pool in &ps {
-                    for mut p in list_all(pool, &ctx, "prompts/list", "prompts").await? {
-                        if let Some(name) = p["name"].as_str() {
-                            p["name"] = json!(format!("{}{name}", pool.spec().prefix));
+        builder = builder.method(
+            "prompts/list",
+            move |ctx: Context, _params: Option<Value>| {
+                let ps = ps.clone();
+                async move {
+                    let mut all = Vec::new();
+                    for pool in &ps {
+                        for mut p in list_all(pool, &ctx, "prompts/list", "prompts").await? {
+                            if let Some(name) = p["name"].as_str() {
+                                p["name"] = json!(format!("{}{name}", pool.spec().prefix));
+                            }
+                            all.push(p);
                         }
-                        all.push(p);
                     }
+                    Ok(json!({"prompts": all}))
                 }
-                Ok(json!({"prompts": all}))
-            }
-        });
+            },
+        );
         let ps = prompts.clone();
         builder = builder.method("prompts/get", move |ctx: Context, params: Option<Value>| {
             let ps = ps.clone();
@@ -190,29 +221,35 @@ pub fn register(mut builder: ServerBuilder, pools: &[Arc<Pool>]) -> ServerBuilde
     if !completions.is_empty() {
         builder = builder.capability("completions", json!({}));
         let r = resources.clone();
-        builder = builder.method("completion/complete", move |ctx: Context, params: Option<Value>| {
-            let (cs, r) = (completions.clone(), r.clone());
-            async move {
-                let mut params = params.unwrap_or_else(|| json!({}));
-                let pool = match params["ref"]["type"].as_str() {
-                    Some("ref/prompt") => {
-                        let name = params["ref"]["name"].as_str().unwrap_or_default().to_string();
-                        let (pool, own) = by_prefix(&cs, &name)
-                            .ok_or_else(|| invalid(format!("unknown prompt {name:?}")))?;
-                        params["ref"]["name"] = json!(own);
-                        pool.clone()
-                    }
-                    _ => {
-                        let uri = params["ref"]["uri"].as_str().unwrap_or_default();
-                        r.owner_of_uri(uri)
-                            .or(cs.first())
-                            .ok_or_else(|| invalid("completion/complete: unknown ref".into()))?
-                            .clone()
-                    }
-                };
-                ask(&pool, &ctx, "completion/complete", Some(params)).await
-            }
-        });
+        builder = builder.method(
+            "completion/complete",
+            move |ctx: Context, params: Option<Value>| {
+                let (cs, r) = (completions.clone(), r.clone());
+                async move {
+                    let mut params = params.unwrap_or_else(|| json!({}));
+                    let pool = match params["ref"]["type"].as_str() {
+                        Some("ref/prompt") => {
+                            let name = params["ref"]["name"]
+                                .as_str()
+                                .unwrap_or_default()
+                                .to_string();
+                            let (pool, own) = by_prefix(&cs, &name)
+                                .ok_or_else(|| invalid(format!("unknown prompt {name:?}")))?;
+                            params["ref"]["name"] = json!(own);
+                            pool.clone()
+                        }
+                        _ => {
+                            let uri = params["ref"]["uri"].as_str().unwrap_or_default();
+                            r.owner_of_uri(uri)
+                                .or(cs.first())
+                                .ok_or_else(|| invalid("completion/complete: unknown ref".into()))?
+                                .clone()
+                        }
+                    };
+                    ask(&pool, &ctx, "completion/complete", Some(params)).await
+                }
+            },
+        );
     }
     builder
 }

@@ -94,7 +94,13 @@ pub async fn register(
         }
     }
     builder = crate::methods::register(builder, &pools);
-    Ok((builder, Registered { pools, tools: served }))
+    Ok((
+        builder,
+        Registered {
+            pools,
+            tools: served,
+        },
+    ))
 }
 
 fn add_tool(

@@ -105,7 +105,9 @@ impl Calls {
         }
         // The most recent call of that session.
         let newest = t.live.iter().max_by_key(|(id, _)| **id).map(|(_, c)| c);
-        Ok(newest.cloned().unwrap_or_else(|| unreachable!("live is not empty")))
+        Ok(newest
+            .cloned()
+            .unwrap_or_else(|| unreachable!("live is not empty")))
     }
 
     /// Answers the upstream's own requests by asking the downstream client that caused them.
@@ -164,7 +166,9 @@ impl Calls {
                 upstream_id: id,
                 late: Some(what.into()),
             }),
-            None => tracing::debug!(upstream = %self.upstream, id, what, "upstream.late for a forgotten call"),
+            None => {
+                tracing::debug!(upstream = %self.upstream, id, what, "upstream.late for a forgotten call")
+            }
         }
     }
 }

@@ -41,8 +41,7 @@ impl Backoff {
             return Duration::ZERO;
         };
         let exp = BACKOFF_MIN.saturating_mul(1 << self.failures.min(8));
-        exp.min(BACKOFF_MAX)
-            .saturating_sub(at.elapsed())
+        exp.min(BACKOFF_MAX).saturating_sub(at.elapsed())
     }
 }
 
@@ -67,7 +66,10 @@ impl std::fmt::Debug for Upstream {
 
 impl Upstream {
     /// Connects to `spec` (starting its process for a stdio target).
-    pub async fn connect(spec: Arc<UpstreamSpec>, base: &ConnectOptions) -> Result<Arc<Self>, ProxyError> {
+    pub async fn connect(
+        spec: Arc<UpstreamSpec>,
+        base: &ConnectOptions,
+    ) -> Result<Arc<Self>, ProxyError> {
         let calls = Calls::new(&spec.name);
         let mut opts = base.clone();
         opts.server_requests = Some(calls.server_request_handler());
@@ -110,7 +112,11 @@ impl Upstream {
 
     /// The process id of a stdio upstream's current process.
     pub async fn pid(&self) -> Option<u32> {
-        self.live.lock().await.as_ref().and_then(|l| l.child.as_ref().map(UpstreamChild::pid))
+        self.live
+            .lock()
+            .await
+            .as_ref()
+            .and_then(|l| l.child.as_ref().map(UpstreamChild::pid))
     }
 
     /// The capabilities the upstream declared (`None` while it is down).
@@ -144,14 +150,20 @@ impl Upstream {
                 child.shut_down(&old.client).await;
             }
         }
-        let wait = self.backoff.lock().unwrap_or_else(|p| p.into_inner()).wait();
+        let wait = self
+            .backoff
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .wait();
         if !wait.is_zero() {
             tokio::time::sleep(wait).await;
         }
         let made = match &self.spec.target {
-            Target::Stdio { .. } => crate::child::start(&self.spec.name, &self.spec.target, &self.opts)
-                .await
-                .map(|(c, child)| (c, Some(child))),
+            Target::Stdio { .. } => {
+                crate::child::start(&self.spec.name, &self.spec.target, &self.opts)
+                    .await
+                    .map(|(c, child)| (c, Some(child)))
+            }
             Target::Http { url, .. } => Client::connect_http(url, &self.opts)
                 .await
                 .map(|c| (c, None))
@@ -166,7 +178,8 @@ impl Upstream {
                 *backoff = Backoff::default();
                 drop(backoff);
                 if had_one {
-                    self.restarts.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    self.restarts
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     tracing::warn!(upstream = %self.spec.name, "upstream.restarted");
                 }
                 let mut late = client.late_feed();
@@ -177,7 +190,10 @@ impl Upstream {
                     }
                 });
                 *self.current.lock().unwrap_or_else(|p| p.into_inner()) = Some(client.clone());
-                *live = Some(Live { client: client.clone(), child });
+                *live = Some(Live {
+                    client: client.clone(),
+                    child,
+                });
                 Ok(client)
             }
             Err(e) => {
@@ -190,7 +206,10 @@ impl Upstream {
 
     /// Ends the connection (the spec's stdio shutdown for a process).
     pub async fn shut_down(&self) {
-        self.current.lock().unwrap_or_else(|p| p.into_inner()).take();
+        self.current
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
         if let Some(old) = self.live.lock().await.take() {
             match &old.child {
                 Some(child) => child.shut_down(&old.client).await,
@@ -275,7 +294,10 @@ impl Pool {
                 .filter(|(_, (up, used))| used.elapsed() >= idle && up.calls().in_flight() == 0)
                 .map(|(k, _)| k.clone())
                 .collect();
-            stale.iter().filter_map(|k| map.remove(k).map(|(u, _)| u)).collect()
+            stale
+                .iter()
+                .filter_map(|k| map.remove(k).map(|(u, _)| u))
+                .collect()
         };
         for up in &gone {
             up.shut_down().await;
@@ -285,7 +307,10 @@ impl Pool {
 
     /// How many per-session connections are open.
     pub fn sessions(&self) -> usize {
-        self.per_session.lock().unwrap_or_else(|p| p.into_inner()).len()
+        self.per_session
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .len()
     }
 
     /// Ends every connection.

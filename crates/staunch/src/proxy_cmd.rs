@@ -69,7 +69,11 @@ fn parse_shape(s: &str) -> Result<Shape, String> {
         "streaming" => Shape::Streaming,
         "atomic" => Shape::Atomic,
         "job" => Shape::Job,
-        other => return Err(format!("unknown shape {other:?}: quick, streaming, atomic or job")),
+        other => {
+            return Err(format!(
+                "unknown shape {other:?}: quick, streaming, atomic or job"
+            ));
+        }
     })
 }
 
@@ -197,9 +201,10 @@ pub fn specs(args: &ProxyArgs) -> anyhow::Result<Vec<UpstreamSpec>> {
 
 /// The `mcpServers` object of a client configuration file.
 fn import_mcp_servers(file: &std::path::Path) -> anyhow::Result<Vec<UpstreamSpec>> {
-    let text = std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
-    let doc: Value = serde_json::from_str(&text)
-        .with_context(|| format!("{} is not JSON", file.display()))?;
+    let text =
+        std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+    let doc: Value =
+        serde_json::from_str(&text).with_context(|| format!("{} is not JSON", file.display()))?;
     let servers = doc
         .get("mcpServers")
         .or_else(|| doc.get("servers"))
@@ -228,9 +233,15 @@ fn import_mcp_servers(file: &std::path::Path) -> anyhow::Result<Vec<UpstreamSpec
                 env,
                 cwd: s["cwd"].as_str().map(PathBuf::from),
             }
-        } else if let Some(url) = s.get("url").or_else(|| s.get("serverUrl")).and_then(Value::as_str) {
+        } else if let Some(url) = s
+            .get("url")
+            .or_else(|| s.get("serverUrl"))
+            .and_then(Value::as_str)
+        {
             if s["type"].as_str() == Some("sse") {
-                bail!("{name}: the old HTTP+SSE transport (type \"sse\") is not supported; use the server's Streamable HTTP endpoint");
+                bail!(
+                    "{name}: the old HTTP+SSE transport (type \"sse\") is not supported; use the server's Streamable HTTP endpoint"
+                );
             }
             let headers = s["headers"]
                 .as_object()
@@ -243,7 +254,10 @@ fn import_mcp_servers(file: &std::path::Path) -> anyhow::Result<Vec<UpstreamSpec
                 headers,
             }
         } else {
-            bail!("{}: server {name:?} has neither \"command\" nor \"url\"", file.display());
+            bail!(
+                "{}: server {name:?} has neither \"command\" nor \"url\"",
+                file.display()
+            );
         };
         let mut spec = UpstreamSpec::new(name.clone(), target);
         if several {

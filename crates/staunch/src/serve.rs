@@ -70,9 +70,13 @@ pub async fn build_server(
     let (builder, proxied) = if upstreams.is_empty() {
         (builder, None)
     } else {
-        let (b, r) =
-            staunch_proxy::register(builder, upstreams, runtime, &crate::proxy_cmd::connect_options())
-                .await?;
+        let (b, r) = staunch_proxy::register(
+            builder,
+            upstreams,
+            runtime,
+            &crate::proxy_cmd::connect_options(),
+        )
+        .await?;
         crate::proxy_cmd::announce(&r);
         (b, Some(r))
     };
@@ -109,7 +113,9 @@ pub async fn run_with(
         || commands.as_ref().is_some_and(|c| c.has_job_tools())
         || upstreams.iter().any(|u| {
             u.default_shape == staunch_server::Shape::Job
-                || u.tools.values().any(|r| r.shape == Some(staunch_server::Shape::Job))
+                || u.tools
+                    .values()
+                    .any(|r| r.shape == Some(staunch_server::Shape::Job))
         });
     // Fails early on auth flags without --http (stdio has no auth).
     args.auth.check_transport(args.http.is_some())?;

@@ -179,6 +179,12 @@ impl HttpServer {
 
     /// Starts the server on a given store (`None`: a SQLite file in a temp dir).
     pub async fn start_on(store: Option<&str>, extra: &[&str]) -> Self {
+        Self::launch("serve", store, extra).await
+    }
+
+    /// Starts `staunch SUB --http 127.0.0.1:0 …` (`serve`, or `proxy` with its upstream after
+    /// `--` at the end of `extra`).
+    pub async fn launch(sub: &str, store: Option<&str>, extra: &[&str]) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let log_path = dir.path().join("lifecycle.jsonl");
         let store = match store {
@@ -186,7 +192,7 @@ impl HttpServer {
             None => dir.path().join("staunch.db").display().to_string(),
         };
         let mut child = Command::new(super::BIN)
-            .args(["serve", "--http", "127.0.0.1:0", "--log-file"])
+            .args([sub, "--http", "127.0.0.1:0", "--log-file"])
             .arg(&log_path)
             .arg("--store")
             .arg(&store)
@@ -200,6 +206,10 @@ impl HttpServer {
         let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
         let port = tokio::time::timeout(Duration::from_secs(20), async {
             while let Ok(Some(l)) = lines.next_line().await {
+                // `staunch proxy` names its upstream's URL first: the serving line counts.
+                if !l.contains("serving MCP") {
+                    continue;
+                }
                 if let Some(rest) = l.split("http://127.0.0.1:").nth(1) {
                     return rest.split('/').next().unwrap().parse::<u16>().unwrap();
                 }

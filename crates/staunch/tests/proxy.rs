@@ -1,0 +1,494 @@
+//! `staunch proxy` end to end: real processes over real transports — the proxy serving HTTP
+//! (or stdio) in front of an upstream that is `staunch serve` (whose own lifecycle log shows
+//! what reached it) or an official SDK peer.
+
+mod client_support;
+mod common;
+
+use std::time::Duration;
+
+use common::BIN;
+use common::http::{HttpServer, call};
+use serde_json::{Value, json};
+
+fn read_lines(path: &std::path::Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// Lines of `event` in `session`.
+fn events<'a>(lines: &'a [Value], event: &str, session: &str) -> Vec<&'a Value> {
+    lines
+        .iter()
+        .filter(|l| l["event"] == event && l["session"] == session)
+        .collect()
+}
+
+async fn wait_for(what: &str, limit: Duration, mut ok: impl FnMut() -> bool) {
+    let end = tokio::time::Instant::now() + limit;
+    while !ok() {
+        assert!(
+            tokio::time::Instant::now() < end,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn cancelled(id: Value) -> Value {
+    json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+           "params": {"requestId": id, "reason": "test gives up"}})
+}
+
+/// Two downstream sessions share one upstream process and both use request id 1; one
+/// cancels. Only its upstream request is cancelled (the upstream's own log says which id);
+/// the other's result arrives.
+#[tokio::test]
+async fn two_sessions_with_the_same_id_cancel_only_their_own_upstream_request() {
+    let up_dir = tempfile::tempdir().unwrap();
+    let up_log = up_dir.path().join("upstream.jsonl");
+    let up_log_arg = up_log.display().to_string();
+    let proxy = HttpServer::launch(
+        "proxy",
+        None,
+        &[
+            "--tool",
+            "slow_count=streaming",
+            "--",
+            BIN,
+            "serve",
+            "--store",
+            ":memory:",
+            "--log-file",
+            &up_log_arg,
+        ],
+    )
+    .await;
+    let a = proxy.initialize().await;
+    let b = proxy.initialize().await;
+    assert_ne!(a, b);
+    let mut stream_a = proxy
+        .post(
+            Some(&a),
+            &call(
+                json!(1),
+                "slow_count",
+                json!({"steps": 200, "delay_ms": 50, "tag": "A"}),
+                Some(json!("pa")),
+            ),
+        )
+        .await;
+    let stream_b = proxy
+        .post(
+            Some(&b),
+            &call(
+                json!(1),
+                "slow_count",
+                json!({"steps": 20, "delay_ms": 50, "tag": "B"}),
+                Some(json!("pb")),
+            ),
+        )
+        .await;
+    // A is running upstream (its progress came back through the proxy) before it cancels.
+    let first = loop {
+        let ev = stream_a
+            .next_event(Duration::from_secs(20))
+            .await
+            .expect("A's progress");
+        if !ev.data.is_empty() {
+            break serde_json::from_str::<Value>(&ev.data).unwrap();
+        }
+    };
+    assert_eq!(first["method"], "notifications/progress", "{first}");
+    assert_eq!(first["params"]["progressToken"], "pa");
+    let ack = proxy.post(Some(&a), &cancelled(json!(1))).await;
+    assert_eq!(ack.status.as_u16(), 202);
+
+    // B's answer arrives, complete.
+    let (_, answer_b) = stream_b.answer(Duration::from_secs(30)).await;
+    assert_eq!(answer_b["id"], 1);
+    assert_eq!(
+        answer_b["result"]["content"][0]["text"], "counted 20",
+        "{answer_b}"
+    );
+    // A's stream carries no answer.
+    let rest = stream_a.events_until_end(Duration::from_secs(5)).await;
+    assert!(
+        rest.iter()
+            .all(|e| !e.data.contains("\"result\"") && !e.data.contains("\"error\"")),
+        "a cancelled request was answered: {rest:?}"
+    );
+
+    // The proxy's log maps each downstream request to its own upstream id.
+    let (ha, hb) = (
+        staunch_server::session_hash(&a),
+        staunch_server::session_hash(&b),
+    );
+    let mut proxy_lines = Vec::new();
+    wait_for(
+        "the proxy's upstream lines",
+        Duration::from_secs(10),
+        || {
+            proxy_lines = proxy.log_lines();
+            !events(&proxy_lines, "upstream.cancel_sent", &ha).is_empty()
+                && events(&proxy_lines, "upstream.sent", &hb).len() == 1
+        },
+    )
+    .await;
+    let sent_a = events(&proxy_lines, "upstream.sent", &ha);
+    let sent_b = events(&proxy_lines, "upstream.sent", &hb);
+    assert_eq!((sent_a.len(), sent_b.len()), (1, 1));
+    assert_eq!(
+        (
+            sent_a[0]["request_id"].clone(),
+            sent_b[0]["request_id"].clone()
+        ),
+        (json!(1), json!(1))
+    );
+    let (ua, ub) = (
+        sent_a[0]["upstream_id"].clone(),
+        sent_b[0]["upstream_id"].clone(),
+    );
+    assert_ne!(ua, ub, "two calls share an upstream id");
+    let cancels_a = events(&proxy_lines, "upstream.cancel_sent", &ha);
+    assert_eq!(cancels_a.len(), 1);
+    assert_eq!(cancels_a[0]["upstream_id"], ua);
+    assert!(events(&proxy_lines, "upstream.cancel_sent", &hb).is_empty());
+
+    // The upstream's own log: exactly A's upstream request was cancelled; B's ended ok.
+    let mut up_lines = Vec::new();
+    wait_for("the upstream's end lines", Duration::from_secs(10), || {
+        up_lines = read_lines(&up_log);
+        let ended = |id: &Value| {
+            up_lines
+                .iter()
+                .any(|l| l["event"] == "request.end" && &l["request_id"] == id)
+        };
+        ended(&ua) && ended(&ub)
+    })
+    .await;
+    let of = |id: &Value, event: &str| -> Vec<Value> {
+        up_lines
+            .iter()
+            .filter(|l| &l["request_id"] == id && l["event"] == event)
+            .cloned()
+            .collect()
+    };
+    assert_eq!(of(&ua, "request.cancel_received").len(), 1, "{up_lines:#?}");
+    assert_eq!(of(&ua, "request.end")[0]["outcome"], "cancelled");
+    assert!(of(&ub, "request.cancel_received").is_empty());
+    assert_eq!(of(&ub, "request.end")[0]["outcome"], "ok");
+    // Nothing else was cancelled upstream.
+    let all_cancels = up_lines
+        .iter()
+        .filter(|l| l["event"] == "request.cancel_received")
+        .count();
+    assert_eq!(all_cancels, 1);
+}
+
+use client_support::{Peers, check, probe, status};
+
+fn argv_refs(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}
+
+/// The Python SDK 1.30 peer answers a cancelled request (`code: 0`, python-sdk#2493) and, over
+/// HTTP, loses a result whose stream dropped (no event store). Behind the proxy both checks
+/// pass: the late answer is dropped (and logged), the proxy's event store replays the result.
+#[tokio::test]
+async fn python_peer_fails_directly_and_passes_behind_the_proxy() {
+    let Some(peers) = Peers::find("python_peer_fails_directly_and_passes_behind_the_proxy") else {
+        return;
+    };
+    let py = peers.py_stdio();
+    // stdio, directly.
+    let mut direct = vec!["--"];
+    direct.extend(argv_refs(&py));
+    let (_, report) = probe(&direct).await;
+    assert_eq!(status(&report, "cancel.no_response"), "FAIL");
+    // stdio, behind the proxy (stdio downstream too).
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("proxy.jsonl").display().to_string();
+    let mut via = vec![
+        "--",
+        BIN,
+        "proxy",
+        "--store",
+        ":memory:",
+        "--log-file",
+        &log,
+        "--",
+    ];
+    via.extend(argv_refs(&py));
+    let (code, report) = probe(&via).await;
+    for id in [
+        "cancel.routed",
+        "cancel.no_response",
+        "responsiveness",
+        "progress.token",
+    ] {
+        assert_eq!(
+            status(&report, id),
+            "PASS",
+            "{id}: {:#}",
+            check(&report, id)
+        );
+    }
+    assert_eq!(code, 0, "{report:#}");
+    // The peer's answer to the cancelled request reached the proxy and stopped there.
+    let lines = read_lines(std::path::Path::new(&log));
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["event"] == "upstream.late" && l["late"] == "response"),
+        "no upstream.late line: {lines:#?}"
+    );
+
+    // HTTP, directly: a dropped stream loses the result.
+    let peer = peers.py_http().await;
+    let (_, report) = probe(&[&peer.url()]).await;
+    assert_eq!(status(&report, "http.resume"), "FAIL");
+    assert_eq!(status(&report, "cancel.no_response"), "FAIL");
+    // HTTP, behind the proxy (2025 sessions downstream, the peer's URL upstream).
+    let up = peer.url();
+    let proxy = HttpServer::launch("proxy", None, &["--upstream", &up]).await;
+    let (_, report) = probe(&["--protocol", "2025-11-25", &proxy.url()]).await;
+    for id in [
+        "http.resume",
+        "cancel.no_response",
+        "cancel.routed",
+        "http.bad_origin",
+    ] {
+        assert_eq!(
+            status(&report, id),
+            "PASS",
+            "{id}: {:#}",
+            check(&report, id)
+        );
+    }
+}
+
+/// The TypeScript SDK 1.32 peer serves a foreign Origin (createMcpExpressApp checks only
+/// Host); behind the proxy the Origin is refused with 403 before anything reaches it.
+#[tokio::test]
+async fn typescript_peer_serves_a_foreign_origin_directly_but_not_behind_the_proxy() {
+    let Some(peers) = Peers::find("typescript_peer_serves_a_foreign_origin") else {
+        return;
+    };
+    let peer = peers.ts_http().await;
+    let (_, report) = probe(&[&peer.url()]).await;
+    assert_eq!(status(&report, "http.bad_origin"), "FAIL");
+    let up = peer.url();
+    let proxy = HttpServer::launch("proxy", None, &["--upstream", &up]).await;
+    let (_, report) = probe(&["--protocol", "2025-11-25", &proxy.url()]).await;
+    for id in [
+        "http.bad_origin",
+        "http.resume",
+        "cancel.routed",
+        "cancel.no_response",
+    ] {
+        assert_eq!(
+            status(&report, id),
+            "PASS",
+            "{id}: {:#}",
+            check(&report, id)
+        );
+    }
+}
+
+/// Era bridge: a 2026-07-28 client (Python `mcp` 2.x, stateless) → the proxy → the TypeScript
+/// SDK 1.32 server over stdio (2025 only). Progress passes; closing the stream (the 2026
+/// cancel) becomes a `notifications/cancelled` for the right upstream id, and the work stops.
+#[tokio::test]
+async fn a_2026_client_closing_its_stream_cancels_the_2025_upstream_request() {
+    let Some(peers) = Peers::find("era_bridge") else {
+        return;
+    };
+    let Some(py2) = common::external::python2() else {
+        return;
+    };
+    let ts = peers.ts_stdio();
+    let mut extra = vec!["--tool", "slow_count=streaming", "--"];
+    extra.extend(argv_refs(&ts));
+    let proxy = HttpServer::launch("proxy", None, &extra).await;
+    let driver = common::external::root().join("tests-external/py2_client.py");
+    let out = tokio::time::timeout(
+        Duration::from_secs(90),
+        tokio::process::Command::new(&py2)
+            .arg(&driver)
+            .args([
+                &proxy.url(),
+                "--mode",
+                "auto",
+                "--no-greet",
+                "--tag",
+                "bridge",
+            ])
+            .output(),
+    )
+    .await
+    .expect("the Python client finishes")
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["protocolVersion"], "2026-07-28", "{v}");
+    assert_eq!(v["progress"], json!([1, 2, 3, 4, 5]), "{v}");
+    assert_eq!(v["slow_result"], "counted 5");
+    let c = &v["cancel"];
+    assert!(c["progress_before"].as_u64().unwrap() >= 1, "{v}");
+    // The upstream's side effects stopped: the count does not move after the close.
+    assert!(c["steps_at_close"].as_u64().unwrap() < 400, "{v}");
+    assert_eq!(
+        c["steps_later"], c["steps_later_still"],
+        "the upstream went on: {v}"
+    );
+    // The proxy saw the closed stream and cancelled exactly that upstream request.
+    let lines = proxy.log_lines();
+    let cancel = lines
+        .iter()
+        .find(|l| l["event"] == "request.cancel_received" && l["reason"] == "stream closed")
+        .unwrap_or_else(|| panic!("no stream-closed cancel: {lines:#?}"));
+    let (session, id) = (&cancel["session"], &cancel["request_id"]);
+    let of = |event: &str| {
+        lines
+            .iter()
+            .filter(|l| l["event"] == event && &l["session"] == session && &l["request_id"] == id)
+            .collect::<Vec<_>>()
+    };
+    let sent = of("upstream.sent");
+    let cancelled = of("upstream.cancel_sent");
+    assert_eq!((sent.len(), cancelled.len()), (1, 1), "{lines:#?}");
+    assert_eq!(sent[0]["upstream_id"], cancelled[0]["upstream_id"]);
+    assert_eq!(
+        lines
+            .iter()
+            .filter(|l| l["event"] == "upstream.cancel_sent")
+            .count(),
+        1
+    );
+}
+
+/// Processes whose command line contains `marker`.
+fn pids_with(marker: &str) -> Vec<u32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+        let cmd = String::from_utf8_lossy(&cmd);
+        // The proxy's own command line names its upstream's too.
+        if cmd.contains(marker) && !cmd.contains("proxy") {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// An upstream tool as a job: 50 concurrent starts with one key make one upstream call; a
+/// SIGKILL of the proxy mid-job takes the upstream process with it (parent-death signal) and
+/// the restarted proxy ends the job `failed(lease_lost)`.
+#[tokio::test]
+async fn an_upstream_job_runs_once_per_key_and_ends_lease_lost_after_the_proxy_dies() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("proxy.db").display().to_string();
+    let up_log = dir.path().join("upstream.jsonl");
+    let up_log_arg = up_log.display().to_string();
+    let marker = format!("job-upstream-marker-{}", std::process::id());
+    let flags = [
+        "--tool",
+        "slow_count=job",
+        "--instance-name",
+        "proxy-job-test",
+        "--job-lease-ms",
+        "1000",
+        "--job-reap-ms",
+        "300",
+        "--",
+        BIN,
+        "serve",
+        "--store",
+        ":memory:",
+        "--instance-name",
+        &marker,
+        "--log-file",
+        &up_log_arg,
+    ];
+    let mut proxy = HttpServer::launch("proxy", Some(&store), &flags).await;
+    let sid = proxy.initialize().await;
+    let args = json!({"steps": 400, "delay_ms": 50, "tag": "job", "idempotency_key": "one-key"});
+    let starts = (0..50).map(|i| {
+        let msg = call(json!(100 + i), "start_slow_count", args.clone(), None);
+        let (p, sid) = (&proxy, sid.clone());
+        async move {
+            let (_, answer) = p
+                .post(Some(&sid), &msg)
+                .await
+                .answer(Duration::from_secs(30))
+                .await;
+            answer["result"]["structuredContent"]["job_id"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{answer}"))
+                .to_string()
+        }
+    });
+    let ids: std::collections::BTreeSet<String> = futures_util::future::join_all(starts)
+        .await
+        .into_iter()
+        .collect();
+    assert_eq!(ids.len(), 1, "one key, one job: {ids:?}");
+    let job_id = ids.into_iter().next().unwrap();
+    // The job's upstream call is running: exactly one tools/call reached the upstream.
+    let calls = || {
+        read_lines(&up_log)
+            .into_iter()
+            .filter(|l| l["event"] == "request.start" && l["tool"] == "slow_count")
+            .count()
+    };
+    wait_for("the upstream call", Duration::from_secs(20), || {
+        calls() >= 1
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(calls(), 1, "the upstream ran the job's call more than once");
+    let upstream = pids_with(&marker);
+    assert_eq!(upstream.len(), 1, "{upstream:?}");
+
+    proxy.child.start_kill().unwrap(); // SIGKILL
+    proxy.child.wait().await.unwrap();
+    wait_for(
+        "the upstream to die with the proxy",
+        Duration::from_secs(10),
+        || {
+            !std::path::Path::new(&format!("/proc/{}", upstream[0])).exists()
+                || std::fs::read_to_string(format!("/proc/{}/stat", upstream[0]))
+                    .is_ok_and(|s| s.contains(") Z "))
+        },
+    )
+    .await;
+
+    // A restarted proxy on the same store ends the job failed(lease_lost), never re-running it.
+    let _again = HttpServer::launch("proxy", Some(&store), &flags).await;
+    let mut shown = Value::Null;
+    for _ in 0..100 {
+        let out = tokio::process::Command::new(BIN)
+            .args(["jobs", "--store", &store, "--json", "show", &job_id])
+            .output()
+            .await
+            .unwrap();
+        shown = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+        if shown.to_string().contains("lease_lost") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(shown.to_string().contains("lease_lost"), "{shown:#}");
+    assert!(shown.to_string().contains("\"failed\""), "{shown:#}");
+}
