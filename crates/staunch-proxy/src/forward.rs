@@ -58,16 +58,34 @@ enum Outcome {
     Failed(String),
 }
 
+/// One call to forward.
+struct Call<'a> {
+    /// The upstream's own tool name.
+    tool: &'a str,
+    args: Value,
+    /// The downstream request (absent for a job attempt, which has no request).
+    ctx: Option<&'a Context>,
+    /// The downstream request's `_meta`, passed on.
+    meta: Option<&'a Value>,
+    /// Whether to ask the upstream for progress.
+    progress: bool,
+    /// Fired when the call must stop (cancel, deadline, job cancel).
+    cancel: CancellationToken,
+}
+
 async fn forward(
     pool: &Pool,
-    tool: &str,
-    args: Value,
-    ctx: Option<&Context>,
-    meta: Option<&Value>,
-    progress: bool,
-    cancel: CancellationToken,
+    call: Call<'_>,
     on_progress: impl FnMut(&Progress) + Send,
 ) -> Outcome {
+    let Call {
+        tool,
+        args,
+        ctx,
+        meta,
+        progress,
+        cancel,
+    } = call;
     let up = match ctx {
         Some(ctx) => pool.for_request(ctx).await,
         None => Ok(pool.shared().clone()),
@@ -157,16 +175,17 @@ impl ToolHandler for ForwardTool {
         let this = self.clone();
         Box::pin(async move {
             let progress_ctx = ctx.clone();
-            let outcome = forward(
-                &this.pool,
-                &this.tool,
+            let call = Call {
+                tool: &this.tool,
                 args,
-                Some(&ctx),
-                ctx.meta(),
-                ctx.wants_progress(),
-                ctx.cancellation_token(),
-                move |p: &Progress| progress_ctx.progress(p.progress, p.total, p.message.clone()),
-            )
+                ctx: Some(&ctx),
+                meta: ctx.meta(),
+                progress: ctx.wants_progress(),
+                cancel: ctx.cancellation_token(),
+            };
+            let outcome = forward(&this.pool, call, move |p: &Progress| {
+                progress_ctx.progress(p.progress, p.total, p.message.clone())
+            })
             .await;
             match outcome {
                 Outcome::Answered(v) => tool_result(v),
@@ -228,16 +247,17 @@ impl JobBody for UpstreamJob {
         let this = self.clone();
         Box::pin(async move {
             let progress_ctx = ctx.clone();
-            let outcome = forward(
-                &this.pool,
-                &this.tool,
+            let call = Call {
+                tool: &this.tool,
                 args,
-                None,
-                None,
-                true,
-                ctx.cancellation_token(),
-                move |p: &Progress| progress_ctx.progress(p.progress, p.total, p.message.clone()),
-            )
+                ctx: None,
+                meta: None,
+                progress: true,
+                cancel: ctx.cancellation_token(),
+            };
+            let outcome = forward(&this.pool, call, move |p: &Progress| {
+                progress_ctx.progress(p.progress, p.total, p.message.clone())
+            })
             .await;
             match outcome {
                 Outcome::Answered(v) => {

@@ -2,7 +2,6 @@
 //! `staunch serve` (every flag of it applies: `--http`, `--store`, auth, limits, the log);
 //! the tools are the upstreams' (crates/staunch-proxy).
 
-use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -295,7 +294,8 @@ pub fn announce(r: &Registered) {
 
 /// With `--isolate`, ends per-session upstreams idle for the session idle time.
 pub fn reap_isolated(r: &Registered, idle: Duration) {
-    for pool in r.pools.iter().filter(|p| p.spec().isolate).cloned() {
+    for pool in r.pools.iter().filter(|p| p.spec().isolate) {
+        let pool = pool.clone();
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(REAP_EVERY);
             loop {
@@ -308,7 +308,5 @@ pub fn reap_isolated(r: &Registered, idle: Duration) {
 
 pub async fn run(args: ProxyArgs) -> anyhow::Result<i32> {
     let specs = specs(&args)?;
-    // Rules by name for the check below (unknown names are refused once the tools are known).
-    let _: BTreeMap<&str, ()> = BTreeMap::new();
     crate::serve::run_with(args.serve, specs).await
 }
