@@ -286,7 +286,9 @@ async fn run(args: Args) -> anyhow::Result<()> {
             .iter()
             .flat_map(|&t| kinds.iter().map(move |&k| (k, t)))
             .filter(|&(k, t)| match k {
-                Kind::Staunch | Kind::StaunchMem => t == Transport::Stdio || staunch_http,
+                Kind::Staunch | Kind::StaunchMem | Kind::Proxy => {
+                    t == Transport::Stdio || staunch_http
+                }
                 _ => true,
             })
             .collect();
@@ -298,10 +300,25 @@ async fn run(args: Args) -> anyhow::Result<()> {
         );
         scenarios::throughput_phase(&runs, &programs, &opts, &mut report, false).await;
     }
+    if opts.wants("latency") {
+        let runs: Vec<(Kind, Transport)> = transports
+            .iter()
+            .flat_map(|&t| kinds.iter().map(move |&k| (k, t)))
+            .filter(|&(k, t)| match k {
+                Kind::Staunch | Kind::StaunchMem | Kind::Proxy => {
+                    t == Transport::Stdio || staunch_http
+                }
+                _ => true,
+            })
+            .collect();
+        eprintln!("[{:>5.0}s] latency", started.elapsed().as_secs_f64());
+        scenarios::latency_phase(&runs, &programs, &opts, &mut report).await;
+    }
     let _ = std::fs::remove_dir_all(&programs.scratch);
     let (burst, rate) = progress_limits(&programs.staunch_flags);
     report.sort_rows();
     targets::check(&mut report, (burst, rate));
+    targets::proxy_overhead(&mut report);
 
     let meta = json!({
         "date": time::OffsetDateTime::now_utc().date().to_string(),

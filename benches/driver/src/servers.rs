@@ -27,10 +27,13 @@ pub enum Kind {
     /// Python `mcp` 2.3.0 (MCPServer, stateless_http).
     Python2,
     Bare,
+    /// `staunch proxy` in front of the rmcp peer (as users run it: log on, SQLite store):
+    /// over stdio `-- rmcp-peer stdio`; over HTTP `--upstream` the rmcp peer's own HTTP.
+    Proxy,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 9] = [
+    pub const ALL: [Kind; 10] = [
         Kind::Staunch,
         Kind::StaunchMem,
         Kind::Rmcp,
@@ -40,6 +43,7 @@ impl Kind {
         Kind::Ts2,
         Kind::Python2,
         Kind::Bare,
+        Kind::Proxy,
     ];
 
     pub fn key(self) -> &'static str {
@@ -53,6 +57,7 @@ impl Kind {
             Kind::Ts2 => "ts2",
             Kind::Python2 => "python2",
             Kind::Bare => "bare",
+            Kind::Proxy => "proxy",
         }
     }
 
@@ -67,6 +72,7 @@ impl Kind {
             Kind::Ts2 => "TS SDK v2",
             Kind::Python2 => "Python mcp 2",
             Kind::Bare => "bare ceiling",
+            Kind::Proxy => "staunch proxy → rmcp",
         }
     }
 
@@ -118,10 +124,41 @@ pub struct Programs {
 }
 
 impl Programs {
-    /// The argv that starts `kind` on `transport` (`port` for HTTP).
-    pub fn argv(&self, kind: Kind, transport: Transport, port: u16) -> Vec<String> {
+    fn scratch_store(&self) -> String {
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.scratch
+            .join(format!("staunch-{n}.db"))
+            .display()
+            .to_string()
+    }
+
+    /// The argv that starts `kind` on `transport` (`port` for HTTP; `upstream_port`: where
+    /// the proxy's HTTP upstream listens).
+    pub fn argv(
+        &self,
+        kind: Kind,
+        transport: Transport,
+        port: u16,
+        upstream_port: u16,
+    ) -> Vec<String> {
         let p = |p: &PathBuf| p.display().to_string();
         let mut v = match kind {
+            Kind::Proxy => {
+                let mut v = vec![p(&self.staunch), "proxy".into()];
+                v.extend(self.staunch_flags.iter().cloned());
+                v.extend(["--store".into(), self.scratch_store()]);
+                match transport {
+                    Transport::Stdio => v.extend(["--".into(), p(&self.rmcp), "stdio".into()]),
+                    Transport::Http => v.extend([
+                        "--http".into(),
+                        format!("127.0.0.1:{port}"),
+                        "--upstream".into(),
+                        format!("http://127.0.0.1:{upstream_port}/mcp"),
+                    ]),
+                }
+                return v;
+            }
             Kind::Staunch | Kind::StaunchMem => {
                 let mut v = vec![p(&self.staunch), "serve".into()];
                 v.extend(self.staunch_flags.iter().cloned());
@@ -133,9 +170,7 @@ impl Programs {
                 v.push(if kind == Kind::StaunchMem {
                     ":memory:".into()
                 } else {
-                    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-                    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    p(&self.scratch.join(format!("staunch-{n}.db")))
+                    self.scratch_store()
                 });
                 if transport == Transport::Http {
                     v.push("--http".into());
@@ -177,6 +212,9 @@ pub struct Running {
     pub pid: u32,
     /// Set for HTTP.
     pub port: u16,
+    /// The proxy's upstream, when the driver started it (HTTP): held so that it is killed
+    /// with the proxy.
+    _upstream: Option<Box<Running>>,
 }
 
 impl Running {
@@ -193,17 +231,36 @@ impl Drop for Running {
     }
 }
 
-/// Starts a server. For HTTP, waits until the port accepts connections (at most 30 s).
+/// Starts a server. For HTTP, waits until the port accepts connections (at most 30 s). The
+/// proxy's HTTP upstream (the rmcp peer) is started first.
 pub async fn spawn(
     programs: &Programs,
     kind: Kind,
     transport: Transport,
 ) -> anyhow::Result<Running> {
+    let upstream = if kind == Kind::Proxy && transport == Transport::Http {
+        Some(Box::new(
+            start(programs, Kind::Rmcp, transport, 0, None).await?,
+        ))
+    } else {
+        None
+    };
+    let upstream_port = upstream.as_ref().map_or(0, |u| u.port);
+    start(programs, kind, transport, upstream_port, upstream).await
+}
+
+async fn start(
+    programs: &Programs,
+    kind: Kind,
+    transport: Transport,
+    upstream_port: u16,
+    upstream: Option<Box<Running>>,
+) -> anyhow::Result<Running> {
     let port = match transport {
         Transport::Stdio => 0,
         Transport::Http => free_port()?,
     };
-    let argv = programs.argv(kind, transport, port);
+    let argv = programs.argv(kind, transport, port, upstream_port);
     let mut cmd = Command::new(&argv[0]);
     cmd.args(&argv[1..])
         .stdin(Stdio::piped())
@@ -215,7 +272,12 @@ pub async fn spawn(
         .spawn()
         .with_context(|| format!("starting {}", argv.join(" ")))?;
     let pid = child.id().context("no pid")?;
-    let mut running = Running { child, pid, port };
+    let mut running = Running {
+        child,
+        pid,
+        port,
+        _upstream: upstream,
+    };
     if transport == Transport::Http {
         let until = Instant::now() + Duration::from_secs(30);
         loop {

@@ -4,6 +4,7 @@
 
 pub mod cancel;
 pub mod flood;
+pub mod latency;
 pub mod memory;
 pub mod modern;
 pub mod ping;
@@ -45,9 +46,17 @@ impl Opts {
 
     /// Whether any 2025-era scenario runs.
     pub fn wants_legacy(&self) -> bool {
-        ["cancel", "ping", "flood", "memory", "throughput", "resume"]
-            .iter()
-            .any(|s| self.wants(s))
+        [
+            "cancel",
+            "ping",
+            "flood",
+            "memory",
+            "throughput",
+            "resume",
+            "latency",
+        ]
+        .iter()
+        .any(|s| self.wants(s))
     }
 }
 
@@ -773,5 +782,44 @@ fn modern_mem_rows(report: &mut Report, kind: Kind, n: usize, m: &modern::Mem) {
                 format!("{}{}", if g >= 0.0 { "+" } else { "" }, stats::bytes(g)),
             ),
         );
+    }
+}
+
+/// Sequential echo round trips (p50/p99) of every (server, transport); with both rmcp and the
+/// proxy measured, a note says what the proxy adds and keeps.
+pub async fn latency_phase(
+    runs: &[(Kind, Transport)],
+    programs: &Programs,
+    opts: &Opts,
+    report: &mut Report,
+) {
+    for &(kind, t) in runs {
+        let samples = async {
+            let mut srv = servers::spawn(programs, kind, t).await?;
+            match t {
+                Transport::Stdio => latency::stdio(&mut srv, opts.warmup, opts.measure).await,
+                Transport::Http => latency::http(srv.port, opts.warmup, opts.measure).await,
+            }
+        }
+        .await;
+        for (p, name) in [(50.0, "p50"), (99.0, "p99")] {
+            let key = format!("lat.{}.{name}", t.key());
+            let label = format!("echo round trip {name}, {}, one call at a time", t.key());
+            match &samples {
+                Ok(v) => {
+                    if let Some(d) = stats::percentile(v, p) {
+                        let us = d.as_secs_f64() * 1e6;
+                        report.set(
+                            &key,
+                            &label,
+                            Better::Lower,
+                            kind,
+                            Cell::num(us, format!("{us:.0} µs")),
+                        );
+                    }
+                }
+                Err(e) => fail(report, &key, &label, kind, e),
+            }
+        }
     }
 }
