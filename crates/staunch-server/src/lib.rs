@@ -39,6 +39,7 @@ mod session;
 mod shared;
 pub mod supervise;
 mod tool;
+mod toolset;
 pub mod transport;
 
 pub use changes::{Change, ListenHub};
@@ -54,6 +55,7 @@ pub use redact::{owner_key, session_hash};
 pub use registry::{InFlight, InFlightCancel};
 pub use server::{Server, ServerBuilder, StatelessRequest};
 pub use session::Session;
+pub use toolset::{ToolUpdate, ToolsChanged};
 pub use staunch_protocol as protocol;
 pub use staunch_protocol::mcp::{CallToolResult, Content, LoggingLevel};
 pub use tool::{

@@ -59,6 +59,8 @@ pub fn build_server(
     let Some(c) = commands else {
         return Ok((builder.build(), None));
     };
+    // A reload (SIGHUP) may add and remove tools: sessions are told.
+    let builder = builder.dynamic_tools();
     let (builder, tools) = staunch_command::register(builder, &c.config, runtime)?;
     Ok((builder.build(), Some(tools)))
 }
@@ -94,7 +96,7 @@ pub async fn run(mut args: ServeArgs) -> anyhow::Result<i32> {
     )?;
     if let (Some(c), Some(tools)) = (&commands, command_tools) {
         crate::command_tools::sweep_orphans_periodically();
-        crate::command_tools::reload_on_sighup(c.path.clone(), tools);
+        crate::command_tools::reload_on_sighup(c.path.clone(), tools, server.clone());
     }
     if let Some((rt, _)) = &jobs {
         rt.start().await.context("starting the job runtime")?;
@@ -208,14 +210,11 @@ async fn serve_http(
         tracing::warn!(%addr, "serving on a non-loopback address");
     }
     if let Some(base) = &args.live_page {
-        crate::operate::live_page::validate(base, &args.endpoint, addr)
+        crate::operate::live_page::validate(base, &args.endpoint, addr, args.auth.enabled())
             .map_err(anyhow::Error::msg)?;
-        // The page does not check credentials yet: beside an authenticated endpoint it would
-        // be a way around them.
-        if args.auth.enabled() {
-            anyhow::bail!(
-                "--live-page cannot be combined with --auth yet (the page does not check                  credentials); serve it from an instance without --auth on a loopback address"
-            );
+        if let Some(auth) = &mut cfg.auth {
+            // Listed in the protected-resource metadata's scopes_supported.
+            auth.other_scopes.push(args.live_page_scope.clone());
         }
     }
     let listener = tokio::net::TcpListener::bind(addr)
@@ -229,8 +228,14 @@ async fn serve_http(
     let mut transport =
         HttpTransport::new(server.clone(), stores.events, stores.sessions, cfg.clone());
     if let Some(base) = &args.live_page {
+        // The endpoint's own verifier (and JWKS cache): the page asks for the same tokens.
+        let auth = transport
+            .authenticator()
+            .map(|a| (a, args.live_page_scope.clone()));
         let access = crate::operate::live_page::Access {
             allow: cfg.allow.clone(),
+            auth,
+            max_streams: args.live_page_max_streams as usize,
         };
         transport = transport.with_routes(crate::operate::live_page::routes(
             base,
