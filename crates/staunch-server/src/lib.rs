@@ -55,10 +55,10 @@ pub use redact::{owner_key, session_hash};
 pub use registry::{InFlight, InFlightCancel};
 pub use server::{Server, ServerBuilder, StatelessRequest};
 pub use session::Session;
-pub use toolset::{ToolUpdate, ToolsChanged};
 pub use staunch_protocol as protocol;
 pub use staunch_protocol::mcp::{CallToolResult, Content, LoggingLevel};
 pub use tool::{
     MethodHandler, Shape, TASKS_EXTENSION, ToolHandler, ToolSpec, declares_tasks, decode_args,
     missing_tasks_extension, schema_of,
 };
+pub use toolset::{ToolUpdate, ToolsChanged};

@@ -176,11 +176,7 @@ impl Server {
     /// `subscriptions/listen` streams that asked for `toolsListChanged` get it too.
     pub fn update_tools(&self, update: ToolUpdate) -> ToolsChanged {
         let changed = {
-            let mut table = self
-                .inner
-                .tools
-                .write()
-                .unwrap_or_else(|p| p.into_inner());
+            let mut table = self.inner.tools.write().unwrap_or_else(|p| p.into_inner());
             let (next, changed) = table.apply(update);
             *table = Arc::new(next);
             changed

@@ -57,9 +57,6 @@ pub(crate) struct ServerInner {
 impl ServerInner {
     /// The tools served right now (a snapshot: an update swaps in a new table).
     pub(crate) fn tool_table(&self) -> Arc<ToolTable> {
-        self.tools
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.tools.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 }

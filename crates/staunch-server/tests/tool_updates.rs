@@ -48,7 +48,10 @@ fn session(server: &Server, wire: &Arc<Wire>) -> (staunch_server::Session, Value
                "clientInfo": {"name": "t", "version": "0"}}),
     ));
     s.handle_frame(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
-    let init = wire.responses(0).pop().expect("initialize answered at once");
+    let init = wire
+        .responses(0)
+        .pop()
+        .expect("initialize answered at once");
     (s, init)
 }
 
@@ -56,7 +59,10 @@ fn session(server: &Server, wire: &Arc<Wire>) -> (staunch_server::Session, Value
 async fn until(what: &str, pred: impl Fn() -> bool) {
     let end = tokio::time::Instant::now() + LIMIT;
     while !pred() {
-        assert!(tokio::time::Instant::now() < end, "timed out waiting: {what}");
+        assert!(
+            tokio::time::Instant::now() < end,
+            "timed out waiting: {what}"
+        );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }
@@ -134,7 +140,10 @@ async fn only_a_different_declaration_is_announced_and_without_the_capability_se
     let server = server(false, Arc::new(Notify::new()));
     let wire = Arc::new(Wire::default());
     let (s, init) = session(&server, &wire);
-    assert_eq!(init["result"]["capabilities"]["tools"]["listChanged"], false);
+    assert_eq!(
+        init["result"]["capabilities"]["tools"]["listChanged"],
+        false
+    );
     assert!(server.update_tools(hello()).list_changed);
     // The same declaration with another handler: replaced, nothing for clients to re-list.
     let same = server.update_tools(hello());
@@ -152,8 +161,14 @@ async fn only_a_different_declaration_is_announced_and_without_the_capability_se
     );
     s.handle_frame(&frame(2, "tools/list", json!({})));
     let list = response(&wire, 2).await;
-    assert_eq!(list["result"]["tools"][1]["description"], "says hello, louder");
-    assert!(wire.with_method("notifications/tools/list_changed").is_empty());
+    assert_eq!(
+        list["result"]["tools"][1]["description"],
+        "says hello, louder"
+    );
+    assert!(
+        wire.with_method("notifications/tools/list_changed")
+            .is_empty()
+    );
 }
 
 #[tokio::test]
@@ -179,10 +194,11 @@ async fn a_listen_stream_hears_that_the_tools_changed() {
             .is_empty()
     })
     .await;
-    let n = wire.with_method("notifications/tools/list_changed").remove(0);
+    let n = wire
+        .with_method("notifications/tools/list_changed")
+        .remove(0);
     assert_eq!(
-        n["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
-        9,
+        n["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], 9,
         "{n}"
     );
     listen.stream_closed();

@@ -123,8 +123,14 @@ fn reload(path: &Path, tools: &CommandTools, server: &staunch_server::Server) {
                     ", removed job tools (start/get/cancel stay listed until a restart): ",
                     &r.removed_jobs_listed
                 ),
-                list(", new job tools (restart to serve): ", &r.added_need_restart),
-                list(", shape changed to or from job (restart to apply): ", &r.shape_changed),
+                list(
+                    ", new job tools (restart to serve): ",
+                    &r.added_need_restart
+                ),
+                list(
+                    ", shape changed to or from job (restart to apply): ",
+                    &r.shape_changed
+                ),
                 list(", not served (the name is another tool's): ", &r.conflicts),
             );
         }

@@ -698,8 +698,7 @@ params.who.type = "string"
     assert_eq!(names(&p.response(&json!("l2")).await), ["greet", "say"]);
     let r = call(&mut p, 3, "greet", json!({"who": "world"})).await;
     assert_eq!(
-        r["result"]["content"][0]["text"],
-        "[\"hello\", \"world\"]\n",
+        r["result"]["content"][0]["text"], "[\"hello\", \"world\"]\n",
         "{r}"
     );
     // A new call of the removed tool: the unknown-tool error.

@@ -516,7 +516,10 @@ async fn with_auth_every_page_route_needs_a_token_with_the_operator_scope() {
 
     // The operator: the page with its data, the stream, and a cancel (which still needs the
     // page's own Origin).
-    let op = [("Host", host.as_str()), ("Authorization", operator.as_str())];
+    let op = [
+        ("Host", host.as_str()),
+        ("Authorization", operator.as_str()),
+    ];
     let (code, _, page) = raw(s.port, "GET", "/staunch", &op).await;
     assert_eq!(code, 200);
     assert!(page.contains(&format!("data-job-id=\"{job}\"")), "{page}");

@@ -97,8 +97,10 @@ impl Access {
             return Ok(None);
         };
         let id = auth.authenticate(headers).await?;
-        auth.require_scope(&id, scope, headers)?;
-        Ok(Some(id))
+        match auth.require_scope(&id, scope, headers) {
+            Some(refusal) => Err(refusal),
+            None => Ok(Some(id)),
+        }
     }
 }
 

@@ -342,16 +342,16 @@ impl Authenticator {
         self.auth.authenticate(headers, &self.endpoint).await
     }
 
-    /// `Ok` when `identity` carries `scope`; otherwise the 403 `insufficient_scope` answer
+    /// `None` when `identity` carries `scope`; otherwise the 403 `insufficient_scope` answer
     /// (RFC 6750 §3.1) naming it.
     pub fn require_scope(
         &self,
         identity: &Identity,
         scope: &str,
         headers: &HeaderMap,
-    ) -> Result<(), Response> {
+    ) -> Option<Response> {
         if identity.scopes.iter().any(|s| s == scope) {
-            return Ok(());
+            return None;
         }
         tracing::info!(principal = %identity.principal, scope, "refused: insufficient scope");
         let url = metadata::metadata_url(&self.auth.resource(headers, &self.endpoint));
@@ -368,7 +368,7 @@ impl Authenticator {
         if let Ok(v) = HeaderValue::from_str(&value) {
             r.headers_mut().insert(header::WWW_AUTHENTICATE, v);
         }
-        Err(r)
+        Some(r)
     }
 }
 
