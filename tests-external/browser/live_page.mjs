@@ -2,11 +2,13 @@
 // browser): waits for a job's progress bar to move, presses its Cancel button, waits for the
 // row to read `cancelled`, and saves a screenshot.
 //
-// Usage: node live_page.mjs <page-url> <job-id> <screenshot.png>
+// Usage: node live_page.mjs <page-url> <job-id> <screenshot.png> [bearer-token]
+// With a token (a server with --auth), the page first answers 401 with its sign-in form: the
+// token is typed in and the page goes on from there.
 // Env: CHROMIUM (default /usr/bin/chromium). Prints one JSON line with what it saw.
 import { chromium } from "playwright-core";
 
-const [url, jobId, shot] = process.argv.slice(2);
+const [url, jobId, shot, token] = process.argv.slice(2);
 const browser = await chromium.launch({
   executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
   args: ["--no-sandbox", "--disable-gpu"],
@@ -14,7 +16,16 @@ const browser = await chromium.launch({
 const seen = {};
 try {
   const page = await browser.newPage({ viewport: { width: 1180, height: 560 } });
-  await page.goto(url);
+  const first = await page.goto(url);
+  seen.opened = first.status();
+  if (token) {
+    await page.locator("#login").waitFor({ state: "visible", timeout: 20000 });
+    seen.jobsBeforeSignIn = await page.locator("tr[data-job-id]").count();
+    await page.fill("#bearer", token);
+    await page.click("#login button[type=submit]");
+    await page.locator("#login").waitFor({ state: "hidden", timeout: 20000 });
+    seen.stored = await page.evaluate(() => sessionStorage.length);
+  }
   const row = page.locator(`tr[data-job-id="${jobId}"]`);
   await row.waitFor({ timeout: 20000 });
   const done = async () => Number(await row.getAttribute("data-done"));

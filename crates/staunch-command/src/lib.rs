@@ -12,7 +12,8 @@
 //!   ([`spawn`]), and the sweep of what a dead staunch left ([`sweep`]).
 //! - [`register`]: the tools on a `ServerBuilder` — `quick`/`streaming`/`atomic` as request
 //!   tools, `job` as durable jobs of staunch-jobs — and [`CommandTools::reload`] for SIGHUP
-//!   (definitions only: the server's tool list is fixed at start).
+//!   (adds, replaces and removes request-shaped tools on the running server; new job tools
+//!   need a restart).
 
 pub mod catalog;
 pub mod config;
@@ -29,7 +30,7 @@ pub mod sweep;
 pub mod template;
 pub mod verdict;
 
-pub use catalog::{Catalog, ReloadReport};
+pub use catalog::{Catalog, ReloadReport, ServedChanges};
 pub use config::{CommandConfig, CommandTool, ConfigError, ConfigErrors, LoadError, load, parse};
 pub use handler::{CommandHandler, CommandJob};
 pub use register::{CommandTools, RegisterError, register};

@@ -61,7 +61,7 @@ pub(crate) fn dispatch(server: &Arc<ServerInner>, origin: &Origin, req: Request)
     match method {
         methods::PING => request::answer_now(server, origin, &req, Ok(json!({}))),
         methods::TOOLS_LIST => {
-            let list = server.tool_list.clone();
+            let list = server.tool_table().tool_list.clone();
             request::answer_now(server, origin, &req, Ok(list));
         }
         methods::SERVER_DISCOVER => {
@@ -201,7 +201,7 @@ fn tool_call_work(
     req: &Request,
 ) -> Result<Work, ErrorObject> {
     let p: CallToolParams = parse_params(req.params.as_ref())?;
-    let Some(entry) = server.tools.get(&p.name).cloned() else {
+    let Some(entry) = server.tool_table().by_name.get(&p.name).cloned() else {
         return Err(ErrorObject::invalid_params(format!(
             "unknown tool: {}",
             p.name

@@ -39,6 +39,7 @@ mod session;
 mod shared;
 pub mod supervise;
 mod tool;
+mod toolset;
 pub mod transport;
 
 pub use changes::{Change, ListenHub};
@@ -61,3 +62,4 @@ pub use tool::{
     MethodHandler, Shape, TASKS_EXTENSION, ToolHandler, ToolSpec, declares_tasks, decode_args,
     missing_tasks_extension, schema_of,
 };
+pub use toolset::{ToolUpdate, ToolsChanged};

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
@@ -14,7 +14,7 @@ use staunch_protocol::{Request, RequestId};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
-use crate::changes::ListenHub;
+use crate::changes::{Change, ListenHub};
 use crate::config::Config;
 use crate::conn::Conn;
 use crate::context::Context;
@@ -29,6 +29,7 @@ use crate::request::{self, Origin};
 use crate::session::Session;
 use crate::shared::{MethodEntry, ServerInner, ToolEntry};
 use crate::tool::{MethodHandler, ToolHandler, ToolSpec, Typed, schema_of};
+use crate::toolset::{ToolTable, ToolUpdate, ToolsChanged};
 
 /// An MCP server: shared by all its sessions. Cheap to clone.
 #[derive(Clone)]
@@ -40,7 +41,7 @@ impl std::fmt::Debug for Server {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Server")
             .field("name", &self.inner.info.name)
-            .field("tools", &self.inner.tools.len())
+            .field("tools", &self.inner.tool_table().len())
             .finish()
     }
 }
@@ -138,24 +139,56 @@ impl Server {
 
     /// Arguments of tool `name` that HTTP clients mirror into `Mcp-Param-{header}` headers, as
     /// (argument, header).
-    pub fn header_params(&self, name: &str) -> &[(String, String)] {
+    pub fn header_params(&self, name: &str) -> Vec<(String, String)> {
         self.inner
+            .tool_table()
             .header_params
             .get(name)
-            .map_or(&[], Vec::as_slice)
+            .cloned()
+            .unwrap_or_default()
     }
 
     /// The OAuth scopes tool `name` declares its callers need ([`ToolSpec::scopes`]).
-    pub fn tool_scopes(&self, name: &str) -> &[String] {
-        self.inner.tool_scopes.get(name).map_or(&[], Vec::as_slice)
+    pub fn tool_scopes(&self, name: &str) -> Vec<String> {
+        self.inner
+            .tool_table()
+            .tool_scopes
+            .get(name)
+            .cloned()
+            .unwrap_or_default()
     }
 
     /// Every scope some tool declares, sorted, once each.
     pub fn declared_scopes(&self) -> Vec<String> {
-        let mut all: Vec<String> = self.inner.tool_scopes.values().flatten().cloned().collect();
+        let table = self.inner.tool_table();
+        let mut all: Vec<String> = table.tool_scopes.values().flatten().cloned().collect();
         all.sort();
         all.dedup();
         all
+    }
+
+    /// Adds, replaces and removes tools of the running server in one step (see
+    /// [`ToolUpdate`]): every request that arrives afterwards sees the new set, calls in flight
+    /// keep the tool they started with (a removed tool's running calls end normally; a new
+    /// call of it gets the unknown-tool error). When `tools/list` changed, the change is
+    /// announced: 2025 sessions get `notifications/tools/list_changed` if the server declares
+    /// `capabilities.tools.listChanged: true` (see [`ServerBuilder::dynamic_tools`]), and
+    /// `subscriptions/listen` streams that asked for `toolsListChanged` get it too.
+    pub fn update_tools(&self, update: ToolUpdate) -> ToolsChanged {
+        let changed = {
+            let mut table = self.inner.tools.write().unwrap_or_else(|p| p.into_inner());
+            let (next, changed) = table.apply(update);
+            *table = Arc::new(next);
+            changed
+        };
+        if changed.list_changed {
+            tracing::info!(
+                added = ?changed.added, replaced = ?changed.replaced, removed = ?changed.removed,
+                "tools.list_changed"
+            );
+            self.inner.listen.announce(Change::ToolsListChanged);
+        }
+        changed
     }
 
     /// Where list changes are announced (to `subscriptions/listen` streams).
@@ -200,34 +233,10 @@ impl Server {
         }
     }
 
-    /// The declared tool names, in declaration order.
+    /// The tools served now, in `tools/list` order.
     pub fn tool_names(&self) -> Vec<String> {
-        self.inner.tool_list["tools"]
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(|t| t["name"].as_str().map(String::from))
-                    .collect()
-            })
-            .unwrap_or_default()
+        self.inner.tool_table().names()
     }
-}
-
-/// The `x-mcp-header` annotations of an input schema's top-level properties.
-fn header_params_of(schema: &Value) -> Vec<(String, String)> {
-    schema
-        .get("properties")
-        .and_then(Value::as_object)
-        .map(|props| {
-            props
-                .iter()
-                .filter_map(|(name, def)| {
-                    let h = def.get("x-mcp-header")?.as_str()?;
-                    Some((name.clone(), h.to_string()))
-                })
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 static NEXT_STATELESS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
@@ -364,6 +373,19 @@ impl ServerBuilder {
         self
     }
 
+    /// Declares `capabilities.tools.listChanged: true`: the tool set may change while the
+    /// server runs ([`Server::update_tools`]), and 2025 sessions are told when it does.
+    pub fn dynamic_tools(mut self) -> Self {
+        let tools = self
+            .capabilities
+            .entry("tools")
+            .or_insert_with(|| json!({}));
+        if let Value::Object(o) = tools {
+            o.insert("listChanged".into(), Value::Bool(true));
+        }
+        self
+    }
+
     /// Declares a capability (e.g. `resources`, `prompts`, `completions`, `tasks`).
     pub fn capability(mut self, name: impl Into<String>, value: Value) -> Self {
         self.capabilities.insert(name.into(), value);
@@ -391,28 +413,7 @@ impl ServerBuilder {
             .entry("tools")
             .or_insert_with(|| json!({"listChanged": false}));
         capabilities.entry("logging").or_insert_with(|| json!({}));
-        let tool_list = json!({
-            "tools": self.tools.iter().map(|t| t.spec.to_tool()).collect::<Vec<_>>()
-        });
-        let header_params = self
-            .tools
-            .iter()
-            .filter_map(|t| {
-                let params = header_params_of(t.spec.input_schema.as_ref()?);
-                (!params.is_empty()).then(|| (t.spec.name.clone(), params))
-            })
-            .collect();
-        let tool_scopes = self
-            .tools
-            .iter()
-            .filter(|t| !t.spec.scopes.is_empty())
-            .map(|t| (t.spec.name.clone(), t.spec.scopes.clone()))
-            .collect();
-        let tools = self
-            .tools
-            .into_iter()
-            .map(|t| (t.spec.name.clone(), Arc::new(t)))
-            .collect();
+        let tools = ToolTable::new(self.tools.into_iter().map(Arc::new).collect());
         let server_info_value = serde_json::to_value(&self.info).unwrap_or_default();
         let mut tag = [0u8; 3];
         let _ = getrandom::fill(&mut tag);
@@ -421,8 +422,6 @@ impl ServerBuilder {
             inner: Arc::new(ServerInner {
                 server_info_value,
                 instance_tag,
-                header_params,
-                tool_scopes,
                 registry: Registry::default(),
                 state_key: self.state_key.unwrap_or_else(StateKey::random),
                 listen: self.listen,
@@ -430,8 +429,7 @@ impl ServerBuilder {
                 extensions: self.extensions,
                 info: self.info,
                 instructions: self.instructions,
-                tools,
-                tool_list,
+                tools: RwLock::new(Arc::new(tools)),
                 methods: self.methods,
                 capabilities,
                 limiter: Arc::new(Semaphore::new(self.config.max_in_flight)),

@@ -4,7 +4,7 @@
 //! [`crate::ServerBuilder`]; everything below the public `Server` reads it.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 use serde_json::{Map, Value};
 use staunch_protocol::mcp::Implementation;
@@ -17,12 +17,9 @@ use crate::input::StateKey;
 use crate::lifecycle::LifecycleLog;
 use crate::metrics::Metrics;
 use crate::registry::Registry;
-use crate::tool::{MethodHandler, ToolHandler, ToolSpec};
-
-pub(crate) struct ToolEntry {
-    pub(crate) spec: ToolSpec,
-    pub(crate) handler: Arc<dyn ToolHandler>,
-}
+use crate::tool::MethodHandler;
+pub(crate) use crate::toolset::ToolEntry;
+use crate::toolset::ToolTable;
 
 pub(crate) struct MethodEntry {
     pub(crate) handler: Arc<dyn MethodHandler>,
@@ -31,9 +28,8 @@ pub(crate) struct MethodEntry {
 pub(crate) struct ServerInner {
     pub(crate) info: Implementation,
     pub(crate) instructions: Option<String>,
-    pub(crate) tools: HashMap<String, Arc<ToolEntry>>,
-    /// `tools/list` result, built once.
-    pub(crate) tool_list: Value,
+    /// The tools served now; `Server::update_tools` swaps the table whole.
+    pub(crate) tools: RwLock<Arc<ToolTable>>,
     pub(crate) methods: HashMap<String, MethodEntry>,
     pub(crate) capabilities: Map<String, Value>,
     /// Stateless-era extensions, by id (advertised in `server/discover`).
@@ -56,9 +52,11 @@ pub(crate) struct ServerInner {
     pub(crate) server_info_value: Value,
     /// Tells this process's stateless requests apart in the lifecycle log.
     pub(crate) instance_tag: String,
-    /// Per tool: arguments that HTTP clients mirror into `Mcp-Param-{name}` headers
-    /// (`x-mcp-header` in the input schema), as (argument, header name).
-    pub(crate) header_params: HashMap<String, Vec<(String, String)>>,
-    /// Per tool: the OAuth scopes its callers need ([`crate::ToolSpec::scopes`]).
-    pub(crate) tool_scopes: HashMap<String, Vec<String>>,
+}
+
+impl ServerInner {
+    /// The tools served right now (a snapshot: an update swaps in a new table).
+    pub(crate) fn tool_table(&self) -> Arc<ToolTable> {
+        self.tools.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
 }

@@ -190,9 +190,25 @@ pub struct ServeArgs {
     #[arg(long, env = "STAUNCH_METRICS")]
     pub metrics: Option<std::net::SocketAddr>,
     /// With --http: serve the live page (requests in flight, jobs, a cancel button) at this
-    /// path, e.g. /staunch. Only on a loopback --http address until authentication exists.
+    /// path, e.g. /staunch. Without --auth only on a loopback --http address; with --auth
+    /// every page route asks for a token with --live-page-scope.
     #[arg(long, env = "STAUNCH_LIVE_PAGE", requires = "http")]
     pub live_page: Option<String>,
+    /// With --live-page and --auth: the scope a token needs to see the page and cancel jobs.
+    #[arg(
+        long,
+        env = "STAUNCH_LIVE_PAGE_SCOPE",
+        default_value = crate::operate::live_page::OPERATOR_SCOPE
+    )]
+    pub live_page_scope: String,
+    /// With --live-page: live update streams open at once, at most (one more gets 503).
+    #[arg(
+        long,
+        env = "STAUNCH_LIVE_PAGE_MAX_STREAMS",
+        default_value_t = 16,
+        value_parser = clap::value_parser!(u32).range(1..)
+    )]
+    pub live_page_max_streams: u32,
     /// Authentication (HTTP): --auth, --auth-tokens, --issuer, --audience, --jwks-url, …
     #[command(flatten)]
     pub auth: crate::auth_args::AuthArgs,

@@ -85,9 +85,11 @@ fn apply_serve_table(args: &mut ServeArgs, s: &staunch_command::config::ServeSet
     set!(job_workers, s.job_workers);
 }
 
-/// Reloads on SIGHUP: a valid file replaces the tools' definitions (calls in flight keep
-/// theirs); an invalid one is logged and the running configuration stays.
-pub fn reload_on_sighup(path: PathBuf, tools: CommandTools) {
+/// Reloads on SIGHUP: a valid file replaces the tools' definitions and adds or removes
+/// quick, streaming and atomic tools on the running server (calls in flight keep theirs; open
+/// sessions hear `tools/list_changed`); an invalid one is logged and the running
+/// configuration stays.
+pub fn reload_on_sighup(path: PathBuf, tools: CommandTools, server: staunch_server::Server) {
     #[cfg(unix)]
     tokio::spawn(async move {
         use tokio::signal::unix::{SignalKind, signal};
@@ -96,27 +98,40 @@ pub fn reload_on_sighup(path: PathBuf, tools: CommandTools) {
             return;
         };
         while hup.recv().await.is_some() {
-            reload(&path, &tools);
+            reload(&path, &tools, &server);
         }
     });
 }
 
-fn reload(path: &Path, tools: &CommandTools) {
+fn reload(path: &Path, tools: &CommandTools, server: &staunch_server::Server) {
     match staunch_command::load(path) {
         Ok(cfg) => {
-            let r = tools.reload(&cfg);
+            let r = tools.reload(&cfg, server);
             tracing::warn!(
-                updated = ?r.updated, removed = ?r.removed,
-                added_need_restart = ?r.added, shape_changed_need_restart = ?r.shape_changed,
+                updated = ?r.updated, added = ?r.added, removed = ?r.removed,
+                added_need_restart = ?r.added_need_restart,
+                shape_changed_need_restart = ?r.shape_changed, conflicts = ?r.conflicts,
                 "config.reloaded"
             );
             eprintln!(
-                "staunch: reloaded {} ({} tools updated{}{}{})",
+                "staunch: reloaded {} ({} tools updated{}{}{}{}{}{})",
                 path.display(),
                 r.updated.len(),
+                list(", added: ", &r.added),
                 list(", removed: ", &r.removed),
-                list(", new (restart to serve): ", &r.added),
-                list(", shape changed (restart to apply): ", &r.shape_changed),
+                list(
+                    ", removed job tools (start/get/cancel stay listed until a restart): ",
+                    &r.removed_jobs_listed
+                ),
+                list(
+                    ", new job tools (restart to serve): ",
+                    &r.added_need_restart
+                ),
+                list(
+                    ", shape changed to or from job (restart to apply): ",
+                    &r.shape_changed
+                ),
+                list(", not served (the name is another tool's): ", &r.conflicts),
             );
         }
         Err(e) => {

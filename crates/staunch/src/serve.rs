@@ -62,6 +62,8 @@ pub async fn build_server(
     };
     let (builder, command_tools) = match commands {
         Some(c) => {
+            // A reload (SIGHUP) may add and remove tools: sessions are told.
+            let builder = builder.dynamic_tools();
             let (b, tools) = staunch_command::register(builder, &c.config, runtime)?;
             (b, Some(tools))
         }
@@ -151,7 +153,7 @@ pub async fn run_with(
     }
     if let (Some(c), Some(tools)) = (&commands, command_tools) {
         crate::command_tools::sweep_orphans_periodically();
-        crate::command_tools::reload_on_sighup(c.path.clone(), tools);
+        crate::command_tools::reload_on_sighup(c.path.clone(), tools, server.clone());
     }
     if let Some((rt, _)) = &jobs {
         rt.start().await.context("starting the job runtime")?;
@@ -268,14 +270,11 @@ async fn serve_http(
         tracing::warn!(%addr, "serving on a non-loopback address");
     }
     if let Some(base) = &args.live_page {
-        crate::operate::live_page::validate(base, &args.endpoint, addr)
+        crate::operate::live_page::validate(base, &args.endpoint, addr, args.auth.enabled())
             .map_err(anyhow::Error::msg)?;
-        // The page does not check credentials yet: beside an authenticated endpoint it would
-        // be a way around them.
-        if args.auth.enabled() {
-            anyhow::bail!(
-                "--live-page cannot be combined with --auth yet (the page does not check                  credentials); serve it from an instance without --auth on a loopback address"
-            );
+        if let Some(auth) = &mut cfg.auth {
+            // Listed in the protected-resource metadata's scopes_supported.
+            auth.other_scopes.push(args.live_page_scope.clone());
         }
     }
     let listener = tokio::net::TcpListener::bind(addr)
@@ -289,8 +288,14 @@ async fn serve_http(
     let mut transport =
         HttpTransport::new(server.clone(), stores.events, stores.sessions, cfg.clone());
     if let Some(base) = &args.live_page {
+        // The endpoint's own verifier (and JWKS cache): the page asks for the same tokens.
+        let auth = transport
+            .authenticator()
+            .map(|a| (a, args.live_page_scope.clone()));
         let access = crate::operate::live_page::Access {
             allow: cfg.allow.clone(),
+            auth,
+            max_streams: args.live_page_max_streams as usize,
         };
         transport = transport.with_routes(crate::operate::live_page::routes(
             base,

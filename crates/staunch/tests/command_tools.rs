@@ -633,6 +633,85 @@ params.steps.type = "integer"
 }
 
 #[tokio::test]
+async fn sighup_adds_and_removes_tools_and_open_sessions_hear_of_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("staunch.toml");
+    let say = format!(
+        r#"[[tool]]
+name = "say"
+description = "Prints its word."
+program = "{FIX}/argv.py"
+args = ["{{word}}"]
+params.word.type = "string"
+"#
+    );
+    let pause = format!(
+        r#"[[tool]]
+name = "pause"
+description = "Counts steps slowly."
+shape = "streaming"
+program = "{FIX}/steps.sh"
+args = ["{{steps}}", "200"]
+params.steps.type = "integer"
+"#
+    );
+    let greet = format!(
+        r#"[[tool]]
+name = "greet"
+description = "Greets."
+program = "{FIX}/argv.py"
+args = ["hello", "{{who}}"]
+params.who.type = "string"
+"#
+    );
+    std::fs::write(&config, format!("{say}\n{pause}")).unwrap();
+    let cfg = config.to_str().unwrap();
+    // `ready` sends notifications/initialized: a 2025 session that hears list changes.
+    let mut p = Proc::ready(&["--config", cfg]).await;
+    let init = p.response(&json!("init")).await;
+    assert_eq!(
+        init["result"]["capabilities"]["tools"]["listChanged"], true,
+        "{init}"
+    );
+    let names = |v: &Value| -> Vec<String> {
+        let mut n: Vec<String> = v["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_string())
+            .collect();
+        n.sort();
+        n
+    };
+    p.request(json!("l1"), "tools/list", json!({})).await;
+    assert_eq!(names(&p.response(&json!("l1")).await), ["pause", "say"]);
+    // A call of `pause` in flight while `pause` is removed and `greet` added.
+    p.call(json!(2), "pause", json!({"steps": 8}), None).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    std::fs::write(&config, format!("{say}\n{greet}")).unwrap();
+    let pid = rustix::process::Pid::from_raw(p.child.id().unwrap() as i32).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::HUP).unwrap();
+    p.wait_for(LIMIT, |m| m["method"] == "notifications/tools/list_changed")
+        .await
+        .expect("the open session heard tools/list_changed");
+    p.request(json!("l2"), "tools/list", json!({})).await;
+    assert_eq!(names(&p.response(&json!("l2")).await), ["greet", "say"]);
+    let r = call(&mut p, 3, "greet", json!({"who": "world"})).await;
+    assert_eq!(
+        r["result"]["content"][0]["text"], "[\"hello\", \"world\"]\n",
+        "{r}"
+    );
+    // A new call of the removed tool: the unknown-tool error.
+    p.call(json!(4), "pause", json!({"steps": 1}), None).await;
+    let refused = p.response(&json!(4)).await;
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    assert_eq!(refused["error"]["message"], "unknown tool: pause");
+    // The call that was running when it was removed ends with its result.
+    let r = p.response(&json!(2)).await;
+    assert_eq!(r["result"]["content"][0]["text"], "done 8\n", "{r}");
+}
+
+#[tokio::test]
 async fn probe_passes_every_check_on_the_example_config() {
     let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/command-tools");
     let out = tokio::process::Command::new(BIN)

@@ -1,48 +1,19 @@
 //! `staunch serve --http … --live-page /staunch`: the page's access rules over plain HTTP, and
 //! the whole page end to end in Debian's headless Chromium (driven by playwright-core from
 //! `scripts/setup-tools`): a job's progress bar moves, its Cancel button stops it, the row ends
-//! `cancelled`, and a screenshot is saved to `target/artifacts/live-page.png`.
+//! `cancelled`, and a screenshot is saved to `target/artifacts/live-page.png`. The page behind
+//! `--auth` is tested in `live_page_auth.rs`.
 
 mod common;
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use common::http::{HttpServer, call};
+use common::page::{browser, raw};
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::time::Instant;
 
 const T: Duration = Duration::from_secs(20);
-
-/// One raw HTTP/1.1 exchange on the server's port: (status code, headers, body).
-async fn raw(
-    port: u16,
-    method: &str,
-    path: &str,
-    headers: &[(&str, &str)],
-) -> (u16, String, String) {
-    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .unwrap();
-    let mut req = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\nContent-Length: 0\r\n");
-    for (k, v) in headers {
-        req.push_str(&format!("{k}: {v}\r\n"));
-    }
-    req.push_str("\r\n");
-    s.write_all(req.as_bytes()).await.unwrap();
-    let mut out = Vec::new();
-    // An SSE response never ends: read what arrives within a moment.
-    let _ = tokio::time::timeout(Duration::from_secs(2), s.read_to_end(&mut out)).await;
-    let text = String::from_utf8_lossy(&out).into_owned();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let code = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    (code, head.to_string(), body.to_string())
-}
 
 async fn tool(s: &HttpServer, sid: &str, name: &str, args: Value) -> Value {
     let id = json!(format!("{name}-{}", Instant::now().elapsed().as_nanos()));
@@ -200,36 +171,6 @@ async fn the_page_is_refused_on_a_public_address() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("loopback"), "{err}");
-}
-
-/// Node, playwright-core and Chromium, or `None` after saying why the browser test is skipped.
-fn browser() -> Option<(PathBuf, PathBuf, PathBuf)> {
-    let node = common::external::node()?;
-    let driver = common::external::tool(
-        "tests-external/browser/node_modules/playwright-core/package.json",
-        "playwright-core",
-    )?;
-    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
-    let chromium = PathBuf::from(chromium);
-    if !chromium.exists() {
-        if std::env::var("STAUNCH_REQUIRE_EXTERNAL").as_deref() == Ok("1") {
-            panic!(
-                "Chromium is missing at {} (apt-get install chromium)",
-                chromium.display()
-            );
-        }
-        eprintln!(
-            "SKIPPED: Chromium not installed at {} (apt-get install chromium)",
-            chromium.display()
-        );
-        return None;
-    }
-    let _ = driver;
-    Some((
-        node,
-        common::external::root().join("tests-external/browser/live_page.mjs"),
-        chromium,
-    ))
 }
 
 #[tokio::test]

@@ -61,6 +61,17 @@ impl Wire {
             .collect()
     }
 
+    /// Every message with JSON-RPC method `method` (notifications), in order.
+    pub fn with_method(&self, method: &str) -> Vec<Value> {
+        self.sent
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(_, v)| v["method"] == method)
+            .map(|(_, v)| v.clone())
+            .collect()
+    }
+
     /// How many messages were sent in all.
     pub fn count(&self) -> usize {
         self.sent.lock().unwrap().len()
@@ -266,7 +277,7 @@ pub fn modern_meta(progress_token: Option<String>) -> Value {
     meta
 }
 
-fn request_of(frame: &Value) -> Request {
+pub fn request_of(frame: &Value) -> Request {
     match parse_message(frame.to_string().as_bytes()) {
         Ok(Message::Request(r)) => r,
         other => panic!("not a request: {other:?}"),

@@ -1,22 +1,35 @@
 //! The live page (`staunch serve --http ADDR --live-page /staunch`): requests in flight and
 //! jobs, updated every half second over SSE, with a cancel button per job.
 //!
-//! Server-rendered: the page and every update are HTML fragments rendered here (one rendering
-//! path, escaped once); the inline script only swaps them in and posts cancels.
+//! Server-rendered: the page and every update are HTML fragments rendered in `live_render`
+//! (one rendering path, escaped once); the inline script only swaps them in and posts cancels.
 //!
-//! Access, until authentication exists ([`Access`] is the seam where it plugs in):
-//! - the page is only mounted on a loopback `--http` address (checked at start);
+//! Access ([`Access`]):
 //! - every request passes the transport's Host check (DNS rebinding);
-//! - a cancel is a POST that must carry an allowed `Origin` (same origin) and a token handed
-//!   out with the page (`x-staunch-page-token`), so another site cannot make a browser post
-//!   one (a custom header also forces a CORS preflight, which this page never answers).
+//! - a cancel is a POST that must carry an allowed `Origin` (same origin);
+//! - without `--auth` the page is only mounted on a loopback `--http` address (checked at
+//!   start), and a cancel must also carry a token handed out with the page
+//!   (`x-staunch-page-token`), so another site cannot make a browser post one (a custom header
+//!   also forces a CORS preflight, which this page never answers);
+//! - with `--auth`, every route (the page, its stream, the cancel) checks the bearer token
+//!   with the MCP endpoint's own verifier and asks for the operator scope (`--live-page-scope`,
+//!   default `staunch:operate`): no or a bad token → 401 with the endpoint's
+//!   `WWW-Authenticate`, a token without the scope → 403. A browser cannot put a header on a
+//!   navigation, so `GET P` without a token answers 401 with the page's shell and no data: its
+//!   script asks for the token, keeps it in `sessionStorage` (never in a URL or a cookie) and
+//!   reads the stream with `fetch()` and an `Authorization` header. Nothing is sent on the
+//!   browser's own initiative, so there is nothing for another site to forge (CSRF); the Origin
+//!   check stays. A stream with auth ends every [`REAUTH`] and the page reconnects, so the token
+//!   is checked again (an expired JWT stops the updates).
+//!
+//! Streams are capped (`--live-page-max-streams`): one more answers 503.
 //!
 //! Routes under the base path `P`: `GET P` (the page), `GET P/events` (SSE snapshots),
 //! `POST P/jobs/{id}/cancel`.
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
-use std::fmt::Write as _;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -27,31 +40,38 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde_json::json;
-use staunch_jobs::{owning_instance, progress_fraction, progress_of, short_age};
 use staunch_server::Server;
-use staunch_server::transport::http::Allow;
-use staunch_store::{CancelOutcome, JobFilter, JobRecord, JobState, JobStore};
+use staunch_server::transport::http::{Allow, Authenticator, Identity};
+use staunch_store::{CancelOutcome, JobStore};
+
+use super::live_render::{escape, snapshot};
 
 /// How often the page is updated.
 const REFRESH: Duration = Duration::from_millis(500);
-/// Jobs shown (newest first).
-const JOBS_SHOWN: usize = 50;
 /// Page tokens remembered (oldest forgotten first) and how long each is honoured.
 const MAX_TOKENS: usize = 256;
 const TOKEN_TTL: Duration = Duration::from_secs(12 * 60 * 60);
+/// With auth, how long one stream lives before the page reconnects (and the token is checked
+/// again).
+const REAUTH: Duration = Duration::from_secs(5 * 60);
+/// The operator scope asked for by default.
+pub const OPERATOR_SCOPE: &str = "staunch:operate";
 
 const PAGE: &str = include_str!("live_page.html");
 
-/// Who may use the page. Today: loopback callers whose Host/Origin pass the allow-list. When
-/// authentication lands, its check belongs in [`Access::allows`] (and the loopback-only rule
-/// at start can be relaxed for authenticated deployments).
+/// Who may use the page: callers whose Host (and, to cancel, Origin) pass the allow-list, and
+/// with auth on, whose token carries the operator scope.
 #[derive(Clone, Debug)]
 pub struct Access {
     pub allow: Allow,
+    /// With `--auth`: the endpoint's verifier and the scope the page needs.
+    pub auth: Option<(Authenticator, String)>,
+    /// Streams open at once, at most.
+    pub max_streams: usize,
 }
 
 impl Access {
-    fn allows(&self, headers: &HeaderMap) -> bool {
+    fn host_ok(&self, headers: &HeaderMap) -> bool {
         headers
             .get(header::HOST)
             .and_then(|h| h.to_str().ok())
@@ -59,12 +79,45 @@ impl Access {
     }
 
     /// A state-changing request: same origin, required.
-    fn allows_post(&self, headers: &HeaderMap) -> bool {
-        self.allows(headers)
-            && headers
-                .get(header::ORIGIN)
-                .and_then(|o| o.to_str().ok())
-                .is_some_and(|o| self.allow.origin_ok(o))
+    fn origin_ok(&self, headers: &HeaderMap) -> bool {
+        headers
+            .get(header::ORIGIN)
+            .and_then(|o| o.to_str().ok())
+            .is_some_and(|o| self.allow.origin_ok(o))
+    }
+
+    /// The caller, with auth on (`Ok(None)` without), or the refusal to answer with.
+    async fn identity(&self, headers: &HeaderMap) -> Result<Option<Identity>, Response> {
+        if !self.host_ok(headers) {
+            return Err(forbidden("forbidden: Host not allowed"));
+        }
+        let Some((auth, scope)) = &self.auth else {
+            return Ok(None);
+        };
+        let id = auth.authenticate(headers).await?;
+        match auth.require_scope(&id, scope, headers) {
+            Some(refusal) => Err(refusal),
+            None => Ok(Some(id)),
+        }
+    }
+}
+
+/// Counts a stream open while it lives.
+struct StreamSlot(Arc<AtomicUsize>);
+
+impl StreamSlot {
+    fn take(open: &Arc<AtomicUsize>, max: usize) -> Option<Self> {
+        open.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+            (n < max).then_some(n + 1)
+        })
+        .ok()
+        .map(|_| Self(open.clone()))
+    }
+}
+
+impl Drop for StreamSlot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -74,6 +127,7 @@ struct LiveState {
     jobs: Arc<dyn JobStore>,
     access: Access,
     tokens: Mutex<VecDeque<(String, Instant)>>,
+    streams: Arc<AtomicUsize>,
 }
 
 impl LiveState {
@@ -103,12 +157,18 @@ impl LiveState {
     }
 }
 
-/// Checks the `--live-page` path and that the page may be served on `addr`.
-pub fn validate(base: &str, endpoint: &str, addr: std::net::SocketAddr) -> Result<(), String> {
-    if !addr.ip().is_loopback() {
+/// Checks the `--live-page` path and that the page may be served on `addr` (any address with
+/// auth on; a loopback one without).
+pub fn validate(
+    base: &str,
+    endpoint: &str,
+    addr: std::net::SocketAddr,
+    authenticated: bool,
+) -> Result<(), String> {
+    if !addr.ip().is_loopback() && !authenticated {
         return Err(format!(
-            "--live-page is served only on a loopback --http address until authentication \
-             exists (got {addr})"
+            "--live-page without --auth is served only on a loopback --http address (got \
+             {addr}); add --auth to serve it elsewhere"
         ));
     }
     if !base.starts_with('/') || base.len() < 2 || base.ends_with('/') {
@@ -137,6 +197,7 @@ pub fn routes(base: &str, server: Server, jobs: Arc<dyn JobStore>, access: Acces
         jobs,
         access,
         tokens: Mutex::new(VecDeque::new()),
+        streams: Arc::new(AtomicUsize::new(0)),
     });
     Router::new()
         .route(base, get(page))
@@ -164,17 +225,34 @@ fn json_response(status: StatusCode, v: serde_json::Value) -> Response {
 }
 
 async fn page(State(st): State<Arc<LiveState>>, headers: HeaderMap) -> Response {
-    if !st.access.allows(&headers) {
-        return forbidden("forbidden: Host not allowed");
-    }
-    let snap = snapshot(&st).await;
+    let authed = st.access.auth.is_some();
+    let (status, snap) = match st.access.identity(&headers).await {
+        Ok(_) => (None, Some(snapshot(&st.server, st.jobs.as_ref()).await)),
+        // A browser's navigation carries no token: the shell (no data) asks for one. The 401
+        // keeps the endpoint's WWW-Authenticate.
+        Err(refusal) if authed && refusal.status() == StatusCode::UNAUTHORIZED => {
+            (Some(refusal), None)
+        }
+        Err(refusal) => return refusal,
+    };
+    let (requests, jobs, at) = match &snap {
+        Some(s) => (s.requests.as_str(), s.jobs.as_str(), s.at.as_str()),
+        None => (SIGN_IN_ROW, SIGN_IN_ROW, "—"),
+    };
+    // Without auth, a cancel needs the page's token; with auth, the bearer token does it.
+    let page_token = if authed {
+        String::new()
+    } else {
+        st.issue_token()
+    };
     let html = PAGE
         .replace("{{BASE}}", &escape(&st.base))
-        .replace("{{TOKEN}}", &st.issue_token())
-        .replace("{{REQUESTS}}", &snap.requests)
-        .replace("{{JOBS}}", &snap.jobs)
-        .replace("{{AT}}", &escape(&snap.at));
-    (
+        .replace("{{AUTH}}", if authed { "bearer" } else { "none" })
+        .replace("{{TOKEN}}", &page_token)
+        .replace("{{REQUESTS}}", requests)
+        .replace("{{JOBS}}", jobs)
+        .replace("{{AT}}", &escape(at));
+    let mut r = (
         [
             (header::CONTENT_TYPE, "text/html; charset=utf-8"),
             (header::CACHE_CONTROL, "no-store"),
@@ -183,32 +261,70 @@ async fn page(State(st): State<Arc<LiveState>>, headers: HeaderMap) -> Response 
             (
                 header::CONTENT_SECURITY_POLICY,
                 "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; \
-                 connect-src 'self'; frame-ancestors 'none'",
+                 connect-src 'self'; form-action 'none'; frame-ancestors 'none'",
             ),
         ],
         html,
     )
-        .into_response()
+        .into_response();
+    if let Some(refusal) = status {
+        *r.status_mut() = refusal.status();
+        if let Some(v) = refusal.headers().get(header::WWW_AUTHENTICATE) {
+            r.headers_mut().insert(header::WWW_AUTHENTICATE, v.clone());
+        }
+    }
+    r
 }
 
+const SIGN_IN_ROW: &str = "<tr><td colspan=\"7\" class=\"none\">sign in to see this</td></tr>";
+
 async fn events(State(st): State<Arc<LiveState>>, headers: HeaderMap) -> Response {
-    if !st.access.allows(&headers) {
-        return forbidden("forbidden: Host not allowed");
+    if let Err(refusal) = st.access.identity(&headers).await {
+        return refusal;
     }
+    let max = st.access.max_streams;
+    let Some(slot) = StreamSlot::take(&st.streams, max) else {
+        tracing::warn!(max, "live page: stream refused, too many open");
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            [
+                (header::CONTENT_TYPE, "text/plain"),
+                (header::RETRY_AFTER, "5"),
+            ],
+            format!(
+                "too many live page streams open ({max}, the --live-page-max-streams limit); \
+                 close another tab of the page or raise the limit"
+            ),
+        )
+            .into_response();
+    };
     let shutdown = st.server.shutdown_token();
-    let frames = futures_util::stream::unfold((st, true), move |(st, first)| {
+    // With auth a stream ends after REAUTH: the page reconnects with its token, checked again.
+    let until = st
+        .access
+        .auth
+        .is_some()
+        .then(|| tokio::time::Instant::now() + REAUTH);
+    let frames = futures_util::stream::unfold((st, slot, true), move |(st, slot, first)| {
         let shutdown = shutdown.clone();
         async move {
             if !first {
+                let expired = async {
+                    match until {
+                        Some(t) => tokio::time::sleep_until(t).await,
+                        None => std::future::pending().await,
+                    }
+                };
                 tokio::select! {
                     _ = tokio::time::sleep(REFRESH) => {}
                     _ = shutdown.cancelled() => return None,
+                    _ = expired => return None,
                 }
             }
-            let snap = snapshot(&st).await;
+            let snap = snapshot(&st.server, st.jobs.as_ref()).await;
             let data = json!({"requests": snap.requests, "jobs": snap.jobs, "at": snap.at});
             let frame = Bytes::from(format!("data: {data}\n\n"));
-            Some((Ok::<_, Infallible>(frame), (st, false)))
+            Some((Ok::<_, Infallible>(frame), (st, slot, false)))
         }
     });
     (
@@ -226,16 +342,23 @@ async fn cancel(
     Path(id): Path<String>,
     headers: HeaderMap,
 ) -> Response {
-    if !st.access.allows_post(&headers) {
+    let who = match st.access.identity(&headers).await {
+        Ok(who) => who,
+        Err(refusal) => return refusal,
+    };
+    if !st.access.origin_ok(&headers) {
         return forbidden("forbidden: a cancel must come from this page (Host and Origin)");
     }
-    if !st.token_ok(&headers) {
+    if who.is_none() && !st.token_ok(&headers) {
         return forbidden("forbidden: missing or unknown page token; reload the page");
     }
-    let by = "live page";
+    let by = match &who {
+        Some(who) => format!("live page ({})", who.principal),
+        None => "live page".to_string(),
+    };
     let (status, message) = match st
         .jobs
-        .request_cancel(&id, by, staunch_store::now_ms())
+        .request_cancel(&id, &by, staunch_store::now_ms())
         .await
     {
         Ok(CancelOutcome::CancelledQueued(_)) => ("cancelled", "Cancelled before it started."),
@@ -258,144 +381,11 @@ async fn cancel(
             );
         }
     };
-    tracing::info!(job_id = %id, status, "live page: job cancel");
+    tracing::info!(job_id = %id, status, by = %by, "live page: job cancel");
     json_response(
         StatusCode::OK,
         json!({"job_id": id, "status": status, "message": message}),
     )
-}
-
-struct Snapshot {
-    requests: String,
-    jobs: String,
-    at: String,
-}
-
-async fn snapshot(st: &LiveState) -> Snapshot {
-    let now = staunch_store::now_ms();
-    let requests = requests_rows(&st.server);
-    let jobs = match st
-        .jobs
-        .list_all(&JobFilter {
-            limit: JOBS_SHOWN,
-            ..JobFilter::default()
-        })
-        .await
-    {
-        Ok(list) => jobs_rows(&list, now),
-        Err(e) => format!(
-            "<tr><td colspan=\"7\" class=\"err\">could not read jobs: {}</td></tr>",
-            escape(&e.to_string())
-        ),
-    };
-    Snapshot {
-        requests,
-        jobs,
-        at: staunch_jobs::iso(now),
-    }
-}
-
-fn ms_text(d: Duration) -> String {
-    short_age(i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
-
-fn requests_rows(server: &Server) -> String {
-    let list = server.in_flight_requests();
-    if list.is_empty() {
-        return "<tr><td colspan=\"5\" class=\"none\">nothing in flight</td></tr>".into();
-    }
-    let mut out = String::new();
-    for r in list {
-        let (class, cancel) = match &r.cancel {
-            None => ("", "—".to_string()),
-            Some(c) => (
-                if r.orphaned { "orphaned" } else { "cancelled" },
-                format!(
-                    "{} {} ago ({}){}",
-                    if c.answers { "deadline" } else { "cancelled" },
-                    ms_text(c.since),
-                    escape(&c.reason),
-                    if r.orphaned {
-                        " — ORPHANED: still running past the grace period"
-                    } else {
-                        ""
-                    }
-                ),
-            ),
-        };
-        let _ = write!(
-            out,
-            "<tr class=\"{class}\" data-request-id=\"{}\"><td>{}</td><td>{}</td><td>{}</td>\
-             <td>{}</td><td>{cancel}</td></tr>",
-            escape(&r.request_id),
-            escape(&r.connection),
-            escape(&r.request_id),
-            escape(&r.what),
-            ms_text(r.elapsed),
-        );
-    }
-    out
-}
-
-fn jobs_rows(jobs: &[JobRecord], now_ms: i64) -> String {
-    if jobs.is_empty() {
-        return "<tr><td colspan=\"7\" class=\"none\">no jobs</td></tr>".into();
-    }
-    let mut out = String::new();
-    for j in jobs {
-        let state = if j.state == JobState::Running && j.cancel_requested_ms.is_some() {
-            "cancelling"
-        } else {
-            j.state.as_str()
-        };
-        let done = progress_of(j).map_or(0.0, |(d, _, _)| d);
-        let fraction = progress_fraction(j);
-        let label = match progress_of(j) {
-            Some((_, _, Some(m))) => m,
-            Some((d, Some(t), _)) => format!("{d} of {t}"),
-            Some((d, None, _)) => format!("{d}"),
-            None => String::new(),
-        };
-        let pct = fraction.map_or(0.0, |f| f * 100.0);
-        let button = if j.state.is_terminal() || j.cancel_requested_ms.is_some() {
-            String::new()
-        } else {
-            format!(
-                "<button class=\"cancel\" data-job=\"{}\">Cancel</button>",
-                escape(&j.id)
-            )
-        };
-        let _ = write!(
-            out,
-            "<tr class=\"job {state}\" data-job-id=\"{id}\" data-state=\"{state}\" data-done=\"{done}\">\
-             <td class=\"id\" title=\"{id}\">{short}</td><td>{tool}</td><td class=\"state\">{state}</td>\
-             <td><div class=\"bar\"><div style=\"width:{pct:.1}%\"></div></div><span class=\"plabel\">{label}</span></td>\
-             <td>{age}</td><td>{instance}</td><td>{button}</td></tr>",
-            id = escape(&j.id),
-            short = escape(&j.id.chars().take(12).collect::<String>()),
-            tool = escape(&j.tool),
-            label = escape(&label),
-            age = short_age(now_ms - j.created_ms),
-            instance = escape(owning_instance(j).unwrap_or("—")),
-        );
-    }
-    out
-}
-
-/// HTML-escapes text for element content and quoted attributes.
-fn escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 #[cfg(test)]
@@ -403,26 +393,20 @@ mod tests {
     use super::*;
 
     #[test]
-    fn text_is_escaped() {
-        assert_eq!(
-            escape(r#"<a href="x">'&'</a>"#),
-            "&lt;a href=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/a&gt;"
-        );
-    }
-
-    #[test]
     fn the_page_path_is_checked() {
         let lo: std::net::SocketAddr = "127.0.0.1:0".parse().unwrap();
         let public: std::net::SocketAddr = "0.0.0.0:8080".parse().unwrap();
-        assert!(validate("/staunch", "/mcp", lo).is_ok());
+        assert!(validate("/staunch", "/mcp", lo, false).is_ok());
         assert!(
-            validate("/staunch", "/mcp", public)
+            validate("/staunch", "/mcp", public, false)
                 .unwrap_err()
                 .contains("loopback")
         );
-        assert!(validate("staunch", "/mcp", lo).is_err());
-        assert!(validate("/", "/mcp", lo).is_err());
-        assert!(validate("/mcp", "/mcp", lo).is_err());
-        assert!(validate("/a/{id}", "/mcp", lo).is_err());
+        // With auth, the page may be served on any address.
+        assert!(validate("/staunch", "/mcp", public, true).is_ok());
+        assert!(validate("staunch", "/mcp", lo, false).is_err());
+        assert!(validate("/", "/mcp", lo, false).is_err());
+        assert!(validate("/mcp", "/mcp", lo, false).is_err());
+        assert!(validate("/a/{id}", "/mcp", lo, false).is_err());
     }
 }

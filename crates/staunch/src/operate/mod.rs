@@ -2,4 +2,5 @@
 //! metrics on their own address (`--metrics`) and the live page (`--live-page`).
 
 pub mod live_page;
+mod live_render;
 pub mod metrics;

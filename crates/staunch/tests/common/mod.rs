@@ -5,6 +5,7 @@
 
 pub mod external;
 pub mod http;
+pub mod page;
 pub mod pg;
 
 use std::path::PathBuf;

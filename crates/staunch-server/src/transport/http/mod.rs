@@ -43,7 +43,9 @@ use staunch_store::{EventStore, SessionStore};
 use crate::registry::CancelReason;
 use crate::server::Server;
 
-pub use auth::{AuthConfig, AuthMethod, Identity, JwksSource, OAuthConfig, StaticTokens};
+pub use auth::{
+    AuthConfig, AuthMethod, Authenticator, Identity, JwksSource, OAuthConfig, StaticTokens,
+};
 pub use batch::EventQueueStats;
 pub use guard::Allow;
 
@@ -150,7 +152,7 @@ pub(crate) struct HttpState {
     pub(crate) closing: Mutex<Vec<Arc<session::HttpSession>>>,
     pub(crate) batcher: batch::Batcher,
     /// The authenticator, when auth is on.
-    pub(crate) auth: Option<auth::Auth>,
+    pub(crate) auth: Option<Arc<auth::Auth>>,
 }
 
 impl HttpState {
@@ -226,7 +228,7 @@ impl HttpTransport {
         Self {
             state: Arc::new(HttpState {
                 server,
-                auth: cfg.auth.clone().map(auth::Auth::new),
+                auth: cfg.auth.clone().map(|a| Arc::new(auth::Auth::new(a))),
                 batcher: batch::Batcher::start(events.clone(), cfg.event_queue_max, metrics),
                 events,
                 sessions_store: sessions,
@@ -243,6 +245,15 @@ impl HttpTransport {
     pub fn with_routes(mut self, routes: Router) -> Self {
         self.extra = Some(routes);
         self
+    }
+
+    /// The endpoint's token check, when auth is on, for routes added with
+    /// [`HttpTransport::with_routes`] that must ask for the same credentials.
+    pub fn authenticator(&self) -> Option<Authenticator> {
+        self.state
+            .auth
+            .clone()
+            .map(|a| Authenticator::new(a, self.state.cfg.endpoint.clone()))
     }
 
     /// The axum router (tests call it without a socket).

@@ -216,7 +216,7 @@ fn validate(
             .and_then(|p| p.get("name"))
             .and_then(serde_json::Value::as_str)
     {
-        check_param_headers(headers, req, server.header_params(tool)).map_err(bad)?;
+        check_param_headers(headers, req, &server.header_params(tool)).map_err(bad)?;
     }
     Ok(meta)
 }

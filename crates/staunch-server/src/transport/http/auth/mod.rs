@@ -63,6 +63,9 @@ pub struct AuthConfig {
     pub resource: Option<String>,
     /// Scopes needed per tool, on top of those the tools declare themselves.
     pub tool_scopes: HashMap<String, Vec<String>>,
+    /// Scopes that routes beside the endpoint check (e.g. the live page's operator scope),
+    /// listed in the metadata's `scopes_supported`.
+    pub other_scopes: Vec<String>,
 }
 
 impl AuthConfig {
@@ -76,6 +79,7 @@ impl AuthConfig {
             method,
             resource,
             tool_scopes: HashMap::new(),
+            other_scopes: Vec::new(),
         }
     }
 }
@@ -215,7 +219,7 @@ impl Auth {
 
     /// The scopes a call of `tool` needs: the tool's own and the configured ones.
     pub(crate) fn tool_scopes(&self, server: &crate::Server, tool: &str) -> Vec<String> {
-        let mut need: Vec<String> = server.tool_scopes(tool).to_vec();
+        let mut need: Vec<String> = server.tool_scopes(tool);
         if let Some(extra) = self.cfg.tool_scopes.get(tool) {
             need.extend(extra.iter().cloned());
         }
@@ -228,6 +232,7 @@ impl Auth {
     pub(crate) fn all_scopes(&self, server: &crate::Server) -> Vec<String> {
         let mut all = server.declared_scopes();
         all.extend(self.cfg.tool_scopes.values().flatten().cloned());
+        all.extend(self.cfg.other_scopes.iter().cloned());
         all.sort();
         all.dedup();
         all
@@ -305,6 +310,65 @@ impl Auth {
         paths.sort();
         paths.dedup();
         paths
+    }
+}
+
+/// The endpoint's token check, for routes served beside it (the live page): the same verifier
+/// — and, with OAuth, the same JWKS cache — as the MCP endpoint, and the same refusals (401
+/// with the metadata pointer, 403 `insufficient_scope`). Cheap to clone.
+#[derive(Clone)]
+pub struct Authenticator {
+    auth: std::sync::Arc<Auth>,
+    endpoint: String,
+}
+
+impl std::fmt::Debug for Authenticator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Authenticator")
+            .field("endpoint", &self.endpoint)
+            .finish()
+    }
+}
+
+impl Authenticator {
+    pub(crate) fn new(auth: std::sync::Arc<Auth>, endpoint: String) -> Self {
+        Self { auth, endpoint }
+    }
+
+    /// Who sent the request, or the answer to refuse it with: 401 (no token, or an invalid
+    /// one) with `WWW-Authenticate` pointing at the endpoint's protected-resource metadata,
+    /// 400 for two `Authorization` headers, 503 when the keys cannot be fetched.
+    pub async fn authenticate(&self, headers: &HeaderMap) -> Result<Identity, Response> {
+        self.auth.authenticate(headers, &self.endpoint).await
+    }
+
+    /// `None` when `identity` carries `scope`; otherwise the 403 `insufficient_scope` answer
+    /// (RFC 6750 §3.1) naming it.
+    pub fn require_scope(
+        &self,
+        identity: &Identity,
+        scope: &str,
+        headers: &HeaderMap,
+    ) -> Option<Response> {
+        if identity.scopes.iter().any(|s| s == scope) {
+            return None;
+        }
+        tracing::info!(principal = %identity.principal, scope, "refused: insufficient scope");
+        let url = metadata::metadata_url(&self.auth.resource(headers, &self.endpoint));
+        let value = format!(
+            "Bearer error=\"insufficient_scope\", scope=\"{}\", resource_metadata=\"{}\"",
+            quoted(scope),
+            quoted(&url),
+        );
+        let mut r = plain_error(
+            StatusCode::FORBIDDEN,
+            None,
+            &format!("insufficient scope: this needs {scope}"),
+        );
+        if let Ok(v) = HeaderValue::from_str(&value) {
+            r.headers_mut().insert(header::WWW_AUTHENTICATE, v);
+        }
+        Some(r)
     }
 }
 
