@@ -492,3 +492,188 @@ async fn an_upstream_job_runs_once_per_key_and_ends_lease_lost_after_the_proxy_d
     assert!(shown.to_string().contains("lease_lost"), "{shown:#}");
     assert!(shown.to_string().contains("\"failed\""), "{shown:#}");
 }
+
+/// The answer to `msg` posted in `session`.
+async fn answer(proxy: &HttpServer, session: &str, msg: &Value) -> Value {
+    proxy
+        .post(Some(session), msg)
+        .await
+        .answer(Duration::from_secs(30))
+        .await
+        .1
+}
+
+/// An upstream that dies mid-call: the call gets a clear tool error (not a hang, not a
+/// silent retry), and the next call is served by a restarted upstream.
+#[tokio::test]
+async fn an_upstream_crash_fails_its_calls_clearly_and_the_next_call_restarts_it() {
+    let marker = format!("crash-upstream-marker-{}", std::process::id());
+    let proxy = HttpServer::launch(
+        "proxy",
+        None,
+        &[
+            "--",
+            BIN,
+            "serve",
+            "--store",
+            ":memory:",
+            "--no-log",
+            "--instance-name",
+            &marker,
+        ],
+    )
+    .await;
+    let sid = proxy.initialize().await;
+    let mut long = proxy
+        .post(
+            Some(&sid),
+            &call(
+                json!(7),
+                "slow_count",
+                json!({"steps": 400, "delay_ms": 50}),
+                Some(json!("t")),
+            ),
+        )
+        .await;
+    // Running upstream: its first progress came through.
+    long.next_event(Duration::from_secs(20))
+        .await
+        .expect("progress");
+    let first = pids_with(&marker);
+    assert_eq!(first.len(), 1, "{first:?}");
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(first[0] as i32).unwrap(),
+        rustix::process::Signal::KILL,
+    )
+    .unwrap();
+    let (_, died) = long.answer(Duration::from_secs(20)).await;
+    assert_eq!(died["result"]["isError"], true, "{died}");
+    let text = died["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("went away"), "{text}");
+    assert!(
+        text.contains("unknown"),
+        "says the outcome is unknown: {text}"
+    );
+    // The next call restarts it.
+    let again = answer(
+        &proxy,
+        &sid,
+        &call(json!(8), "echo", json!({"text": "back"}), None),
+    )
+    .await;
+    assert_eq!(again["result"]["content"][0]["text"], "back", "{again}");
+    let second = pids_with(&marker);
+    assert_eq!(second.len(), 1, "{second:?}");
+    assert_ne!(first, second, "a new process serves the call");
+}
+
+/// `--isolate`: each downstream session gets its own upstream process.
+#[tokio::test]
+async fn isolate_gives_each_session_its_own_upstream_process() {
+    let marker = format!("isolate-upstream-marker-{}", std::process::id());
+    let proxy = HttpServer::launch(
+        "proxy",
+        None,
+        &[
+            "--isolate",
+            "--",
+            BIN,
+            "serve",
+            "--store",
+            ":memory:",
+            "--no-log",
+            "--instance-name",
+            &marker,
+        ],
+    )
+    .await;
+    // The shared connection lists the tools at start.
+    assert_eq!(pids_with(&marker).len(), 1);
+    for i in 0..2 {
+        let sid = proxy.initialize().await;
+        let r = answer(
+            &proxy,
+            &sid,
+            &call(json!(1), "echo", json!({"text": format!("s{i}")}), None),
+        )
+        .await;
+        assert_eq!(r["result"]["content"][0]["text"], format!("s{i}"), "{r}");
+        // A second call of the same session reuses its process.
+        answer(
+            &proxy,
+            &sid,
+            &call(json!(2), "echo", json!({"text": "again"}), None),
+        )
+        .await;
+    }
+    assert_eq!(pids_with(&marker).len(), 3, "one shared + one per session");
+}
+
+/// A client's `mcpServers` JSON moves over in one command: each server an upstream, tools
+/// prefixed with the server's name when there are several.
+#[tokio::test]
+async fn mcp_servers_json_imports_every_server_with_prefixes() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("claude_desktop_config.json");
+    let server = json!({"command": BIN, "args": ["serve", "--store", ":memory:", "--no-log"]});
+    std::fs::write(
+        &file,
+        json!({"mcpServers": {"one": server, "two": server}}).to_string(),
+    )
+    .unwrap();
+    let f = file.display().to_string();
+    let proxy = HttpServer::launch("proxy", None, &["--mcp-servers", &f]).await;
+    let sid = proxy.initialize().await;
+    let list = answer(
+        &proxy,
+        &sid,
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
+    )
+    .await;
+    let names: Vec<&str> = list["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert!(
+        names.contains(&"one_echo") && names.contains(&"two_echo"),
+        "{names:?}"
+    );
+    assert!(!names.contains(&"echo"), "{names:?}");
+    let r = answer(
+        &proxy,
+        &sid,
+        &call(json!(2), "two_echo", json!({"text": "hi"}), None),
+    )
+    .await;
+    assert_eq!(r["result"]["content"][0]["text"], "hi", "{r}");
+
+    // An unreachable upstream, a rule for a tool the upstream lacks, and a job shape whose
+    // start_/get_/cancel_ faces clash with the upstream's own tools: each refuses to start.
+    let refused = |args: Vec<&'static str>| async move {
+        let out = tokio::process::Command::new(BIN)
+            .args(["proxy", "--store", ":memory:", "--no-log"])
+            .args(&args)
+            .output()
+            .await
+            .unwrap();
+        assert!(!out.status.success(), "{args:?} started");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let up = ["--", BIN, "serve", "--store", ":memory:", "--no-log"];
+    let e = refused(vec!["--upstream", "http://127.0.0.1:1/mcp"]).await;
+    assert!(e.contains("cannot connect"), "{e}");
+    let mut a = vec!["--tool", "no_such_tool=job"];
+    a.extend(up);
+    let e = refused(a).await;
+    assert!(e.contains("has no tool \"no_such_tool\""), "{e}");
+    // The demo server has both `import_rows` and its own `start_import_rows`.
+    let mut a = vec!["--tool", "import_rows=job"];
+    a.extend(up);
+    let e = refused(a).await;
+    assert!(
+        e.contains("start_import_rows") && e.contains("prefix"),
+        "{e}"
+    );
+}
