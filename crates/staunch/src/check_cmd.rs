@@ -39,6 +39,19 @@ pub fn run(args: CheckArgs) -> anyhow::Result<i32> {
                     t.program.display()
                 );
             }
+            for u in &cfg.upstreams {
+                let at = match &u.target {
+                    staunch_command::config::UpstreamTarget::Command { argv, .. } => argv.join(" "),
+                    staunch_command::config::UpstreamTarget::Url { url, .. } => url.clone(),
+                };
+                println!(
+                    "  upstream {} ({}, {} tool rule{}): {at}",
+                    u.name,
+                    u.default_shape.as_str(),
+                    u.tools.len(),
+                    if u.tools.len() == 1 { "" } else { "s" }
+                );
+            }
             Ok(0)
         }
         Err(LoadError::Invalid(errors)) => {

@@ -56,7 +56,10 @@ fn explicit() -> impl Fn(&str) -> bool {
     move |id: &str| {
         matches
             .as_ref()
-            .and_then(|m| m.subcommand_matches("serve"))
+            .and_then(|m| {
+                m.subcommand_matches("serve")
+                    .or_else(|| m.subcommand_matches("proxy"))
+            })
             .and_then(|m| m.value_source(id))
             .is_some_and(|s| s != ValueSource::DefaultValue)
     }

@@ -138,6 +138,8 @@ pub fn specs(args: &ProxyArgs) -> anyhow::Result<Vec<UpstreamSpec>> {
     let mut specs = Vec::new();
     match (&args.upstream, args.command.is_empty(), &args.mcp_servers) {
         (Some(_), false, _) => bail!("give either --upstream URL or a command after --, not both"),
+        // The configuration file may hold the upstreams ([[upstream]]).
+        (None, true, None) if args.serve.config.is_some() => {}
         (None, true, None) => bail!(
             "nothing to proxy: give a command after -- (staunch proxy -- python server.py), \
              --upstream URL, or --mcp-servers FILE"
@@ -196,6 +198,42 @@ pub fn specs(args: &ProxyArgs) -> anyhow::Result<Vec<UpstreamSpec>> {
         target.tools.insert(name, rule);
     }
     Ok(specs)
+}
+
+/// An `[[upstream]]` of `staunch.toml` as the proxy runs it.
+pub fn spec_from_config(u: &staunch_command::config::UpstreamConfig) -> UpstreamSpec {
+    use staunch_command::config::UpstreamTarget;
+    let target = match &u.target {
+        UpstreamTarget::Command { argv, env, cwd } => Target::Stdio {
+            program: argv[0].clone().into(),
+            args: argv[1..].iter().map(OsString::from).collect(),
+            env: env
+                .iter()
+                .map(|(k, v)| (OsString::from(k), OsString::from(v)))
+                .collect(),
+            cwd: cwd.clone(),
+        },
+        UpstreamTarget::Url { url, headers } => Target::Http {
+            url: url.clone(),
+            headers: headers.clone(),
+        },
+    };
+    let mut spec = UpstreamSpec::new(u.name.clone(), target);
+    spec.prefix = u.prefix.clone();
+    spec.default_shape = u.default_shape;
+    spec.isolate = u.isolate;
+    for (name, r) in &u.tools {
+        spec.tools.insert(
+            name.clone(),
+            ToolRule {
+                shape: r.shape,
+                deadline: r.deadline,
+                retry_safe: r.retry_safe,
+                side_effects: r.side_effects,
+            },
+        );
+    }
+    spec
 }
 
 /// The `mcpServers` object of a client configuration file.

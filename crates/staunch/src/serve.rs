@@ -104,9 +104,17 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<i32> {
 /// `serve`, with the tools of `upstreams` (`staunch proxy`) beside or instead of the others.
 pub async fn run_with(
     mut args: ServeArgs,
-    upstreams: Vec<staunch_proxy::UpstreamSpec>,
+    mut upstreams: Vec<staunch_proxy::UpstreamSpec>,
 ) -> anyhow::Result<i32> {
     let commands = crate::command_tools::prepare(&mut args)?;
+    if let Some(c) = &commands {
+        upstreams.extend(
+            c.config
+                .upstreams
+                .iter()
+                .map(crate::proxy_cmd::spec_from_config),
+        );
+    }
     // Job tools keep their state in the store, so stdio needs it too when they are served.
     let demo = commands
         .as_ref()

@@ -677,3 +677,86 @@ async fn mcp_servers_json_imports_every_server_with_prefixes() {
         "{e}"
     );
 }
+
+/// `[[upstream]]` in `staunch.toml`: `staunch check` names the line and field of each mistake,
+/// and `staunch proxy --config` serves the upstream with the shapes the file gives.
+#[tokio::test]
+async fn upstreams_in_staunch_toml_are_checked_and_served() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(
+        &bad,
+        "version = 1\n\n[[upstream]]\nname = \"files\"\ncommand = [\"x\"]\nurl = \"http://h/mcp\"\n\n[upstream.tools.export]\nshape = \"jobb\"\n",
+    )
+    .unwrap();
+    let out = tokio::process::Command::new(BIN)
+        .args(["check", "--config"])
+        .arg(&bad)
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(":6:") && err.contains("either command or url"),
+        "{err}"
+    );
+    assert!(
+        err.contains(":9:") && err.contains("upstream[0] \"files\".tools.export.shape"),
+        "{err}"
+    );
+
+    let good = dir.path().join("staunch.toml");
+    let upstream = format!("[\"{BIN}\", \"serve\", \"--store\", \":memory:\", \"--no-log\"]");
+    std::fs::write(
+        &good,
+        format!(
+            "version = 1\n\n[[upstream]]\nname = \"demo\"\ncommand = {upstream}\nprefix = \"d_\"\n\n[upstream.tools.slow_count]\nshape = \"job\"\n"
+        ),
+    )
+    .unwrap();
+    let out = tokio::process::Command::new(BIN)
+        .args(["check", "--config"])
+        .arg(&good)
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("upstream demo"));
+    let cfg = good.display().to_string();
+    let proxy = HttpServer::launch("proxy", None, &["--config", &cfg]).await;
+    let sid = proxy.initialize().await;
+    let list = answer(
+        &proxy,
+        &sid,
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
+    )
+    .await;
+    let names: Vec<&str> = list["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    for n in [
+        "d_echo",
+        "d_slow_count",
+        "start_d_slow_count",
+        "get_d_slow_count",
+        "cancel_d_slow_count",
+    ] {
+        assert!(names.contains(&n), "{n} missing: {names:?}");
+    }
+    let r = answer(
+        &proxy,
+        &sid,
+        &call(json!(2), "d_echo", json!({"text": "via toml"}), None),
+    )
+    .await;
+    assert_eq!(r["result"]["content"][0]["text"], "via toml", "{r}");
+}

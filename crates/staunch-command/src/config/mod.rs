@@ -8,6 +8,7 @@ mod error;
 mod model;
 mod raw;
 mod units;
+mod upstream;
 
 use std::collections::{BTreeMap, HashSet};
 use std::ops::Range;
@@ -24,6 +25,7 @@ pub use model::{
     BASE_ENV, CommandConfig, CommandTool, EnvPolicy, OutputLimits, Overflow, ResultMode,
     ServeSettings,
 };
+pub use upstream::{UpstreamConfig, UpstreamTarget, UpstreamToolRule};
 
 use crate::params::{DEFAULT_MAX_ITEMS, DEFAULT_MAX_STRING, Kind, Param, Params};
 use crate::template::ArgTemplate;
@@ -108,11 +110,14 @@ pub fn parse(source: &str, path: &Path) -> Result<CommandConfig, ConfigErrors> {
             tools.push(Arc::new(tool));
         }
     }
+    let env = |k: &str| std::env::var(k).ok();
+    let upstreams = upstream::upstreams(&raw.upstreams, &base, &env, &mut errors);
     errors.finish(path)?;
     Ok(CommandConfig {
         path: path.to_path_buf(),
         serve,
         tools,
+        upstreams,
     })
 }
 

@@ -20,6 +20,8 @@ pub struct CommandConfig {
     pub serve: ServeSettings,
     /// The `[[tool]]`s, in file order.
     pub tools: Vec<Arc<CommandTool>>,
+    /// The `[[upstream]]`s (servers `staunch proxy` fronts), in file order.
+    pub upstreams: Vec<super::UpstreamConfig>,
 }
 
 /// `[serve]`: defaults for `staunch serve`'s flags (a flag given explicitly wins).

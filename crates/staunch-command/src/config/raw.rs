@@ -18,6 +18,9 @@ pub struct RawFile {
     /// The command tools, one `[[tool]]` table each.
     #[serde(default, rename = "tool")]
     pub tools: Vec<Spanned<RawTool>>,
+    /// The servers `staunch proxy` fronts, one `[[upstream]]` table each.
+    #[serde(default, rename = "upstream")]
+    pub upstreams: Vec<Spanned<super::upstream::RawUpstream>>,
 }
 
 /// `[serve]`: flags of `staunch serve`. A flag given on the command line (or in its

@@ -1,0 +1,262 @@
+//! `[[upstream]]`: the servers `staunch proxy` (and `staunch serve --config`) fronts, and the
+//! shape of each of their tools. Validated like the rest of the file: every mistake with its
+//! line and field (`upstream[0] "files".tools.export.shape`).
+//!
+//! ```toml
+//! [[upstream]]
+//! name = "files"
+//! command = ["python", "server.py", "stdio"]     # or: url = "https://…/mcp"
+//! prefix = "files_"
+//! header_env = { Authorization = "FILES_AUTH" }  # HTTP: header values from the environment
+//! default_shape = "quick"
+//! isolate = false
+//! [upstream.tools.export]
+//! shape = "job"
+//! deadline = "30m"
+//! ```
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+use staunch_server::Shape;
+use toml::Spanned;
+
+use super::error::Errors;
+use super::raw::NumOrText;
+use super::units;
+
+/// One `[[upstream]]` as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawUpstream {
+    pub name: Spanned<String>,
+    pub command: Option<Spanned<Vec<String>>>,
+    pub url: Option<Spanned<String>>,
+    #[serde(default)]
+    pub headers: BTreeMap<String, Spanned<String>>,
+    #[serde(default)]
+    pub header_env: BTreeMap<String, Spanned<String>>,
+    #[serde(default)]
+    pub env: BTreeMap<String, Spanned<String>>,
+    pub cwd: Option<Spanned<String>>,
+    pub prefix: Option<Spanned<String>>,
+    pub default_shape: Option<Spanned<String>>,
+    pub isolate: Option<Spanned<bool>>,
+    #[serde(default)]
+    pub tools: BTreeMap<String, Spanned<RawUpstreamTool>>,
+}
+
+/// `[upstream.tools.NAME]` as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawUpstreamTool {
+    pub shape: Option<Spanned<String>>,
+    pub deadline: Option<Spanned<NumOrText>>,
+    pub retry_safe: Option<Spanned<bool>>,
+    pub side_effects: Option<Spanned<bool>>,
+}
+
+/// Where an upstream is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UpstreamTarget {
+    /// A stdio command (argv), with extra environment and a working directory.
+    Command {
+        argv: Vec<String>,
+        env: Vec<(String, String)>,
+        cwd: Option<PathBuf>,
+    },
+    /// A Streamable HTTP URL, with headers (values resolved from the environment at load).
+    Url {
+        url: String,
+        headers: Vec<(String, String)>,
+    },
+}
+
+/// The shape of one upstream tool.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct UpstreamToolRule {
+    pub shape: Option<Shape>,
+    pub deadline: Option<Duration>,
+    pub retry_safe: bool,
+    pub side_effects: Option<bool>,
+}
+
+/// A validated `[[upstream]]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UpstreamConfig {
+    pub name: String,
+    pub target: UpstreamTarget,
+    pub prefix: String,
+    pub default_shape: Shape,
+    pub isolate: bool,
+    pub tools: BTreeMap<String, UpstreamToolRule>,
+}
+
+fn shape(s: &Spanned<String>, field: String, errors: &mut Errors<'_>) -> Option<Shape> {
+    Some(match s.get_ref().as_str() {
+        "quick" => Shape::Quick,
+        "streaming" => Shape::Streaming,
+        "atomic" => Shape::Atomic,
+        "job" => Shape::Job,
+        other => {
+            errors.at(
+                s.span(),
+                field,
+                format!("{other:?} is not a shape: quick, streaming, job or atomic"),
+            );
+            return None;
+        }
+    })
+}
+
+/// Validates every `[[upstream]]`; `env` looks up `header_env` values.
+pub(crate) fn upstreams(
+    raw: &[Spanned<RawUpstream>],
+    base: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+    errors: &mut Errors<'_>,
+) -> Vec<UpstreamConfig> {
+    let mut out = Vec::new();
+    let mut names = HashSet::new();
+    for (i, u) in raw.iter().enumerate() {
+        let u_ref = u.get_ref();
+        let label = format!("upstream[{i}] {:?}", u_ref.name.get_ref());
+        let f = |field: &str| format!("{label}.{field}");
+        let before = errors.list.len();
+        let name = u_ref.name.get_ref().trim().to_string();
+        if name.is_empty() {
+            errors.at(u_ref.name.span(), f("name"), "an upstream needs a name");
+        } else if !names.insert(name.clone()) {
+            errors.at(
+                u_ref.name.span(),
+                f("name"),
+                format!("the upstream name {name:?} is taken"),
+            );
+        }
+        let target = match (&u_ref.command, &u_ref.url) {
+            (Some(c), None) if c.get_ref().is_empty() || c.get_ref()[0].is_empty() => {
+                errors.at(
+                    c.span(),
+                    f("command"),
+                    "the command needs at least a program",
+                );
+                None
+            }
+            (Some(c), None) => {
+                if !u_ref.headers.is_empty() || !u_ref.header_env.is_empty() {
+                    errors.at(u.span(), f("headers"), "headers are for a url upstream");
+                }
+                Some(UpstreamTarget::Command {
+                    argv: c.get_ref().clone(),
+                    env: u_ref
+                        .env
+                        .iter()
+                        .map(|(k, v)| (k.clone(), v.get_ref().clone()))
+                        .collect(),
+                    cwd: u_ref.cwd.as_ref().map(|d| base.join(d.get_ref())),
+                })
+            }
+            (None, Some(url)) => {
+                let text = url.get_ref();
+                if !(text.starts_with("http://") || text.starts_with("https://")) {
+                    errors.at(
+                        url.span(),
+                        f("url"),
+                        format!("{text:?} is not an http(s) URL"),
+                    );
+                }
+                if !u_ref.env.is_empty() || u_ref.cwd.is_some() {
+                    errors.at(u.span(), f("env"), "env and cwd are for a command upstream");
+                }
+                let mut headers: Vec<(String, String)> = u_ref
+                    .headers
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.get_ref().clone()))
+                    .collect();
+                for (k, var) in &u_ref.header_env {
+                    match env(var.get_ref()) {
+                        Some(v) => headers.push((k.clone(), v)),
+                        None => errors.at(
+                            var.span(),
+                            f(&format!("header_env.{k}")),
+                            format!("the environment variable {:?} is not set", var.get_ref()),
+                        ),
+                    }
+                }
+                Some(UpstreamTarget::Url {
+                    url: text.clone(),
+                    headers,
+                })
+            }
+            (Some(_), Some(url)) => {
+                errors.at(url.span(), f("url"), "give either command or url, not both");
+                None
+            }
+            (None, None) => {
+                errors.at(
+                    u_ref.name.span(),
+                    f("command"),
+                    "give a command (a stdio server) or a url",
+                );
+                None
+            }
+        };
+        let default_shape = u_ref
+            .default_shape
+            .as_ref()
+            .and_then(|s| shape(s, f("default_shape"), errors))
+            .unwrap_or(Shape::Quick);
+        let mut tools = BTreeMap::new();
+        for (tool, rule) in &u_ref.tools {
+            let r = rule.get_ref();
+            let tf = |field: &str| f(&format!("tools.{tool}.{field}"));
+            let deadline = r
+                .deadline
+                .as_ref()
+                .and_then(|d| match units::duration(d.get_ref()) {
+                    Ok(v) if v.is_zero() => {
+                        errors.at(
+                            d.span(),
+                            tf("deadline"),
+                            "a deadline of 0 would stop every call at once",
+                        );
+                        None
+                    }
+                    Ok(v) => Some(v),
+                    Err(m) => {
+                        errors.at(d.span(), tf("deadline"), m);
+                        None
+                    }
+                });
+            tools.insert(
+                tool.clone(),
+                UpstreamToolRule {
+                    shape: r.shape.as_ref().and_then(|s| shape(s, tf("shape"), errors)),
+                    deadline,
+                    retry_safe: r.retry_safe.as_ref().is_some_and(|v| *v.get_ref()),
+                    side_effects: r.side_effects.as_ref().map(|v| *v.get_ref()),
+                },
+            );
+        }
+        if errors.list.len() != before {
+            continue;
+        }
+        if let Some(target) = target {
+            out.push(UpstreamConfig {
+                name,
+                target,
+                prefix: u_ref
+                    .prefix
+                    .as_ref()
+                    .map(|p| p.get_ref().clone())
+                    .unwrap_or_default(),
+                default_shape,
+                isolate: u_ref.isolate.as_ref().is_some_and(|v| *v.get_ref()),
+                tools,
+            });
+        }
+    }
+    out
+}
