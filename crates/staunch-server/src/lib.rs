@@ -12,6 +12,8 @@
 //!   rate-limited progress, shielded `cleanup`, client-visible logging, requests to the client.
 //! - [`LifecycleLog`]: one JSON line per step of every request (`docs/lifecycle-log.md`).
 //! - [`metrics`]: Prometheus metrics, a no-op unless enabled.
+//! - [`trace`]: span hooks per request and job attempt (OpenTelemetry lives in `staunch-otel`),
+//!   a no-op unless enabled.
 //! - [`transport::stdio`]: newline-delimited JSON-RPC on stdin/stdout.
 
 #![forbid(unsafe_code)]
@@ -39,6 +41,7 @@ mod session;
 mod shared;
 pub mod supervise;
 mod tool;
+pub mod trace;
 pub mod transport;
 
 pub use changes::{Change, ListenHub};
@@ -52,6 +55,7 @@ pub use outbound::{Outbound, OutboundKind, Sink};
 pub use reason::{CancelReason, SESSION_DELETED};
 pub use redact::{owner_key, session_hash};
 pub use registry::{InFlight, InFlightCancel};
+pub use trace::Traces;
 pub use server::{Server, ServerBuilder, StatelessRequest};
 pub use session::Session;
 pub use staunch_protocol as protocol;

@@ -5,7 +5,9 @@ use std::time::Duration;
 use anyhow::Context as _;
 use staunch_jobs::{JobConfig, JobRuntime};
 use staunch_server::transport::http::{Allow, HttpConfig, HttpTransport};
-use staunch_server::{Config, LifecycleLog, Metrics, ProgressRate, Server, StateKey, transport};
+use staunch_server::{
+    Config, LifecycleLog, Metrics, ProgressRate, Server, StateKey, Traces, transport,
+};
 
 use crate::cli::ServeArgs;
 use crate::tools::jobs::ImportDb;
@@ -17,6 +19,7 @@ pub fn build_server(
     jobs: Option<(&JobRuntime, ImportDb)>,
     state_key: Option<StateKey>,
     metrics: Metrics,
+    traces: Traces,
     commands: Option<&crate::command_tools::Loaded>,
 ) -> anyhow::Result<(Server, Option<staunch_command::CommandTools>)> {
     let mut config = Config {
@@ -44,7 +47,8 @@ pub fn build_server(
     let mut builder = Server::builder("staunch", env!("CARGO_PKG_VERSION"))
         .config(config)
         .lifecycle_log(log)
-        .metrics(metrics);
+        .metrics(metrics)
+        .traces(traces);
     if let Some(key) = state_key {
         builder = builder.state_key(key);
     }
@@ -77,8 +81,10 @@ pub async fn run(mut args: ServeArgs) -> anyhow::Result<i32> {
         None
     };
     let metrics = crate::operate::metrics::handle(args.metrics);
+    let export = crate::operate::traces::TraceExport::start(args.otlp_endpoint.as_deref())?;
+    let traces = export.traces();
     let jobs = match (&stores, with_jobs) {
-        (Some(stores), true) => Some(job_runtime(&args, stores, &metrics)?),
+        (Some(stores), true) => Some(job_runtime(&args, stores, &metrics, &traces)?),
         _ => None,
     };
     let state_key = match &stores {
@@ -90,6 +96,7 @@ pub async fn run(mut args: ServeArgs) -> anyhow::Result<i32> {
         jobs.as_ref().map(|(rt, db)| (rt, db.clone())),
         state_key,
         metrics.clone(),
+        traces,
         commands.as_ref(),
     )?;
     if let (Some(c), Some(tools)) = (&commands, command_tools) {
@@ -121,6 +128,7 @@ pub async fn run(mut args: ServeArgs) -> anyhow::Result<i32> {
         rt.shutdown(Duration::from_millis(args.drain_timeout_ms))
             .await;
     }
+    export.finish().await;
     Ok(0)
 }
 
@@ -129,6 +137,7 @@ fn job_runtime(
     args: &ServeArgs,
     stores: &staunch_store::Stores,
     metrics: &Metrics,
+    traces: &Traces,
 ) -> anyhow::Result<(JobRuntime, ImportDb)> {
     let mut config = JobConfig {
         instance_name: args.instance_name.clone(),
@@ -144,6 +153,7 @@ fn job_runtime(
         idempotency_ttl: Duration::from_secs(args.idempotency_ttl_secs),
         dedupe_inflight: args.dedupe_inflight,
         metrics: metrics.clone(),
+        traces: traces.clone(),
         principal: args.auth.principal_fn(),
         ..JobConfig::default()
     };
