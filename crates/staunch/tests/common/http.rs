@@ -179,6 +179,15 @@ impl HttpServer {
 
     /// Starts the server on a given store (`None`: a SQLite file in a temp dir).
     pub async fn start_on(store: Option<&str>, extra: &[&str]) -> Self {
+        Self::start_with_env(store, extra, &[]).await
+    }
+
+    /// Like [`Self::start_on`], with environment variables for the server.
+    pub async fn start_with_env(
+        store: Option<&str>,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let log_path = dir.path().join("lifecycle.jsonl");
         let store = match store {
@@ -191,6 +200,7 @@ impl HttpServer {
             .arg("--store")
             .arg(&store)
             .args(extra)
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
