@@ -20,7 +20,7 @@ use opentelemetry::trace::{
 };
 use opentelemetry::{Context, KeyValue};
 use opentelemetry_sdk::propagation::TraceContextPropagator;
-use opentelemetry_sdk::trace::{Span, SdkTracer};
+use opentelemetry_sdk::trace::{SdkTracer, Span};
 use serde_json::Value;
 use staunch_server::metrics::Era;
 use staunch_server::protocol::RequestId;
@@ -67,7 +67,8 @@ impl Extractor for MetaCarrier<'_> {
         self.0?.get(key)?.as_str()
     }
     fn keys(&self) -> Vec<&str> {
-        self.0.map_or_else(Vec::new, |m| m.keys().map(String::as_str).collect())
+        self.0
+            .map_or_else(Vec::new, |m| m.keys().map(String::as_str).collect())
     }
 }
 

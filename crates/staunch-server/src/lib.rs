@@ -55,7 +55,6 @@ pub use outbound::{Outbound, OutboundKind, Sink};
 pub use reason::{CancelReason, SESSION_DELETED};
 pub use redact::{owner_key, session_hash};
 pub use registry::{InFlight, InFlightCancel};
-pub use trace::Traces;
 pub use server::{Server, ServerBuilder, StatelessRequest};
 pub use session::Session;
 pub use staunch_protocol as protocol;
@@ -64,3 +63,4 @@ pub use tool::{
     MethodHandler, Shape, TASKS_EXTENSION, ToolHandler, ToolSpec, declares_tasks, decode_args,
     missing_tasks_extension, schema_of,
 };
+pub use trace::Traces;

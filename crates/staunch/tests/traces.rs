@@ -55,7 +55,10 @@ impl Collector {
                             me.spans.lock().unwrap().extend(ss.spans);
                         }
                     }
-                    ([("content-type", "application/x-protobuf")], Vec::<u8>::new())
+                    (
+                        [("content-type", "application/x-protobuf")],
+                        Vec::<u8>::new(),
+                    )
                 }
             }),
         );
@@ -72,7 +75,11 @@ impl Collector {
             if let Some(s) = self.spans.lock().unwrap().iter().find(|s| pred(s)) {
                 return s.clone();
             }
-            assert!(Instant::now() < end, "no span {what}; got {:#?}", self.names());
+            assert!(
+                Instant::now() < end,
+                "no span {what}; got {:#?}",
+                self.names()
+            );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }

@@ -16,6 +16,7 @@
 //! ([`respond`]): `resultType`, `serverInfo` in `_meta`, caching hints, the era's error codes.
 
 mod respond;
+mod span;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -41,7 +42,8 @@ use crate::registry::{CancelReason, CancelResult, Routed, Slot};
 use crate::shared::ServerInner;
 use crate::supervise::{Ended, supervise};
 use crate::tool::Shape;
-use crate::trace::{CancelSeen, RequestEnd, RequestSpan, RequestStartOwned};
+use crate::trace::RequestEnd;
+use span::{end_span, span_start};
 
 /// Where a request came from: the connection it is answered on and what it knows about its
 /// client.
@@ -447,13 +449,14 @@ async fn run(
         server.fair.session_idle();
     }
     let mark = slot.as_ref().and_then(|s| s.cancel.clone());
-    // Only with a span to end: the cancel becomes its event.
-    let traced_cancel = shared.span.as_ref().and(mark.as_ref()).map(|m| {
-        (
-            m.at,
-            m.reason.log_text().map(str::to_owned),
-        )
-    });
+    // Only with a span to end: the cancel becomes its event (not the request's own deadline,
+    // which the log does not call a cancel either: the outcome says it).
+    let traced_cancel = shared
+        .span
+        .as_ref()
+        .and(mark.as_ref())
+        .filter(|m| m.reason != CancelReason::Deadline)
+        .map(|m| (m.at, m.reason.log_text().map(str::to_owned)));
     let atomic = slot.as_ref().and_then(|s| s.shape) == Some(Shape::Atomic);
     let now = Instant::now();
     let ended = supervised.ended;
@@ -538,47 +541,6 @@ async fn run(
     if let Some(span) = &shared.span {
         end_span(span.as_ref(), outcome, traced_cancel, now, panic.as_deref());
     }
-}
-
-/// What a request span starts with (called only when spans are on).
-fn span_start<'a>(
-    origin: &'a Origin,
-    req: &'a Request,
-    tool: Option<&'a str>,
-    protocol_version: Option<String>,
-) -> RequestStartOwned<'a> {
-    RequestStartOwned {
-        method: &req.method,
-        tool,
-        request_id: &req.id,
-        // The hash the lifecycle log uses, never the session id (a credential).
-        session_hash: origin.conn.owns_work.then_some(&*origin.conn.log_label),
-        era: Era::of(&origin.peer),
-        protocol_version,
-        meta: req.params.as_ref().and_then(|p| p.get("_meta")),
-    }
-}
-
-fn end_span(
-    span: &dyn RequestSpan,
-    outcome: Outcome,
-    cancel: Option<(Instant, Option<String>)>,
-    now: Instant,
-    panic: Option<&str>,
-) {
-    let cancel = cancel.as_ref().map(|(at, reason)| CancelSeen {
-        // The registry keeps a monotonic instant; the span wants wall-clock time.
-        at: std::time::SystemTime::now()
-            .checked_sub(now.saturating_duration_since(*at))
-            .unwrap_or_else(std::time::SystemTime::now),
-        reason: reason.as_deref(),
-    });
-    span.end(&RequestEnd {
-        outcome: outcome.as_str(),
-        cancel,
-        rejected_why: None,
-        panic,
-    });
 }
 
 /// The answer to a request that was not cancelled (or only by its own deadline).

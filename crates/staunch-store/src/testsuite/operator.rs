@@ -193,15 +193,22 @@ pub async fn jobs_trace_parent_round_trips(h: Harness) {
         other => panic!("expected Created, got {other:?}"),
     };
     assert_eq!(with.trace_parent.as_deref(), Some(tp));
-    let lease = h
-        .b
-        .jobs
-        .claim_next("w/2", LEASE, T0 + 1, &["scan".to_string()])
-        .await
-        .unwrap()
-        .expect("claimable");
+    let lease =
+        h.b.jobs
+            .claim_next("w/2", LEASE, T0 + 1, &["scan".to_string()])
+            .await
+            .unwrap()
+            .expect("claimable");
     assert_eq!(lease.job.id, with.id);
     assert_eq!(lease.job.trace_parent.as_deref(), Some(tp));
     let without = make(jobs, "alice", "scan", "no-tp", T0 + 2).await;
-    assert_eq!(h.b.jobs.get(&without.id).await.unwrap().unwrap().trace_parent, None);
+    assert_eq!(
+        h.b.jobs
+            .get(&without.id)
+            .await
+            .unwrap()
+            .unwrap()
+            .trace_parent,
+        None
+    );
 }

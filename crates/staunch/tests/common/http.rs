@@ -183,11 +183,7 @@ impl HttpServer {
     }
 
     /// Like [`Self::start_on`], with environment variables for the server.
-    pub async fn start_with_env(
-        store: Option<&str>,
-        extra: &[&str],
-        env: &[(&str, &str)],
-    ) -> Self {
+    pub async fn start_with_env(store: Option<&str>, extra: &[&str], env: &[(&str, &str)]) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let log_path = dir.path().join("lifecycle.jsonl");
         let store = match store {
