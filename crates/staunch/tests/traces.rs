@@ -4,6 +4,9 @@
 //! stateless), an invalid one, a cancelled call, and a job whose attempt links back to the
 //! request that started it.
 
+// Without the exporter (`--no-default-features`) there is nothing to test here.
+#![cfg(feature = "otel")]
+
 mod common;
 
 use std::sync::{Arc, Mutex};
