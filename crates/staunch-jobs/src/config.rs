@@ -9,7 +9,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use staunch_server::{Context, Metrics};
+use staunch_server::{Context, Metrics, Traces};
 
 use crate::error::JobsError;
 
@@ -107,6 +107,8 @@ pub struct JobConfig {
     /// Where lease losses, reaper actions and idempotency hits are counted (a no-op unless
     /// enabled; share the server's handle).
     pub metrics: Metrics,
+    /// Where attempt spans go (a no-op unless enabled; share the server's handle).
+    pub traces: Traces,
 }
 
 impl Default for JobConfig {
@@ -132,6 +134,7 @@ impl Default for JobConfig {
             clock: Clock::system(),
             principal: None,
             metrics: Metrics::disabled(),
+            traces: Traces::disabled(),
         }
     }
 }

@@ -109,6 +109,7 @@ mod tests {
             updated_ms: 1_764_000_001_000,
             ttl_ms: 60_000,
             purge_after_ms: None,
+            trace_parent: None,
         }
     }
 

@@ -43,6 +43,9 @@ pub struct Submit {
     pub session_id: Option<String>,
     /// Retention after the job ends (default: the runtime's `job_ttl`).
     pub ttl: Option<Duration>,
+    /// The W3C `traceparent` of the request span that started the job; its attempt spans
+    /// link to it.
+    pub trace_parent: Option<String>,
 }
 
 impl Submit {
@@ -55,6 +58,7 @@ impl Submit {
             principal: String::new(),
             session_id: None,
             ttl: None,
+            trace_parent: None,
         }
     }
 
@@ -274,6 +278,7 @@ impl JobRuntime {
             cfg.clock.now_ms(),
         );
         job.session_id = s.session_id;
+        job.trace_parent = s.trace_parent;
         job.idem_ttl_ms = ms(cfg.idempotency_ttl);
         job.retry_safe = tool.retry_safe;
         job.max_attempts = tool.attempts(cfg.retry_attempts);

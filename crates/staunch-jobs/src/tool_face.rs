@@ -50,6 +50,8 @@ pub(crate) async fn create(
         principal: rt.scope_of(ctx).key(),
         session_id: ctx.owning_session().map(String::from),
         ttl,
+        // The request span, when traces are on: the job's attempt spans link to it.
+        trace_parent: ctx.traceparent(),
     })
     .await
 }

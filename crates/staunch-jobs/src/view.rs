@@ -321,6 +321,7 @@ mod tests {
             updated_ms: 1_764_000_000_500,
             ttl_ms: 60_000,
             purge_after_ms: None,
+            trace_parent: None,
         }
     }
 

@@ -19,6 +19,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 use staunch_server::supervise::{Ended, supervise};
+use staunch_server::trace::JobAttempt;
 use staunch_store::{FinishOutcome, Heartbeat, JobOutcome, Lease};
 use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::Instant;
@@ -103,10 +104,20 @@ fn spawn_attempt(inner: Arc<Inner>, lease: Lease, permit: OwnedSemaphorePermit) 
         .unwrap_or_else(|p| p.into_inner())
         .insert(job.id.clone(), shared.clone());
     let args: Value = serde_json::from_str(&job.args_json).unwrap_or(Value::Null);
+    // Disabled: one branch, nothing built.
+    let span = inner.config.traces.job_attempt(&JobAttempt {
+        job_id: &job.id,
+        tool: &job.tool,
+        attempt: job.attempt,
+        link: job.trace_parent.as_deref(),
+    });
     tokio::spawn(async move {
         let _permit = permit;
         let id = shared.job_id.clone();
-        run_attempt(&inner, shared, args).await;
+        let (state, reason) = run_attempt(&inner, shared, args).await;
+        if let Some(span) = span {
+            span.end(state, reason);
+        }
         // Removed only after the outcome is written: shutdown waits for this map to empty
         // before it releases this process's leases.
         inner
@@ -121,13 +132,16 @@ fn spawn_attempt(inner: Arc<Inner>, lease: Lease, permit: OwnedSemaphorePermit) 
     });
 }
 
-async fn run_attempt(inner: &Arc<Inner>, shared: Arc<RunShared>, args: Value) {
+/// What an attempt left its job in, for its span: the state it recorded (and the failure's
+/// reason), or `lease_lost` / `released` when it recorded nothing.
+type AttemptEnd = (&'static str, Option<&'static str>);
+
+async fn run_attempt(inner: &Arc<Inner>, shared: Arc<RunShared>, args: Value) -> AttemptEnd {
     let Some(tool) = inner.tool(&shared.tool) else {
         // claim_next only takes our tools; a tool can only vanish if the process is being
         // rebuilt. Fail loudly rather than leave the job running.
         let outcome = failed(REASON_ERROR, format!("unknown job tool {}", shared.tool));
-        finish(inner, &shared, outcome).await;
-        return;
+        return finish(inner, &shared, outcome).await;
     };
     tracing::info!(job_id = %shared.job_id, tool = %shared.tool, attempt = shared.attempt, "job.start");
     let hb_stop = CancellationToken::new();
@@ -145,10 +159,10 @@ async fn run_attempt(inner: &Arc<Inner>, shared: Arc<RunShared>, args: Value) {
         (Some(StopReason::LeaseLost), _) => {
             inner.config.metrics.job_lease_lost();
             tracing::warn!(job_id = %shared.job_id, "job.lease_lost: the outcome of this attempt is discarded");
-            return;
+            return (ATTEMPT_LEASE_LOST, None);
         }
         (Some(StopReason::Shutdown), Ended::Returned(Ok(v))) => succeeded(v),
-        (Some(StopReason::Shutdown), _) => return,
+        (Some(StopReason::Shutdown), _) => return ("released", None),
         (_, Ended::Returned(Ok(v))) => succeeded(v),
         (_, Ended::Panicked(m)) => failed(
             REASON_PANIC,
@@ -184,8 +198,11 @@ async fn run_attempt(inner: &Arc<Inner>, shared: Arc<RunShared>, args: Value) {
             )
             .await;
     }
-    finish(inner, &shared, outcome).await;
+    finish(inner, &shared, outcome).await
 }
+
+/// The attempt's span state when its lease was gone before it could record anything.
+const ATTEMPT_LEASE_LOST: &str = "lease_lost";
 
 /// Runs the body under the same supervision as a request (`staunch_server::supervise`): a panic
 /// is caught, a stop (cancel, lost lease, shutdown) grants the grace and then drops the body,
@@ -297,11 +314,12 @@ fn failed(reason: &str, message: String) -> JobOutcome {
     }
 }
 
-async fn finish(inner: &Inner, shared: &RunShared, outcome: JobOutcome) {
-    let label = match &outcome {
-        JobOutcome::Succeeded { .. } => "succeeded",
-        JobOutcome::Failed { .. } => "failed",
-        JobOutcome::Cancelled => "cancelled",
+/// Writes the outcome; says what the job was left in (for the attempt's span).
+async fn finish(inner: &Inner, shared: &RunShared, outcome: JobOutcome) -> AttemptEnd {
+    let (label, reason) = match &outcome {
+        JobOutcome::Succeeded { .. } => ("succeeded", None),
+        JobOutcome::Failed { reason, .. } => ("failed", failure_reason(reason)),
+        JobOutcome::Cancelled => ("cancelled", None),
     };
     let l = &shared.lease;
     match inner
@@ -311,13 +329,23 @@ async fn finish(inner: &Inner, shared: &RunShared, outcome: JobOutcome) {
     {
         Ok(FinishOutcome::Recorded) => {
             tracing::info!(job_id = %shared.job_id, outcome = label, "job.end");
+            (label, reason)
         }
         Ok(other) => {
             tracing::warn!(job_id = %shared.job_id, outcome = label, ?other, "job.end not recorded: the attempt no longer held the job");
+            (ATTEMPT_LEASE_LOST, None)
         }
         Err(e) => {
             // The lease runs out and the reaper ends the job; nothing better can be done here.
             tracing::error!(job_id = %shared.job_id, outcome = label, error = %e, "job.end could not be written");
+            ("unrecorded", None)
         }
     }
+}
+
+/// A failure's reason as a static label (the ones this worker writes).
+fn failure_reason(reason: &str) -> Option<&'static str> {
+    [REASON_ERROR, REASON_MAX_RUNTIME, REASON_PANIC]
+        .into_iter()
+        .find(|r| *r == reason)
 }

@@ -33,6 +33,8 @@ use crate::progress::Progress;
 
 /// State one request's handler shares with the runtime.
 pub(crate) struct RequestShared {
+    /// The request's span (`None` unless traces are on).
+    pub(crate) span: Option<Box<dyn crate::trace::RequestSpan>>,
     pub(crate) key: RequestKey,
     pub(crate) id: RequestId,
     /// Where its messages go.
@@ -138,6 +140,12 @@ impl Context {
     /// `io.staunch/idempotency-key` live here), if any.
     pub fn meta(&self) -> Option<&Value> {
         self.shared.meta.as_ref()
+    }
+
+    /// This request's span as a W3C `traceparent` value, when traces are on: work that
+    /// outlives the request (a durable job) records it so its spans can link back here.
+    pub fn traceparent(&self) -> Option<String> {
+        self.shared.span.as_ref()?.traceparent()
     }
 
     /// The session (connection) the request came on: an HTTP session's id, `stdio`, or — for

@@ -12,6 +12,8 @@
 //!   rate-limited progress, shielded `cleanup`, client-visible logging, requests to the client.
 //! - [`LifecycleLog`]: one JSON line per step of every request (`docs/lifecycle-log.md`).
 //! - [`metrics`]: Prometheus metrics, a no-op unless enabled.
+//! - [`trace`]: span hooks per request and job attempt (OpenTelemetry lives in `staunch-otel`),
+//!   a no-op unless enabled.
 //! - [`transport::stdio`]: newline-delimited JSON-RPC on stdin/stdout.
 
 #![forbid(unsafe_code)]
@@ -40,6 +42,7 @@ mod shared;
 pub mod supervise;
 mod tool;
 mod toolset;
+pub mod trace;
 pub mod transport;
 
 pub use changes::{Change, ListenHub};
@@ -63,3 +66,4 @@ pub use tool::{
     missing_tasks_extension, schema_of,
 };
 pub use toolset::{ToolUpdate, ToolsChanged};
+pub use trace::Traces;

@@ -65,6 +65,7 @@ impl Server {
             state_key: None,
             listen: ListenHub::default(),
             metrics: Metrics::disabled(),
+            traces: crate::trace::Traces::disabled(),
         }
     }
 
@@ -105,6 +106,11 @@ impl Server {
     /// The metrics handle (disabled unless the builder was given one).
     pub fn metrics(&self) -> &Metrics {
         &self.inner.metrics
+    }
+
+    /// The span hooks (disabled unless the builder was given some).
+    pub fn traces(&self) -> &crate::trace::Traces {
+        &self.inner.traces
     }
 
     /// Requests in flight across all sessions.
@@ -287,6 +293,7 @@ pub struct ServerBuilder {
     state_key: Option<StateKey>,
     listen: ListenHub,
     metrics: Metrics,
+    traces: crate::trace::Traces,
 }
 
 impl std::fmt::Debug for ServerBuilder {
@@ -327,6 +334,13 @@ impl ServerBuilder {
     /// (disabled by default; `staunch serve --metrics` enables it).
     pub fn metrics(mut self, metrics: Metrics) -> Self {
         self.metrics = metrics;
+        self
+    }
+
+    /// Where request spans go (disabled by default; `staunch serve --otlp-endpoint` enables
+    /// it). Share the handle with the job runtime so attempt spans go to the same place.
+    pub fn traces(mut self, traces: crate::trace::Traces) -> Self {
+        self.traces = traces;
         self
     }
 
@@ -426,6 +440,7 @@ impl ServerBuilder {
                 state_key: self.state_key.unwrap_or_else(StateKey::random),
                 listen: self.listen,
                 metrics: self.metrics,
+                traces: self.traces,
                 extensions: self.extensions,
                 info: self.info,
                 instructions: self.instructions,

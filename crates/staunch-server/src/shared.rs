@@ -48,6 +48,8 @@ pub(crate) struct ServerInner {
     pub(crate) listen: ListenHub,
     /// Prometheus metrics (a no-op unless enabled).
     pub(crate) metrics: Metrics,
+    /// Span hooks (a no-op unless enabled).
+    pub(crate) traces: crate::trace::Traces,
     /// `serverInfo` as JSON, for every stateless result's `_meta`.
     pub(crate) server_info_value: Value,
     /// Tells this process's stateless requests apart in the lifecycle log.

@@ -125,6 +125,10 @@ pub struct JobRecord {
     pub ttl_ms: i64,
     /// `finished_ms + ttl_ms`; [`JobStore::purge`] deletes the row after it.
     pub purge_after_ms: Option<i64>,
+    /// The W3C `traceparent` of the request span that started the job (traces on), for the
+    /// attempt spans' link.
+    #[serde(default)]
+    pub trace_parent: Option<String>,
 }
 
 /// What [`JobStore::create`] needs. Build it with [`NewJob::new`] and adjust the fields.
@@ -150,6 +154,8 @@ pub struct NewJob {
     /// queued or running jobs. A key or dedupe that finds an existing job still returns it.
     pub max_active: Option<u64>,
     pub now_ms: i64,
+    /// The starting request span's `traceparent` (recorded as [`JobRecord::trace_parent`]).
+    pub trace_parent: Option<String>,
 }
 
 impl NewJob {
@@ -175,6 +181,7 @@ impl NewJob {
             dedupe_inflight: false,
             max_active: None,
             now_ms,
+            trace_parent: None,
         }
     }
 

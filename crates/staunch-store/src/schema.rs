@@ -107,6 +107,11 @@ CREATE TABLE staunch_job_inputs (
     PRIMARY KEY (job_id, input_key)
 );
 "#,
+    // 4: the W3C `traceparent` of the request span that started a job, so the job's attempt
+    // spans can link to it (NULL when traces were off, and for jobs created before).
+    r#"
+ALTER TABLE staunch_jobs ADD COLUMN trace_parent TEXT;
+"#,
 ];
 
 /// The job columns in the order both drivers' row readers expect.
@@ -114,7 +119,7 @@ pub(crate) const JOB_COLS: &str = "id, principal, session_id, tool, args_json, a
     idem_key, idem_expires_ms, state, cancel_requested_ms, cancel_requested_by, attempt, \
     max_attempts, retry_safe, lease_owner, lease_token, lease_expires_ms, heartbeat_ms, \
     progress_json, checkpoint_json, result_json, error_json, error_reason, created_ms, \
-    started_ms, finished_ms, updated_ms, ttl_ms, purge_after_ms";
+    started_ms, finished_ms, updated_ms, ttl_ms, purge_after_ms, trace_parent";
 
 /// The error stored when a lease expires and the job may not run again.
 pub(crate) const LEASE_LOST_ERROR_JSON: &str = r#"{"code":"lease_lost","message":"the worker stopped renewing its lease before the job finished; the job was not run again because it is not retry-safe or has used all its attempts"}"#;

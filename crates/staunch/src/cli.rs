@@ -189,6 +189,11 @@ pub struct ServeArgs {
     /// 127.0.0.1:9464. Off when absent.
     #[arg(long, env = "STAUNCH_METRICS")]
     pub metrics: Option<std::net::SocketAddr>,
+    /// Export OpenTelemetry traces (a span per request and per job attempt) over OTLP/HTTP
+    /// protobuf to this collector, e.g. http://127.0.0.1:4318 (spans go to its /v1/traces).
+    /// Off when absent; OTEL_EXPORTER_OTLP_ENDPOINT is honoured too.
+    #[arg(long, env = "STAUNCH_OTLP_ENDPOINT", value_name = "URL")]
+    pub otlp_endpoint: Option<String>,
     /// With --http: serve the live page (requests in flight, jobs, a cancel button) at this
     /// path, e.g. /staunch. Without --auth only on a loopback --http address; with --auth
     /// every page route asks for a token with --live-page-scope.

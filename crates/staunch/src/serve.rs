@@ -5,7 +5,9 @@ use std::time::Duration;
 use anyhow::Context as _;
 use staunch_jobs::{JobConfig, JobRuntime};
 use staunch_server::transport::http::{Allow, HttpConfig, HttpTransport};
-use staunch_server::{Config, LifecycleLog, Metrics, ProgressRate, Server, StateKey, transport};
+use staunch_server::{
+    Config, LifecycleLog, Metrics, ProgressRate, Server, StateKey, Traces, transport,
+};
 
 use crate::cli::ServeArgs;
 use crate::tools::jobs::ImportDb;
@@ -17,6 +19,7 @@ pub async fn build_server(
     jobs: Option<(&JobRuntime, ImportDb)>,
     state_key: Option<StateKey>,
     metrics: Metrics,
+    traces: Traces,
     commands: Option<&crate::command_tools::Loaded>,
     upstreams: Vec<staunch_proxy::UpstreamSpec>,
 ) -> anyhow::Result<Built> {
@@ -45,7 +48,8 @@ pub async fn build_server(
     let mut builder = Server::builder("staunch", env!("CARGO_PKG_VERSION"))
         .config(config)
         .lifecycle_log(log)
-        .metrics(metrics);
+        .metrics(metrics)
+        .traces(traces);
     if let Some(key) = state_key {
         builder = builder.state_key(key);
     }
@@ -135,8 +139,10 @@ pub async fn run_with(
         None
     };
     let metrics = crate::operate::metrics::handle(args.metrics);
+    let export = crate::operate::traces::TraceExport::start(args.otlp_endpoint.as_deref())?;
+    let traces = export.traces();
     let jobs = match (&stores, with_jobs) {
-        (Some(stores), true) => Some(job_runtime(&args, stores, &metrics)?),
+        (Some(stores), true) => Some(job_runtime(&args, stores, &metrics, &traces)?),
         _ => None,
     };
     let state_key = match &stores {
@@ -152,6 +158,7 @@ pub async fn run_with(
         jobs.as_ref().map(|(rt, db)| (rt, db.clone())),
         state_key,
         metrics.clone(),
+        traces,
         commands.as_ref(),
         upstreams,
     )
@@ -191,6 +198,7 @@ pub async fn run_with(
     if let Some(p) = proxied {
         p.shut_down().await;
     }
+    export.finish().await;
     Ok(0)
 }
 
@@ -199,6 +207,7 @@ fn job_runtime(
     args: &ServeArgs,
     stores: &staunch_store::Stores,
     metrics: &Metrics,
+    traces: &Traces,
 ) -> anyhow::Result<(JobRuntime, ImportDb)> {
     let mut config = JobConfig {
         instance_name: args.instance_name.clone(),
@@ -214,6 +223,7 @@ fn job_runtime(
         idempotency_ttl: Duration::from_secs(args.idempotency_ttl_secs),
         dedupe_inflight: args.dedupe_inflight,
         metrics: metrics.clone(),
+        traces: traces.clone(),
         principal: args.auth.principal_fn(),
         ..JobConfig::default()
     };

@@ -16,6 +16,7 @@
 //! ([`respond`]): `resultType`, `serverInfo` in `_meta`, caching hints, the era's error codes.
 
 mod respond;
+mod span;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -41,6 +42,8 @@ use crate::registry::{CancelReason, CancelResult, Routed, Slot};
 use crate::shared::ServerInner;
 use crate::supervise::{Ended, supervise};
 use crate::tool::Shape;
+use crate::trace::RequestEnd;
+use span::{end_span, span_start};
 
 /// Where a request came from: the connection it is answered on and what it knows about its
 /// client.
@@ -148,7 +151,12 @@ pub(crate) fn start(server: &Arc<ServerInner>, origin: &Origin, req: Request, wo
             protocol_version: version.as_deref().map(Into::into),
         },
     );
+    // Disabled: one branch, nothing built.
+    let span = server
+        .traces
+        .request(|| span_start(origin, &req, work.tool.as_deref(), version));
     let shared = Arc::new(RequestShared {
+        span,
         key,
         id: req.id.clone(),
         conn: origin.conn.clone(),
@@ -208,6 +216,17 @@ pub(crate) fn answer_now(
     server
         .metrics
         .request_answered_inline(&req.method, Era::of(&origin.peer), ok.as_str());
+    if let Some(span) = server
+        .traces
+        .request(|| span_start(origin, req, None, version))
+    {
+        span.end(&RequestEnd {
+            outcome: ok.as_str(),
+            cancel: None,
+            rejected_why: None,
+            panic: None,
+        });
+    }
     server.log.event(
         label,
         &req.id,
@@ -240,6 +259,21 @@ fn reject(
         Era::of(&origin.peer),
         Outcome::Rejected.as_str(),
     );
+    if let Some(span) = server.traces.request(|| {
+        span_start(
+            origin,
+            req,
+            work.tool.as_deref(),
+            origin.peer.protocol_version(),
+        )
+    }) {
+        span.end(&RequestEnd {
+            outcome: Outcome::Rejected.as_str(),
+            cancel: None,
+            rejected_why: Some(why),
+            panic: None,
+        });
+    }
     server.log.event(
         label,
         &req.id,
@@ -416,6 +450,14 @@ async fn run(
         server.fair.session_idle();
     }
     let mark = slot.as_ref().and_then(|s| s.cancel.clone());
+    // Only with a span to end: the cancel becomes its event (not the request's own deadline,
+    // which the log does not call a cancel either: the outcome says it).
+    let traced_cancel = shared
+        .span
+        .as_ref()
+        .and(mark.as_ref())
+        .filter(|m| m.reason != CancelReason::Deadline)
+        .map(|m| (m.at, m.reason.log_text().map(str::to_owned)));
     let atomic = slot.as_ref().and_then(|s| s.shape) == Some(Shape::Atomic);
     let now = Instant::now();
     let ended = supervised.ended;
@@ -497,6 +539,9 @@ async fn run(
             response_suppressed,
         },
     );
+    if let Some(span) = &shared.span {
+        end_span(span.as_ref(), outcome, traced_cancel, now, panic.as_deref());
+    }
 }
 
 /// The answer to a request that was not cancelled (or only by its own deadline).

@@ -122,6 +122,11 @@ pub struct Nothing {}
 /// - `too_slow`: a quick tool with a 1 s deadline that needs 10 s;
 /// - `panics`: panics.
 pub fn harness(grace: Duration) -> Harness {
+    harness_traced(grace, staunch_server::Traces::disabled())
+}
+
+/// [`harness`] with span hooks.
+pub fn harness_traced(grace: Duration, traces: staunch_server::Traces) -> Harness {
     let log = LogBuf::default();
     let reasons = Arc::new(Mutex::new(Vec::new()));
     let seen = reasons.clone();
@@ -133,6 +138,7 @@ pub fn harness(grace: Duration) -> Harness {
     let server = Server::builder("harness", "0.0.0")
         .config(config)
         .lifecycle_log(LifecycleLog::to_writer(Box::new(log.clone())))
+        .traces(traces)
         .tool(
             ToolSpec::streaming("returns_cancelled", "waits for its cancel"),
             move |ctx: Context, _: Nothing| {

@@ -144,6 +144,7 @@ fn job_from_row(r: &Row) -> Result<JobRecord, StoreError> {
         updated_ms: r.try_get(26)?,
         ttl_ms: r.try_get(27)?,
         purge_after_ms: r.try_get(28)?,
+        trace_parent: r.try_get(29)?,
     })
 }
 
@@ -277,8 +278,8 @@ impl JobStore for PgJobStore {
             &format!(
                 "INSERT INTO staunch_jobs (id, principal, session_id, tool, args_json, \
                  args_fingerprint, idem_key, idem_expires_ms, state, max_attempts, retry_safe, \
-                 created_ms, updated_ms, ttl_ms) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'queued', $9, $10, $11, $11, $12) \
+                 created_ms, updated_ms, ttl_ms, trace_parent) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'queued', $9, $10, $11, $11, $12, $13) \
                  ON CONFLICT DO NOTHING RETURNING {JOB_COLS}"
             ),
             &[
@@ -294,6 +295,7 @@ impl JobStore for PgJobStore {
                 &job.retry_safe,
                 &now,
                 &job.ttl_ms,
+                &job.trace_parent,
             ],
         )
         .await?;

@@ -84,6 +84,7 @@ fn job_from_row(r: &Row<'_>) -> rusqlite::Result<JobRecord> {
         updated_ms: r.get(26)?,
         ttl_ms: r.get(27)?,
         purge_after_ms: r.get(28)?,
+        trace_parent: r.get(29)?,
     })
 }
 
@@ -169,8 +170,8 @@ fn create_in(tx: &Transaction<'_>, job: &NewJob) -> Result<CreateOutcome, StoreE
         .prepare_cached(&format!(
             "INSERT INTO staunch_jobs (id, principal, session_id, tool, args_json, \
              args_fingerprint, idem_key, idem_expires_ms, state, max_attempts, retry_safe, \
-             created_ms, updated_ms, ttl_ms) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'queued', ?9, ?10, ?11, ?11, ?12) \
+             created_ms, updated_ms, ttl_ms, trace_parent) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'queued', ?9, ?10, ?11, ?11, ?12, ?13) \
              ON CONFLICT DO NOTHING RETURNING {JOB_COLS}"
         ))?
         .query_row(
@@ -188,7 +189,8 @@ fn create_in(tx: &Transaction<'_>, job: &NewJob) -> Result<CreateOutcome, StoreE
                 i64::from(job.max_attempts),
                 job.retry_safe,
                 now,
-                job.ttl_ms
+                job.ttl_ms,
+                job.trace_parent
             ],
             job_from_row,
         )

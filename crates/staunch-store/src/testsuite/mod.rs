@@ -116,6 +116,7 @@ macro_rules! job_store_suite {
             jobs_operator_list_all_filters,
             jobs_operator_count_by_state,
             jobs_operator_purge_finished_before,
+            jobs_trace_parent_round_trips,
         );
     };
 }

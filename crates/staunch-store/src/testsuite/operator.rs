@@ -180,3 +180,35 @@ pub async fn jobs_operator_purge_finished_before(h: Harness) {
     assert_eq!(jobs.inputs(&running.id).await.unwrap().len(), 1);
     assert_eq!(jobs.purge_finished_before(i64::MAX).await.unwrap(), 0);
 }
+
+/// The starting request's `traceparent` is kept with the job (and read back by every
+/// handle: the attempt that links to it may run on another instance); none stays none.
+pub async fn jobs_trace_parent_round_trips(h: Harness) {
+    let jobs = &h.a.jobs;
+    let tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let mut nj = NewJob::new("alice", "scan", "{}", "tp", T0);
+    nj.trace_parent = Some(tp.into());
+    let with = match jobs.create(nj).await.unwrap() {
+        CreateOutcome::Created(j) => j,
+        other => panic!("expected Created, got {other:?}"),
+    };
+    assert_eq!(with.trace_parent.as_deref(), Some(tp));
+    let lease =
+        h.b.jobs
+            .claim_next("w/2", LEASE, T0 + 1, &["scan".to_string()])
+            .await
+            .unwrap()
+            .expect("claimable");
+    assert_eq!(lease.job.id, with.id);
+    assert_eq!(lease.job.trace_parent.as_deref(), Some(tp));
+    let without = make(jobs, "alice", "scan", "no-tp", T0 + 2).await;
+    assert_eq!(
+        h.b.jobs
+            .get(&without.id)
+            .await
+            .unwrap()
+            .unwrap()
+            .trace_parent,
+        None
+    );
+}

@@ -179,12 +179,27 @@ impl HttpServer {
 
     /// Starts the server on a given store (`None`: a SQLite file in a temp dir).
     pub async fn start_on(store: Option<&str>, extra: &[&str]) -> Self {
-        Self::launch("serve", store, extra).await
+        Self::launch_with_env("serve", store, extra, &[]).await
+    }
+
+    /// Like [`Self::start_on`], with environment variables for the server.
+    pub async fn start_with_env(store: Option<&str>, extra: &[&str], env: &[(&str, &str)]) -> Self {
+        Self::launch_with_env("serve", store, extra, env).await
     }
 
     /// Starts `staunch SUB --http 127.0.0.1:0 …` (`serve`, or `proxy` with its upstream after
     /// `--` at the end of `extra`).
     pub async fn launch(sub: &str, store: Option<&str>, extra: &[&str]) -> Self {
+        Self::launch_with_env(sub, store, extra, &[]).await
+    }
+
+    /// [`Self::launch`] with environment variables for the server.
+    pub async fn launch_with_env(
+        sub: &str,
+        store: Option<&str>,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let log_path = dir.path().join("lifecycle.jsonl");
         let store = match store {
@@ -197,6 +212,7 @@ impl HttpServer {
             .arg("--store")
             .arg(&store)
             .args(extra)
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
