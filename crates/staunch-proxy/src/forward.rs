@@ -19,6 +19,7 @@ use staunch_protocol::mcp::methods;
 use staunch_server::{CallToolResult, Context, ToolError, ToolHandler};
 use tokio_util::sync::CancellationToken;
 
+use crate::route::Tracked;
 use crate::upstream::Pool;
 
 /// `tools/call` params for the upstream: its own tool name, the arguments, and the downstream
@@ -53,6 +54,8 @@ fn wait_options(progress: bool, cancel: CancellationToken) -> CallOptions {
 /// How a forwarded call ended, before it is shaped for a tool or a job.
 enum Outcome {
     Answered(Value),
+    /// Asking the downstream client failed, or (2026 client) its answers are still to come.
+    Asked(ToolError),
     Refused(staunch_protocol::ErrorObject),
     Cancelled,
     Failed(String),
@@ -98,28 +101,88 @@ async fn forward(
         Ok(c) => c,
         Err(e) => return Outcome::Failed(e.to_string()),
     };
-    let params = call_params(tool, args, meta);
-    let pending = match client.start_request(methods::TOOLS_CALL, Some(params), progress) {
-        Ok(p) => p,
-        Err(e) => return Outcome::Failed(gone(up.name(), &e)),
-    };
-    let tracked = match (ctx, pending.id()) {
-        (Some(ctx), RequestId::Number(n)) => Some(up.calls().track(*n, ctx)),
-        _ => None,
-    };
-    let r = pending
-        .wait(&wait_options(progress, cancel), on_progress)
-        .await;
-    let outcome = match r {
-        Ok(v) => Outcome::Answered(v),
-        Err(ClientError::Rpc(e)) => Outcome::Refused(e),
-        Err(ClientError::Cancelled) => return Outcome::Cancelled,
-        Err(e) => Outcome::Failed(gone(up.name(), &e)),
-    };
-    if let Some(t) = tracked {
-        t.answered();
+    let base = call_params(tool, args, meta);
+    let mut params = base.clone();
+    let mut on_progress = on_progress;
+    // A 2026 upstream may answer "input required": the questions go to the downstream client
+    // (a server->client request on a 2025 session, an input-required round of its own for a
+    // 2026 client, which calls again with the answers), and the call is sent again with them.
+    for _ in 0..MAX_INPUT_ROUNDS {
+        let pending = match client.start_request(methods::TOOLS_CALL, Some(params), progress) {
+            Ok(p) => p,
+            Err(e) => return Outcome::Failed(gone(up.name(), &e)),
+        };
+        let tracked = match (ctx, pending.id()) {
+            (Some(ctx), RequestId::Number(n)) => Some(up.calls().track(*n, ctx)),
+            _ => None,
+        };
+        let r = pending
+            .wait(&wait_options(progress, cancel.clone()), &mut on_progress)
+            .await;
+        let v = match r {
+            Ok(v) => v,
+            Err(ClientError::Rpc(e)) => {
+                tracked.map(Tracked::answered);
+                return Outcome::Refused(e);
+            }
+            Err(ClientError::Cancelled) => return Outcome::Cancelled,
+            Err(e) => {
+                tracked.map(Tracked::answered);
+                return Outcome::Failed(gone(up.name(), &e));
+            }
+        };
+        tracked.map(Tracked::answered);
+        let Some(ctx) = ctx.filter(|_| v["resultType"] == "input_required") else {
+            return Outcome::Answered(v);
+        };
+        let answers = match ask_downstream(ctx, &v).await {
+            Ok(a) => a,
+            Err(e) => return Outcome::Asked(e),
+        };
+        params = base.clone();
+        params["inputResponses"] = answers;
+        if let Some(state) = v.get("requestState").filter(|s| !s.is_null()) {
+            params["requestState"] = state.clone();
+        }
     }
-    outcome
+    Outcome::Failed(format!(
+        "the upstream server {:?} still asked for input after {MAX_INPUT_ROUNDS} rounds",
+        up.name()
+    ))
+}
+
+/// Input rounds bridged per call, as the client library allows.
+const MAX_INPUT_ROUNDS: usize = staunch_client::input::MAX_ROUNDS;
+
+/// Puts an upstream's `inputRequests` to the downstream client; the answers by the same keys.
+async fn ask_downstream(ctx: &Context, input_required: &Value) -> Result<Value, ToolError> {
+    let Some(requests) = input_required["inputRequests"].as_object() else {
+        return Err(ToolError::Internal(
+            "the upstream asked for input without inputRequests".into(),
+        ));
+    };
+    let questions: Vec<(&str, &str, Value)> = requests
+        .iter()
+        .map(|(k, q)| {
+            (
+                k.as_str(),
+                q["method"].as_str().unwrap_or_default(),
+                q.get("params").cloned().unwrap_or_else(|| json!({})),
+            )
+        })
+        .collect();
+    let asked = questions
+        .iter()
+        .map(|(k, m, p)| (Some(*k), *m, p.clone()))
+        .collect();
+    let answers = ctx.ask_all(asked).await?;
+    Ok(Value::Object(
+        questions
+            .iter()
+            .zip(answers)
+            .map(|((k, _, _), a)| (k.to_string(), a))
+            .collect(),
+    ))
 }
 
 fn gone(upstream: &str, e: &ClientError) -> String {
@@ -140,7 +203,7 @@ fn tool_result(v: Value) -> Result<CallToolResult, ToolError> {
     {
         return Ok(CallToolResult::error(format!(
             "the upstream answered with resultType {rt:?} (it asks for input or made a task), \
-             which staunch proxy does not bridge yet"
+             which staunch proxy does not bridge here"
         )));
     }
     serde_json::from_value(v).map_err(|e| {
@@ -190,6 +253,7 @@ impl ToolHandler for ForwardTool {
             match outcome {
                 Outcome::Answered(v) => tool_result(v),
                 Outcome::Refused(e) => Err(ToolError::Rpc(e)),
+                Outcome::Asked(e) => Err(e),
                 // The deadline fires the same token: say which it was.
                 Outcome::Cancelled => Err(ctx.check().err().unwrap_or(ToolError::Cancelled)),
                 Outcome::Failed(m) => Ok(CallToolResult::error(m)),
@@ -275,6 +339,7 @@ impl JobBody for UpstreamJob {
                     e.message, e.code
                 ))),
                 Outcome::Cancelled => Err(JobError::Cancelled),
+                Outcome::Asked(e) => Err(JobError::Failed(e.to_string())),
                 Outcome::Failed(m) => Err(JobError::Failed(m)),
             }
         })

@@ -760,3 +760,104 @@ async fn upstreams_in_staunch_toml_are_checked_and_served() {
     .await;
     assert_eq!(r["result"]["content"][0]["text"], "via toml", "{r}");
 }
+
+/// A question from the upstream reaches the client whose call caused it: a 2025 client
+/// (a session that declared elicitation) calls `greet` on an upstream that asks in 2026
+/// input-required rounds (`staunch serve` over stdio); the proxy asks on the call's own stream
+/// and calls the upstream again with the answer.
+#[tokio::test]
+async fn an_upstream_question_reaches_the_client_that_made_the_call() {
+    let proxy = HttpServer::launch(
+        "proxy",
+        None,
+        &["--", BIN, "serve", "--store", ":memory:", "--no-log"],
+    )
+    .await;
+    let init = proxy
+        .post(
+            None,
+            &json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                "protocolVersion": "2025-11-25", "capabilities": {"elicitation": {}},
+                "clientInfo": {"name": "test", "version": "0"}}}),
+        )
+        .await;
+    let sid = init.header("mcp-session-id").expect("session id");
+    init.json().await;
+    let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    assert_eq!(proxy.post(Some(&sid), &note).await.status.as_u16(), 202);
+    let mut stream = proxy
+        .post(Some(&sid), &call(json!(5), "greet", json!({}), None))
+        .await;
+    let question = loop {
+        let ev = stream
+            .next_event(Duration::from_secs(20))
+            .await
+            .expect("the question");
+        if ev.data.is_empty() {
+            continue;
+        }
+        let m: Value = serde_json::from_str(&ev.data).unwrap();
+        if m["method"] == "elicitation/create" {
+            break m;
+        }
+    };
+    assert_eq!(question["params"]["message"], "What is your name?");
+    let reply = json!({"jsonrpc": "2.0", "id": question["id"],
+                       "result": {"action": "accept", "content": {"name": "Ada"}}});
+    assert_eq!(proxy.post(Some(&sid), &reply).await.status.as_u16(), 202);
+    let (_, answer) = stream.answer(Duration::from_secs(20)).await;
+    assert_eq!(
+        answer["result"]["content"][0]["text"], "Hello, Ada!",
+        "{answer}"
+    );
+}
+
+/// A real 2026-07-28 client (Python `mcp` 2.x) through the proxy to a 2026 upstream: progress,
+/// the upstream's question answered by the client's elicitation callback (input-required
+/// rounds on both sides), and a closed stream that stops the upstream's work.
+#[tokio::test]
+async fn python_2026_client_through_the_proxy_to_a_2026_upstream() {
+    let Some(py2) = common::external::python2() else {
+        return;
+    };
+    let proxy = HttpServer::launch(
+        "proxy",
+        None,
+        &[
+            "--tool",
+            "slow_count=streaming",
+            "--",
+            BIN,
+            "serve",
+            "--store",
+            ":memory:",
+            "--no-log",
+        ],
+    )
+    .await;
+    let driver = common::external::root().join("tests-external/py2_client.py");
+    let out = tokio::time::timeout(
+        Duration::from_secs(90),
+        tokio::process::Command::new(&py2)
+            .arg(&driver)
+            .args([&proxy.url(), "--mode", "auto", "--tag", "py2-proxy"])
+            .output(),
+    )
+    .await
+    .expect("the Python client finishes")
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["protocolVersion"], "2026-07-28", "{v}");
+    assert_eq!(v["progress"], json!([1, 2, 3, 4, 5]), "{v}");
+    assert_eq!(v["greeting"], "Hello, Ada!", "{v}");
+    let c = &v["cancel"];
+    assert_eq!(
+        c["steps_later"], c["steps_later_still"],
+        "the upstream went on: {v}"
+    );
+}
