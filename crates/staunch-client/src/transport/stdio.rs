@@ -229,10 +229,23 @@ fn terminate(_: &Child) -> bool {
     false
 }
 
+/// Frames written in one batch at most (a proxy with many calls in flight queues many).
+const WRITE_BATCH_BYTES: usize = 1 << 20;
+
 async fn write_loop<W: AsyncWrite + Unpin>(mut w: W, mut rx: mpsc::UnboundedReceiver<Vec<u8>>) {
-    while let Some(mut bytes) = rx.recv().await {
-        bytes.push(b'\n');
-        if w.write_all(&bytes).await.is_err() || w.flush().await.is_err() {
+    let mut batch = Vec::new();
+    while let Some(first) = rx.recv().await {
+        batch.clear();
+        batch.extend_from_slice(&first);
+        batch.push(b'\n');
+        // What is already queued goes out in the same write: one syscall per batch, not per
+        // frame, when many requests are in flight.
+        while batch.len() < WRITE_BATCH_BYTES {
+            let Ok(more) = rx.try_recv() else { break };
+            batch.extend_from_slice(&more);
+            batch.push(b'\n');
+        }
+        if w.write_all(&batch).await.is_err() || w.flush().await.is_err() {
             break;
         }
     }
