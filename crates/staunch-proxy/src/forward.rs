@@ -19,7 +19,6 @@ use staunch_protocol::mcp::methods;
 use staunch_server::{CallToolResult, Context, ToolError, ToolHandler};
 use tokio_util::sync::CancellationToken;
 
-use crate::route::Tracked;
 use crate::upstream::Pool;
 
 /// `tools/call` params for the upstream: its own tool name, the arguments, and the downstream
@@ -119,19 +118,18 @@ async fn forward(
         let r = pending
             .wait(&wait_options(progress, cancel.clone()), &mut on_progress)
             .await;
+        // Only a cancel leaves the upstream request abandoned (its late answer is logged).
+        if !matches!(r, Err(ClientError::Cancelled))
+            && let Some(t) = tracked
+        {
+            t.answered();
+        }
         let v = match r {
             Ok(v) => v,
-            Err(ClientError::Rpc(e)) => {
-                tracked.map(Tracked::answered);
-                return Outcome::Refused(e);
-            }
+            Err(ClientError::Rpc(e)) => return Outcome::Refused(e),
             Err(ClientError::Cancelled) => return Outcome::Cancelled,
-            Err(e) => {
-                tracked.map(Tracked::answered);
-                return Outcome::Failed(gone(up.name(), &e));
-            }
+            Err(e) => return Outcome::Failed(gone(up.name(), &e)),
         };
-        tracked.map(Tracked::answered);
         let Some(ctx) = ctx.filter(|_| v["resultType"] == "input_required") else {
             return Outcome::Answered(v);
         };
