@@ -348,3 +348,104 @@ pub async fn run(args: ProxyArgs) -> anyhow::Result<i32> {
     let specs = specs(&args)?;
     crate::serve::run_with(args.serve, specs).await
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_take_units_and_refuse_the_rest() {
+        assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_duration("1500ms"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
+        assert_eq!(parse_duration("2h"), Ok(Duration::from_secs(7200)));
+        assert_eq!(parse_duration("45"), Ok(Duration::from_secs(45)));
+        assert!(parse_duration("soon").is_err());
+        assert!(parse_duration("5d").unwrap_err().contains("unknown unit"));
+    }
+
+    #[test]
+    fn rules_name_an_optional_server_a_tool_a_shape_and_a_deadline() {
+        let (srv, name, rule) = parse_rule("files/export=job:30m").unwrap();
+        assert_eq!(srv.as_deref(), Some("files"));
+        assert_eq!(name, "export");
+        assert_eq!(rule.shape, Some(Shape::Job));
+        assert_eq!(rule.deadline, Some(Duration::from_secs(1800)));
+        let (srv, name, rule) = parse_rule("write_row=atomic").unwrap();
+        assert_eq!(
+            (srv, name.as_str(), rule.shape),
+            (None, "write_row", Some(Shape::Atomic))
+        );
+        assert!(parse_rule("export").is_err());
+        assert!(
+            parse_rule("export=jobb")
+                .unwrap_err()
+                .to_string()
+                .contains("unknown shape")
+        );
+    }
+
+    #[test]
+    fn a_header_without_a_colon_is_refused_without_echoing_its_value() {
+        assert_eq!(
+            parse_header("Authorization: Bearer abc").unwrap(),
+            ("Authorization".into(), "Bearer abc".into())
+        );
+        let e = parse_header("Bearer-secret-token").unwrap_err().to_string();
+        assert!(!e.contains("secret"), "{e}");
+    }
+
+    #[test]
+    fn mcp_servers_json_becomes_upstreams() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("c.json");
+        std::fs::write(
+            &f,
+            r#"{"mcpServers": {
+                "files": {"command": "python", "args": ["s.py"], "env": {"K": "v"}},
+                "remote": {"url": "http://127.0.0.1:9/mcp", "headers": {"X-Key": "k"}}
+            }}"#,
+        )
+        .unwrap();
+        let specs = import_mcp_servers(&f).unwrap();
+        assert_eq!(specs.len(), 2);
+        let files = specs.iter().find(|s| s.name == "files").unwrap();
+        assert_eq!(files.prefix, "files_");
+        match &files.target {
+            Target::Stdio {
+                program, args, env, ..
+            } => {
+                assert_eq!(program, "python");
+                assert_eq!(args, &[OsString::from("s.py")]);
+                assert_eq!(env, &[(OsString::from("K"), OsString::from("v"))]);
+            }
+            other => panic!("{other:?}"),
+        }
+        let remote = specs.iter().find(|s| s.name == "remote").unwrap();
+        match &remote.target {
+            Target::Http { url, headers } => {
+                assert_eq!(url, "http://127.0.0.1:9/mcp");
+                assert_eq!(headers, &[("X-Key".to_string(), "k".to_string())]);
+            }
+            other => panic!("{other:?}"),
+        }
+        std::fs::write(
+            &f,
+            r#"{"mcpServers": {"old": {"type": "sse", "url": "http://h/sse"}}}"#,
+        )
+        .unwrap();
+        assert!(
+            import_mcp_servers(&f)
+                .unwrap_err()
+                .to_string()
+                .contains("not supported")
+        );
+        std::fs::write(&f, r#"{"other": {}}"#).unwrap();
+        assert!(
+            import_mcp_servers(&f)
+                .unwrap_err()
+                .to_string()
+                .contains("mcpServers")
+        );
+    }
+}
