@@ -59,3 +59,38 @@ async fn bad_specs_are_clear_errors() {
             .is_err()
     );
 }
+
+/// A store file staunch creates is its owner's only (0600), and so are SQLite's `-wal` and
+/// `-shm` beside it; an existing file keeps the permissions its owner gave it.
+#[cfg(unix)]
+#[tokio::test]
+async fn a_new_store_file_is_readable_by_its_owner_only() {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("staunch.db");
+    let stores = staunch_store::open_sqlite(&path).await.unwrap();
+    stores
+        .sessions
+        .shared_secret("k", "v", staunch_store::now_ms())
+        .await
+        .unwrap();
+    assert_eq!(mode(&path), 0o600);
+    for side in ["staunch.db-wal", "staunch.db-shm"] {
+        let p = dir.path().join(side);
+        if p.exists() {
+            assert_eq!(mode(&p), 0o600, "{side}");
+        }
+    }
+    drop(stores);
+
+    let existing = dir.path().join("shared.db");
+    std::fs::write(&existing, b"").unwrap();
+    std::fs::set_permissions(&existing, std::fs::Permissions::from_mode(0o640)).unwrap();
+    let _s = staunch_store::open_sqlite(&existing).await.unwrap();
+    assert_eq!(
+        mode(&existing),
+        0o640,
+        "an existing file's permissions are left alone"
+    );
+}

@@ -93,6 +93,9 @@ impl Db {
 /// journal to WAL needs an exclusive lock), so set-up is retried for up to `BUSY_TIMEOUT_MS`.
 /// This runs on the store's own thread, so the sleeps block nothing else.
 fn connect(path: Option<&Path>) -> Result<Connection, StoreError> {
+    if let Some(p) = path {
+        create_private(p);
+    }
     let deadline = std::time::Instant::now() + Duration::from_millis(BUSY_TIMEOUT_MS.into());
     let mut pause = Duration::from_millis(5);
     loop {
@@ -110,6 +113,24 @@ fn connect(path: Option<&Path>) -> Result<Connection, StoreError> {
             Err(e) => return Err(e),
         }
     }
+}
+
+/// Creates a store file that does not exist yet readable by its owner only (0600): it holds
+/// job arguments and results and the HTTP session table. SQLite gives its `-wal` and `-shm`
+/// files the database file's permissions. An existing file keeps whatever its owner chose;
+/// any failure here is left to `Connection::open` to report.
+fn create_private(path: &Path) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        let _ = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(path);
+    }
+    #[cfg(not(unix))]
+    let _ = path;
 }
 
 fn set_up(conn: &mut Connection, is_file: bool) -> Result<(), StoreError> {
