@@ -54,8 +54,7 @@ pub async fn build_server(
         builder = builder.state_key(key);
     }
     let runtime = jobs.as_ref().map(|(rt, _)| *rt);
-    // With a command-tool file or upstreams, the demo tools are served only when asked for.
-    let demo = commands.map_or(upstreams.is_empty() || args.demo_tools, |c| c.demo_tools);
+    let demo = serves_demo(args, commands, !upstreams.is_empty());
     let builder = match (args.profile.as_str(), demo) {
         (_, false) => builder,
         ("demo", true) => crate::tools::demo(builder, jobs),
@@ -93,6 +92,16 @@ pub async fn build_server(
     })
 }
 
+/// Whether the `--profile` tools are served: always on their own; beside command tools or
+/// upstreams only when asked for (`--demo-tools`, or `demo_tools` in the file).
+fn serves_demo(
+    args: &ServeArgs,
+    commands: Option<&crate::command_tools::Loaded>,
+    has_upstreams: bool,
+) -> bool {
+    commands.map_or(!has_upstreams || args.demo_tools, |c| c.demo_tools)
+}
+
 /// What [`build_server`] made.
 pub struct Built {
     pub server: Server,
@@ -120,9 +129,7 @@ pub async fn run_with(
         );
     }
     // Job tools keep their state in the store, so stdio needs it too when they are served.
-    let demo = commands
-        .as_ref()
-        .map_or(upstreams.is_empty() || args.demo_tools, |c| c.demo_tools);
+    let demo = serves_demo(&args, commands.as_ref(), !upstreams.is_empty());
     let with_jobs = (demo && (args.profile == "demo" || args.profile == "conformance"))
         || commands.as_ref().is_some_and(|c| c.has_job_tools())
         || upstreams.iter().any(|u| {

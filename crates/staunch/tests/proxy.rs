@@ -314,30 +314,7 @@ async fn a_2026_client_closing_its_stream_cancels_the_2025_upstream_request() {
     let mut extra = vec!["--tool", "slow_count=streaming", "--"];
     extra.extend(argv_refs(&ts));
     let proxy = HttpServer::launch("proxy", None, &extra).await;
-    let driver = common::external::root().join("tests-external/py2_client.py");
-    let out = tokio::time::timeout(
-        Duration::from_secs(90),
-        tokio::process::Command::new(&py2)
-            .arg(&driver)
-            .args([
-                &proxy.url(),
-                "--mode",
-                "auto",
-                "--no-greet",
-                "--tag",
-                "bridge",
-            ])
-            .output(),
-    )
-    .await
-    .expect("the Python client finishes")
-    .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = run_py2(&py2, &proxy.url(), &["--no-greet", "--tag", "bridge"]).await;
     assert_eq!(v["protocolVersion"], "2026-07-28", "{v}");
     assert_eq!(v["progress"], json!([1, 2, 3, 4, 5]), "{v}");
     assert_eq!(v["slow_result"], "counted 5");
@@ -373,6 +350,45 @@ async fn a_2026_client_closing_its_stream_cancels_the_2025_upstream_request() {
             .count(),
         1
     );
+}
+
+/// Runs `tests-external/py2_client.py URL --mode auto EXTRA…` (Python `mcp` 2.x) and returns
+/// the JSON it prints; fails the test if it does not succeed within 90 s.
+async fn run_py2(py2: &std::path::Path, url: &str, extra: &[&str]) -> Value {
+    let driver = common::external::root().join("tests-external/py2_client.py");
+    let out = tokio::time::timeout(
+        Duration::from_secs(90),
+        tokio::process::Command::new(py2)
+            .arg(&driver)
+            .args([url, "--mode", "auto"])
+            .args(extra)
+            .output(),
+    )
+    .await
+    .expect("the Python client finishes")
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The tool names `tools/list` shows in `session`.
+async fn tool_names(proxy: &HttpServer, session: &str) -> Vec<String> {
+    let list = answer(
+        proxy,
+        session,
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
+    )
+    .await;
+    list["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str().map(str::to_string))
+        .collect()
 }
 
 /// Processes whose command line contains `marker`.
@@ -624,18 +640,8 @@ async fn mcp_servers_json_imports_every_server_with_prefixes() {
     let f = file.display().to_string();
     let proxy = HttpServer::launch("proxy", None, &["--mcp-servers", &f]).await;
     let sid = proxy.initialize().await;
-    let list = answer(
-        &proxy,
-        &sid,
-        &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
-    )
-    .await;
-    let names: Vec<&str> = list["result"]["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|t| t["name"].as_str())
-        .collect();
+    let names = tool_names(&proxy, &sid).await;
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
     assert!(
         names.contains(&"one_echo") && names.contains(&"two_echo"),
         "{names:?}"
@@ -731,18 +737,8 @@ async fn upstreams_in_staunch_toml_are_checked_and_served() {
     let cfg = good.display().to_string();
     let proxy = HttpServer::launch("proxy", None, &["--config", &cfg]).await;
     let sid = proxy.initialize().await;
-    let list = answer(
-        &proxy,
-        &sid,
-        &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
-    )
-    .await;
-    let names: Vec<&str> = list["result"]["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|t| t["name"].as_str())
-        .collect();
+    let names = tool_names(&proxy, &sid).await;
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
     for n in [
         "d_echo",
         "d_slow_count",
@@ -835,23 +831,7 @@ async fn python_2026_client_through_the_proxy_to_a_2026_upstream() {
         ],
     )
     .await;
-    let driver = common::external::root().join("tests-external/py2_client.py");
-    let out = tokio::time::timeout(
-        Duration::from_secs(90),
-        tokio::process::Command::new(&py2)
-            .arg(&driver)
-            .args([&proxy.url(), "--mode", "auto", "--tag", "py2-proxy"])
-            .output(),
-    )
-    .await
-    .expect("the Python client finishes")
-    .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = run_py2(&py2, &proxy.url(), &["--tag", "py2-proxy"]).await;
     assert_eq!(v["protocolVersion"], "2026-07-28", "{v}");
     assert_eq!(v["progress"], json!([1, 2, 3, 4, 5]), "{v}");
     assert_eq!(v["greeting"], "Hello, Ada!", "{v}");
