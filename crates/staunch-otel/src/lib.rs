@@ -67,7 +67,7 @@ impl Otel {
         let url = traces_url(&config.endpoint)?;
         let exporter = opentelemetry_otlp::SpanExporter::builder()
             .with_http()
-            .with_http_client(http::RuntimeClient { handle: runtime })
+            .with_http_client(http::RuntimeClient::new(runtime))
             .with_protocol(Protocol::HttpBinary)
             .with_endpoint(url)
             .build()
@@ -104,26 +104,18 @@ impl Otel {
     }
 }
 
-/// `{endpoint}/v1/traces`, checked: plain `http://` with a host.
+/// `{endpoint}/v1/traces`, checked: `http://`, or `https://` when TLS is built in, with a host.
 pub fn traces_url(endpoint: &str) -> Result<String, OtelError> {
-    let bad = |why: &str| OtelError::Endpoint {
-        endpoint: endpoint.to_string(),
-        why: why.to_string(),
-    };
-    let uri: hyper::Uri = endpoint.parse().map_err(|e| bad(&format!("{e}")))?;
-    match uri.scheme_str() {
-        Some("http") => {}
-        Some("https") => {
-            return Err(bad(
-                "https is not supported by this build's exporter; send to a local collector or \
-                 sidecar over http:// and let it forward with TLS",
-            ));
-        }
-        _ => return Err(bad("expected an http:// URL")),
-    }
-    if uri.host().is_none_or(str::is_empty) {
-        return Err(bad("the URL has no host"));
-    }
+    staunch_net::check_url(endpoint).map_err(|e| match e {
+        staunch_net::NetError::InvalidUrl { why, .. } => OtelError::Endpoint {
+            endpoint: endpoint.to_string(),
+            why,
+        },
+        other => OtelError::Endpoint {
+            endpoint: endpoint.to_string(),
+            why: other.to_string(),
+        },
+    })?;
     let trimmed = endpoint.trim_end_matches('/');
     Ok(if trimmed.ends_with(TRACES_PATH) {
         trimmed.to_string()
@@ -150,7 +142,6 @@ mod tests {
             traces_url("http://c:4318/v1/traces").unwrap(),
             "http://c:4318/v1/traces"
         );
-        assert!(traces_url("https://c:4318").is_err());
         assert!(traces_url("c:4318").is_err());
         assert!(traces_url("not a url").is_err());
     }

@@ -45,8 +45,9 @@ pub struct AuthArgs {
     /// of the protected-resource metadata (default with bearer: http://{Host}{endpoint}).
     #[arg(long, env = "STAUNCH_AUTH_AUDIENCE")]
     pub audience: Option<String>,
-    /// --auth oauth: where the signing keys are — an http:// URL or a file (default: the
-    /// `jwks_uri` of the issuer's metadata, when the issuer is http://).
+    /// --auth oauth: where the signing keys are — an https:// or http:// URL, or a file
+    /// (default: the `jwks_uri` of the issuer's metadata). https trusts the system's roots or
+    /// SSL_CERT_FILE.
     #[arg(long, env = "STAUNCH_AUTH_JWKS_URL")]
     pub jwks_url: Option<String>,
     /// --auth oauth: seconds of clock skew tolerated on `exp` and `nbf`.

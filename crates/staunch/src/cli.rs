@@ -190,7 +190,8 @@ pub struct ServeArgs {
     #[arg(long, env = "STAUNCH_METRICS")]
     pub metrics: Option<std::net::SocketAddr>,
     /// Export OpenTelemetry traces (a span per request and per job attempt) over OTLP/HTTP
-    /// protobuf to this collector, e.g. http://127.0.0.1:4318 (spans go to its /v1/traces).
+    /// protobuf to this collector, e.g. http://127.0.0.1:4318 or https://collector:4318
+    /// (spans go to its /v1/traces).
     /// Off when absent; OTEL_EXPORTER_OTLP_ENDPOINT is honoured too.
     #[arg(long, env = "STAUNCH_OTLP_ENDPOINT", value_name = "URL")]
     pub otlp_endpoint: Option<String>,

@@ -20,7 +20,8 @@ const REAP_EVERY: Duration = Duration::from_secs(30);
 
 #[derive(Debug, Args)]
 pub struct ProxyArgs {
-    /// A Streamable HTTP upstream (either protocol era), instead of a command after `--`.
+    /// A Streamable HTTP upstream (either protocol era, http:// or https://), instead of a
+    /// command after `--`. https trusts the system's roots or SSL_CERT_FILE.
     #[arg(long, value_name = "URL", env = "STAUNCH_UPSTREAM")]
     pub upstream: Option<String>,
     /// A header sent to the HTTP upstream with every request (`Name: value`; repeatable), e.g.

@@ -200,13 +200,21 @@ async fn bearer_server(extra: &[&str]) -> HttpServer {
 
 /// An OAuth server whose audience is its own URL; `extra` flags appended.
 async fn oauth_server(jwks: &JwksServer, extra: &[&str]) -> (HttpServer, String) {
+    oauth_server_with(&jwks.url(), extra, &[]).await
+}
+
+/// [`oauth_server`] with the JWKS at `url` and environment variables for the server.
+async fn oauth_server_with(
+    url: &str,
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> (HttpServer, String) {
     // The audience must be known before the port is: bind a port first, then hand it over.
     let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = probe.local_addr().unwrap().port();
     drop(probe);
     let addr = format!("127.0.0.1:{port}");
     let audience = format!("http://{addr}/mcp");
-    let url = jwks.url();
     let mut args = vec![
         "--http",
         addr.as_str(),
@@ -217,15 +225,15 @@ async fn oauth_server(jwks: &JwksServer, extra: &[&str]) -> (HttpServer, String)
         "--audience",
         audience.as_str(),
         "--jwks-url",
-        url.as_str(),
+        url,
     ];
     args.extend_from_slice(JOB_FLAGS);
     args.extend_from_slice(extra);
-    (start_at(&args).await, audience)
+    (start_at(&args, env).await, audience)
 }
 
-/// `staunch serve` with the given flags (which name `--http` themselves).
-async fn start_at(args: &[&str]) -> HttpServer {
+/// `staunch serve` with the given flags (which name `--http` themselves) and environment.
+async fn start_at(args: &[&str], env: &[(&str, &str)]) -> HttpServer {
     use tokio::io::AsyncBufReadExt;
     let dir = tempfile::tempdir().unwrap();
     let log_path = dir.path().join("lifecycle.jsonl");
@@ -236,6 +244,7 @@ async fn start_at(args: &[&str]) -> HttpServer {
         .arg("--store")
         .arg(dir.path().join("staunch.db"))
         .args(args)
+        .envs(env.iter().copied())
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
@@ -768,6 +777,34 @@ async fn a_jwks_key_rotation_is_picked_up_and_refetches_are_rate_limited() {
     );
 }
 
+/// The JWKS over https:// (a TLS terminator with the fixture certificate in front of the JWKS
+/// server; the server trusts the test CA through SSL_CERT_FILE). A JWKS behind a certificate
+/// the server cannot verify is never fetched: tokens are answered 503, not accepted.
+#[tokio::test]
+async fn the_jwks_is_fetched_over_https_and_an_unverifiable_certificate_is_refused() {
+    use common::tls::{Cert, test_ca, tls_front};
+    let k1 = Key::ec("ec-key-1.pem", "k1");
+    let ca = test_ca();
+    let env = [("SSL_CERT_FILE", ca.to_str().unwrap())];
+    let list = modern(json!(1), "tools/list", json!({}));
+
+    let jwks = JwksServer::start(vec![k1.jwk()]).await;
+    let front = tls_front(([127, 0, 0, 1], jwks.port).into(), Cert::Trusted).await;
+    let url = format!("https://localhost:{}/jwks.json", front.addr.port());
+    let (s, aud) = oauth_server_with(&url, &[], &env).await;
+    let r = post_modern(&s, Some(&k1.sign(&claims("alice", &aud, ""))), &list).await;
+    assert_eq!(r.status, 200);
+    assert_eq!(jwks.hits(), 1, "the keys came over TLS");
+
+    let hidden = JwksServer::start(vec![k1.jwk()]).await;
+    let bad_front = tls_front(([127, 0, 0, 1], hidden.port).into(), Cert::Untrusted).await;
+    let url = format!("https://localhost:{}/jwks.json", bad_front.addr.port());
+    let (s, aud) = oauth_server_with(&url, &[], &env).await;
+    let r = post_modern(&s, Some(&k1.sign(&claims("alice", &aud, ""))), &list).await;
+    assert_eq!(r.status, 503, "no keys, no access");
+    assert_eq!(hidden.hits(), 0, "the handshake failed before any request");
+}
+
 #[tokio::test]
 async fn jwt_principals_own_their_work_and_scopes_come_from_the_token() {
     let k1 = Key::ec("ec-key-1.pem", "k1");
@@ -906,18 +943,21 @@ async fn typescript_sdk_oauth_client_discovers_the_authorization_server_and_call
     drop(probe);
     let addr = format!("127.0.0.1:{port}");
     let audience = format!("http://{addr}/mcp");
-    let s = start_at(&[
-        "--http",
-        &addr,
-        "--auth",
-        "oauth",
-        "--issuer",
-        &issuer,
-        "--audience",
-        &audience,
-        "--tool-scope",
-        SET,
-    ])
+    let s = start_at(
+        &[
+            "--http",
+            &addr,
+            "--auth",
+            "oauth",
+            "--issuer",
+            &issuer,
+            "--audience",
+            &audience,
+            "--tool-scope",
+            SET,
+        ],
+        &[],
+    )
     .await;
     let run = |scope: Option<&'static str>| {
         let (node, url) = (node.clone(), audience.clone());

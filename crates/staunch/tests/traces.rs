@@ -304,14 +304,39 @@ async fn spans_continue_the_clients_trace_and_jobs_link_back() {
     );
 }
 
+/// An https:// collector (a TLS terminator with the fixture certificate in front of the
+/// in-process collector; the server trusts the test CA through SSL_CERT_FILE) receives the
+/// spans; an endpoint that is neither http nor https is refused at start with the reason.
 #[tokio::test]
-async fn an_https_endpoint_is_refused_at_start_with_a_reason() {
+async fn spans_reach_an_https_collector_and_other_schemes_are_refused_at_start() {
+    use common::tls::{Cert, test_ca, tls_front};
+    let collector = Collector::default();
+    let plain = collector.start().await;
+    let backend: std::net::SocketAddr = plain.trim_start_matches("http://").parse().unwrap();
+    let front = tls_front(backend, Cert::Trusted).await;
+    let endpoint = format!("https://localhost:{}", front.addr.port());
+    let ca = test_ca();
+    let s = HttpServer::start_with_env(
+        None,
+        &["--otlp-endpoint", &endpoint],
+        &[
+            ("OTEL_BSP_SCHEDULE_DELAY", "100"),
+            ("SSL_CERT_FILE", ca.to_str().unwrap()),
+        ],
+    )
+    .await;
+    let sid = s.initialize().await;
+    let tp = format!("00-{TRACE}-{PARENT}-01");
+    tool(&s, &sid, "tls-1", "echo", json!({"text": "hi"}), &tp).await;
+    let span = collector.span("tls-1", |s| is_request(s, "tls-1")).await;
+    assert_eq!(hex(&span.trace_id), TRACE);
+
     let out = tokio::process::Command::new(common::BIN)
         .args([
             "serve",
             "--no-log",
             "--otlp-endpoint",
-            "https://collector.invalid:4318",
+            "ftp://collector:4318",
         ])
         .stdin(std::process::Stdio::null())
         .output()
@@ -319,5 +344,5 @@ async fn an_https_endpoint_is_refused_at_start_with_a_reason() {
         .unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("https is not supported"), "{err}");
+    assert!(err.contains("expected an http:// or https:// URL"), "{err}");
 }

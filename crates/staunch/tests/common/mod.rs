@@ -7,6 +7,7 @@ pub mod external;
 pub mod http;
 pub mod page;
 pub mod pg;
+pub mod tls;
 
 use std::path::PathBuf;
 use std::process::Stdio;

@@ -10,9 +10,7 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use hyper::{Method, Request, Uri};
-use hyper_util::client::legacy::Client as HyperClient;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
+use staunch_net::{HttpClient, NetError, error_chain};
 
 use super::POST_ACCEPT;
 use crate::ClientError;
@@ -22,13 +20,13 @@ use crate::sse::{SseEvent, SseParser};
 #[derive(Clone, Debug)]
 pub struct HttpEndpoint {
     uri: Uri,
-    client: HyperClient<HttpConnector, Full<Bytes>>,
+    client: HttpClient,
     extra: Arc<Vec<(HeaderName, HeaderValue)>>,
 }
 
 impl HttpEndpoint {
-    /// An endpoint for an `http://` URL (TLS is not supported: staunch talks to loopback and
-    /// to servers behind a terminating proxy).
+    /// An endpoint for an `http://` URL, or an `https://` one when TLS is built in (the `tls`
+    /// feature, on by default; roots from the system or `SSL_CERT_FILE`).
     pub fn new(url: &str) -> Result<Self, ClientError> {
         Self::with_headers(url, &[])
     }
@@ -39,17 +37,10 @@ impl HttpEndpoint {
             url: url.to_string(),
             why: why.to_string(),
         };
-        let uri: Uri = url
-            .parse()
-            .map_err(|e: hyper::http::uri::InvalidUri| bad(&e.to_string()))?;
-        match uri.scheme_str() {
-            Some("http") => {}
-            Some("https") => return Err(bad("https is not supported; use http:// on loopback")),
-            _ => return Err(bad("expected an http:// URL")),
-        }
-        if uri.host().is_none() {
-            return Err(bad("no host"));
-        }
+        let uri: Uri = staunch_net::check_url(url).map_err(|e| match e {
+            NetError::InvalidUrl { why, .. } => bad(&why),
+            other => bad(&other.to_string()),
+        })?;
         let extra = headers
             .iter()
             .map(|(k, v)| {
@@ -58,11 +49,7 @@ impl HttpEndpoint {
                 Ok((name, value))
             })
             .collect::<Result<Vec<_>, ClientError>>()?;
-        let mut connector = HttpConnector::new();
-        // Without TCP_NODELAY small SSE writes can stall ~40 ms behind Nagle + delayed ACK.
-        connector.set_nodelay(true);
-        connector.set_connect_timeout(Some(Duration::from_secs(10)));
-        let client = HyperClient::builder(TokioExecutor::new()).build(connector);
+        let client = staunch_net::client();
         Ok(Self {
             uri,
             client,
@@ -142,17 +129,6 @@ impl HttpEndpoint {
             body,
         })
     }
-}
-
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cur = c.source();
-    }
-    s
 }
 
 /// A response whose body has not been read yet.

@@ -6,17 +6,13 @@
 //! into a load generator against the authorization server. Refetches are serialised: many
 //! requests waiting for the same new key cause one fetch.
 //!
-//! The JWKS comes from an `http://` URL (a plain HTTP/1.1 GET on the hyper client axum already
-//! brings; see the README for why there is no TLS client) or from a file (`file://` or a path),
-//! which an operator can keep fresh with any fetcher that speaks TLS.
+//! The JWKS comes from an `https://` or `http://` URL (staunch-net's client: rustls when the
+//! `tls` feature is built in, as in the `staunch` binary) or from a file (`file://` or a path).
 
 use std::path::PathBuf;
 use std::time::Duration;
 
-use axum::http::{Request, Uri, header};
-use http_body_util::{BodyExt, Empty, Limited};
-use hyper::body::Bytes;
-use hyper_util::rt::TokioIo;
+use axum::http::Uri;
 use jsonwebtoken::jwk::{Jwk, JwkSet};
 use jsonwebtoken::{Algorithm, DecodingKey};
 use tokio::sync::Mutex;
@@ -32,38 +28,27 @@ const FETCH_TIMEOUT: Duration = Duration::from_secs(10);
 /// Where the keys come from.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum JwksSource {
-    /// An `http://` URL.
+    /// An `https://` or `http://` URL.
     Url(String),
     /// A local file holding the JWKS document.
     File(PathBuf),
 }
 
 impl JwksSource {
-    /// `http://…` → a URL; `file://…` or anything without a scheme → a file. `https://` is
-    /// refused with an explanation (no TLS client is built in).
+    /// `https://…` or `http://…` → a URL (https only when this build has TLS, and refused up
+    /// front when no root certificate could be loaded); `file://…` or anything without a
+    /// scheme → a file.
     pub fn parse(s: &str) -> Result<Self, AuthError> {
         if let Some(path) = s.strip_prefix("file://") {
             return Ok(Self::File(path.into()));
         }
-        if s.starts_with("https://") {
-            return Err(AuthError::Config(format!(
-                "JWKS URL {s}: staunch fetches the JWKS over plain http:// only (it has no TLS \
-                 client); give an http:// URL reachable on a trusted network, or a file that a \
-                 TLS-capable fetcher keeps fresh (--jwks-url file:///path/jwks.json)"
-            )));
-        }
-        if s.starts_with("http://") {
-            let uri: Uri = s
-                .parse()
-                .map_err(|e| AuthError::Config(format!("JWKS URL {s}: {e}")))?;
-            if uri.host().is_none() {
-                return Err(AuthError::Config(format!("JWKS URL {s}: no host")));
-            }
+        if s.starts_with("https://") || s.starts_with("http://") {
+            staunch_net::check_url(s).map_err(|e| AuthError::Config(format!("JWKS URL {e}")))?;
             return Ok(Self::Url(s.to_string()));
         }
         if s.contains("://") {
             return Err(AuthError::Config(format!(
-                "JWKS URL {s}: use http:// or a file path"
+                "JWKS URL {s}: use https://, http:// or a file path"
             )));
         }
         Ok(Self::File(s.into()))
@@ -88,6 +73,7 @@ struct Cache {
 /// A cached JWKS with rate-limited refresh.
 pub(crate) struct Jwks {
     source: JwksSource,
+    client: staunch_net::HttpClient,
     min_refresh: Duration,
     max_age: Duration,
     cache: Mutex<Cache>,
@@ -106,6 +92,7 @@ impl Jwks {
     pub(crate) fn new(source: JwksSource, min_refresh: Duration, max_age: Duration) -> Self {
         Self {
             source,
+            client: staunch_net::client(),
             min_refresh,
             max_age,
             cache: Mutex::new(Cache::default()),
@@ -159,9 +146,7 @@ impl Jwks {
                     .map_err(|e| AuthError::Jwks(e.to_string()))?
                     .map_err(|e| AuthError::Jwks(format!("reading {}: {e}", p.display())))?
             }
-            JwksSource::Url(u) => tokio::time::timeout(FETCH_TIMEOUT, http_get(u))
-                .await
-                .map_err(|_| AuthError::Jwks(format!("GET {u}: timed out")))??,
+            JwksSource::Url(u) => http_get(&self.client, u).await?,
         };
         parse_jwks(&bytes)
     }
@@ -217,7 +202,7 @@ fn key_of(jwk: &Jwk) -> Result<Key, String> {
 
 /// The `jwks_uri` an issuer announces in its authorization-server metadata (RFC 8414, at
 /// `/.well-known/oauth-authorization-server` with the issuer's path appended), or else its
-/// OpenID configuration. Plain `http://` only, like the JWKS itself.
+/// OpenID configuration.
 pub async fn discover_jwks_uri(issuer: &str) -> Result<String, AuthError> {
     let uri: Uri = issuer
         .parse()
@@ -227,12 +212,12 @@ pub async fn discover_jwks_uri(issuer: &str) -> Result<String, AuthError> {
             "issuer {issuer}: not an absolute URL"
         )));
     };
-    if scheme != "http" {
-        return Err(AuthError::Config(format!(
-            "issuer {issuer}: cannot discover its JWKS without a TLS client; give --jwks-url \
-             (an http:// URL or a file)"
-        )));
-    }
+    staunch_net::check_url(issuer).map_err(|e| {
+        AuthError::Config(format!(
+            "issuer {e}; give --jwks-url (a URL or a file) to skip discovery"
+        ))
+    })?;
+    let client = staunch_net::client();
     let path = uri.path().trim_end_matches('/');
     let candidates = [
         format!("{scheme}://{authority}/.well-known/oauth-authorization-server{path}"),
@@ -243,14 +228,10 @@ pub async fn discover_jwks_uri(issuer: &str) -> Result<String, AuthError> {
     ];
     let mut last = String::new();
     for url in &candidates {
-        let body = match tokio::time::timeout(FETCH_TIMEOUT, http_get(url)).await {
-            Ok(Ok(b)) => b,
-            Ok(Err(e)) => {
+        let body = match http_get(&client, url).await {
+            Ok(b) => b,
+            Err(e) => {
                 last = e.to_string();
-                continue;
-            }
-            Err(_) => {
-                last = format!("GET {url}: timed out");
                 continue;
             }
         };
@@ -266,49 +247,18 @@ pub async fn discover_jwks_uri(issuer: &str) -> Result<String, AuthError> {
     )))
 }
 
-/// A plain HTTP/1.1 GET; the body when the status is 200.
-async fn http_get(url: &str) -> Result<Vec<u8>, AuthError> {
-    let fail = |why: String| AuthError::Jwks(format!("GET {url}: {why}"));
-    let uri: Uri = url.parse().map_err(|e| fail(format!("{e}")))?;
-    let host = uri.host().ok_or_else(|| fail("no host".into()))?;
-    let port = uri.port_u16().unwrap_or(80);
-    let authority = uri
-        .authority()
-        .map(|a| a.as_str().to_string())
-        .unwrap_or_else(|| host.to_string());
-    let host = host.trim_start_matches('[').trim_end_matches(']');
-    let stream = tokio::net::TcpStream::connect((host, port))
-        .await
-        .map_err(|e| fail(e.to_string()))?;
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .map_err(|e| fail(e.to_string()))?;
-    let conn = tokio::spawn(async move {
-        let _ = conn.await;
-    });
-    let path = uri
-        .path_and_query()
-        .map_or("/".to_string(), |p| p.as_str().to_string());
-    let req = Request::get(path)
-        .header(header::HOST, authority)
-        .header(header::ACCEPT, "application/json")
-        .body(Empty::<Bytes>::new())
-        .map_err(|e| fail(e.to_string()))?;
-    let resp = sender
-        .send_request(req)
-        .await
-        .map_err(|e| fail(e.to_string()))?;
-    if resp.status() != hyper::StatusCode::OK {
-        conn.abort();
-        return Err(fail(format!("status {}", resp.status())));
-    }
-    let body = Limited::new(resp.into_body(), MAX_JWKS_BYTES)
-        .collect()
-        .await
-        .map_err(|e| fail(format!("body: {e}")))?
-        .to_bytes();
-    conn.abort();
-    Ok(body.to_vec())
+/// GET `url` (JSON), bounded in size and time; the body when the status is 200.
+async fn http_get(client: &staunch_net::HttpClient, url: &str) -> Result<Vec<u8>, AuthError> {
+    staunch_net::get(
+        client,
+        url,
+        "application/json",
+        MAX_JWKS_BYTES,
+        FETCH_TIMEOUT,
+    )
+    .await
+    .map(|b| b.to_vec())
+    .map_err(|e| AuthError::Jwks(format!("GET {url}: {e}")))
 }
 
 #[cfg(test)]
@@ -329,11 +279,9 @@ mod tests {
             JwksSource::parse("keys.json").unwrap(),
             JwksSource::File("keys.json".into())
         );
-        let e = JwksSource::parse("https://as.example/jwks")
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("http:// only"), "{e}");
         assert!(JwksSource::parse("ftp://x/y").is_err());
+        let e = JwksSource::parse("http:///jwks").unwrap_err().to_string();
+        assert!(e.contains("no host"), "{e}");
     }
 
     #[test]

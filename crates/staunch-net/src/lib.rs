@@ -1,0 +1,19 @@
+//! staunch's outbound HTTP client, shared by everything that dials out: the MCP client
+//! (`staunch call`, `staunch probe`, the proxy's upstreams), the JWKS fetcher of `--auth oauth`
+//! and the OTLP trace exporter.
+//!
+//! One hyper client (HTTP/1.1, `TCP_NODELAY`, a bounded connect) for `http://` and — with the
+//! `tls` feature, which the `staunch` binary turns on — `https://` through rustls, trusting the
+//! system's root certificates or the ones `SSL_CERT_FILE` / `SSL_CERT_DIR` name. Callers check
+//! a URL once with [`check_url`] when they are configured, so that "https needs TLS" or "no
+//! trusted roots" is said at start-up, not on the first request.
+
+mod client;
+mod error;
+mod fetch;
+#[cfg(feature = "tls")]
+mod tls;
+
+pub use client::{HttpClient, check_url, client, tls_built};
+pub use error::{NetError, error_chain};
+pub use fetch::{get, send};
