@@ -94,7 +94,7 @@ mod tests {
         assert!(check_url("http://127.0.0.1:8080/mcp").is_ok());
         for (url, why) in [
             ("ftp://example.com/x", "expected an http:// or https:// URL"),
-            ("http:///nohost", "no host"),
+            ("/mcp", "no host"),
             ("not a url", "invalid"),
         ] {
             let e = check_url(url).unwrap_err().to_string();

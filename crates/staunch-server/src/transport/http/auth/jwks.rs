@@ -281,7 +281,7 @@ mod tests {
         );
         assert!(JwksSource::parse("ftp://x/y").is_err());
         let e = JwksSource::parse("http:///jwks").unwrap_err().to_string();
-        assert!(e.contains("no host"), "{e}");
+        assert!(e.contains("JWKS URL http:///jwks"), "{e}");
     }
 
     #[test]
