@@ -112,6 +112,16 @@ CREATE TABLE staunch_job_inputs (
     r#"
 ALTER TABLE staunch_jobs ADD COLUMN trace_parent TEXT;
 "#,
+    // 5: the fair claim between owners (`claim_next`, see `job::FAIR_CLAIM`): an owner's queued
+    // jobs oldest first, its running jobs counted, and the last time one of its jobs started,
+    // each an index seek however many finished rows the table holds.
+    r#"
+CREATE INDEX staunch_jobs_owner_queued ON staunch_jobs (principal, created_ms, id)
+    WHERE state = 'queued';
+CREATE INDEX staunch_jobs_owner_running ON staunch_jobs (principal) WHERE state = 'running';
+CREATE INDEX staunch_jobs_owner_started ON staunch_jobs (principal, started_ms)
+    WHERE started_ms IS NOT NULL;
+"#,
 ];
 
 /// The job columns in the order both drivers' row readers expect.
@@ -120,6 +130,38 @@ pub(crate) const JOB_COLS: &str = "id, principal, session_id, tool, args_json, a
     max_attempts, retry_safe, lease_owner, lease_token, lease_expires_ms, heartbeat_ms, \
     progress_json, checkpoint_json, result_json, error_json, error_reason, created_ms, \
     started_ms, finished_ms, updated_ms, ttl_ms, purge_after_ms, trace_parent";
+
+/// How many owners a claim tries, fairest first, before it falls back to the oldest job of
+/// anyone (only reachable on PostgreSQL, when other instances hold those owners' jobs locked).
+pub(crate) const FAIR_TRIES: i64 = 4;
+
+/// The owners (the `principal` column: see `staunch_jobs::OwnerScope`) that have a queued job
+/// a worker may claim, fairest first; `tool_filter` is the driver's `tool IN …` condition and
+/// `limit` the placeholder of how many to return.
+///
+/// Fairest is: the fewest jobs running now (every instance's), then the owner whose last job
+/// started longest ago (never is longest: -1), then the owner whose oldest queued job is
+/// oldest. The first rule shares the workers between owners; the second makes a round-robin
+/// of owners with equal shares, which matters most with one worker, where nothing is running
+/// when the next job is chosen and the first rule alone would be plain FIFO. So an owner who
+/// queues a long backlog delays another owner's job by at most one job per worker slot,
+/// whatever the order they queued in.
+///
+/// Cost: one pass over the queued jobs of these tools (bounded by the per-owner cap times the
+/// owners), then per owner found two index seeks (`staunch_jobs_owner_running`,
+/// `staunch_jobs_owner_started`); finished rows are never scanned.
+pub(crate) fn fair_owners_sql(tool_filter: &str, limit: &str) -> String {
+    format!(
+        "SELECT c.principal FROM (SELECT principal, MIN(created_ms) AS head_ms \
+         FROM staunch_jobs WHERE state = 'queued' AND cancel_requested_ms IS NULL \
+         AND {tool_filter} GROUP BY principal) c \
+         ORDER BY (SELECT COUNT(*) FROM staunch_jobs r \
+                   WHERE r.state = 'running' AND r.principal = c.principal), \
+         COALESCE((SELECT MAX(s.started_ms) FROM staunch_jobs s \
+                   WHERE s.principal = c.principal AND s.started_ms IS NOT NULL), -1), \
+         c.head_ms, c.principal LIMIT {limit}"
+    )
+}
 
 /// The error stored when a lease expires and the job may not run again.
 pub(crate) const LEASE_LOST_ERROR_JSON: &str = r#"{"code":"lease_lost","message":"the worker stopped renewing its lease before the job finished; the job was not run again because it is not retry-safe or has used all its attempts"}"#;
