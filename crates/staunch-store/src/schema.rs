@@ -147,14 +147,26 @@ pub(crate) const FAIR_TRIES: i64 = 4;
 /// queues a long backlog delays another owner's job by at most one job per worker slot,
 /// whatever the order they queued in.
 ///
-/// Cost: one pass over the queued jobs of these tools (bounded by the per-owner cap times the
-/// owners), then per owner found two index seeks (`staunch_jobs_owner_running`,
-/// `staunch_jobs_owner_started`); finished rows are never scanned.
+/// Cost, with no pass over all queued jobs and none over finished ones: the owners with queued
+/// jobs are found by skipping through `staunch_jobs_owner_queued` (one seek per owner, the
+/// recursive `o`), then per owner three index seeks — its oldest claimable job (`head_ms`;
+/// NULL when none of its jobs is of these tools), its running jobs
+/// (`staunch_jobs_owner_running`), its last start (`staunch_jobs_owner_started`).
 pub(crate) fn fair_owners_sql(tool_filter: &str, limit: &str) -> String {
     format!(
-        "SELECT c.principal FROM (SELECT principal, MIN(created_ms) AS head_ms \
-         FROM staunch_jobs WHERE state = 'queued' AND cancel_requested_ms IS NULL \
-         AND {tool_filter} GROUP BY principal) c \
+        "WITH RECURSIVE o(p) AS ( \
+           SELECT MIN(principal) FROM staunch_jobs WHERE state = 'queued' \
+           UNION ALL \
+           SELECT (SELECT MIN(principal) FROM staunch_jobs \
+                   WHERE state = 'queued' AND principal > o.p) \
+           FROM o WHERE o.p IS NOT NULL), \
+         c AS ( \
+           SELECT o.p AS principal, \
+             (SELECT j.created_ms FROM staunch_jobs j WHERE j.principal = o.p \
+              AND j.state = 'queued' AND j.cancel_requested_ms IS NULL AND {tool_filter} \
+              ORDER BY j.created_ms LIMIT 1) AS head_ms \
+           FROM o WHERE o.p IS NOT NULL) \
+         SELECT c.principal FROM c WHERE c.head_ms IS NOT NULL \
          ORDER BY (SELECT COUNT(*) FROM staunch_jobs r \
                    WHERE r.state = 'running' AND r.principal = c.principal), \
          COALESCE((SELECT MAX(s.started_ms) FROM staunch_jobs s \
