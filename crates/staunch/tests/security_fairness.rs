@@ -137,8 +137,9 @@ async fn one_owners_backlog_does_not_hold_back_another_owners_job() {
     let a = s.initialize().await;
     let b = s.initialize().await;
     let mut backlog = Vec::new();
-    for _ in 0..4 {
-        backlog.push(start_import(&s, &a, json!({"rows": 8, "delay_ms": 100})).await);
+    // Different arguments, or the in-flight dedupe would join them into one job.
+    for rows in 8..12 {
+        backlog.push(start_import(&s, &a, json!({"rows": rows, "delay_ms": 100})).await);
     }
     let theirs = start_import(&s, &b, json!({"rows": 1, "delay_ms": 0})).await;
     for job in &backlog {
@@ -156,5 +157,109 @@ async fn one_owners_backlog_does_not_hold_back_another_owners_job() {
     assert!(
         b1 <= a3 && b1 < a4,
         "B's job started at {b1}, after A's backlog (A3 {a3}, A4 {a4}): {t:?}"
+    );
+}
+
+/// A stateless `tools/call` as `token`.
+async fn call_2026(s: &HttpServer, token: &str, id: i64, tool: &str, args: Value) -> Resp {
+    let msg = modern(
+        json!(id),
+        "tools/call",
+        json!({"name": tool, "arguments": args}),
+    );
+    let bearer = format!("Bearer {token}");
+    s.post_modern_with(&msg, &[("authorization", bearer.as_str())])
+        .await
+}
+
+/// Regression (issue 12): stateless requests had no share but the server-wide limit, so one
+/// client could hold every slot with slow calls. Now a peer (here: a bearer token's principal)
+/// has at most `--max-in-flight-per-peer` in flight; the next is refused with 429, a
+/// `Retry-After` and a JSON-RPC error naming the limit, while another principal is served, and
+/// the place comes back when a call ends.
+#[tokio::test]
+async fn one_peer_cannot_take_every_stateless_slot() {
+    let s = bearer_server(&["--max-in-flight-per-peer", "2"]).await;
+    let slow = json!({"steps": 200, "delay_ms": 100});
+    // Two slow calls fill Alice's share: each answer's head means it was admitted.
+    let mut held = Vec::new();
+    for id in 1..=2 {
+        let r = call_2026(&s, ALICE, id, "slow_count", slow.clone()).await;
+        assert_eq!(r.status, 200);
+        held.push(r);
+    }
+    let refused = call_2026(&s, ALICE, 3, "echo", json!({"text": "x"})).await;
+    assert_eq!(refused.status, 429);
+    assert_eq!(refused.header("retry-after").as_deref(), Some("1"));
+    let body = refused.json().await;
+    assert_eq!(body["id"], 3, "{body}");
+    assert_eq!(body["error"]["code"], -32000, "{body}");
+    let message = body["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("--max-in-flight-per-peer"), "{body}");
+    // Bob is another peer with his own share.
+    let bob = call_2026(&s, BOB, 4, "echo", json!({"text": "y"})).await;
+    assert_eq!(bob.status, 200);
+    let bob = bob.json().await;
+    assert_eq!(bob["result"]["content"][0]["text"], "y", "{bob}");
+    // Closing a stream cancels its call; once it has ended, Alice has a place again.
+    drop(held.pop());
+    let end = Instant::now() + T;
+    loop {
+        let r = call_2026(&s, ALICE, 5, "echo", json!({"text": "z"})).await;
+        if r.status == 200 {
+            let v = r.json().await;
+            assert_eq!(v["result"]["content"][0]["text"], "z", "{v}");
+            break;
+        }
+        assert_eq!(r.status, 429);
+        assert!(Instant::now() < end, "Alice's place never came back");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    drop(held);
+}
+
+/// An `imported_rows` answer: its structured result, or its error text.
+async fn imported_rows(s: &HttpServer, sid: &str, job: &str) -> Result<Value, String> {
+    let r = rpc(
+        s,
+        sid,
+        call(
+            json!("count"),
+            "imported_rows",
+            json!({"job_id": job}),
+            None,
+        ),
+    )
+    .await;
+    if r["result"]["isError"] == true {
+        return Err(text_of(&r));
+    }
+    Ok(r["result"]["structuredContent"].clone())
+}
+
+/// Regression (issue 12): the demo's `imported_rows` counted the rows of any job id for anyone.
+/// Now only the job's owner gets the count; another session gets exactly what a job id that
+/// never existed gets.
+#[tokio::test]
+async fn imported_rows_answers_only_the_jobs_owner() {
+    let s = HttpServer::start(JOB_FLAGS).await;
+    let a = s.initialize().await;
+    let b = s.initialize().await;
+    let job = start_import(&s, &a, json!({"rows": 3, "delay_ms": 0})).await;
+    assert_eq!(until_terminal(&s, &a, &job).await["status"], "succeeded");
+    let mine = imported_rows(&s, &a, &job).await.unwrap();
+    assert_eq!(
+        (mine["rows"].as_i64(), mine["attempts"].as_i64()),
+        (Some(3), Some(1))
+    );
+
+    let theirs = imported_rows(&s, &b, &job).await.unwrap_err();
+    let never = "j_0000000000000000000000000000000000";
+    let unknown = imported_rows(&s, &b, never).await.unwrap_err();
+    assert!(theirs.contains("is known here"), "{theirs}");
+    assert_eq!(
+        theirs.replace(&job, "ID"),
+        unknown.replace(never, "ID"),
+        "another owner's job must look like one that never existed"
     );
 }
