@@ -7,35 +7,59 @@
 //! 2. once fewer than a quarter of the server's slots are free, a session holds at most an
 //!    equal share of all slots among the sessions that have requests in flight (at least one).
 //!
-//! stdio (one client per process) and stateless requests (one request per connection) are
-//! bounded by the server-wide limit alone.
+//! Stateless (2026-07-28) requests have no session: the HTTP transport counts them per peer
+//! (principal, else address) under the same two rules, with the same count of busy holders
+//! (`transport::http::peer_share`). stdio (one client per process) is bounded by the
+//! server-wide limit alone.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use staunch_protocol::{ErrorObject, codes};
 
-/// Sessions with at least one request in flight.
+/// What holds requests in flight: a 2025 session, or a stateless peer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Holder {
+    Session,
+    Peer,
+}
+
+impl Holder {
+    /// How a refusal names the holder, and the flag of its cap.
+    fn words(self) -> (&'static str, &'static str) {
+        match self {
+            Self::Session => ("in this session", "--max-in-flight-per-session"),
+            Self::Peer => (
+                "from this client (stateless requests)",
+                "--max-in-flight-per-peer",
+            ),
+        }
+    }
+}
+
+/// Sessions (and stateless peers) with at least one request in flight.
 #[derive(Debug, Default)]
 pub(crate) struct FairShare {
     busy_sessions: AtomicUsize,
 }
 
 impl FairShare {
-    /// Whether a session that holds `held` requests may start one more, given the server's
-    /// `max` slots of which `free` are free.
+    /// Whether a holder that holds `held` requests may start one more, given its cap and the
+    /// server's `max` slots of which `free` are free.
     pub(crate) fn admit(
         &self,
+        who: Holder,
         held: usize,
-        per_session: usize,
+        cap: usize,
         max: usize,
         free: usize,
     ) -> Result<(), ErrorObject> {
-        if held >= per_session {
+        let (whose, flag) = who.words();
+        if held >= cap {
             return Err(ErrorObject::new(
                 codes::SERVER_BUSY,
                 format!(
-                    "too many requests in flight in this session ({held}; the limit is \
-                     {per_session}, --max-in-flight-per-session); wait for some to finish"
+                    "too many requests in flight {whose} ({held}; the limit is {cap}, {flag}); \
+                     wait for some to finish"
                 ),
             ));
         }
@@ -46,8 +70,12 @@ impl FairShare {
                 return Err(ErrorObject::new(
                     codes::SERVER_BUSY,
                     format!(
-                        "server busy: this session holds its fair share ({held} of {max} \
-                         slots, shared by {busy} sessions); retry when some of its calls finish"
+                        "server busy: {} holds its fair share ({held} of {max} slots, shared by \
+                         {busy} sessions and clients); retry when some of its calls finish",
+                        match who {
+                            Holder::Session => "this session",
+                            Holder::Peer => "this client",
+                        }
                     ),
                 ));
             }
@@ -76,18 +104,18 @@ mod tests {
     fn one_session_cannot_take_every_slot() {
         let f = FairShare::default();
         // The per-session cap holds whatever is free.
-        assert!(f.admit(7, 8, 100, 100).is_ok());
-        assert!(f.admit(8, 8, 100, 100).is_err());
+        assert!(f.admit(Holder::Session, 7, 8, 100, 100).is_ok());
+        assert!(f.admit(Holder::Session, 8, 8, 100, 100).is_err());
         // Under pressure, two busy sessions share 100 slots: 50 each.
         f.session_busy();
         f.session_busy();
-        assert!(f.admit(49, 1000, 100, 10).is_ok());
-        assert!(f.admit(50, 1000, 100, 10).is_err());
+        assert!(f.admit(Holder::Session, 49, 1000, 100, 10).is_ok());
+        assert!(f.admit(Holder::Session, 50, 1000, 100, 10).is_err());
         // A session with nothing in flight counts itself in and gets a share.
-        assert!(f.admit(0, 1000, 100, 10).is_ok());
+        assert!(f.admit(Holder::Session, 0, 1000, 100, 10).is_ok());
         f.session_idle();
         f.session_idle();
         f.session_idle(); // never below zero
-        assert!(f.admit(99, 1000, 100, 1).is_ok());
+        assert!(f.admit(Holder::Session, 99, 1000, 100, 1).is_ok());
     }
 }

@@ -352,7 +352,10 @@ pub trait JobStore: Send + Sync + 'static {
         now_ms: i64,
     ) -> Result<Option<Lease>, StoreError>;
 
-    /// Claims the oldest queued job whose tool is in `tools` (an empty slice claims nothing).
+    /// Claims a queued job whose tool is in `tools` (an empty slice claims nothing), fair
+    /// between owners (the `principal` column): the oldest job of the owner with the fewest
+    /// jobs running, then of the owner served longest ago. One owner's backlog cannot hold
+    /// back another owner's job for more than one job per worker slot.
     async fn claim_next(
         &self,
         owner: &str,

@@ -112,6 +112,16 @@ CREATE TABLE staunch_job_inputs (
     r#"
 ALTER TABLE staunch_jobs ADD COLUMN trace_parent TEXT;
 "#,
+    // 5: the fair claim between owners (`claim_next`, see `job::FAIR_CLAIM`): an owner's queued
+    // jobs oldest first, its running jobs counted, and the last time one of its jobs started,
+    // each an index seek however many finished rows the table holds.
+    r#"
+CREATE INDEX staunch_jobs_owner_queued ON staunch_jobs (principal, created_ms, id)
+    WHERE state = 'queued';
+CREATE INDEX staunch_jobs_owner_running ON staunch_jobs (principal) WHERE state = 'running';
+CREATE INDEX staunch_jobs_owner_started ON staunch_jobs (principal, started_ms)
+    WHERE started_ms IS NOT NULL;
+"#,
 ];
 
 /// The job columns in the order both drivers' row readers expect.
@@ -120,6 +130,50 @@ pub(crate) const JOB_COLS: &str = "id, principal, session_id, tool, args_json, a
     max_attempts, retry_safe, lease_owner, lease_token, lease_expires_ms, heartbeat_ms, \
     progress_json, checkpoint_json, result_json, error_json, error_reason, created_ms, \
     started_ms, finished_ms, updated_ms, ttl_ms, purge_after_ms, trace_parent";
+
+/// How many owners a claim tries, fairest first, before it falls back to the oldest job of
+/// anyone (only reachable on PostgreSQL, when other instances hold those owners' jobs locked).
+pub(crate) const FAIR_TRIES: i64 = 4;
+
+/// The owners (the `principal` column: see `staunch_jobs::OwnerScope`) that have a queued job
+/// a worker may claim, fairest first; `tool_filter` is the driver's `tool IN …` condition and
+/// `limit` the placeholder of how many to return.
+///
+/// Fairest is: the fewest jobs running now (every instance's), then the owner whose last job
+/// started longest ago (never is longest: -1), then the owner whose oldest queued job is
+/// oldest. The first rule shares the workers between owners; the second makes a round-robin
+/// of owners with equal shares, which matters most with one worker, where nothing is running
+/// when the next job is chosen and the first rule alone would be plain FIFO. So an owner who
+/// queues a long backlog delays another owner's job by at most one job per worker slot,
+/// whatever the order they queued in.
+///
+/// Cost, with no pass over all queued jobs and none over finished ones: the owners with queued
+/// jobs are found by skipping through `staunch_jobs_owner_queued` (one seek per owner, the
+/// recursive `o`), then per owner three index seeks — its oldest claimable job (`head_ms`;
+/// NULL when none of its jobs is of these tools), its running jobs
+/// (`staunch_jobs_owner_running`), its last start (`staunch_jobs_owner_started`).
+pub(crate) fn fair_owners_sql(tool_filter: &str, limit: &str) -> String {
+    format!(
+        "WITH RECURSIVE o(p) AS ( \
+           SELECT MIN(principal) FROM staunch_jobs WHERE state = 'queued' \
+           UNION ALL \
+           SELECT (SELECT MIN(principal) FROM staunch_jobs \
+                   WHERE state = 'queued' AND principal > o.p) \
+           FROM o WHERE o.p IS NOT NULL), \
+         c AS ( \
+           SELECT o.p AS principal, \
+             (SELECT j.created_ms FROM staunch_jobs j WHERE j.principal = o.p \
+              AND j.state = 'queued' AND j.cancel_requested_ms IS NULL AND {tool_filter} \
+              ORDER BY j.created_ms LIMIT 1) AS head_ms \
+           FROM o WHERE o.p IS NOT NULL) \
+         SELECT c.principal FROM c WHERE c.head_ms IS NOT NULL \
+         ORDER BY (SELECT COUNT(*) FROM staunch_jobs r \
+                   WHERE r.state = 'running' AND r.principal = c.principal), \
+         COALESCE((SELECT MAX(s.started_ms) FROM staunch_jobs s \
+                   WHERE s.principal = c.principal AND s.started_ms IS NOT NULL), -1), \
+         c.head_ms, c.principal LIMIT {limit}"
+    )
+}
 
 /// The error stored when a lease expires and the job may not run again.
 pub(crate) const LEASE_LOST_ERROR_JSON: &str = r#"{"code":"lease_lost","message":"the worker stopped renewing its lease before the job finished; the job was not run again because it is not retry-safe or has used all its attempts"}"#;

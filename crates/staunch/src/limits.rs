@@ -32,6 +32,12 @@ pub struct LimitArgs {
     /// --max-in-flight is left, each busy session is held to an equal share.
     #[arg(long, default_value_t = 256, env = "STAUNCH_MAX_IN_FLIGHT_PER_SESSION")]
     pub max_in_flight_per_session: usize,
+    /// Stateless (2026-07-28) requests in flight from one peer — its principal with --auth,
+    /// else its IP address; one more gets 429 with Retry-After. Once a quarter of
+    /// --max-in-flight is left, each busy peer (like each busy session) is held to an equal
+    /// share.
+    #[arg(long, default_value_t = 256, env = "STAUNCH_MAX_IN_FLIGHT_PER_PEER")]
+    pub max_in_flight_per_peer: usize,
     /// Open TCP connections; one more is answered 503 and closed.
     #[arg(long, default_value_t = 4096, env = "STAUNCH_MAX_CONNECTIONS")]
     pub max_connections: usize,
@@ -58,6 +64,7 @@ impl LimitArgs {
     pub fn apply_http(&self, cfg: &mut HttpConfig) {
         cfg.max_sessions = self.max_sessions.max(1);
         cfg.max_sessions_per_peer = self.max_sessions_per_peer.max(1);
+        cfg.max_in_flight_per_peer = self.max_in_flight_per_peer.max(1);
         cfg.session_unused = Duration::from_secs(self.session_unused_secs);
         cfg.max_client_info_bytes = self.max_client_info_bytes;
         cfg.max_connections = self.max_connections.max(1);

@@ -78,6 +78,7 @@ pub(crate) fn start(server: &Arc<ServerInner>, origin: &Origin, req: Request, wo
     };
     if origin.conn.owns_work
         && let Err(e) = server.fair.admit(
+            crate::fair::Holder::Session,
             origin.conn.in_flight(),
             server.config.max_in_flight_per_session,
             server.config.max_in_flight,

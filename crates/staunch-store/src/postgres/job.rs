@@ -22,7 +22,7 @@ use tokio_postgres::Row;
 use super::listen::{self, WAKE_PAYLOAD, cancel_payload, channel_for_schema};
 use super::{Pg, execute, query, query_opt, to_i64, to_u64};
 use crate::job::{clamp_limit, decode_cursor, encode_cursor, outcome_columns};
-use crate::schema::{JOB_COLS, expire_set_clause};
+use crate::schema::{FAIR_TRIES, JOB_COLS, expire_set_clause, fair_owners_sql};
 use crate::{
     CancelOutcome, CreateOutcome, FinishOutcome, Heartbeat, JobFilter, JobInput, JobOutcome,
     JobRecord, JobState, JobStore, Lease, NewJob, REASON_CANCELLED, ReapedJob, Signal, StoreError,
@@ -400,6 +400,37 @@ impl JobStore for PgJobStore {
         }
         let expires = now_ms.saturating_add(lease_ms);
         let c = self.pg.client().await?;
+        // Fair between owners (see `fair_owners_sql`). The ranking takes no locks; each try
+        // is the same single statement as the plain claim with the owner added, so `SKIP
+        // LOCKED` still claims each job once across instances. A ranking another instance
+        // overtook costs fairness at most, never a claim: the last try takes anyone's oldest.
+        let owners = query(
+            &c,
+            &fair_owners_sql("tool = ANY($1)", "$2"),
+            &[&tools, &FAIR_TRIES],
+        )
+        .await?;
+        if owners.is_empty() {
+            return Ok(None);
+        }
+        for row in &owners {
+            let principal: String = row.get(0);
+            let claimed = query_opt(
+                &c,
+                &format!(
+                    "UPDATE staunch_jobs SET {CLAIM_SET} WHERE id = \
+                     (SELECT id FROM staunch_jobs WHERE principal = $5 AND state = 'queued' \
+                      AND cancel_requested_ms IS NULL AND tool = ANY($4) \
+                      ORDER BY created_ms, id LIMIT 1 FOR UPDATE SKIP LOCKED) \
+                     AND state = 'queued' RETURNING {JOB_COLS}"
+                ),
+                &[&owner, &now_ms, &expires, &tools, &principal],
+            )
+            .await?;
+            if claimed.is_some() {
+                return lease_of(claimed);
+            }
+        }
         lease_of(
             query_opt(
                 &c,

@@ -10,7 +10,7 @@ use tokio::sync::broadcast;
 
 use super::{Db, to_i64, to_u64, write_tx};
 use crate::job::{clamp_limit, decode_cursor, encode_cursor, outcome_columns};
-use crate::schema::{JOB_COLS, expire_set_clause};
+use crate::schema::{FAIR_TRIES, JOB_COLS, expire_set_clause, fair_owners_sql};
 use crate::{
     CancelOutcome, CreateOutcome, FinishOutcome, Heartbeat, JobFilter, JobInput, JobOutcome,
     JobRecord, JobState, JobStore, Lease, NewJob, REASON_CANCELLED, ReapedJob, Signal, StoreError,
@@ -341,18 +341,35 @@ impl JobStore for SqliteJobStore {
         self.db
             .call(move |conn| {
                 write_tx(conn, |tx| {
-                    Ok(tx
-                        .prepare_cached(&format!(
-                            "UPDATE staunch_jobs SET {CLAIM_SET} WHERE id = \
-                             (SELECT id FROM staunch_jobs WHERE state = 'queued' \
-                              AND cancel_requested_ms IS NULL \
-                              AND tool IN (SELECT value FROM json_each(?4)) \
-                              ORDER BY created_ms, id LIMIT 1) \
-                             RETURNING {JOB_COLS}"
+                    // Fair between owners (see `fair_owners_sql`). Under the write lock the
+                    // fairest owner's oldest job is still there, so the first try claims.
+                    let owners = tx
+                        .prepare_cached(&fair_owners_sql(
+                            "tool IN (SELECT value FROM json_each(?1))",
+                            "?2",
                         ))?
-                        .query_row(params![owner, now_ms, expires, tools], job_from_row)
-                        .optional()?
-                        .map(lease_of))
+                        .query_map(params![tools, FAIR_TRIES], |r| r.get::<_, String>(0))?
+                        .collect::<Result<Vec<_>, _>>()?;
+                    for principal in owners {
+                        let claimed = tx
+                            .prepare_cached(&format!(
+                                "UPDATE staunch_jobs SET {CLAIM_SET} WHERE id = \
+                                 (SELECT id FROM staunch_jobs WHERE principal = ?5 \
+                                  AND state = 'queued' AND cancel_requested_ms IS NULL \
+                                  AND tool IN (SELECT value FROM json_each(?4)) \
+                                  ORDER BY created_ms, id LIMIT 1) \
+                                 RETURNING {JOB_COLS}"
+                            ))?
+                            .query_row(
+                                params![owner, now_ms, expires, tools, principal],
+                                job_from_row,
+                            )
+                            .optional()?;
+                        if let Some(job) = claimed {
+                            return Ok(Some(lease_of(job)));
+                        }
+                    }
+                    Ok(None)
                 })
             })
             .await

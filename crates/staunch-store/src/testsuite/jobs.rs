@@ -863,14 +863,104 @@ pub async fn jobs_claim_next_order_and_tools(h: Harness) {
     );
 }
 
+fn owned_job(principal: &str, tool: &str, fingerprint: &str, now: i64) -> NewJob {
+    let mut nj = new_job(tool, fingerprint, now);
+    nj.principal = principal.to_owned();
+    nj
+}
+
+/// Claims the next job of tool `t` at `now` and returns its id (panics if none).
+async fn claim_next_id(jobs: &Arc<dyn JobStore>, owner: &str, now: i64) -> String {
+    jobs.claim_next(owner, LEASE, now, &tools(&["t"]))
+        .await
+        .unwrap()
+        .expect("a job to claim")
+        .job
+        .id
+}
+
+async fn succeed(jobs: &Arc<dyn JobStore>, id: &str, now: i64) {
+    let lease = jobs.get(id).await.unwrap().expect("job");
+    let ok = JobOutcome::Succeeded {
+        result_json: "{}".into(),
+    };
+    let out = jobs
+        .finish(
+            id,
+            lease.lease_owner.as_deref().unwrap(),
+            lease.lease_token,
+            ok,
+            now,
+        )
+        .await
+        .unwrap();
+    assert_eq!(out, FinishOutcome::Recorded);
+}
+
+/// Regression (issue 12): one owner's backlog queued first no longer holds back another
+/// owner's job until it drains. The claim prefers the owner with the fewest jobs running, then
+/// the owner served longest ago, and takes that owner's oldest job.
+pub async fn jobs_claim_next_is_fair_between_owners(h: Harness) {
+    let (a, b) = (&h.a.jobs, &h.b.jobs);
+    let a1 = create(a, owned_job("alice", "t", "1", T0)).await;
+    let a2 = create(a, owned_job("alice", "t", "2", T0 + 1)).await;
+    let a3 = create(a, owned_job("alice", "t", "3", T0 + 2)).await;
+    let b1 = create(a, owned_job("bob", "t", "1", T0 + 3)).await;
+    // Dave's only job is of a tool this worker does not serve: he is never chosen.
+    let d1 = create(a, owned_job("dave", "other", "1", T0 - 10)).await;
+
+    // Shares: nobody runs anything, so the oldest job goes first; then Bob, who runs nothing,
+    // before Alice's second job although it is older.
+    assert_eq!(claim_next_id(a, "w/1", T0 + 10).await, a1.id);
+    assert_eq!(claim_next_id(b, "w/2", T0 + 11).await, b1.id);
+    assert_eq!(claim_next_id(a, "w/1", T0 + 12).await, a2.id);
+
+    // Round-robin with one free slot at a time: with nothing running, the owner served
+    // longest ago goes first (never served: first of all).
+    for id in [&a1.id, &b1.id, &a2.id] {
+        succeed(a, id, T0 + 20).await;
+    }
+    let b2 = create(a, owned_job("bob", "t", "2", T0 + 21)).await;
+    let c1 = create(b, owned_job("carol", "t", "1", T0 + 22)).await;
+    assert_eq!(
+        claim_next_id(a, "w/1", T0 + 30).await,
+        c1.id,
+        "never served"
+    );
+    succeed(a, &c1.id, T0 + 31).await;
+    assert_eq!(
+        claim_next_id(b, "w/2", T0 + 32).await,
+        b2.id,
+        "Bob was last served before Alice"
+    );
+    succeed(a, &b2.id, T0 + 33).await;
+    assert_eq!(claim_next_id(a, "w/1", T0 + 34).await, a3.id);
+    assert!(
+        a.claim_next("w/1", LEASE, T0 + 35, &tools(&["t"]))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert_eq!(get(a, &d1.id).await.state, JobState::Queued);
+}
+
 pub async fn jobs_concurrent_claim_next_claims_each_job_once(h: Harness) {
     const JOBS: usize = 24;
     let mut ids = HashSet::new();
     for i in 0..JOBS {
         ids.insert(
-            create(&h.a.jobs, new_job("work", &format!("{i}"), T0 + i as i64))
-                .await
-                .id,
+            create(
+                &h.a.jobs,
+                // Several owners, so the fair claim's per-owner tries race too.
+                owned_job(
+                    ["alice", "bob", "carol"][i % 3],
+                    "work",
+                    &format!("{i}"),
+                    T0 + i as i64,
+                ),
+            )
+            .await
+            .id,
         );
     }
     let mut tasks = Vec::new();

@@ -7,7 +7,9 @@
 //!   crash.
 //! - `long_scan {steps, delay_ms}` is read-only and retry-safe: after a crash it runs again and
 //!   resumes from its last checkpoint.
-//! - `imported_rows {job_id}` (quick) counts what an import wrote, per attempt.
+//! - `imported_rows {job_id}` (quick) counts what an import wrote, per attempt — for the job's
+//!   owner only (the rule of `get_import_rows`): anyone else gets the answer a job id that
+//!   never existed gets, so the tool cannot be used to probe for other callers' jobs.
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -18,7 +20,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use staunch_jobs::{JobContext, JobError, JobRuntime, JobTool, JobsExt};
-use staunch_server::{CallToolResult, ServerBuilder, ToolError, ToolSpec};
+use staunch_server::{CallToolResult, Context, ServerBuilder, ToolError, ToolSpec};
 
 /// The table `import_rows` writes to.
 pub const IMPORT_TABLE: &str = "demo_import_rows";
@@ -106,6 +108,7 @@ pub fn register(builder: ServerBuilder, rt: &JobRuntime, db: ImportDb) -> Server
     .title("Long scan")
     .side_effects(false)
     .retry_safe(true);
+    let rt_count = rt.clone();
     builder.job_tool(rt, import).job_tool(rt, scan).tool(
         ToolSpec::quick(
             "imported_rows",
@@ -113,8 +116,38 @@ pub fn register(builder: ServerBuilder, rt: &JobRuntime, db: ImportDb) -> Server
                  one would mean it ran twice).",
         )
         .annotations(json!({"readOnlyHint": true})),
-        move |_ctx, a: CountArgs| count_rows(db.clone(), a.job_id),
+        move |ctx: Context, a: CountArgs| {
+            let (db, rt) = (db.clone(), rt_count.clone());
+            async move {
+                if !caller_owns_import(&rt, &ctx, &a.job_id).await? {
+                    return Ok(unknown_import(&a.job_id));
+                }
+                count_rows(db, a.job_id).await
+            }
+        },
     )
+}
+
+/// Whether `job_id` is an `import_rows` job the caller may see: it exists, and belongs to the
+/// caller's owner scope (the rule every face of the job applies).
+async fn caller_owns_import(
+    rt: &JobRuntime,
+    ctx: &Context,
+    job_id: &str,
+) -> Result<bool, ToolError> {
+    let job = rt
+        .get(job_id)
+        .await
+        .map_err(|e| ToolError::Internal(format!("reading the job failed: {e}")))?;
+    Ok(job.is_some_and(|j| j.tool == "import_rows" && rt.scope_of(ctx).owns(&j, ctx)))
+}
+
+/// The one answer for a job the caller may not see and for one that does not exist.
+fn unknown_import(job_id: &str) -> CallToolResult {
+    CallToolResult::error(format!(
+        "No import_rows job with job_id \"{job_id}\" is known here: it never existed, belongs \
+         to another caller, or ended long ago and was deleted."
+    ))
 }
 
 async fn import_rows(

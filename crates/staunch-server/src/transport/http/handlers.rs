@@ -374,8 +374,13 @@ async fn post(
     if stateless {
         return match msg {
             Message::Request(req) => {
+                // The peer's share of the in-flight slots (a session's is checked in the core).
+                let slot = match state.peer_shares.admit(principal.as_deref(), peer, &req.id) {
+                    Ok(slot) => slot,
+                    Err(refusal) => return *refusal,
+                };
                 let sse_ok = accepts(&headers, "text/event-stream");
-                stateless::post(state, headers, req, sse_ok, principal).await
+                stateless::post(state, headers, req, sse_ok, principal, slot).await
             }
             _ => stateless::not_a_request(),
         };

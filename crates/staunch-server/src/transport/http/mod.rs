@@ -19,13 +19,15 @@
 //!
 //! Modules: [`auth`] (bearer tokens, OAuth JWTs, RFC 9728 metadata; off by default),
 //! [`guard`] (Host/Origin allow-list), [`session`] (per-session routing and the
-//! writer), [`handlers`] (POST/GET/DELETE), [`sse`] (the event streams).
+//! writer), [`handlers`] (POST/GET/DELETE), [`sse`] (the event streams), [`peer_share`] (the
+//! stateless requests' in-flight share per peer).
 
 mod accept;
 pub mod auth;
 mod batch;
 mod guard;
 mod handlers;
+mod peer_share;
 mod session;
 mod sse;
 mod stateless;
@@ -91,6 +93,10 @@ pub struct HttpConfig {
     /// Sessions one peer address may hold; past it the peer's oldest session that was never
     /// used gives way, and without one the `initialize` gets 429.
     pub max_sessions_per_peer: usize,
+    /// Stateless (2026-07-28) requests one peer — its principal when authenticated, else its
+    /// address — may have in flight; one more gets 429 with `Retry-After` (see
+    /// [`peer_share`]). Like a session's cap, with the same fair share under pressure.
+    pub max_in_flight_per_peer: usize,
     /// A session that sent nothing after `initialize` (but `notifications/initialized`) expires
     /// after this long.
     pub session_unused: Duration,
@@ -130,6 +136,7 @@ impl Default for HttpConfig {
             keep_alive_stateless: Duration::from_millis(500),
             max_client_info_bytes: 64 * 1024,
             max_sessions_per_peer: 1024,
+            max_in_flight_per_peer: 256,
             session_unused: Duration::from_secs(60),
             max_connections: 4096,
             header_read_timeout: Duration::from_secs(10),
@@ -153,6 +160,8 @@ pub(crate) struct HttpState {
     pub(crate) batcher: batch::Batcher,
     /// The authenticator, when auth is on.
     pub(crate) auth: Option<Arc<auth::Auth>>,
+    /// Stateless requests in flight per peer.
+    pub(crate) peer_shares: Arc<peer_share::PeerShares>,
 }
 
 impl HttpState {
@@ -227,6 +236,10 @@ impl HttpTransport {
         let metrics = server.metrics().clone();
         Self {
             state: Arc::new(HttpState {
+                peer_shares: peer_share::PeerShares::new(
+                    server.inner.clone(),
+                    cfg.max_in_flight_per_peer,
+                ),
                 server,
                 auth: cfg.auth.clone().map(|a| Arc::new(auth::Auth::new(a))),
                 batcher: batch::Batcher::start(events.clone(), cfg.event_queue_max, metrics),

@@ -34,6 +34,7 @@ use staunch_protocol::{ErrorObject, Request, RequestId, codes, error_response_by
 use tokio::sync::mpsc;
 
 use super::HttpState;
+use super::peer_share::{HeldSink, PeerSlot};
 use super::sse;
 use crate::outbound::{Outbound, OutboundKind, Sink};
 use crate::server::StatelessRequest;
@@ -228,6 +229,7 @@ pub(crate) async fn post(
     req: Request,
     sse_ok: bool,
     principal: Option<String>,
+    slot: Option<PeerSlot>,
 ) -> Response {
     let meta = match validate(&headers, &req, &state.server) {
         Ok(m) => m,
@@ -237,9 +239,12 @@ pub(crate) async fn post(
         }
     };
     let (tx, mut rx) = mpsc::unbounded_channel();
-    let request = state
-        .server
-        .serve_stateless_for(req, meta, Arc::new(StreamSink(tx)), principal);
+    let request = state.server.serve_stateless_for(
+        req,
+        meta,
+        HeldSink::wrap(Arc::new(StreamSink(tx)), slot),
+        principal,
+    );
     let mut guard = StreamGuard {
         request,
         answered: false,

@@ -1,0 +1,265 @@
+//! Issue 12, what one owner may do to another: the job worker is shared fairly between owners,
+//! stateless (2026-07-28) requests have a per-peer share of the in-flight slots, and the demo's
+//! `imported_rows` answers only the job's owner. The real binary over loopback, on a real
+//! SQLite store file.
+
+mod common;
+
+use std::time::Duration;
+
+use common::http::{HttpServer, Resp, call, modern};
+use serde_json::{Value, json};
+use tokio::time::Instant;
+
+const T: Duration = Duration::from_secs(20);
+
+/// Fast job loops for tests.
+const JOB_FLAGS: &[&str] = &[
+    "--job-lease-ms",
+    "900",
+    "--job-heartbeat-ms",
+    "150",
+    "--job-reap-ms",
+    "100",
+    "--job-claim-poll-ms",
+    "50",
+    "--job-poll-after-ms",
+    "100",
+];
+
+const ALICE: &str = "alice-token-0123456789";
+const BOB: &str = "bob-token-0123456789ab";
+
+/// `staunch serve` with static bearer tokens for alice and bob, plus `extra` flags.
+async fn bearer_server(extra: &[&str]) -> HttpServer {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tokens");
+    std::fs::write(&file, format!("{ALICE} alice\n{BOB} bob\n")).unwrap();
+    let file = file.display().to_string();
+    let mut args = vec!["--auth", "bearer", "--auth-tokens", file.as_str()];
+    args.extend_from_slice(extra);
+    let s = HttpServer::start(&args).await;
+    // The server has read the file; the directory may go.
+    drop(dir);
+    s
+}
+
+/// A request in a session; its JSON-RPC response (from SSE or JSON).
+async fn rpc(s: &HttpServer, sid: &str, msg: Value) -> Value {
+    let id = msg["id"].clone();
+    let mut r = s.post(Some(sid), &msg).await;
+    assert_eq!(r.status, 200, "{msg}");
+    if r.header("content-type").as_deref() == Some("application/json") {
+        return r.json().await;
+    }
+    for e in r.events_until_end(T).await {
+        let m = e.json();
+        if m.get("method").is_none() && m["id"] == id {
+            return m;
+        }
+    }
+    panic!("no response to {msg}");
+}
+
+fn text_of(resp: &Value) -> String {
+    resp["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// `start_import_rows` in a session; the job id.
+async fn start_import(s: &HttpServer, sid: &str, args: Value) -> String {
+    let r = rpc(
+        s,
+        sid,
+        call(json!("start"), "start_import_rows", args, None),
+    )
+    .await;
+    r["result"]["structuredContent"]["job_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no job id: {r}"))
+        .to_string()
+}
+
+/// Polls `get_import_rows` in the job's session until it is terminal (bounded).
+async fn until_terminal(s: &HttpServer, sid: &str, job: &str) -> Value {
+    let end = Instant::now() + T;
+    loop {
+        let r = rpc(
+            s,
+            sid,
+            call(
+                json!("get"),
+                "get_import_rows",
+                json!({"job_id": job}),
+                None,
+            ),
+        )
+        .await;
+        let v = r["result"]["structuredContent"].clone();
+        if matches!(
+            v["status"].as_str(),
+            Some("succeeded" | "failed" | "cancelled")
+        ) {
+            return v;
+        }
+        assert!(Instant::now() < end, "job {job} not terminal in time: {r}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// When each job started, from the store file (the record the worker wrote on its claim).
+fn started_ms(s: &HttpServer, jobs: &[&str]) -> Vec<i64> {
+    let c = rusqlite::Connection::open(s.dir.path().join("staunch.db")).unwrap();
+    c.busy_timeout(Duration::from_secs(5)).unwrap();
+    jobs.iter()
+        .map(|id| {
+            c.query_row(
+                "SELECT started_ms FROM staunch_jobs WHERE id = ?1",
+                [id],
+                |r| r.get(0),
+            )
+            .unwrap()
+        })
+        .collect()
+}
+
+/// Regression (issue 12): the worker claimed the oldest queued job of anyone, so a session
+/// that queued a backlog first held every other session's job until the backlog drained. Now
+/// the next free slot goes to the owner with the fewest jobs running (then the one served
+/// longest ago): B's one job starts before A's third and fourth.
+#[tokio::test]
+async fn one_owners_backlog_does_not_hold_back_another_owners_job() {
+    let mut flags = JOB_FLAGS.to_vec();
+    flags.extend(["--job-workers", "2"]);
+    let s = HttpServer::start(&flags).await;
+    let a = s.initialize().await;
+    let b = s.initialize().await;
+    let mut backlog = Vec::new();
+    // Different arguments, or the in-flight dedupe would join them into one job.
+    for rows in 8..12 {
+        backlog.push(start_import(&s, &a, json!({"rows": rows, "delay_ms": 100})).await);
+    }
+    let theirs = start_import(&s, &b, json!({"rows": 1, "delay_ms": 0})).await;
+    for job in &backlog {
+        assert_eq!(until_terminal(&s, &a, job).await["status"], "succeeded");
+    }
+    assert_eq!(until_terminal(&s, &b, &theirs).await["status"], "succeeded");
+    let ids: Vec<&str> = backlog
+        .iter()
+        .map(String::as_str)
+        .chain([theirs.as_str()])
+        .collect();
+    let t = started_ms(&s, &ids);
+    let (a3, a4, b1) = (t[2], t[3], t[4]);
+    // With two workers, A's first two jobs took both slots; the first slot to free went to B.
+    assert!(
+        b1 <= a3 && b1 < a4,
+        "B's job started at {b1}, after A's backlog (A3 {a3}, A4 {a4}): {t:?}"
+    );
+}
+
+/// A stateless `tools/call` as `token`.
+async fn call_2026(s: &HttpServer, token: &str, id: i64, tool: &str, args: Value) -> Resp {
+    let msg = modern(
+        json!(id),
+        "tools/call",
+        json!({"name": tool, "arguments": args}),
+    );
+    let bearer = format!("Bearer {token}");
+    s.post_modern_with(&msg, &[("authorization", bearer.as_str())])
+        .await
+}
+
+/// Regression (issue 12): stateless requests had no share but the server-wide limit, so one
+/// client could hold every slot with slow calls. Now a peer (here: a bearer token's principal)
+/// has at most `--max-in-flight-per-peer` in flight; the next is refused with 429, a
+/// `Retry-After` and a JSON-RPC error naming the limit, while another principal is served, and
+/// the place comes back when a call ends.
+#[tokio::test]
+async fn one_peer_cannot_take_every_stateless_slot() {
+    let s = bearer_server(&["--max-in-flight-per-peer", "2"]).await;
+    let slow = json!({"steps": 200, "delay_ms": 100});
+    // Two slow calls fill Alice's share: each answer's head means it was admitted.
+    let mut held = Vec::new();
+    for id in 1..=2 {
+        let r = call_2026(&s, ALICE, id, "slow_count", slow.clone()).await;
+        assert_eq!(r.status, 200);
+        held.push(r);
+    }
+    let refused = call_2026(&s, ALICE, 3, "echo", json!({"text": "x"})).await;
+    assert_eq!(refused.status, 429);
+    assert_eq!(refused.header("retry-after").as_deref(), Some("1"));
+    let body = refused.json().await;
+    assert_eq!(body["id"], 3, "{body}");
+    assert_eq!(body["error"]["code"], -32000, "{body}");
+    let message = body["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("--max-in-flight-per-peer"), "{body}");
+    // Bob is another peer with his own share.
+    let bob = call_2026(&s, BOB, 4, "echo", json!({"text": "y"})).await;
+    assert_eq!(bob.status, 200);
+    let bob = bob.json().await;
+    assert_eq!(bob["result"]["content"][0]["text"], "y", "{bob}");
+    // Closing a stream cancels its call; once it has ended, Alice has a place again.
+    drop(held.pop());
+    let end = Instant::now() + T;
+    loop {
+        let r = call_2026(&s, ALICE, 5, "echo", json!({"text": "z"})).await;
+        if r.status == 200 {
+            let v = r.json().await;
+            assert_eq!(v["result"]["content"][0]["text"], "z", "{v}");
+            break;
+        }
+        assert_eq!(r.status, 429);
+        assert!(Instant::now() < end, "Alice's place never came back");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    drop(held);
+}
+
+/// An `imported_rows` answer: its structured result, or its error text.
+async fn imported_rows(s: &HttpServer, sid: &str, job: &str) -> Result<Value, String> {
+    let r = rpc(
+        s,
+        sid,
+        call(
+            json!("count"),
+            "imported_rows",
+            json!({"job_id": job}),
+            None,
+        ),
+    )
+    .await;
+    if r["result"]["isError"] == true {
+        return Err(text_of(&r));
+    }
+    Ok(r["result"]["structuredContent"].clone())
+}
+
+/// Regression (issue 12): the demo's `imported_rows` counted the rows of any job id for anyone.
+/// Now only the job's owner gets the count; another session gets exactly what a job id that
+/// never existed gets.
+#[tokio::test]
+async fn imported_rows_answers_only_the_jobs_owner() {
+    let s = HttpServer::start(JOB_FLAGS).await;
+    let a = s.initialize().await;
+    let b = s.initialize().await;
+    let job = start_import(&s, &a, json!({"rows": 3, "delay_ms": 0})).await;
+    assert_eq!(until_terminal(&s, &a, &job).await["status"], "succeeded");
+    let mine = imported_rows(&s, &a, &job).await.unwrap();
+    assert_eq!(
+        (mine["rows"].as_i64(), mine["attempts"].as_i64()),
+        (Some(3), Some(1))
+    );
+
+    let theirs = imported_rows(&s, &b, &job).await.unwrap_err();
+    let never = "j_0000000000000000000000000000000000";
+    let unknown = imported_rows(&s, &b, never).await.unwrap_err();
+    assert!(theirs.contains("is known here"), "{theirs}");
+    assert_eq!(
+        theirs.replace(&job, "ID"),
+        unknown.replace(never, "ID"),
+        "another owner's job must look like one that never existed"
+    );
+}
