@@ -308,12 +308,11 @@ pub(crate) async fn post(
     };
     let (sink, mut rx) = StreamSink::new(state.cfg.connection_backlog, state.batcher.clone());
     let sink = Arc::new(sink);
-    let request = Arc::new(state.server.serve_stateless_for(
-        req,
-        meta,
-        sink.clone(),
-        principal,
-    ));
+    let request = Arc::new(
+        state
+            .server
+            .serve_stateless_for(req, meta, sink.clone(), principal),
+    );
     let _ = sink.request.set(Arc::downgrade(&request));
     if sink.is_cut() {
         // Fell behind before the handle was set (only with a tiny backlog).
