@@ -335,7 +335,10 @@ async fn task(
     session_era: bool,
 ) -> OpResult {
     let rows = 2 + rng.below(4) as u32;
-    let args = json!({"rows": rows, "delay_ms": 20});
+    // A key of its own: without one, in-flight dedupe would let two workers asking for the
+    // same import share one task (and one's cancel end the other's).
+    let key = staunch_client::jobs::new_idempotency_key();
+    let args = json!({"rows": rows, "delay_ms": 20, "idempotency_key": key});
     let cancel = CancellationToken::new();
     let cancel_after = (rng.below(3) == 0).then(|| Duration::from_millis(10 + rng.below(60)));
     let mut opts = CallOptions::default()
@@ -353,6 +356,9 @@ async fn task(
     };
     let created = Arc::new(Mutex::new(None::<String>));
     let seen = created.clone();
+    // Whether `tasks/cancel` was acknowledged (a task that had already finished refuses it).
+    let acked = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let ack = acked.clone();
     let armed = cancel_after.map(|d| {
         let (cancel, seen) = (cancel.clone(), created.clone());
         tokio::spawn(async move {
@@ -366,11 +372,14 @@ async fn task(
             cancel.cancel();
         })
     });
-    let on_event = move |e: TaskEvent<'_>| {
-        if let TaskEvent::Created(t) = e {
+    let on_event = move |e: TaskEvent<'_>| match e {
+        TaskEvent::Created(t) => {
             *seen.lock().unwrap_or_else(|p| p.into_inner()) = Some(t.task_id.clone());
         }
+        TaskEvent::CancelSent(_) => ack.store(true, std::sync::atomic::Ordering::SeqCst),
+        _ => {}
     };
+    let started = Instant::now();
     let outcome = if session_era {
         c.call_tool_task("import_rows", args, &opts, &topts, on_event)
             .await
@@ -409,6 +418,16 @@ async fn task(
                             .push(format!("task {}: import of {rows} answered {r}", task.task_id));
                     }
                 }
+                Ok(r) if r["structuredContent"]["error"]["code"] == "lease_lost" => {
+                    // Its worker was killed or paused past its lease: a fault must explain it.
+                    rec.failures.push(Failure {
+                        instance,
+                        started,
+                        ended: Instant::now(),
+                        what: format!("task {}", task.task_id),
+                        error: "failed: lease_lost".into(),
+                    });
+                }
                 other => rec.wrong.push(format!(
                     "task {} ended {} with {other:?}",
                     task.task_id,
@@ -431,15 +450,24 @@ async fn task(
         }
         Err(ClientError::Cancelled) => {
             let Some(id) = id else { return Ok(()) };
+            let acked = acked.load(std::sync::atomic::Ordering::SeqCst);
             record(shared).tasks_cancel_sent += 1;
-            follow_cancelled(c, shared, &id, session_era).await
+            follow_cancelled(c, shared, &id, session_era, acked).await
         }
         Err(e) => Err(("import_rows task".into(), e)),
     }
 }
 
-/// After `tasks/cancel`: `tasks/get` until the task is terminal (bounded).
-async fn follow_cancelled(c: &Client, shared: &Shared, id: &str, session_era: bool) -> OpResult {
+/// After `tasks/cancel`: `tasks/get` until the task is terminal (bounded). A 2025 task whose
+/// cancel was acknowledged must end `cancelled`; one that had finished first refused the
+/// cancel and keeps its result; a 2026 task may finish first either way (the ack is empty).
+async fn follow_cancelled(
+    c: &Client,
+    shared: &Shared,
+    id: &str,
+    session_era: bool,
+    acked: bool,
+) -> OpResult {
     let opts = CallOptions::default().timeout(Duration::from_secs(10));
     let until = Instant::now() + Duration::from_secs(15);
     loop {
@@ -460,8 +488,8 @@ async fn follow_cancelled(c: &Client, shared: &Shared, id: &str, session_era: bo
                 rec.tasks_cancel_honoured += 1;
                 return Ok(());
             }
-            // The work ended before the cancel reached it: a 2026 task keeps its result.
-            "completed" if !session_era => {
+            // The work ended before the cancel reached it: the task keeps its result.
+            "completed" if !session_era || !acked => {
                 rec.tasks_cancel_raced += 1;
                 return Ok(());
             }
