@@ -59,7 +59,7 @@ pub fn failures(rec: &Record, faults: &Faults, out: &mut Vec<Violation>) -> Expl
         if faults
             .kills
             .iter()
-            .any(|(i, t)| *i == f.instance && near(*t))
+            .any(|(i, t)| (*i == f.instance || f.anywhere) && near(*t))
         {
             ex.by_kill += 1;
         } else if faults.pg_kills.iter().any(|t| near(*t)) {
@@ -67,7 +67,7 @@ pub fn failures(rec: &Record, faults: &Faults, out: &mut Vec<Violation>) -> Expl
         } else if faults
             .stalls
             .iter()
-            .any(|s| s.instance == f.instance && overlaps(f, s.from, s.to))
+            .any(|s| (s.instance == f.instance || f.anywhere) && overlaps(f, s.from, s.to))
         {
             ex.by_stall += 1;
         } else if faults.pg_restarts.iter().any(|(a, b)| overlaps(f, *a, *b)) {

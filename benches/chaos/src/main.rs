@@ -427,7 +427,7 @@ fn print(run_no: u32, f: &RunFigures) {
          {} SQLite busy, {} lease faults (SIGSTOP past the lease; {} jobs taken over), {} PostgreSQL restarts; \
          {} jobs ({} terminal); failures explained: {} by a kill, {} by a PostgreSQL kill, {} by a lease fault, \
          {} by a PostgreSQL restart; \
-         {} store errors after a PostgreSQL kill (re-sent with the key); log: {} requests, {} cancels, \
+         {} store errors after a PostgreSQL kill or restart (re-sent with the key); log: {} requests, {} cancels, \
          {} cancels that raced completion (ended <= 100 ms after), {} atomic responses suppressed, \
          {} unended in killed incarnations; RSS KiB start {:?} end {:?}; violations: {}",
         f.calls,

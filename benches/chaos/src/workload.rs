@@ -45,6 +45,9 @@ pub struct Failure {
     pub ended: Instant,
     pub what: String,
     pub error: String,
+    /// The work ran wherever a worker claimed it (a job), so a fault of any instance may
+    /// explain it, not only of the one the client talked to.
+    pub anywhere: bool,
 }
 
 /// Everything the workers saw.
@@ -165,6 +168,7 @@ pub async fn worker(
                 ended: Instant::now(),
                 what,
                 error: e.to_string(),
+                anywhere: false,
             });
             if lost_connection && let Some(c) = client.take() {
                 record(&shared).resumes += c.resumes();
@@ -418,15 +422,12 @@ async fn task(
                             .push(format!("task {}: import of {rows} answered {r}", task.task_id));
                     }
                 }
+                // 2025: a result with isError; 2026: the task's error.
                 Ok(r) if r["structuredContent"]["error"]["code"] == "lease_lost" => {
-                    // Its worker was killed or paused past its lease: a fault must explain it.
-                    rec.failures.push(Failure {
-                        instance,
-                        started,
-                        ended: Instant::now(),
-                        what: format!("task {}", task.task_id),
-                        error: "failed: lease_lost".into(),
-                    });
+                    lease_lost(&mut rec, instance, started, &task.task_id);
+                }
+                Err(e) if e.data.as_ref().is_some_and(|d| d["reason"] == "lease_lost") => {
+                    lease_lost(&mut rec, instance, started, &task.task_id);
                 }
                 other => rec.wrong.push(format!(
                     "task {} ended {} with {other:?}",
@@ -452,7 +453,7 @@ async fn task(
             let Some(id) = id else { return Ok(()) };
             let acked = acked.load(std::sync::atomic::Ordering::SeqCst);
             record(shared).tasks_cancel_sent += 1;
-            follow_cancelled(c, shared, &id, session_era, acked).await
+            follow_cancelled(c, shared, &id, session_era, acked, (instance, started)).await
         }
         Err(e) => Err(("import_rows task".into(), e)),
     }
@@ -467,6 +468,7 @@ async fn follow_cancelled(
     id: &str,
     session_era: bool,
     acked: bool,
+    (instance, started): (usize, Instant),
 ) -> OpResult {
     let opts = CallOptions::default().timeout(Duration::from_secs(10));
     let until = Instant::now() + Duration::from_secs(15);
@@ -494,6 +496,19 @@ async fn follow_cancelled(
                 return Ok(());
             }
             "working" | "input_required" if Instant::now() < until => {}
+            // Its worker lost the lease before the cancel took (a kill, a pause, the store
+            // restarting under its heartbeats): a fault must explain it.
+            "failed" => {
+                rec.failures.push(Failure {
+                    instance,
+                    started,
+                    ended: Instant::now(),
+                    what: format!("task {id} (cancelled)"),
+                    error: "failed after tasks/cancel".into(),
+                    anywhere: true,
+                });
+                return Ok(());
+            }
             other => {
                 rec.wrong.push(format!(
                     "task {id}: {other} after tasks/cancel was acknowledged"
@@ -504,4 +519,17 @@ async fn follow_cancelled(
         drop(rec);
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// A task that ended `failed(lease_lost)`: its worker was killed or paused past its lease, or
+/// could not renew it; kept as a failure for a fault to explain.
+fn lease_lost(rec: &mut Record, instance: usize, started: Instant, id: &str) {
+    rec.failures.push(Failure {
+        instance,
+        started,
+        ended: Instant::now(),
+        what: format!("task {id}"),
+        error: "failed: lease_lost".into(),
+        anywhere: true,
+    });
 }
