@@ -122,7 +122,10 @@ pub async fn stalls(faults: &Faults, store: &StoreKind, out: &mut Vec<Violation>
         let Some(first) = &s.first_terminal else {
             out.push(v(
                 "job not terminal",
-                format!("lease fault job {}: not terminal 20 s after the pause", s.job),
+                format!(
+                    "lease fault job {}: not terminal 20 s after the pause",
+                    s.job
+                ),
             ));
             continue;
         };

@@ -244,8 +244,12 @@ mod tests {
     fn only_loopback_servers_are_restarted() {
         assert!(is_local_postgres("postgres://postgres@127.0.0.1:5432/test"));
         assert!(is_local_postgres("postgresql://u:p@127.0.0.1/db"));
-        assert!(!is_local_postgres("postgres://postgres@db.example:5432/test"));
-        assert!(!is_local_postgres("postgres://postgres@127.0.0.10:5432/test"));
+        assert!(!is_local_postgres(
+            "postgres://postgres@db.example:5432/test"
+        ));
+        assert!(!is_local_postgres(
+            "postgres://postgres@127.0.0.10:5432/test"
+        ));
         assert!(!is_local_postgres("host=127.0.0.1"));
     }
 }

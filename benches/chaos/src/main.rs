@@ -171,10 +171,9 @@ async fn store_fault(
     } else if let StoreKind::Sqlite(p) = store {
         faults.sqlite_busy.push(Instant::now());
         let p = p.clone();
-        let _ = tokio::task::spawn_blocking(move || {
-            sqlite_busy(&p, Duration::from_millis(hold_ms))
-        })
-        .await;
+        let _ =
+            tokio::task::spawn_blocking(move || sqlite_busy(&p, Duration::from_millis(hold_ms)))
+                .await;
     }
 }
 

@@ -418,8 +418,10 @@ async fn task(
                 Ok(r) if task.status.as_str() == "completed" => {
                     rec.tasks_completed += 1;
                     if r["structuredContent"]["imported"] != json!(rows) {
-                        rec.wrong
-                            .push(format!("task {}: import of {rows} answered {r}", task.task_id));
+                        rec.wrong.push(format!(
+                            "task {}: import of {rows} answered {r}",
+                            task.task_id
+                        ));
                     }
                 }
                 // 2025: a result with isError; 2026: the task's error.

@@ -112,7 +112,10 @@ fn a_stdio_client_that_stops_reading_stdout_stops_being_read() {
         held < total / 2,
         "{held} of {total} calls went in while stdout was not read"
     );
-    assert!(!writer.is_finished(), "the client's stdin writes must block");
+    assert!(
+        !writer.is_finished(),
+        "the client's stdin writes must block"
+    );
 
     // Now the client reads: every call is answered exactly once, nothing was dropped.
     let mut answered = HashSet::new();
@@ -128,7 +131,11 @@ fn a_stdio_client_that_stops_reading_stdout_stops_being_read() {
         assert!(n > 0, "stdout closed after {} answers", answered.len());
         let msg: Value = serde_json::from_str(&line).unwrap();
         let id = msg["id"].as_u64().expect("only answers") as usize;
-        assert_eq!(msg["result"]["content"][0]["text"], text.as_str(), "call {id}");
+        assert_eq!(
+            msg["result"]["content"][0]["text"],
+            text.as_str(),
+            "call {id}"
+        );
         assert!(answered.insert(id), "call {id} answered twice");
     }
     let stdin = writer.join().unwrap().expect("every call written");
