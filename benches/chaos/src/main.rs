@@ -7,6 +7,7 @@
 //! target/release/staunch-chaos --runs 3 --seconds 20                        # SQLite, 1 instance
 //! target/release/staunch-chaos --runs 3 --seconds 20 --postgres postgres://postgres@127.0.0.1:5432/test --instances 2
 //! target/release/staunch-chaos --soak 10                                    # steady load, periodic faults
+//! target/release/staunch-chaos --instances 2 --postgres postgres://postgres@127.0.0.1:5432/test --pg-restart  # + a server restart
 //! ```
 //!
 //! Faults: SIGKILL + restart of an instance (same port, same instance name), PostgreSQL
