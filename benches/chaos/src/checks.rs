@@ -32,6 +32,10 @@ pub struct Faults {
     pub pg_kills: Vec<Instant>,
     pub pg_backends_killed: u64,
     pub sqlite_busy: Vec<Instant>,
+    /// Lease faults: an instance SIGSTOPped past its job lease, then resumed.
+    pub stalls: Vec<crate::faults::Stall>,
+    /// PostgreSQL restarts: from the restart command to the server accepting again.
+    pub pg_restarts: Vec<(Instant, Instant)>,
 }
 
 /// What explained the failures that are not violations.
@@ -40,6 +44,8 @@ pub struct Explained {
     pub by_kill: u64,
     pub by_pg_kill: u64,
     pub store_errors_after_pg_kill: u64,
+    pub by_stall: u64,
+    pub by_pg_restart: u64,
 }
 
 /// Client-side failures: each one must fall in the window of a kill of its instance (or of a
@@ -53,11 +59,19 @@ pub fn failures(rec: &Record, faults: &Faults, out: &mut Vec<Violation>) -> Expl
         if faults
             .kills
             .iter()
-            .any(|(i, t)| *i == f.instance && near(*t))
+            .any(|(i, t)| (*i == f.instance || f.anywhere) && near(*t))
         {
             ex.by_kill += 1;
         } else if faults.pg_kills.iter().any(|t| near(*t)) {
             ex.by_pg_kill += 1;
+        } else if faults
+            .stalls
+            .iter()
+            .any(|s| (s.instance == f.instance || f.anywhere) && overlaps(f, s.from, s.to))
+        {
+            ex.by_stall += 1;
+        } else if faults.pg_restarts.iter().any(|(a, b)| overlaps(f, *a, *b)) {
+            ex.by_pg_restart += 1;
         } else {
             out.push(v(
                 "unexplained failure",
@@ -72,6 +86,10 @@ pub fn failures(rec: &Record, faults: &Faults, out: &mut Vec<Violation>) -> Expl
             .pg_kills
             .iter()
             .any(|k| *k <= *t && *t <= *k + Duration::from_secs(3))
+            || faults
+                .pg_restarts
+                .iter()
+                .any(|(a, b)| *a <= *t && *t <= *b + Duration::from_secs(3))
         {
             ex.store_errors_after_pg_kill += 1;
         } else {
@@ -85,6 +103,46 @@ pub fn failures(rec: &Record, faults: &Faults, out: &mut Vec<Violation>) -> Expl
         out.push(v("wrong answer", w.clone()));
     }
     ex
+}
+
+/// Whether failure `f` overlaps a fault that lasted from `a` to `b` (with the same 3 s of
+/// slack before as a kill, and after for the clients to notice the server is back).
+fn overlaps(f: &crate::workload::Failure, a: Instant, b: Instant) -> bool {
+    f.ended + Duration::from_millis(100) >= a && f.started <= b + Duration::from_secs(3)
+}
+
+/// Lease faults: the job a paused worker held ended once — terminal when first seen after the
+/// pause, and the same row (state, reason, end time) at the end of the run, so the worker that
+/// woke up recorded nothing over it. Its side effects are checked with every other job's (at
+/// most one attempt, never more rows than asked). Returns how many were taken over while
+/// paused (ended `failed` with a lost lease).
+pub async fn stalls(faults: &Faults, store: &StoreKind, out: &mut Vec<Violation>) -> u64 {
+    let mut taken_over = 0;
+    for s in &faults.stalls {
+        let Some(first) = &s.first_terminal else {
+            out.push(v(
+                "job not terminal",
+                format!(
+                    "lease fault job {}: not terminal 20 s after the pause",
+                    s.job
+                ),
+            ));
+            continue;
+        };
+        match crate::faults::job_row(store, &s.job).await {
+            Ok(Some(now)) if now == *first => {
+                if now.error_reason.as_deref() == Some("lease_lost") {
+                    taken_over += 1;
+                }
+            }
+            Ok(now) => out.push(v(
+                "second terminal state",
+                format!("lease fault job {}: {first:?}, later {now:?}", s.job),
+            )),
+            Err(e) => out.push(v("check failed", format!("job {}: {e}", s.job))),
+        }
+    }
+    taken_over
 }
 
 fn structured(r: &Value) -> Value {
@@ -121,15 +179,38 @@ async fn store_status(bin: &std::path::Path, store: &StoreKind, id: &str) -> Str
     }
 }
 
+/// Rows the demo import wrote for `job`, and in how many attempts, read from its table
+/// directly: `imported_rows` answers only the job's owner, and the sessions that started these
+/// jobs are gone. `(-1, -1)` when the table cannot be read.
+fn import_counts(db: &rusqlite::Connection, job: &str) -> (i64, i64) {
+    db.query_row(
+        "SELECT COUNT(*), COUNT(DISTINCT attempt) FROM demo_import_rows WHERE job_id = ?1",
+        [job],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )
+    .unwrap_or((-1, -1))
+}
+
 /// Per idempotency key: one job; every job terminal; its side effects done once.
 pub async fn jobs(
-    client: &Client,
+    import_db: &std::path::Path,
     bin: &std::path::Path,
     store: &StoreKind,
     rec: &Record,
     out: &mut Vec<Violation>,
 ) -> (u64, u64) {
-    let opts = CallOptions::default().timeout(Duration::from_secs(10));
+    let db = match rusqlite::Connection::open_with_flags(
+        import_db,
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    ) {
+        Ok(db) => db,
+        Err(e) => {
+            out.push(v("check failed", format!("opening the import table: {e}")));
+            return (0, 0);
+        }
+    };
+    // The instances may still hold the write lock for a moment.
+    let _ = db.busy_timeout(Duration::from_secs(10));
     let mut jobs = 0;
     let mut terminal = 0;
     for (key, (_instance, rows, ids)) in &rec.keys {
@@ -156,18 +237,7 @@ pub async fn jobs(
                 continue;
             }
             terminal += 1;
-            let counted = match client
-                .call_tool("imported_rows", json!({"job_id": id}), &opts, |_| {})
-                .await
-            {
-                Ok(r) => structured(&r),
-                Err(e) => {
-                    out.push(v("check failed", format!("imported_rows {id}: {e}")));
-                    continue;
-                }
-            };
-            let written = counted["rows"].as_i64().unwrap_or(-1);
-            let attempts = counted["attempts"].as_i64().unwrap_or(-1);
+            let (written, attempts) = import_counts(&db, id);
             if attempts > 1 || written > i64::from(*rows) {
                 out.push(v(
                     "side effect executed twice",

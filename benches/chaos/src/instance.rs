@@ -10,6 +10,11 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use tokio::process::{Child, Command};
 
+/// Job lease and reaper interval of every instance (short, so that a paused instance loses
+/// its leases within a fault's window).
+pub const LEASE_MS: u64 = 1500;
+pub const REAP_MS: u64 = 500;
+
 /// How the instances keep their state.
 #[derive(Clone, Debug)]
 pub enum StoreKind {
@@ -79,7 +84,10 @@ impl Instance {
             .arg(format!("chaos-{}", self.index))
             .arg("--import-db")
             .arg(&self.import_db)
-            .args(["--job-lease-ms", "1500", "--job-reap-ms", "500"])
+            .arg("--job-lease-ms")
+            .arg(LEASE_MS.to_string())
+            .arg("--job-reap-ms")
+            .arg(REAP_MS.to_string())
             .args(["--job-claim-poll-ms", "100", "--job-poll-after-ms", "100"])
             .args(["--poll-after-ms", "150", "--sse-retry-ms", "20"])
             .args(["--cancel-grace-ms", "500", "--drain-timeout-ms", "2000"])
@@ -135,6 +143,21 @@ impl Instance {
 
     pub fn pid(&self) -> Option<u32> {
         self.child.as_ref().and_then(Child::id)
+    }
+
+    /// Pauses the process (SIGSTOP) for `d`, then resumes it (SIGCONT): its clock jumps, its
+    /// leases lapse, and it wakes up believing it still holds them.
+    pub async fn pause(&self, d: Duration) -> anyhow::Result<()> {
+        let pid = self
+            .pid()
+            .and_then(|p| i32::try_from(p).ok())
+            .and_then(rustix::process::Pid::from_raw)
+            .context("instance not running")?;
+        rustix::process::kill_process(pid, rustix::process::Signal::STOP)?;
+        tokio::time::sleep(d).await;
+        // Resume whatever happens: an instance left stopped would hang the run.
+        rustix::process::kill_process(pid, rustix::process::Signal::CONT)?;
+        Ok(())
     }
 
     /// Resident set size in KiB (from /proc).

@@ -7,16 +7,21 @@
 //! target/release/staunch-chaos --runs 3 --seconds 20                        # SQLite, 1 instance
 //! target/release/staunch-chaos --runs 3 --seconds 20 --postgres postgres://postgres@127.0.0.1:5432/test --instances 2
 //! target/release/staunch-chaos --soak 10                                    # steady load, periodic faults
+//! target/release/staunch-chaos --instances 2 --postgres postgres://postgres@127.0.0.1:5432/test --pg-restart  # + a server restart
 //! ```
 //!
 //! Faults: SIGKILL + restart of an instance (same port, same instance name), PostgreSQL
 //! connection kills (`pg_terminate_backend` on the run's own database only), SQLite busy
 //! (another connection holding the store's write lock), dropped and resumed streams (every
 //! instance runs with `--poll-after-ms 150`, so any call longer than that loses its connection
-//! and resumes), cancels racing completion, and client timeouts re-sent with the same
-//! idempotency key. Exit code 0 when no invariant was violated, 1 otherwise.
+//! and resumes), cancels racing completion, client timeouts re-sent with the same
+//! idempotency key, MCP tasks followed or cancelled, a lease fault (the instance running a
+//! long side-effecting job SIGSTOPped past its lease, then SIGCONTed), and with `--pg-restart`
+//! a restart of the machine's PostgreSQL server. Exit code 0 when no invariant was violated, 1
+//! otherwise.
 
 mod checks;
+mod faults;
 mod instance;
 mod workload;
 
@@ -61,6 +66,11 @@ struct Args {
     /// Write the figures as JSON here.
     #[arg(long)]
     json: Option<PathBuf>,
+    /// Also restart the machine's PostgreSQL server once per run (`pg_ctlcluster <ver> main
+    /// restart`; only for a server on 127.0.0.1). Off by default: it disturbs everything else
+    /// using that server.
+    #[arg(long, requires = "postgres")]
+    pg_restart: bool,
 }
 
 #[derive(Default, Debug)]
@@ -76,11 +86,21 @@ struct RunFigures {
     pg_kills: u64,
     pg_backends_killed: u64,
     sqlite_busy: u64,
+    stalls: u64,
+    stalls_taken_over: u64,
+    pg_restarts: u64,
+    tasks: u64,
+    tasks_completed: u64,
+    tasks_cancel_sent: u64,
+    tasks_cancel_honoured: u64,
+    tasks_cancel_raced: u64,
     jobs: u64,
     jobs_terminal: u64,
     failures_explained_by_kill: u64,
     failures_explained_by_pg_kill: u64,
     store_errors_after_pg_kill: u64,
+    failures_explained_by_stall: u64,
+    failures_explained_by_pg_restart: u64,
     raced_completion: u64,
     suppressed: u64,
     log_requests: u64,
@@ -137,6 +157,25 @@ async fn kill_pg_connections(url: &str) -> anyhow::Result<u64> {
         )
         .await?;
     Ok(rows.len() as u64)
+}
+
+/// A store fault: PostgreSQL backends terminated, or the SQLite write lock held for `hold_ms`.
+async fn store_fault(
+    faults: &mut checks::Faults,
+    store: &StoreKind,
+    pg_url: Option<&str>,
+    hold_ms: u64,
+) {
+    if let Some(url) = pg_url {
+        faults.pg_kills.push(Instant::now());
+        faults.pg_backends_killed += kill_pg_connections(url).await.unwrap_or(0);
+    } else if let StoreKind::Sqlite(p) = store {
+        faults.sqlite_busy.push(Instant::now());
+        let p = p.clone();
+        let _ =
+            tokio::task::spawn_blocking(move || sqlite_busy(&p, Duration::from_millis(hold_ms)))
+                .await;
+    }
 }
 
 /// Holds the SQLite store's write lock for `hold` (another process's long transaction).
@@ -199,15 +238,16 @@ async fn run(args: &Args, run_no: u32, seconds: u64, soak: bool) -> anyhow::Resu
     let period = if soak {
         Duration::from_secs(30)
     } else {
-        Duration::from_secs((seconds / 4).max(2))
+        Duration::from_secs((seconds / 6).max(2))
     };
     let started = Instant::now();
     let mut next_window = started + Duration::from_secs(60);
     let mut round = 0u64;
+    let mut restarted = false;
     while Instant::now() + period < stop {
         tokio::time::sleep(period).await;
         round += 1;
-        match round % 3 {
+        match round % 5 {
             1 => {
                 let candidates: Vec<usize> = if soak && instances.len() > 1 {
                     (1..instances.len()).collect()
@@ -225,31 +265,27 @@ async fn run(args: &Args, run_no: u32, seconds: u64, soak: bool) -> anyhow::Resu
                 }
             }
             2 => {
+                // A lease fault (soak: never on instance 0, whose RSS is measured).
+                let at = if soak && instances.len() > 1 {
+                    1 + rng.below(instances.len() as u64 - 1) as usize
+                } else {
+                    rng.below(instances.len() as u64) as usize
+                };
+                // The instance paused is the one whose worker claimed the job (on PostgreSQL
+                // that may be another one than `at`).
+                match faults::lease_fault(&instances, at, &store).await {
+                    Ok(stall) => faults.stalls.push(stall),
+                    Err(e) => eprintln!("run {run_no}: lease fault not injected: {e:#}"),
+                }
+            }
+            3 if args.pg_restart && !restarted => {
                 if let Some(url) = &pg_url {
-                    faults.pg_kills.push(Instant::now());
-                    faults.pg_backends_killed += kill_pg_connections(url).await.unwrap_or(0);
-                } else if let StoreKind::Sqlite(p) = &store {
-                    faults.sqlite_busy.push(Instant::now());
-                    let p = p.clone();
-                    let _ = tokio::task::spawn_blocking(move || {
-                        sqlite_busy(&p, Duration::from_millis(500))
-                    })
-                    .await;
+                    restarted = true;
+                    faults.pg_restarts.push(faults::pg_restart(url).await?);
                 }
             }
-            _ => {
-                if let StoreKind::Sqlite(p) = &store {
-                    faults.sqlite_busy.push(Instant::now());
-                    let p = p.clone();
-                    let _ = tokio::task::spawn_blocking(move || {
-                        sqlite_busy(&p, Duration::from_millis(300))
-                    })
-                    .await;
-                } else if let Some(url) = &pg_url {
-                    faults.pg_kills.push(Instant::now());
-                    faults.pg_backends_killed += kill_pg_connections(url).await.unwrap_or(0);
-                }
-            }
+            3 => store_fault(&mut faults, &store, pg_url.as_deref(), 500).await,
+            _ => store_fault(&mut faults, &store, pg_url.as_deref(), 300).await,
         }
         if soak && Instant::now() >= next_window {
             next_window += Duration::from_secs(60);
@@ -281,17 +317,28 @@ async fn run(args: &Args, run_no: u32, seconds: u64, soak: bool) -> anyhow::Resu
     let mut violations = Vec::new();
     let rec = std::mem::take(&mut *shared.lock().unwrap_or_else(|p| p.into_inner()));
     let explained = checks::failures(&rec, &faults, &mut violations);
-    let checker = Client::connect_http(
-        &urls[0],
-        &ConnectOptions {
-            era: EraChoice::Session,
-            ..ConnectOptions::default()
-        },
-    )
-    .await
-    .context("connecting the checker")?;
-    let (jobs, terminal) = checks::jobs(&checker, &args.bin, &store, &rec, &mut violations).await;
-    checker.close().await;
+    let mut rec = rec;
+    // The lease faults' jobs are checked like every other keyed job (one job, terminal, side
+    // effects once), and for a second terminal state.
+    for s in &faults.stalls {
+        rec.keys.insert(
+            s.key.clone(),
+            (s.instance, s.rows, std::iter::once(s.job.clone()).collect()),
+        );
+    }
+    let (jobs, terminal) =
+        checks::jobs(&import_db, &args.bin, &store, &rec, &mut violations).await;
+    fig.stalls_taken_over = checks::stalls(&faults, &store, &mut violations).await;
+    // Work resumes after a PostgreSQL restart.
+    for (_, back) in &faults.pg_restarts {
+        let after = rec.quick_ms.iter().filter(|(t, _)| t > back).count();
+        if after == 0 && *back + Duration::from_secs(3) < stop {
+            violations.push(checks::Violation {
+                kind: "no work after the PostgreSQL restart",
+                detail: "no quick call answered after the server was back".into(),
+            });
+        }
+    }
     tokio::time::sleep(Duration::from_secs(1)).await;
     fig.rss_end_kib = instances.iter().filter_map(Instance::rss_kib).collect();
     for inst in &mut instances {
@@ -325,6 +372,15 @@ async fn run(args: &Args, run_no: u32, seconds: u64, soak: bool) -> anyhow::Resu
     fig.pg_kills = faults.pg_kills.len() as u64;
     fig.pg_backends_killed = faults.pg_backends_killed;
     fig.sqlite_busy = faults.sqlite_busy.len() as u64;
+    fig.stalls = faults.stalls.len() as u64;
+    fig.pg_restarts = faults.pg_restarts.len() as u64;
+    fig.tasks = rec.tasks;
+    fig.tasks_completed = rec.tasks_completed;
+    fig.tasks_cancel_sent = rec.tasks_cancel_sent;
+    fig.tasks_cancel_honoured = rec.tasks_cancel_honoured;
+    fig.tasks_cancel_raced = rec.tasks_cancel_raced;
+    fig.failures_explained_by_stall = explained.by_stall;
+    fig.failures_explained_by_pg_restart = explained.by_pg_restart;
     fig.jobs = jobs;
     fig.jobs_terminal = terminal;
     fig.failures_explained_by_kill = explained.by_kill;
@@ -357,9 +413,12 @@ async fn run(args: &Args, run_no: u32, seconds: u64, soak: bool) -> anyhow::Resu
 fn print(run_no: u32, f: &RunFigures) {
     println!(
         "run {run_no}: {} calls ({} answered, {} timed out and cancelled), {} cancel races ({} won by the result), \
-         {} re-sent with the same key, {} stream resumes; faults: {} SIGKILL+restart, {} PostgreSQL kills ({} backends), \
-         {} SQLite busy; {} jobs ({} terminal); failures explained: {} by a kill, {} by a PostgreSQL kill; \
-         {} store errors after a PostgreSQL kill (re-sent with the key); log: {} requests, {} cancels, \
+         {} re-sent with the same key, {} stream resumes; {} tasks ({} completed, {} cancelled with tasks/cancel: \
+         {} stayed cancelled, {} completed first); faults: {} SIGKILL+restart, {} PostgreSQL kills ({} backends), \
+         {} SQLite busy, {} lease faults (SIGSTOP past the lease; {} jobs taken over), {} PostgreSQL restarts; \
+         {} jobs ({} terminal); failures explained: {} by a kill, {} by a PostgreSQL kill, {} by a lease fault, \
+         {} by a PostgreSQL restart; \
+         {} store errors after a PostgreSQL kill or restart (re-sent with the key); log: {} requests, {} cancels, \
          {} cancels that raced completion (ended <= 100 ms after), {} atomic responses suppressed, \
          {} unended in killed incarnations; RSS KiB start {:?} end {:?}; violations: {}",
         f.calls,
@@ -369,14 +428,24 @@ fn print(run_no: u32, f: &RunFigures) {
         f.cancel_races_won_by_result,
         f.resent_with_key,
         f.resumes,
+        f.tasks,
+        f.tasks_completed,
+        f.tasks_cancel_sent,
+        f.tasks_cancel_honoured,
+        f.tasks_cancel_raced,
         f.kills,
         f.pg_kills,
         f.pg_backends_killed,
         f.sqlite_busy,
+        f.stalls,
+        f.stalls_taken_over,
+        f.pg_restarts,
         f.jobs,
         f.jobs_terminal,
         f.failures_explained_by_kill,
         f.failures_explained_by_pg_kill,
+        f.failures_explained_by_stall,
+        f.failures_explained_by_pg_restart,
         f.store_errors_after_pg_kill,
         f.log_requests,
         f.log_cancels,
@@ -398,10 +467,17 @@ fn to_json(f: &RunFigures) -> serde_json::Value {
         "cancel_races": f.cancel_races, "cancel_races_won_by_result": f.cancel_races_won_by_result,
         "resent_with_key": f.resent_with_key, "resumes": f.resumes,
         "faults": {"sigkill_restart": f.kills, "pg_kills": f.pg_kills,
-                   "pg_backends_killed": f.pg_backends_killed, "sqlite_busy": f.sqlite_busy},
+                   "pg_backends_killed": f.pg_backends_killed, "sqlite_busy": f.sqlite_busy,
+                   "lease_stalls": f.stalls, "lease_stall_jobs_taken_over": f.stalls_taken_over,
+                   "pg_restarts": f.pg_restarts},
+        "tasks": {"created": f.tasks, "completed": f.tasks_completed,
+                  "cancel_sent": f.tasks_cancel_sent, "cancel_honoured": f.tasks_cancel_honoured,
+                  "cancel_raced_completion": f.tasks_cancel_raced},
         "jobs": f.jobs, "jobs_terminal": f.jobs_terminal,
         "explained": {"by_kill": f.failures_explained_by_kill, "by_pg_kill": f.failures_explained_by_pg_kill,
                       "store_errors_after_pg_kill": f.store_errors_after_pg_kill,
+                      "by_lease_stall": f.failures_explained_by_stall,
+                      "by_pg_restart": f.failures_explained_by_pg_restart,
                       "cancel_raced_completion": f.raced_completion, "atomic_suppressed": f.suppressed,
                       "unended_in_killed_logs": f.unended_explained_by_kill},
         "log_requests": f.log_requests, "log_cancels": f.log_cancels,

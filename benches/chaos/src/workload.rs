@@ -1,7 +1,9 @@
 //! The mixed workload: each worker holds one client connection (2025 sessions or 2026
 //! stateless requests, alternating by worker) to one instance and runs, at random, quick calls,
-//! streaming calls, cancels that race completion, and side-effecting jobs started with an
-//! idempotency key — re-sent with a new request id and the same key after a client timeout.
+//! streaming calls, cancels that race completion, side-effecting jobs started with an
+//! idempotency key — re-sent with a new request id and the same key after a client timeout —
+//! and MCP tasks (2025-11-25 `task` params on sessions, the 2026 tasks extension on stateless
+//! requests), followed with `tasks/get` to the end or cancelled with `tasks/cancel`.
 //! What happened is recorded for the checks; a failure is kept with its time so a fault can
 //! explain it.
 
@@ -10,7 +12,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use staunch_client::protocol::modern::{TASKS_EXTENSION, keys};
+use staunch_client::tasks::{TaskEvent, TaskOptions, TaskOutcome};
 use staunch_client::{CallOptions, Client, ClientError, ConnectOptions, EraChoice};
+use tokio_util::sync::CancellationToken;
 
 /// A small deterministic PRNG (xorshift64*): runs are repeatable from their seed.
 pub struct Rng(u64);
@@ -40,6 +45,9 @@ pub struct Failure {
     pub ended: Instant,
     pub what: String,
     pub error: String,
+    /// The work ran wherever a worker claimed it (a job), so a fault of any instance may
+    /// explain it, not only of the one the client talked to.
+    pub anywhere: bool,
 }
 
 /// Everything the workers saw.
@@ -65,6 +73,16 @@ pub struct Record {
     pub resumes: u64,
     /// When a start answered "could not record the job … retry with the same key".
     pub store_errors: Vec<Instant>,
+    /// MCP tasks created (their ids are also jobs, checked with the others under the key
+    /// `task:<id>`).
+    pub tasks: u64,
+    /// Tasks followed to `completed` with their result (fetched once).
+    pub tasks_completed: u64,
+    /// Tasks the client cancelled (`tasks/cancel` acknowledged), and those a later
+    /// `tasks/get` showed `cancelled` / `completed` (the work won the race; 2026 only).
+    pub tasks_cancel_sent: u64,
+    pub tasks_cancel_honoured: u64,
+    pub tasks_cancel_raced: u64,
 }
 
 pub type Shared = Arc<Mutex<Record>>;
@@ -126,12 +144,13 @@ pub async fn worker(
             },
         };
         let started = Instant::now();
-        let op = rng.below(10);
+        let op = rng.below(12);
         let outcome = match op {
             0..=3 => quick(&c, &shared, id, n, started).await,
             4..=5 => streaming(&c, &shared, &mut rng).await,
             6..=7 => cancel_race(&c, &shared, &mut rng).await,
-            _ => job_with_key(&c, &shared, &mut rng, instance).await,
+            8..=9 => job_with_key(&c, &shared, &mut rng, instance).await,
+            _ => task(&c, &shared, &mut rng, instance, session_era).await,
         };
         record(&shared).calls += 1;
         if let Err((what, e)) = outcome {
@@ -149,6 +168,7 @@ pub async fn worker(
                 ended: Instant::now(),
                 what,
                 error: e.to_string(),
+                anywhere: false,
             });
             if lost_connection && let Some(c) = client.take() {
                 record(&shared).resumes += c.resumes();
@@ -305,4 +325,213 @@ async fn job_with_key(c: &Client, shared: &Shared, rng: &mut Rng, instance: usiz
         }
     }
     Ok(())
+}
+
+/// An `import_rows` MCP task: followed to the end (its result fetched once and checked), or —
+/// one time in three — cancelled with `tasks/cancel` after a short while, then read with
+/// `tasks/get` until terminal: a 2025 task must stay `cancelled`; a 2026 one is `cancelled`
+/// or, when the work finished first, `completed`.
+async fn task(
+    c: &Client,
+    shared: &Shared,
+    rng: &mut Rng,
+    instance: usize,
+    session_era: bool,
+) -> OpResult {
+    let rows = 2 + rng.below(4) as u32;
+    // A key of its own: without one, in-flight dedupe would let two workers asking for the
+    // same import share one task (and one's cancel end the other's).
+    let key = staunch_client::jobs::new_idempotency_key();
+    let args = json!({"rows": rows, "delay_ms": 20, "idempotency_key": key});
+    let cancel = CancellationToken::new();
+    let cancel_after = (rng.below(3) == 0).then(|| Duration::from_millis(10 + rng.below(60)));
+    let mut opts = CallOptions::default()
+        .timeout(Duration::from_secs(10))
+        .max_total(Duration::from_secs(20));
+    if cancel_after.is_some() {
+        opts = opts.cancel_on(cancel.clone());
+    }
+    let topts = TaskOptions {
+        default_poll: Duration::from_millis(50),
+        min_poll: Duration::from_millis(20),
+        max_poll: Duration::from_millis(200),
+        request_timeout: Duration::from_secs(10),
+        ..TaskOptions::default()
+    };
+    let created = Arc::new(Mutex::new(None::<String>));
+    let seen = created.clone();
+    // Whether `tasks/cancel` was acknowledged (a task that had already finished refuses it).
+    let acked = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let ack = acked.clone();
+    let armed = cancel_after.map(|d| {
+        let (cancel, seen) = (cancel.clone(), created.clone());
+        tokio::spawn(async move {
+            // Cancel only once the task exists: a cancelled *call* is another test.
+            let until = Instant::now() + Duration::from_secs(10);
+            while seen.lock().unwrap_or_else(|p| p.into_inner()).is_none() && Instant::now() < until
+            {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            tokio::time::sleep(d).await;
+            cancel.cancel();
+        })
+    });
+    let on_event = move |e: TaskEvent<'_>| match e {
+        TaskEvent::Created(t) => {
+            *seen.lock().unwrap_or_else(|p| p.into_inner()) = Some(t.task_id.clone());
+        }
+        TaskEvent::CancelSent(_) => ack.store(true, std::sync::atomic::Ordering::SeqCst),
+        _ => {}
+    };
+    let started = Instant::now();
+    let outcome = if session_era {
+        c.call_tool_task("import_rows", args, &opts, &topts, on_event)
+            .await
+    } else {
+        c.call_tool_task_ext(
+            "import_rows",
+            args,
+            &opts,
+            &topts,
+            staunch_client::input::no_answers,
+            on_event,
+        )
+        .await
+    };
+    if let Some(a) = armed {
+        a.abort();
+    }
+    let id = created.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    if let Some(id) = &id {
+        let mut rec = record(shared);
+        rec.tasks += 1;
+        rec.keys.insert(
+            format!("task:{id}"),
+            (instance, rows, std::iter::once(id.clone()).collect()),
+        );
+    }
+    match outcome {
+        Ok(TaskOutcome::Finished { task, result }) => {
+            let mut rec = record(shared);
+            rec.answered += 1;
+            match result {
+                Ok(r) if task.status.as_str() == "completed" => {
+                    rec.tasks_completed += 1;
+                    if r["structuredContent"]["imported"] != json!(rows) {
+                        rec.wrong.push(format!(
+                            "task {}: import of {rows} answered {r}",
+                            task.task_id
+                        ));
+                    }
+                }
+                // 2025: a result with isError; 2026: the task's error.
+                Ok(r) if r["structuredContent"]["error"]["code"] == "lease_lost" => {
+                    lease_lost(&mut rec, instance, started, &task.task_id);
+                }
+                Err(e) if e.data.as_ref().is_some_and(|d| d["reason"] == "lease_lost") => {
+                    lease_lost(&mut rec, instance, started, &task.task_id);
+                }
+                other => rec.wrong.push(format!(
+                    "task {} ended {} with {other:?}",
+                    task.task_id,
+                    task.status.as_str()
+                )),
+            }
+            Ok(())
+        }
+        Ok(TaskOutcome::Cancelled(t)) => {
+            record(shared)
+                .wrong
+                .push(format!("task {} cancelled without a cancel", t.task_id));
+            Ok(())
+        }
+        Ok(TaskOutcome::Immediate(r)) => {
+            record(shared)
+                .wrong
+                .push(format!("import_rows as a task answered at once: {r}"));
+            Ok(())
+        }
+        Err(ClientError::Cancelled) => {
+            let Some(id) = id else { return Ok(()) };
+            let acked = acked.load(std::sync::atomic::Ordering::SeqCst);
+            record(shared).tasks_cancel_sent += 1;
+            follow_cancelled(c, shared, &id, session_era, acked, (instance, started)).await
+        }
+        Err(e) => Err(("import_rows task".into(), e)),
+    }
+}
+
+/// After `tasks/cancel`: `tasks/get` until the task is terminal (bounded). A 2025 task whose
+/// cancel was acknowledged must end `cancelled`; one that had finished first refused the
+/// cancel and keeps its result; a 2026 task may finish first either way (the ack is empty).
+async fn follow_cancelled(
+    c: &Client,
+    shared: &Shared,
+    id: &str,
+    session_era: bool,
+    acked: bool,
+    (instance, started): (usize, Instant),
+) -> OpResult {
+    let opts = CallOptions::default().timeout(Duration::from_secs(10));
+    let until = Instant::now() + Duration::from_secs(15);
+    loop {
+        let mut params = json!({"taskId": id});
+        if !session_era {
+            // A stateless request names the extension each time (-32021 otherwise).
+            params["_meta"] = json!({(keys::CLIENT_CAPABILITIES): {
+                "extensions": {(TASKS_EXTENSION): {}}}});
+        }
+        let got = c.request("tasks/get", Some(params), &opts).await;
+        let status = match got {
+            Ok(v) => v["status"].as_str().unwrap_or_default().to_string(),
+            Err(e) => return Err(("tasks/get after tasks/cancel".into(), e)),
+        };
+        let mut rec = record(shared);
+        match status.as_str() {
+            "cancelled" => {
+                rec.tasks_cancel_honoured += 1;
+                return Ok(());
+            }
+            // The work ended before the cancel reached it: the task keeps its result.
+            "completed" if !session_era || !acked => {
+                rec.tasks_cancel_raced += 1;
+                return Ok(());
+            }
+            "working" | "input_required" if Instant::now() < until => {}
+            // Its worker lost the lease before the cancel took (a kill, a pause, the store
+            // restarting under its heartbeats): a fault must explain it.
+            "failed" => {
+                rec.failures.push(Failure {
+                    instance,
+                    started,
+                    ended: Instant::now(),
+                    what: format!("task {id} (cancelled)"),
+                    error: "failed after tasks/cancel".into(),
+                    anywhere: true,
+                });
+                return Ok(());
+            }
+            other => {
+                rec.wrong.push(format!(
+                    "task {id}: {other} after tasks/cancel was acknowledged"
+                ));
+                return Ok(());
+            }
+        }
+        drop(rec);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A task that ended `failed(lease_lost)`: its worker was killed or paused past its lease, or
+/// could not renew it; kept as a failure for a fault to explain.
+fn lease_lost(rec: &mut Record, instance: usize, started: Instant, id: &str) {
+    rec.failures.push(Failure {
+        instance,
+        started,
+        ended: Instant::now(),
+        what: format!("task {id}"),
+        error: "failed: lease_lost".into(),
+        anywhere: true,
+    });
 }

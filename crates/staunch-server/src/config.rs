@@ -53,6 +53,9 @@ pub struct Config {
     /// (`ttlMs`, SEP-2549). Lists change only when the server's tools or configuration do, and
     /// `subscriptions/listen` tells a listening client at once.
     pub list_ttl_ms: u64,
+    /// stdio: bytes queued for stdout and not yet written at which the server stops reading
+    /// stdin until the client reads (back-pressure on a client that does not read).
+    pub stdout_queue_max: usize,
 }
 
 impl Default for Config {
@@ -68,6 +71,7 @@ impl Default for Config {
             progress_rate: ProgressRate::default(),
             max_message_bytes: 4 * 1024 * 1024,
             list_ttl_ms: 60_000,
+            stdout_queue_max: 16 * 1024 * 1024,
         }
     }
 }

@@ -82,6 +82,10 @@ pub struct ServeArgs {
     /// Largest accepted message (stdio line or HTTP body), in bytes.
     #[arg(long, default_value_t = 4 * 1024 * 1024, env = "STAUNCH_MAX_MESSAGE_BYTES")]
     pub max_message_bytes: usize,
+    /// stdio: bytes of answers queued for stdout at which the server stops reading stdin
+    /// until the client reads them (a client that does not read gets no more work).
+    #[arg(long, default_value_t = 16 * 1024 * 1024, env = "STAUNCH_STDOUT_QUEUE_MAX")]
+    pub stdout_queue_max: usize,
     /// Serve Streamable HTTP on this address (e.g. 127.0.0.1:8080) instead of stdio. Bind a
     /// non-loopback address only if you mean it, and add its name with --allow-host.
     #[arg(long, env = "STAUNCH_HTTP")]

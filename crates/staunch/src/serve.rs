@@ -35,6 +35,7 @@ pub async fn build_server(
         },
         max_message_bytes: args.max_message_bytes,
         list_ttl_ms: args.list_ttl_ms,
+        stdout_queue_max: args.stdout_queue_max,
         ..Config::default()
     };
     args.limits.apply_server(&mut config);

@@ -4,25 +4,137 @@
 //! when its queue is empty (so a burst of responses costs one write). stdin EOF (or server
 //! shutdown) closes the session: every in-flight request is cancelled, and the loop returns
 //! after a bounded drain.
+//!
+//! **A client that does not read gets no more work.** The bytes queued for stdout and not yet
+//! written are counted; once they reach `stdout_queue_max` ([`crate::Config`]), the reader
+//! stops reading stdin until the writer is below it again (logged when it starts waiting).
+//! The client then blocks on its own stdin pipe: back-pressure instead of a queue that grows
+//! with every request it sends. Messages of requests already admitted are still queued, never
+//! dropped, so the queue can pass the cap by what the requests in flight still send (bounded
+//! by `max_in_flight` and the progress rate limit).
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use staunch_protocol::ErrorObject;
 use staunch_protocol::codes;
 use staunch_protocol::error_response_bytes;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{Notify, mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
 
 use crate::outbound::{Outbound, Sink};
 use crate::registry::CancelReason;
 use crate::server::Server;
 
-struct ChannelSink(mpsc::UnboundedSender<Vec<u8>>);
+/// What stdout owes: bytes queued and not yet written, against the cap at which the reader
+/// waits. Shared by the reader (which waits), the sinks (which add) and the writer (which
+/// subtracts and wakes the reader).
+struct Backlog {
+    queued: AtomicUsize,
+    cap: usize,
+    /// The writer ended (stdout failed): nothing will drain, and nothing needs to.
+    gone: AtomicBool,
+    /// Signalled when the queue falls below the cap, or the writer ends.
+    drained: Notify,
+}
+
+impl Backlog {
+    fn new(cap: usize) -> Arc<Self> {
+        Arc::new(Self {
+            queued: AtomicUsize::new(0),
+            cap: cap.max(1),
+            gone: AtomicBool::new(false),
+            drained: Notify::new(),
+        })
+    }
+
+    /// `n` bytes left the queue (written, or never queued).
+    fn written(&self, n: usize) {
+        let before = self.queued.fetch_sub(n, Ordering::AcqRel);
+        // Only the write that takes the queue below the cap wakes the reader (one atomic per
+        // message otherwise: the writer is on the hot path).
+        if before >= self.cap && before - n < self.cap {
+            self.drained.notify_waiters();
+        }
+    }
+
+    fn writer_gone(&self) {
+        self.gone.store(true, Ordering::Release);
+        self.drained.notify_waiters();
+    }
+
+    fn over(&self) -> bool {
+        self.queued.load(Ordering::Acquire) >= self.cap && !self.gone.load(Ordering::Acquire)
+    }
+
+    /// Waits until the writer is below the cap (or gone, or the server shuts down). Logs
+    /// when it has to wait, and when the wait ends.
+    async fn wait_below(&self, shutdown: &CancellationToken) {
+        let mut waited = false;
+        loop {
+            let drained = self.drained.notified();
+            tokio::pin!(drained);
+            // Registered before the check: a write that crosses the cap after it wakes us.
+            drained.as_mut().enable();
+            if !self.over() {
+                break;
+            }
+            if !waited {
+                waited = true;
+                tracing::warn!(
+                    queued = self.queued.load(Ordering::Relaxed),
+                    cap = self.cap,
+                    "stdout is behind (the client is not reading): not reading stdin until it is written"
+                );
+            }
+            tokio::select! {
+                () = &mut drained => {}
+                () = shutdown.cancelled() => return,
+            }
+        }
+        if waited {
+            tracing::info!(
+                queued = self.queued.load(Ordering::Relaxed),
+                "stdout caught up; reading stdin again"
+            );
+        }
+    }
+}
+
+/// The way to stdout: the writer's queue, counted in [`Backlog`].
+#[derive(Clone)]
+struct Out {
+    tx: mpsc::UnboundedSender<Vec<u8>>,
+    backlog: Arc<Backlog>,
+}
+
+impl Out {
+    fn send(&self, bytes: Vec<u8>) {
+        let n = queued_len(&bytes);
+        self.backlog.queued.fetch_add(n, Ordering::AcqRel);
+        // A closed channel means the writer is gone (stdout closed); nothing to do.
+        if self.tx.send(bytes).is_err() {
+            self.backlog.written(n);
+        }
+    }
+
+    /// The stop marker: everything queued before it is written, then the writer ends.
+    fn stop(&self) {
+        let _ = self.tx.send(Vec::new());
+    }
+}
+
+/// What a message counts for in the backlog: itself and its newline.
+fn queued_len(msg: &[u8]) -> usize {
+    msg.len() + 1
+}
+
+struct ChannelSink(Out);
 
 impl Sink for ChannelSink {
     fn send(&self, msg: Outbound) {
-        // A closed channel means the writer is gone (stdout closed); nothing to do.
-        let _ = self.0.send(msg.bytes);
+        self.0.send(msg.bytes);
     }
 }
 
@@ -42,14 +154,21 @@ pub struct StdioExit {
 /// flushes when it is empty, as the task does.
 pub async fn serve_stdio(server: &Server) -> std::io::Result<StdioExit> {
     let (tx, rx) = mpsc::unbounded_channel::<Vec<u8>>();
+    let backlog = Backlog::new(server.config().stdout_queue_max);
+    let out = Out {
+        tx,
+        backlog: backlog.clone(),
+    };
     let writer = std::thread::Builder::new()
         .name("staunch-stdout".into())
-        .spawn(move || write_thread(std::io::stdout(), rx))?;
+        .spawn(move || {
+            write_thread(std::io::stdout(), rx, &backlog);
+            backlog.writer_gone();
+        })?;
     // stdin likewise: tokio's Stdin spawns a blocking-pool task per read.
     let stdin = ThreadReader::spawn()?;
-    let exit = read_loop(server, stdin, tx.clone(), "stdio").await;
-    // The stop marker: everything queued before it is written, then the thread ends.
-    let _ = tx.send(Vec::new());
+    let exit = read_loop(server, stdin, out.clone(), "stdio").await;
+    out.stop();
     let _ = tokio::task::spawn_blocking(move || writer.join()).await;
     Ok(exit)
 }
@@ -66,9 +185,17 @@ where
     W: AsyncWrite + Unpin + Send + 'static,
 {
     let (tx, rx) = mpsc::unbounded_channel::<Vec<u8>>();
+    let backlog = Backlog::new(server.config().stdout_queue_max);
+    let out = Out {
+        tx,
+        backlog: backlog.clone(),
+    };
     let (stop_tx, stop_rx) = oneshot::channel::<()>();
-    let writer_task = tokio::spawn(write_loop(writer, rx, stop_rx));
-    let exit = read_loop(server, reader, tx, session_id).await;
+    let writer_task = tokio::spawn(async move {
+        write_loop(writer, rx, stop_rx, &backlog).await;
+        backlog.writer_gone();
+    });
+    let exit = read_loop(server, reader, out, session_id).await;
     let _ = stop_tx.send(());
     let _ = writer_task.await;
     Ok(exit)
@@ -78,16 +205,23 @@ where
 async fn read_loop<R: AsyncRead + Unpin>(
     server: &Server,
     reader: R,
-    tx: mpsc::UnboundedSender<Vec<u8>>,
+    out: Out,
     session_id: &str,
 ) -> StdioExit {
-    let session = server.session(session_id, Arc::new(ChannelSink(tx.clone())));
+    let session = server.session(session_id, Arc::new(ChannelSink(out.clone())));
 
     let shutdown = server.shutdown_token();
     let max = server.config().max_message_bytes;
     let mut reader = BufReader::with_capacity(64 * 1024, reader);
     let mut line = Vec::with_capacity(4096);
     loop {
+        if out.backlog.over() {
+            // Back-pressure: no new work for a client that does not read what it has.
+            out.backlog.wait_below(&shutdown).await;
+            if shutdown.is_cancelled() {
+                break;
+            }
+        }
         let read = tokio::select! {
             r = read_frame(&mut reader, &mut line, max) => r,
             _ = shutdown.cancelled() => break,
@@ -100,7 +234,7 @@ async fn read_loop<R: AsyncRead + Unpin>(
                     codes::INVALID_REQUEST,
                     format!("message exceeds the limit of {max} bytes"),
                 );
-                let _ = tx.send(error_response_bytes(None, &e));
+                out.send(error_response_bytes(None, &e));
             }
             Ok(Frame::Line) => {
                 let frame = line.trim_ascii();
@@ -180,6 +314,7 @@ async fn write_loop<W: AsyncWrite + Unpin>(
     writer: W,
     mut rx: mpsc::UnboundedReceiver<Vec<u8>>,
     mut stop: oneshot::Receiver<()>,
+    backlog: &Backlog,
 ) {
     let mut out = BufWriter::with_capacity(64 * 1024, writer);
     loop {
@@ -189,18 +324,18 @@ async fn write_loop<W: AsyncWrite + Unpin>(
             _ = &mut stop => {
                 // Write what is already queued, then stop.
                 while let Ok(m) = rx.try_recv() {
-                    if write_one(&mut out, &m).await.is_err() { return; }
+                    if write_one(&mut out, &m, backlog).await.is_err() { return; }
                 }
                 let _ = out.flush().await;
                 return;
             }
         };
         let Some(msg) = msg else { break };
-        if write_one(&mut out, &msg).await.is_err() {
+        if write_one(&mut out, &msg, backlog).await.is_err() {
             return;
         }
         while let Ok(m) = rx.try_recv() {
-            if write_one(&mut out, &m).await.is_err() {
+            if write_one(&mut out, &m, backlog).await.is_err() {
                 return;
             }
         }
@@ -278,12 +413,17 @@ impl AsyncRead for ThreadReader {
 
 /// The stdout thread: writes each message as a line, flushes when the queue is empty, ends at
 /// the stop marker (an empty message) or when stdout fails.
-fn write_thread<W: std::io::Write>(writer: W, mut rx: mpsc::UnboundedReceiver<Vec<u8>>) {
+fn write_thread<W: std::io::Write>(
+    writer: W,
+    mut rx: mpsc::UnboundedReceiver<Vec<u8>>,
+    backlog: &Backlog,
+) {
     use std::io::Write as _;
     let mut out = std::io::BufWriter::with_capacity(64 * 1024, writer);
     let write = |out: &mut std::io::BufWriter<W>, m: &[u8]| {
-        out.write_all(m)?;
-        out.write_all(b"\n")
+        let r = out.write_all(m).and_then(|()| out.write_all(b"\n"));
+        backlog.written(queued_len(m));
+        r
     };
     while let Some(msg) = rx.blocking_recv() {
         if msg.is_empty() || write(&mut out, &msg).is_err() {
@@ -309,7 +449,13 @@ fn write_thread<W: std::io::Write>(writer: W, mut rx: mpsc::UnboundedReceiver<Ve
 async fn write_one<W: AsyncWrite + Unpin>(
     out: &mut BufWriter<W>,
     msg: &[u8],
+    backlog: &Backlog,
 ) -> std::io::Result<()> {
-    out.write_all(msg).await?;
-    out.write_all(b"\n").await
+    let r = async {
+        out.write_all(msg).await?;
+        out.write_all(b"\n").await
+    }
+    .await;
+    backlog.written(queued_len(msg));
+    r
 }

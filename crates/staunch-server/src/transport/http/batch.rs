@@ -58,6 +58,9 @@ struct Pressure {
     /// Live connections closed because their client fell a backlog behind (kept here because
     /// every session of the transport holds the batcher).
     connections_cut: AtomicU64,
+    /// Stateless (2026) requests cancelled because their client fell a backlog behind on
+    /// their response stream.
+    streams_cut: AtomicU64,
 }
 
 /// Writes per transaction at most.
@@ -86,6 +89,9 @@ pub struct EventQueueStats {
     /// Live connections closed because their client stopped reading (it resumes with
     /// `Last-Event-ID`).
     pub connections_cut: u64,
+    /// Stateless (2026) requests cancelled because their client stopped reading the response
+    /// stream (in that era a stream that is not read is a client that has gone).
+    pub streams_cut: u64,
 }
 
 impl Batcher {
@@ -99,6 +105,7 @@ impl Batcher {
             delayed: AtomicU64::new(0),
             refused: AtomicU64::new(0),
             connections_cut: AtomicU64::new(0),
+            streams_cut: AtomicU64::new(0),
         });
         tokio::spawn(run(events, rx, pressure.clone(), metrics));
         Self { tx, pressure }
@@ -145,6 +152,7 @@ impl Batcher {
             delayed: p.delayed.load(Ordering::Relaxed),
             refused: p.refused.load(Ordering::Relaxed),
             connections_cut: p.connections_cut.load(Ordering::Relaxed),
+            streams_cut: p.streams_cut.load(Ordering::Relaxed),
         }
     }
 
@@ -153,6 +161,11 @@ impl Batcher {
         self.pressure
             .connections_cut
             .fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a stateless request cancelled because its client fell behind on its stream.
+    pub(crate) fn stream_cut(&self) {
+        self.pressure.streams_cut.fetch_add(1, Ordering::Relaxed);
     }
 
     pub(crate) fn delete_session(&self, id: String) {

@@ -19,9 +19,17 @@
 //! has been written, a silent handler's stream is held with SSE keep-alive comments after a
 //! short wait, so a closed connection is seen within one keep-alive interval even when hyper
 //! would not notice on its own.
+//!
+//! **A stream that is not read is a client that has gone.** A request's messages wait for its
+//! stream in a queue of at most `--max-connection-backlog` messages. A client that stops
+//! reading while its request keeps producing (progress, log lines) falls behind; once it is
+//! that far behind, nothing more is queued, the request is cancelled as if the stream had
+//! closed (the lifecycle log shows `stream closed`), the stream ends after what is queued, and
+//! [`super::EventQueueStats::streams_cut`] counts it. There is no resumption in this era, so
+//! there is nothing to keep.
 
 use std::convert::Infallible;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
@@ -34,6 +42,7 @@ use staunch_protocol::{ErrorObject, Request, RequestId, codes, error_response_by
 use tokio::sync::mpsc;
 
 use super::HttpState;
+use super::batch::Batcher;
 use super::peer_share::{HeldSink, PeerSlot};
 use super::sse;
 use crate::outbound::{Outbound, OutboundKind, Sink};
@@ -43,19 +52,80 @@ pub(crate) const VERSION_HEADER: &str = "mcp-protocol-version";
 const METHOD_HEADER: &str = "mcp-method";
 const NAME_HEADER: &str = "mcp-name";
 
-/// A request's messages, from the core to this response.
-struct StreamSink(mpsc::UnboundedSender<Outbound>);
+/// A request's messages, from the core to this response: a queue of at most the connection
+/// backlog.
+struct StreamSink {
+    /// `None` once the client fell the whole backlog behind: nothing more is queued, and the
+    /// stream ends after what is.
+    tx: Mutex<Option<mpsc::Sender<Outbound>>>,
+    /// The request, to cancel when its client falls behind. Weak: the request's connection
+    /// holds this sink, and the response stream owns the request.
+    request: OnceLock<Weak<StatelessRequest>>,
+    batcher: Batcher,
+}
+
+impl StreamSink {
+    fn new(backlog: usize, batcher: Batcher) -> (Self, mpsc::Receiver<Outbound>) {
+        let (tx, rx) = mpsc::channel(backlog.max(1));
+        let sink = Self {
+            tx: Mutex::new(Some(tx)),
+            request: OnceLock::new(),
+            batcher,
+        };
+        (sink, rx)
+    }
+
+    /// Whether the client fell behind (the queue is closed).
+    fn is_cut(&self) -> bool {
+        self.tx.lock().unwrap_or_else(|p| p.into_inner()).is_none()
+    }
+
+    /// The request's client stopped reading: cancel it the way a closed stream does. From a
+    /// task of its own, because `send` may be called while the core holds its own locks.
+    fn cancel(request: Arc<StatelessRequest>) {
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => {
+                rt.spawn(async move { request.stream_closed() });
+            }
+            Err(_) => request.stream_closed(),
+        }
+    }
+}
 
 impl Sink for StreamSink {
     fn send(&self, msg: Outbound) {
-        // The receiver is gone only when the response is: nothing to deliver to.
-        let _ = self.0.send(msg);
+        let mut tx = self.tx.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(sender) = tx.as_ref() else {
+            // Cut off already: the request is being cancelled.
+            return;
+        };
+        match sender.try_send(msg) {
+            // Closed: the response is gone (the client closed it); nothing to deliver to.
+            Ok(()) | Err(mpsc::error::TrySendError::Closed(_)) => {}
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                let backlog = sender.max_capacity();
+                // Dropping the sender ends the stream once the client read what is queued.
+                *tx = None;
+                drop(tx);
+                self.batcher.stream_cut();
+                let request = self.request.get().and_then(Weak::upgrade);
+                tracing::warn!(
+                    request = request.as_ref().map_or("", |r| r.log_key()),
+                    backlog,
+                    "client stopped reading its response stream: request cancelled (stream closed)"
+                );
+                // Before the handle is set, `post` sees the cut and cancels instead.
+                if let Some(r) = request {
+                    Self::cancel(r);
+                }
+            }
+        }
     }
 }
 
 /// Cancels the request when dropped before its response went out: the stream closed.
 struct StreamGuard {
-    request: StatelessRequest,
+    request: Arc<StatelessRequest>,
     answered: bool,
 }
 
@@ -238,13 +308,19 @@ pub(crate) async fn post(
             return error_answer(status, Some(&req.id), &e);
         }
     };
-    let (tx, mut rx) = mpsc::unbounded_channel();
-    let request = state.server.serve_stateless_for(
+    let (sink, mut rx) = StreamSink::new(state.cfg.connection_backlog, state.batcher.clone());
+    let sink = Arc::new(sink);
+    let request = Arc::new(state.server.serve_stateless_for(
         req,
         meta,
-        HeldSink::wrap(Arc::new(StreamSink(tx)), slot),
+        HeldSink::wrap(sink.clone(), slot),
         principal,
-    );
+    ));
+    let _ = sink.request.set(Arc::downgrade(&request));
+    if sink.is_cut() {
+        // Fell behind before the handle was set (only with a tiny backlog).
+        StreamSink::cancel(request.clone());
+    }
     let mut guard = StreamGuard {
         request,
         answered: false,
@@ -308,7 +384,7 @@ pub(crate) async fn post(
 
 struct BodyState {
     pending: Option<Outbound>,
-    rx: mpsc::UnboundedReceiver<Outbound>,
+    rx: mpsc::Receiver<Outbound>,
     guard: StreamGuard,
     keep_alive: Duration,
     done: bool,
@@ -320,7 +396,7 @@ struct BodyState {
 /// comments while silent.
 fn sse_body(
     first: Option<Outbound>,
-    rx: mpsc::UnboundedReceiver<Outbound>,
+    rx: mpsc::Receiver<Outbound>,
     guard: StreamGuard,
     keep_alive: Duration,
     open: crate::metrics::StreamGuard,
