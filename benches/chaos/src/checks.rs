@@ -5,9 +5,8 @@ use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use staunch_audit::{AuditOptions, audit_reader};
-use staunch_client::{CallOptions, Client};
 use staunch_lifecycle::{Event, Parsed, parse_line};
 
 use crate::instance::StoreKind;
@@ -143,16 +142,6 @@ pub async fn stalls(faults: &Faults, store: &StoreKind, out: &mut Vec<Violation>
         }
     }
     taken_over
-}
-
-fn structured(r: &Value) -> Value {
-    if r["structuredContent"].is_object() {
-        return r["structuredContent"].clone();
-    }
-    r["content"][0]["text"]
-        .as_str()
-        .and_then(|t| serde_json::from_str(t).ok())
-        .unwrap_or(Value::Null)
 }
 
 /// A job's status as the store has it, through `staunch jobs show` (the operator's view): the

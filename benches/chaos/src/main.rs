@@ -32,7 +32,6 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use clap::Parser;
 use instance::{Instance, StoreKind};
-use staunch_client::{Client, ConnectOptions, EraChoice};
 use workload::{Record, Rng};
 
 #[derive(Parser, Debug)]
