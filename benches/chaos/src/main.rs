@@ -325,8 +325,7 @@ async fn run(args: &Args, run_no: u32, seconds: u64, soak: bool) -> anyhow::Resu
             (s.instance, s.rows, std::iter::once(s.job.clone()).collect()),
         );
     }
-    let (jobs, terminal) =
-        checks::jobs(&import_db, &args.bin, &store, &rec, &mut violations).await;
+    let (jobs, terminal) = checks::jobs(&import_db, &args.bin, &store, &rec, &mut violations).await;
     fig.stalls_taken_over = checks::stalls(&faults, &store, &mut violations).await;
     // Work resumes after a PostgreSQL restart.
     for (_, back) in &faults.pg_restarts {

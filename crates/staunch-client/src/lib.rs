@@ -59,7 +59,7 @@ pub use era::{Era, EraChoice};
 pub use error::ClientError;
 pub use options::{CallOptions, ConnectOptions};
 pub use router::{Late, LateResponse, Observed, Progress};
-pub use server_requests::{ServerRequest, ServerRequestHandler};
+pub use server_requests::{NotificationHandler, ServerRequest, ServerRequestHandler};
 pub use session::{Client, PendingRequest};
 pub use staunch_protocol as protocol;
 pub use transport::http::{HttpEndpoint, HttpOptions, RawResponse};

@@ -100,6 +100,9 @@ pub struct ConnectOptions {
     /// Who answers the server's own requests (sampling, elicitation, roots); `None` answers
     /// only `ping` and refuses the rest with -32601.
     pub server_requests: Option<crate::ServerRequestHandler>,
+    /// Who sees the server's other notifications (`tools/list_changed`, `message`, …); `None`
+    /// drops them.
+    pub notifications: Option<crate::NotificationHandler>,
 }
 
 impl Default for ConnectOptions {
@@ -115,6 +118,7 @@ impl Default for ConnectOptions {
             stderr: StderrMode::Inherit,
             http: HttpOptions::default(),
             server_requests: None,
+            notifications: None,
         }
     }
 }

@@ -112,6 +112,7 @@ struct State {
 pub(crate) struct Router {
     state: Mutex<State>,
     server_requests: Option<crate::ServerRequestHandler>,
+    notifications: Option<crate::NotificationHandler>,
 }
 
 /// A registered request: where its answer and its progress will arrive.
@@ -121,11 +122,16 @@ pub(crate) struct Registration {
 }
 
 impl Router {
-    /// A router whose server requests `handler` answers.
-    pub fn new(server_requests: Option<crate::ServerRequestHandler>) -> Self {
+    /// A router whose server requests `server_requests` answers and whose other
+    /// notifications go to `notifications`.
+    pub fn new(
+        server_requests: Option<crate::ServerRequestHandler>,
+        notifications: Option<crate::NotificationHandler>,
+    ) -> Self {
         Self {
             state: Mutex::default(),
             server_requests,
+            notifications,
         }
     }
 
@@ -295,6 +301,9 @@ impl Router {
                         },
                         None => tracing::debug!("unreadable progress notification"),
                     }
+                } else if let Some(h) = &self.notifications {
+                    drop(st);
+                    h.notify(&n.method, n.params.as_ref());
                 }
                 None
             }

@@ -54,3 +54,32 @@ impl fmt::Debug for ServerRequestHandler {
         f.write_str("ServerRequestHandler")
     }
 }
+
+/// Sees every notification the server sends that the client does not consume itself
+/// (everything but `notifications/progress`): method and params. It runs on the connection's
+/// reader, so it must not block — hand the work to a task (e.g. wake a `Notify`).
+#[derive(Clone)]
+pub struct NotificationHandler(Arc<NotifyFn>);
+
+/// What a [`NotificationHandler`] calls: the method and its params.
+type NotifyFn = dyn Fn(&str, Option<&Value>) + Send + Sync;
+
+impl NotificationHandler {
+    /// Wraps `f`.
+    pub fn new<F>(f: F) -> Self
+    where
+        F: Fn(&str, Option<&Value>) + Send + Sync + 'static,
+    {
+        Self(Arc::new(f))
+    }
+
+    pub(crate) fn notify(&self, method: &str, params: Option<&Value>) {
+        (self.0)(method, params)
+    }
+}
+
+impl fmt::Debug for NotificationHandler {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("NotificationHandler")
+    }
+}

@@ -153,7 +153,7 @@ impl Client {
         opts: &ConnectOptions,
     ) -> Result<Self, ClientError> {
         let inner = Arc::new(Inner {
-            router: Router::new(opts.server_requests.clone()),
+            router: Router::new(opts.server_requests.clone(), opts.notifications.clone()),
             transport,
             next_id: AtomicI64::new(1),
             server: OnceLock::new(),

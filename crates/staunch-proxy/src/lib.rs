@@ -19,11 +19,14 @@
 //! - [`register`]: the upstreams' tools (and resources, prompts, completions) on a
 //!   `ServerBuilder`, with name prefixes and collisions refused; `job`-shaped tools run as
 //!   durable jobs of staunch-jobs ([`forward::UpstreamJob`]).
+//! - [`follow`]: an upstream's `tools/list_changed` (or a restart) re-lists its tools and
+//!   updates the served set at run time.
 
 #![forbid(unsafe_code)]
 
 pub mod child;
 mod error;
+pub mod follow;
 pub mod forward;
 mod methods;
 pub mod register;
@@ -32,6 +35,7 @@ mod spec;
 mod upstream;
 
 pub use error::ProxyError;
-pub use register::{Registered, register};
+pub use follow::follow_tool_changes;
+pub use register::{Registered, ServedTool, register};
 pub use spec::{Target, ToolRule, UpstreamSpec};
 pub use upstream::{Pool, Upstream};

@@ -15,13 +15,17 @@ use crate::forward::{ForwardTool, UpstreamJob};
 use crate::spec::UpstreamSpec;
 use crate::upstream::Pool;
 
+/// One served tool: its name here, its upstream, its name there, its shape.
+pub type ServedTool = (String, String, String, Shape);
+
 /// What [`register`] put on the server.
 #[derive(Debug)]
 pub struct Registered {
     /// One pool per upstream, in the order given.
     pub pools: Vec<Arc<Pool>>,
-    /// Served tool name → (upstream, its own tool name, shape).
-    pub tools: Vec<(String, String, String, Shape)>,
+    /// What was served at start: served tool name, upstream, its own tool name, shape
+    /// ([`crate::follow`] keeps the current list).
+    pub tools: Vec<ServedTool>,
 }
 
 impl Registered {
@@ -34,7 +38,7 @@ impl Registered {
 }
 
 /// The names a tool takes on the server (job tools have three more faces).
-fn names_of(name: &str, shape: Shape) -> Vec<String> {
+pub(crate) fn names_of(name: &str, shape: Shape) -> Vec<String> {
     let mut v = vec![name.to_string()];
     if shape == Shape::Job {
         v.extend(["start", "get", "cancel"].map(|f| format!("{f}_{name}")));
@@ -94,6 +98,15 @@ pub async fn register(
         }
     }
     builder = crate::methods::register(builder, &pools);
+    // An upstream that may change its tools (it says so) makes the proxy's tool set dynamic:
+    // downstream sessions are told when `crate::follow` applies a change.
+    if pools.iter().any(|p| {
+        p.shared()
+            .capabilities()
+            .is_some_and(|c| c["tools"]["listChanged"] == true)
+    }) {
+        builder = builder.dynamic_tools();
+    }
     Ok((
         builder,
         Registered {
@@ -112,29 +125,46 @@ fn add_tool(
     shape: Shape,
     jobs: Option<&JobRuntime>,
 ) -> Result<ServerBuilder, ProxyError> {
+    if shape != Shape::Job {
+        let (spec, handler) = forward_tool(pool, tool, own_name, name, shape);
+        return Ok(builder.tool_handler(spec, handler));
+    }
     let rule = pool.spec().rule(own_name);
     let description = tool["description"].as_str().unwrap_or_default().to_string();
     let schema = tool
         .get("inputSchema")
         .cloned()
         .unwrap_or_else(|| serde_json::json!({"type": "object"}));
-    let title = tool["title"].as_str();
-    if shape == Shape::Job {
-        let rt = jobs.ok_or_else(|| ProxyError::NoJobRuntime(name.to_string()))?;
-        let body = UpstreamJob::new(pool.clone(), own_name);
-        let mut job = JobTool::with_body(name.to_string(), description, schema, body)
-            .side_effects(rule.side_effects.unwrap_or(true))
-            .retry_safe(rule.retry_safe);
-        if let Some(t) = title {
-            job = job.title(t.to_string());
-        }
-        if let Some(d) = rule.deadline {
-            job = job.max_runtime(d);
-        }
-        return Ok(builder.job_tool(rt, job));
+    let rt = jobs.ok_or_else(|| ProxyError::NoJobRuntime(name.to_string()))?;
+    let body = UpstreamJob::new(pool.clone(), own_name);
+    let mut job = JobTool::with_body(name.to_string(), description, schema, body)
+        .side_effects(rule.side_effects.unwrap_or(true))
+        .retry_safe(rule.retry_safe);
+    if let Some(t) = tool["title"].as_str() {
+        job = job.title(t.to_string());
     }
+    if let Some(d) = rule.deadline {
+        job = job.max_runtime(d);
+    }
+    Ok(builder.job_tool(rt, job))
+}
+
+/// The declaration and handler of a forwarded (not job-shaped) upstream tool.
+pub(crate) fn forward_tool(
+    pool: &Arc<Pool>,
+    tool: &Value,
+    own_name: &str,
+    name: &str,
+    shape: Shape,
+) -> (ToolSpec, ForwardTool) {
+    let rule = pool.spec().rule(own_name);
+    let description = tool["description"].as_str().unwrap_or_default().to_string();
+    let schema = tool
+        .get("inputSchema")
+        .cloned()
+        .unwrap_or_else(|| serde_json::json!({"type": "object"}));
     let mut spec = ToolSpec::new(name.to_string(), shape, description).input_schema(schema);
-    if let Some(t) = title {
+    if let Some(t) = tool["title"].as_str() {
         spec = spec.title(t.to_string());
     }
     if let Some(o) = tool.get("outputSchema").filter(|v| v.is_object()) {
@@ -146,5 +176,5 @@ fn add_tool(
     if let Some(d) = rule.deadline {
         spec = spec.deadline(d);
     }
-    Ok(builder.tool_handler(spec, ForwardTool::new(pool.clone(), own_name)))
+    (spec, ForwardTool::new(pool.clone(), own_name))
 }

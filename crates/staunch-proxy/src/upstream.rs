@@ -10,7 +10,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use staunch_client::{Client, ConnectOptions, StderrMode};
+use staunch_client::{
+    Client, ConnectOptions, Era, NotificationHandler, PendingRequest, StderrMode,
+};
+use staunch_protocol::modern::methods::SUBSCRIPTIONS_LISTEN;
 use staunch_server::Context;
 use tokio::time::Instant;
 
@@ -27,6 +30,28 @@ const BACKOFF_MAX: Duration = Duration::from_secs(30);
 struct Live {
     client: Client,
     child: Option<UpstreamChild>,
+    /// A 2026 upstream's `subscriptions/listen` for its tool list (dropping it ends it).
+    _listen: Option<PendingRequest>,
+}
+
+/// For a 2026-07-28 upstream that may change its tools: a `subscriptions/listen` asking for
+/// `toolsListChanged`, whose notifications reach the client's notification handler like a
+/// 2025 session's do. (A 2025 upstream over stdio sends them unasked; over HTTP it would send
+/// them on a GET stream, which this client does not open.)
+fn listen_for_tool_changes(client: &Client, name: &str) -> Option<PendingRequest> {
+    let dynamic = client.server().capabilities["tools"]["listChanged"] == true;
+    if client.era() != Era::Stateless || !dynamic {
+        return None;
+    }
+    let params = serde_json::json!({"notifications": {"toolsListChanged": true}});
+    match client.start_request(SUBSCRIPTIONS_LISTEN, Some(params), false) {
+        Ok(p) => Some(p),
+        Err(e) => {
+            tracing::warn!(upstream = %name, error = %e,
+                "cannot listen for the upstream's tool changes");
+            None
+        }
+    }
 }
 
 #[derive(Default)]
@@ -54,6 +79,9 @@ pub struct Upstream {
     current: Mutex<Option<Client>>,
     backoff: Mutex<Backoff>,
     restarts: std::sync::atomic::AtomicU64,
+    /// Woken by the upstream's `notifications/tools/list_changed`, and by a restart (the new
+    /// process may serve other tools): [`crate::follow`] lists its tools again.
+    tools_changed: Arc<tokio::sync::Notify>,
 }
 
 impl std::fmt::Debug for Upstream {
@@ -74,6 +102,13 @@ impl Upstream {
         let mut opts = base.clone();
         opts.server_requests = Some(calls.server_request_handler());
         opts.stderr = StderrMode::Inherit;
+        let tools_changed = Arc::new(tokio::sync::Notify::new());
+        let wake = tools_changed.clone();
+        opts.notifications = Some(NotificationHandler::new(move |method, _| {
+            if method == "notifications/tools/list_changed" {
+                wake.notify_one();
+            }
+        }));
         if let Target::Http { headers, .. } = &spec.target {
             opts.http.headers.extend(headers.iter().cloned());
         }
@@ -85,6 +120,7 @@ impl Upstream {
             current: Mutex::new(None),
             backoff: Mutex::default(),
             restarts: Default::default(),
+            tools_changed,
         });
         up.client().await?;
         Ok(up)
@@ -103,6 +139,11 @@ impl Upstream {
     /// The call table (routing and late logging).
     pub fn calls(&self) -> &Arc<Calls> {
         &self.calls
+    }
+
+    /// Woken when the upstream's tool list may have changed.
+    pub fn tools_changed(&self) -> &Arc<tokio::sync::Notify> {
+        &self.tools_changed
     }
 
     /// How many times the connection was made again after the first.
@@ -181,6 +222,7 @@ impl Upstream {
                     self.restarts
                         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     tracing::warn!(upstream = %self.spec.name, "upstream.restarted");
+                    self.tools_changed.notify_one();
                 }
                 let mut late = client.late_feed();
                 let calls = self.calls.clone();
@@ -191,6 +233,7 @@ impl Upstream {
                 });
                 *self.current.lock().unwrap_or_else(|p| p.into_inner()) = Some(client.clone());
                 *live = Some(Live {
+                    _listen: listen_for_tool_changes(&client, &self.spec.name),
                     client: client.clone(),
                     child,
                 });

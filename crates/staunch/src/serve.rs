@@ -173,6 +173,7 @@ pub async fn run_with(
     .await?;
     if let Some(p) = &proxied {
         crate::proxy_cmd::reap_isolated(p, Duration::from_secs(args.session_idle_secs));
+        staunch_proxy::follow_tool_changes(p, server.clone());
     }
     if let (Some(c), Some(tools)) = (&commands, command_tools) {
         crate::command_tools::sweep_orphans_periodically();

@@ -841,3 +841,69 @@ async fn python_2026_client_through_the_proxy_to_a_2026_upstream() {
         "the upstream went on: {v}"
     );
 }
+
+/// An upstream whose tools change at run time (`staunch serve` with command tools, reloaded by
+/// SIGHUP, announces `tools/list_changed`): the proxy lists them again and tells its own
+/// sessions; the added tool is served through it, the removed one is refused.
+#[tokio::test]
+async fn upstream_tool_changes_reach_the_proxys_sessions() {
+    const FIX: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/command");
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("staunch.toml");
+    let tool = |name: &str, args: &str| {
+        format!(
+            "[[tool]]\nname = \"{name}\"\ndescription = \"{name}\"\nprogram = \"{FIX}/argv.py\"\n\
+             args = [{args}]\nparams.who.type = \"string\"\n"
+        )
+    };
+    let say = tool("say", r#""{who}""#);
+    let greet = tool("greet", r#""hello", "{who}""#);
+    std::fs::write(&config, format!("{say}\n{}", tool("gone", r#""{who}""#))).unwrap();
+    let cfg = config.to_str().unwrap();
+    let mut p =
+        common::Proc::spawn_sub("proxy", &["--", BIN, "serve", "--no-log", "--config", cfg]).await;
+    let init = p.initialize("2025-11-25").await;
+    assert_eq!(
+        init["result"]["capabilities"]["tools"]["listChanged"], true,
+        "{init}"
+    );
+    p.notify("notifications/initialized", json!({})).await;
+    let names = |v: &Value| -> Vec<String> {
+        let mut n: Vec<String> = v["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_string())
+            .collect();
+        n.sort();
+        n
+    };
+    p.request(json!("l1"), "tools/list", json!({})).await;
+    assert_eq!(names(&p.response(&json!("l1")).await), ["gone", "say"]);
+
+    std::fs::write(&config, format!("{say}\n{greet}")).unwrap();
+    let upstream = pids_with(cfg);
+    assert_eq!(upstream.len(), 1, "one upstream process: {upstream:?}");
+    let pid = rustix::process::Pid::from_raw(upstream[0] as i32).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::HUP).unwrap();
+    p.wait_for(Duration::from_secs(30), |m| {
+        m["method"] == "notifications/tools/list_changed"
+    })
+    .await
+    .expect("the proxy's session heard tools/list_changed");
+    p.request(json!("l2"), "tools/list", json!({})).await;
+    assert_eq!(names(&p.response(&json!("l2")).await), ["greet", "say"]);
+    p.call(json!(3), "greet", json!({"who": "world"}), None)
+        .await;
+    let r = p.response(&json!(3)).await;
+    assert_eq!(
+        r["result"]["content"][0]["text"], "[\"hello\", \"world\"]\n",
+        "{r}"
+    );
+    p.call(json!(4), "gone", json!({"who": "x"}), None).await;
+    let refused = p.response(&json!(4)).await;
+    assert_eq!(
+        refused["error"]["message"], "unknown tool: gone",
+        "{refused}"
+    );
+}

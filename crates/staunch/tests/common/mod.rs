@@ -40,6 +40,11 @@ pub struct Proc {
 impl Proc {
     /// Spawns `staunch serve` with extra flags; the lifecycle log goes to a temp file.
     pub async fn spawn(extra: &[&str]) -> Self {
+        Self::spawn_sub("serve", extra).await
+    }
+
+    /// Spawns `staunch SUB` (`serve`, or `proxy` with its upstream after `--` in `extra`).
+    pub async fn spawn_sub(sub: &str, extra: &[&str]) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let log_path = dir.path().join("lifecycle.jsonl");
         // No stray staunch.db in the working directory unless a test names a store.
@@ -49,7 +54,7 @@ impl Proc {
             &["--store", ":memory:"]
         };
         let mut child = Command::new(BIN)
-            .arg("serve")
+            .arg(sub)
             .arg("--log-file")
             .arg(&log_path)
             .args(store)
