@@ -56,8 +56,10 @@ struct Args {
     /// Concurrent client connections.
     #[arg(long, default_value_t = 8)]
     workers: usize,
-    /// PostgreSQL server URL; the run uses its own database `staunch_chaos` on it.
-    #[arg(long, env = "STAUNCH_TEST_POSTGRES")]
+    /// PostgreSQL server URL; the run uses its own database `staunch_chaos` on it. Only this
+    /// flag selects PostgreSQL (not STAUNCH_TEST_POSTGRES, which `.ci/run` exports for the
+    /// tests: its SQLite run must stay on SQLite).
+    #[arg(long)]
     postgres: Option<String>,
     /// Seed of the workload's choices.
     #[arg(long, default_value_t = 1)]

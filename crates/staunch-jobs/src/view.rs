@@ -280,6 +280,7 @@ pub fn tool_result(job: &JobRecord) -> Option<CallToolResult> {
                 content: vec![Content::text(format!("{message} ({code})"))],
                 structured_content: Some(json!({"error": {"code": code, "message": message}})),
                 is_error: Some(true),
+                ..CallToolResult::default()
             })
         }
         _ => None,

@@ -167,6 +167,19 @@ pub struct CallToolParams {
     pub task: Option<Value>,
 }
 
+/// What a content item may carry besides its payload: `annotations` (audience, priority,
+/// lastModified) and `_meta`, kept as given — so a result forwarded by `staunch proxy` reaches
+/// the client whole.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ContentExtras {
+    /// Hints for the client (`audience`, `priority`, `lastModified`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub annotations: Option<Value>,
+    /// The item's metadata.
+    #[serde(rename = "_meta", default, skip_serializing_if = "Option::is_none")]
+    pub meta: Option<Value>,
+}
+
 /// One content item of a tool result or prompt message.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -175,6 +188,9 @@ pub enum Content {
     Text {
         /// The text.
         text: String,
+        /// Annotations and `_meta`.
+        #[serde(flatten)]
+        extras: ContentExtras,
     },
     /// An image, base64.
     Image {
@@ -183,6 +199,9 @@ pub enum Content {
         /// e.g. `image/png`.
         #[serde(rename = "mimeType")]
         mime_type: String,
+        /// Annotations and `_meta`.
+        #[serde(flatten)]
+        extras: ContentExtras,
     },
     /// Audio, base64.
     Audio {
@@ -191,11 +210,17 @@ pub enum Content {
         /// e.g. `audio/wav`.
         #[serde(rename = "mimeType")]
         mime_type: String,
+        /// Annotations and `_meta`.
+        #[serde(flatten)]
+        extras: ContentExtras,
     },
     /// An embedded resource (`{uri, mimeType, text|blob}`).
     Resource {
         /// The resource contents.
         resource: Value,
+        /// Annotations and `_meta`.
+        #[serde(flatten)]
+        extras: ContentExtras,
     },
     /// A link to a resource.
     ResourceLink {
@@ -208,7 +233,36 @@ pub enum Content {
 impl Content {
     /// A text item.
     pub fn text(text: impl Into<String>) -> Self {
-        Self::Text { text: text.into() }
+        Self::Text {
+            text: text.into(),
+            extras: ContentExtras::default(),
+        }
+    }
+
+    /// An image item (base64 `data`).
+    pub fn image(data: impl Into<String>, mime_type: impl Into<String>) -> Self {
+        Self::Image {
+            data: data.into(),
+            mime_type: mime_type.into(),
+            extras: ContentExtras::default(),
+        }
+    }
+
+    /// An audio item (base64 `data`).
+    pub fn audio(data: impl Into<String>, mime_type: impl Into<String>) -> Self {
+        Self::Audio {
+            data: data.into(),
+            mime_type: mime_type.into(),
+            extras: ContentExtras::default(),
+        }
+    }
+
+    /// An embedded resource (`{uri, mimeType, text|blob}`).
+    pub fn resource(resource: Value) -> Self {
+        Self::Resource {
+            resource,
+            extras: ContentExtras::default(),
+        }
     }
 }
 
@@ -224,6 +278,9 @@ pub struct CallToolResult {
     /// A tool execution error the model can read and correct.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub is_error: Option<bool>,
+    /// The result's `_meta`, kept as given (the server adds its own keys beside these).
+    #[serde(rename = "_meta", default, skip_serializing_if = "Option::is_none")]
+    pub meta: Option<Map<String, Value>>,
 }
 
 impl CallToolResult {
@@ -249,7 +306,7 @@ impl CallToolResult {
         Self {
             content: vec![Content::text(value.to_string())],
             structured_content: Some(value),
-            is_error: None,
+            ..Self::default()
         }
     }
 
@@ -258,7 +315,7 @@ impl CallToolResult {
         self.content
             .iter()
             .filter_map(|c| match c {
-                Content::Text { text } => Some(text.as_str()),
+                Content::Text { text, .. } => Some(text.as_str()),
                 _ => None,
             })
             .collect::<Vec<_>>()
@@ -331,11 +388,7 @@ mod tests {
 
     #[test]
     fn content_serialises_with_spec_field_names() {
-        let v = serde_json::to_value(Content::Image {
-            data: "AA==".into(),
-            mime_type: "image/png".into(),
-        })
-        .unwrap();
+        let v = serde_json::to_value(Content::image("AA==", "image/png")).unwrap();
         assert_eq!(
             v,
             json!({"type":"image","data":"AA==","mimeType":"image/png"})
@@ -373,5 +426,24 @@ mod tests {
         assert!(LoggingLevel::Error > LoggingLevel::Warning);
         let l: SetLevelParams = serde_json::from_value(json!({"level":"warning"})).unwrap();
         assert_eq!(l.level, LoggingLevel::Warning);
+    }
+
+    #[test]
+    fn annotations_and_meta_survive_a_round_trip() {
+        let result = json!({
+            "content": [
+                {"type": "text", "text": "hi", "annotations": {"audience": ["user"], "priority": 0.5},
+                 "_meta": {"x.example/k": 1}},
+                {"type": "image", "data": "AA==", "mimeType": "image/png",
+                 "annotations": {"lastModified": "2026-12-02T00:00:00Z"}},
+                {"type": "resource", "resource": {"uri": "a://b", "text": "t"}, "_meta": {"k": 2}},
+                {"type": "resource_link", "uri": "a://c", "name": "c", "annotations": {"priority": 1}}
+            ],
+            "structuredContent": {"n": 1},
+            "_meta": {"x.example/trace": "t1"}
+        });
+        let parsed: CallToolResult = serde_json::from_value(result.clone()).unwrap();
+        assert_eq!(serde_json::to_value(&parsed).unwrap(), result);
+        assert_eq!(parsed.text_joined(), "hi");
     }
 }

@@ -3,6 +3,8 @@
 //! (no zombie), and ended the MCP specification's way: stdin closed, a bounded wait, SIGTERM
 //! to the whole group, a bounded wait, SIGKILL to the group.
 
+use std::ffi::OsString;
+use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -12,7 +14,6 @@ use staunch_command::group::{group_alive, signal_group};
 use tokio::sync::watch;
 
 use crate::ProxyError;
-use crate::spec::Target;
 
 /// How long an upstream gets to exit after its stdin closes.
 pub const EXIT_GRACE: Duration = Duration::from_secs(2);
@@ -64,39 +65,52 @@ impl UpstreamChild {
     }
 }
 
-/// Starts the stdio upstream `target` and does the MCP handshake over its pipes.
+/// A stdio upstream's command: what [`start`] runs.
+#[derive(Clone, Copy, Debug)]
+pub struct Command<'a> {
+    /// The program.
+    pub program: &'a OsString,
+    /// Its arguments.
+    pub args: &'a [OsString],
+    /// Variables added to its environment.
+    pub env: &'a [(OsString, OsString)],
+    /// Its working directory (the proxy's when `None`).
+    pub cwd: Option<&'a Path>,
+    /// The command line as errors show it ([`crate::Target::display`]).
+    pub display: &'a str,
+}
+
+/// Starts the stdio upstream `cmd` and does the MCP handshake over its pipes.
 pub async fn start(
     upstream: &str,
-    target: &Target,
+    cmd: Command<'_>,
     opts: &ConnectOptions,
 ) -> Result<(Client, UpstreamChild), ProxyError> {
-    let Target::Stdio {
+    let Command {
         program,
         args,
         env,
         cwd,
-    } = target
-    else {
-        unreachable!("child::start is only called for stdio targets");
-    };
+        display,
+    } = cmd;
     let mut child = staunch_command::spawn::start_server(
         program,
         args,
-        cwd.as_deref(),
+        cwd,
         env,
         // The upstream's own logs stay visible to whoever runs the proxy.
         Stdio::inherit(),
     )
     .map_err(|e| ProxyError::Spawn {
         upstream: upstream.to_string(),
-        command: target.display(),
+        command: display.to_string(),
         message: e.to_string(),
     })?;
     let pgid = child.id().unwrap_or_default();
     let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
         return Err(ProxyError::Spawn {
             upstream: upstream.to_string(),
-            command: target.display(),
+            command: display.to_string(),
             message: "no stdio pipes".into(),
         });
     };

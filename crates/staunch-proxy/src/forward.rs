@@ -204,10 +204,22 @@ fn tool_result(v: Value) -> Result<CallToolResult, ToolError> {
              which staunch proxy does not bridge here"
         )));
     }
-    serde_json::from_value(v).map_err(|e| {
+    let mut result: CallToolResult = serde_json::from_value(v).map_err(|e| {
         ToolError::Internal(format!("the upstream sent an unreadable tool result: {e}"))
-    })
+    })?;
+    // The tool's own `_meta` and its content's annotations pass through; the protocol's keys
+    // (the upstream's serverInfo and the like) describe the upstream's hop, not this one.
+    if let Some(meta) = &mut result.meta {
+        meta.retain(|k, _| !k.starts_with(PROTOCOL_META_PREFIX));
+        if meta.is_empty() {
+            result.meta = None;
+        }
+    }
+    Ok(result)
 }
+
+/// `_meta` keys the protocol reserves for each hop (`io.modelcontextprotocol/serverInfo`, …).
+const PROTOCOL_META_PREFIX: &str = "io.modelcontextprotocol/";
 
 /// A request-shaped upstream tool.
 #[derive(Clone, Debug)]
@@ -341,5 +353,32 @@ impl JobBody for UpstreamJob {
                 Outcome::Failed(m) => Err(JobError::Failed(m)),
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_forwarded_result_keeps_the_tools_meta_and_annotations_but_not_the_upstreams_hop() {
+        let upstream = json!({
+            "resultType": "complete",
+            "content": [{"type": "text", "text": "hi", "annotations": {"audience": ["user"]},
+                         "_meta": {"x.example/k": 1}}],
+            "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "up", "version": "1"},
+                      "x.example/trace": "t1"}
+        });
+        let r = serde_json::to_value(tool_result(upstream).unwrap()).unwrap();
+        assert_eq!(
+            r["content"][0]["annotations"],
+            json!({"audience": ["user"]})
+        );
+        assert_eq!(r["content"][0]["_meta"], json!({"x.example/k": 1}));
+        assert_eq!(r["_meta"], json!({"x.example/trace": "t1"}));
+
+        let only_hop = json!({"content": [], "_meta": {"io.modelcontextprotocol/serverInfo": {}}});
+        let r = serde_json::to_value(tool_result(only_hop).unwrap()).unwrap();
+        assert!(r.get("_meta").is_none(), "{r}");
     }
 }

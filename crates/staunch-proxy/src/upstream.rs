@@ -200,8 +200,21 @@ impl Upstream {
             tokio::time::sleep(wait).await;
         }
         let made = match &self.spec.target {
-            Target::Stdio { .. } => {
-                crate::child::start(&self.spec.name, &self.spec.target, &self.opts)
+            Target::Stdio {
+                program,
+                args,
+                env,
+                cwd,
+            } => {
+                let display = self.spec.target.display();
+                let cmd = crate::child::Command {
+                    program,
+                    args,
+                    env,
+                    cwd: cwd.as_deref(),
+                    display: &display,
+                };
+                crate::child::start(&self.spec.name, cmd, &self.opts)
                     .await
                     .map(|(c, child)| (c, Some(child)))
             }

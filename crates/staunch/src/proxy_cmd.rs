@@ -10,6 +10,7 @@ use anyhow::{Context as _, bail};
 use clap::Args;
 use serde_json::Value;
 use staunch_client::ConnectOptions;
+use staunch_command::config::parse_duration;
 use staunch_proxy::{Registered, Target, ToolRule, UpstreamSpec};
 use staunch_server::Shape;
 
@@ -74,23 +75,6 @@ fn parse_shape(s: &str) -> Result<Shape, String> {
                 "unknown shape {other:?}: quick, streaming, atomic or job"
             ));
         }
-    })
-}
-
-/// `30s`, `5m`, `1500ms`, `2h`; a bare number is seconds.
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("{s:?} is not a duration (e.g. 30s, 5m, 1500ms)"))?;
-    Ok(match unit {
-        "" | "s" => Duration::from_secs(n),
-        "ms" => Duration::from_millis(n),
-        "m" => Duration::from_secs(n.saturating_mul(60)),
-        "h" => Duration::from_secs(n.saturating_mul(3600)),
-        _ => return Err(format!("{s:?}: unknown unit {unit:?} (ms, s, m, h)")),
     })
 }
 
@@ -362,7 +346,11 @@ mod tests {
         assert_eq!(parse_duration("2h"), Ok(Duration::from_secs(7200)));
         assert_eq!(parse_duration("45"), Ok(Duration::from_secs(45)));
         assert!(parse_duration("soon").is_err());
-        assert!(parse_duration("5d").unwrap_err().contains("unknown unit"));
+        assert!(
+            parse_duration("5d")
+                .unwrap_err()
+                .contains("is not a duration")
+        );
     }
 
     #[test]

@@ -25,6 +25,7 @@ pub use model::{
     BASE_ENV, CommandConfig, CommandTool, EnvPolicy, OutputLimits, Overflow, ResultMode,
     ServeSettings,
 };
+pub use units::parse_duration;
 pub use upstream::{UpstreamConfig, UpstreamTarget, UpstreamToolRule};
 
 use crate::params::{DEFAULT_MAX_ITEMS, DEFAULT_MAX_STRING, Kind, Param, Params};

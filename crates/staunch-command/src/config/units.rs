@@ -6,6 +6,12 @@ use std::time::Duration;
 use super::raw::NumOrText;
 
 /// A duration, or a message saying what is accepted.
+/// A duration written as text on a command line: `500ms`, `30s`, `10m`, `2h`, or bare seconds —
+/// the same grammar as in `staunch.toml`.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    duration(&NumOrText::Text(text.to_string()))
+}
+
 pub(crate) fn duration(v: &NumOrText) -> Result<Duration, String> {
     match v {
         NumOrText::Num(n) if *n >= 0 => Ok(Duration::from_secs(*n as u64)),

@@ -39,10 +39,7 @@ struct ElicitArgs {
 }
 
 fn image() -> Content {
-    Content::Image {
-        data: PNG.into(),
-        mime_type: "image/png".into(),
-    }
+    Content::image(PNG, "image/png")
 }
 
 fn text(s: &str) -> Result<CallToolResult, ToolError> {
@@ -88,10 +85,7 @@ fn content_tools(b: ServerBuilder) -> ServerBuilder {
         ToolSpec::quick("test_audio_content", "Returns audio."),
         |_c, _a: NoArgs| async {
             Ok(CallToolResult {
-                content: vec![Content::Audio {
-                    data: WAV.into(),
-                    mime_type: "audio/wav".into(),
-                }],
+                content: vec![Content::audio(WAV, "audio/wav")],
                 ..Default::default()
             })
         },
@@ -100,10 +94,10 @@ fn content_tools(b: ServerBuilder) -> ServerBuilder {
         ToolSpec::quick("test_embedded_resource", "Returns an embedded resource."),
         |_c, _a: NoArgs| async {
             Ok(CallToolResult {
-                content: vec![Content::Resource {
-                    resource: json!({"uri": "test://embedded-resource", "mimeType": "text/plain",
-                                     "text": "This is an embedded resource content."}),
-                }],
+                content: vec![Content::resource(
+                    json!({"uri": "test://embedded-resource", "mimeType": "text/plain",
+                           "text": "This is an embedded resource content."}),
+                )],
                 ..Default::default()
             })
         },
@@ -115,10 +109,10 @@ fn content_tools(b: ServerBuilder) -> ServerBuilder {
                 content: vec![
                     Content::text("Multiple content types test:"),
                     image(),
-                    Content::Resource {
-                        resource: json!({"uri": "test://mixed-content-resource", "mimeType": "application/json",
-                                         "text": "{\"test\":\"data\",\"value\":123}"}),
-                    },
+                    Content::resource(
+                        json!({"uri": "test://mixed-content-resource", "mimeType": "application/json",
+                               "text": "{\"test\":\"data\",\"value\":123}"}),
+                    ),
                 ],
                 ..Default::default()
             })
