@@ -13,11 +13,10 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use staunch_client::CallOptions;
 use staunch_server::{Server, Shape, ToolUpdate};
 use tokio::sync::Mutex;
 
-use crate::register::{Registered, ServedTool, forward_tool, names_of};
+use crate::register::{Registered, ServedTool, forward_tool, list_tools, names_of};
 use crate::{Pool, ProxyError};
 
 /// Starts one follower per upstream; they run until the process ends.
@@ -47,15 +46,7 @@ async fn apply(
     served: &Mutex<Vec<ServedTool>>,
 ) -> Result<(), ProxyError> {
     let spec = pool.spec();
-    let client = pool.shared().client().await?;
-    let listed = client
-        .list_tools(&CallOptions::default())
-        .await
-        .map_err(|source| ProxyError::Request {
-            upstream: spec.name.clone(),
-            what: "tools/list".into(),
-            source,
-        })?;
+    let listed = list_tools(pool).await?;
     let mut served = served.lock().await;
     let mine: HashMap<String, (String, Shape)> = served
         .iter()

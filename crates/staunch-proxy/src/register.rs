@@ -37,6 +37,29 @@ impl Registered {
     }
 }
 
+/// The upstream's tools as it lists them (its shared connection).
+pub(crate) async fn list_tools(pool: &Pool) -> Result<Vec<Value>, ProxyError> {
+    let client = pool.shared().client().await?;
+    client
+        .list_tools(&CallOptions::default())
+        .await
+        .map_err(|source| ProxyError::Request {
+            upstream: pool.spec().name.clone(),
+            what: "tools/list".into(),
+            source,
+        })
+}
+
+/// An upstream tool's description and input schema (`{"type": "object"}` when it has none).
+fn described(tool: &Value) -> (String, Value) {
+    let description = tool["description"].as_str().unwrap_or_default().to_string();
+    let schema = tool
+        .get("inputSchema")
+        .cloned()
+        .unwrap_or_else(|| serde_json::json!({"type": "object"}));
+    (description, schema)
+}
+
 /// The names a tool takes on the server (job tools have three more faces).
 pub(crate) fn names_of(name: &str, shape: Shape) -> Vec<String> {
     let mut v = vec![name.to_string()];
@@ -60,15 +83,7 @@ pub async fn register(
         let pool = Pool::start(spec, opts).await?;
         pools.push(pool.clone());
         let spec = pool.spec();
-        let client = pool.shared().client().await?;
-        let listed = client
-            .list_tools(&CallOptions::default())
-            .await
-            .map_err(|source| ProxyError::Request {
-                upstream: spec.name.clone(),
-                what: "tools/list".into(),
-                source,
-            })?;
+        let listed = list_tools(&pool).await?;
         let own: Vec<&str> = listed.iter().filter_map(|t| t["name"].as_str()).collect();
         if let Some(missing) = spec.tools.keys().find(|k| !own.contains(&k.as_str())) {
             return Err(ProxyError::UnknownTool {
@@ -130,11 +145,7 @@ fn add_tool(
         return Ok(builder.tool_handler(spec, handler));
     }
     let rule = pool.spec().rule(own_name);
-    let description = tool["description"].as_str().unwrap_or_default().to_string();
-    let schema = tool
-        .get("inputSchema")
-        .cloned()
-        .unwrap_or_else(|| serde_json::json!({"type": "object"}));
+    let (description, schema) = described(tool);
     let rt = jobs.ok_or_else(|| ProxyError::NoJobRuntime(name.to_string()))?;
     let body = UpstreamJob::new(pool.clone(), own_name);
     let mut job = JobTool::with_body(name.to_string(), description, schema, body)
@@ -158,11 +169,7 @@ pub(crate) fn forward_tool(
     shape: Shape,
 ) -> (ToolSpec, ForwardTool) {
     let rule = pool.spec().rule(own_name);
-    let description = tool["description"].as_str().unwrap_or_default().to_string();
-    let schema = tool
-        .get("inputSchema")
-        .cloned()
-        .unwrap_or_else(|| serde_json::json!({"type": "object"}));
+    let (description, schema) = described(tool);
     let mut spec = ToolSpec::new(name.to_string(), shape, description).input_schema(schema);
     if let Some(t) = tool["title"].as_str() {
         spec = spec.title(t.to_string());

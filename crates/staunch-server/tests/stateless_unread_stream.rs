@@ -4,9 +4,10 @@
 //! request is cancelled as if the stream had closed (in this era that *is* the cancel), the
 //! lifecycle log says so, and the server goes on serving others. Over real loopback HTTP.
 
-use std::io::Write;
+mod support;
+
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -21,20 +22,8 @@ use staunch_server::{
     CallToolResult, Config, Context, LifecycleLog, ProgressRate, Server, ToolError, ToolSpec,
 };
 use staunch_store::{MemoryEventStore, MemorySessionStore};
+use support::LogBuf;
 use tokio::net::TcpSocket;
-
-#[derive(Clone, Default)]
-struct LogBuf(Arc<Mutex<Vec<u8>>>);
-
-impl Write for LogBuf {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
 
 #[derive(Deserialize, schemars::JsonSchema)]
 struct Flood {
@@ -182,7 +171,7 @@ async fn a_stateless_client_that_stops_reading_is_cancelled_not_queued_for() {
     // The lifecycle log tells it as the client having gone.
     let end = tokio::time::Instant::now() + Duration::from_secs(10);
     let lines = loop {
-        let text = String::from_utf8(log.0.lock().unwrap().clone()).unwrap();
+        let text = log.text();
         let lines: Vec<Value> = text
             .lines()
             .map(|l| serde_json::from_str(l).unwrap())

@@ -673,16 +673,7 @@ params.who.type = "string"
         init["result"]["capabilities"]["tools"]["listChanged"], true,
         "{init}"
     );
-    let names = |v: &Value| -> Vec<String> {
-        let mut n: Vec<String> = v["result"]["tools"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|t| t["name"].as_str().unwrap().to_string())
-            .collect();
-        n.sort();
-        n
-    };
+    let names = common::sorted_tool_names;
     p.request(json!("l1"), "tools/list", json!({})).await;
     assert_eq!(names(&p.response(&json!("l1")).await), ["pause", "say"]);
     // A call of `pause` in flight while `pause` is removed and `greet` added.

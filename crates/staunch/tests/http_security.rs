@@ -7,45 +7,12 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::http::{HttpServer, call};
+use common::http::{HttpServer, call, rpc};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 const T: Duration = Duration::from_secs(15);
-
-/// Fast job loops for tests.
-const JOB_FLAGS: &[&str] = &[
-    "--job-lease-ms",
-    "900",
-    "--job-heartbeat-ms",
-    "150",
-    "--job-reap-ms",
-    "100",
-    "--job-claim-poll-ms",
-    "50",
-    "--job-poll-after-ms",
-    "100",
-    "--job-cancel-grace-ms",
-    "500",
-];
-
-/// A request in a session; its JSON-RPC response (from SSE or JSON).
-async fn rpc(s: &HttpServer, sid: &str, msg: Value) -> Value {
-    let id = msg["id"].clone();
-    let mut r = s.post(Some(sid), &msg).await;
-    assert_eq!(r.status, 200, "{msg}");
-    if r.header("content-type").as_deref() == Some("application/json") {
-        return r.json().await;
-    }
-    for e in r.events_until_end(T).await {
-        let m = e.json();
-        if m.get("method").is_none() && m["id"] == id {
-            return m;
-        }
-    }
-    panic!("no response to {msg}");
-}
 
 fn req(id: i64, method: &str, params: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
@@ -113,7 +80,7 @@ fn stored_sessions(s: &HttpServer, sid: &str) -> i64 {
 
 #[tokio::test]
 async fn another_session_cannot_read_or_cancel_a_job() {
-    let s = HttpServer::start(JOB_FLAGS).await;
+    let s = HttpServer::start(&common::job_flags(&[])).await;
     let a = s.initialize().await;
     let b = s.initialize().await;
     let job = start_import(&s, &a, 1, json!({"rows": 40, "delay_ms": 100}))
@@ -171,7 +138,7 @@ async fn another_session_cannot_read_or_cancel_a_job() {
 
 #[tokio::test]
 async fn a_reused_key_does_not_reveal_another_sessions_job() {
-    let s = HttpServer::start(JOB_FLAGS).await;
+    let s = HttpServer::start(&common::job_flags(&[])).await;
     let a = s.initialize().await;
     let b = s.initialize().await;
     let job_a = start_import(
@@ -219,7 +186,7 @@ async fn a_reused_key_does_not_reveal_another_sessions_job() {
 
 #[tokio::test]
 async fn inflight_dedupe_does_not_hand_another_session_the_job() {
-    let s = HttpServer::start(JOB_FLAGS).await;
+    let s = HttpServer::start(&common::job_flags(&[])).await;
     let a = s.initialize().await;
     let b = s.initialize().await;
     let args = json!({"rows": 40, "delay_ms": 100});
@@ -234,7 +201,7 @@ async fn inflight_dedupe_does_not_hand_another_session_the_job() {
 
 #[tokio::test]
 async fn another_session_cannot_cancel_a_task() {
-    let s = HttpServer::start(JOB_FLAGS).await;
+    let s = HttpServer::start(&common::job_flags(&[])).await;
     let a = s.initialize().await;
     let b = s.initialize().await;
     let mut create = call(
@@ -569,7 +536,7 @@ async fn one_session_cannot_take_every_in_flight_slot() {
 
 #[tokio::test]
 async fn queued_and_running_jobs_per_owner_are_limited() {
-    let mut flags = JOB_FLAGS.to_vec();
+    let mut flags = common::job_flags(&[]);
     flags.extend(["--job-max-active-per-owner", "2", "--job-workers", "1"]);
     let s = HttpServer::start(&flags).await;
     let a = s.initialize().await;

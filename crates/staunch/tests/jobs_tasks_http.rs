@@ -9,44 +9,10 @@ use std::process::Command;
 use std::time::Duration;
 
 use common::external;
-use common::http::{HttpServer, call};
+use common::http::{HttpServer, call, rpc};
 use serde_json::{Value, json};
 
 const T: Duration = Duration::from_secs(15);
-
-/// Fast job loops for tests.
-const FLAGS: &[&str] = &[
-    "--job-lease-ms",
-    "900",
-    "--job-heartbeat-ms",
-    "150",
-    "--job-reap-ms",
-    "100",
-    "--job-claim-poll-ms",
-    "50",
-    "--job-poll-after-ms",
-    "100",
-    "--job-cancel-grace-ms",
-    "500",
-];
-
-/// Posts a request in a session and returns its JSON-RPC response (from the SSE stream or a
-/// JSON body).
-async fn rpc(s: &HttpServer, sid: &str, msg: Value) -> Value {
-    let id = msg["id"].clone();
-    let mut r = s.post(Some(sid), &msg).await;
-    assert_eq!(r.status, 200, "{msg}");
-    if r.header("content-type").as_deref() == Some("application/json") {
-        return r.json().await;
-    }
-    for e in r.events_until_end(T).await {
-        let m = e.json();
-        if m.get("method").is_none() && m["id"] == id {
-            return m;
-        }
-    }
-    panic!("no response to {msg}");
-}
 
 fn req(id: i64, method: &str, params: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
@@ -65,7 +31,7 @@ fn rows(db: &Path, job_id: &str) -> i64 {
 
 #[tokio::test]
 async fn tasks_belong_to_the_session_that_created_them() {
-    let s = HttpServer::start(FLAGS).await;
+    let s = HttpServer::start(&common::job_flags(&[])).await;
     let a = s.initialize().await;
     let b = s.initialize().await;
     let mut create = call(
@@ -140,7 +106,7 @@ fn run_node(node: std::path::PathBuf, args: &[&str]) -> Value {
 #[tokio::test]
 async fn typescript_sdk_tasks_client_creates_polls_and_fetches_a_job_result() {
     let Some(node) = external::node() else { return };
-    let s = HttpServer::start(FLAGS).await;
+    let s = HttpServer::start(&common::job_flags(&[])).await;
     let url = s.url();
     let v = tokio::task::spawn_blocking(move || {
         run_node(
@@ -177,7 +143,7 @@ async fn typescript_sdk_tasks_client_creates_polls_and_fetches_a_job_result() {
 #[tokio::test]
 async fn typescript_sdk_tasks_client_cancels_an_import_and_no_row_follows_the_cancel() {
     let Some(node) = external::node() else { return };
-    let s = HttpServer::start(FLAGS).await;
+    let s = HttpServer::start(&common::job_flags(&[])).await;
     let url = s.url();
     let db = s.dir.path().join("staunch.db");
     let v = tokio::task::spawn_blocking(move || {

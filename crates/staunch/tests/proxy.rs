@@ -868,16 +868,7 @@ async fn upstream_tool_changes_reach_the_proxys_sessions() {
         "{init}"
     );
     p.notify("notifications/initialized", json!({})).await;
-    let names = |v: &Value| -> Vec<String> {
-        let mut n: Vec<String> = v["result"]["tools"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|t| t["name"].as_str().unwrap().to_string())
-            .collect();
-        n.sort();
-        n
-    };
+    let names = common::sorted_tool_names;
     p.request(json!("l1"), "tools/list", json!({})).await;
     assert_eq!(names(&p.response(&json!("l1")).await), ["gone", "say"]);
 

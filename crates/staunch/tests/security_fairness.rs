@@ -7,25 +7,11 @@ mod common;
 
 use std::time::Duration;
 
-use common::http::{HttpServer, Resp, call, modern};
+use common::http::{HttpServer, Resp, call, modern, rpc};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
 const T: Duration = Duration::from_secs(20);
-
-/// Fast job loops for tests.
-const JOB_FLAGS: &[&str] = &[
-    "--job-lease-ms",
-    "900",
-    "--job-heartbeat-ms",
-    "150",
-    "--job-reap-ms",
-    "100",
-    "--job-claim-poll-ms",
-    "50",
-    "--job-poll-after-ms",
-    "100",
-];
 
 const ALICE: &str = "alice-token-0123456789";
 const BOB: &str = "bob-token-0123456789ab";
@@ -42,23 +28,6 @@ async fn bearer_server(extra: &[&str]) -> HttpServer {
     // The server has read the file; the directory may go.
     drop(dir);
     s
-}
-
-/// A request in a session; its JSON-RPC response (from SSE or JSON).
-async fn rpc(s: &HttpServer, sid: &str, msg: Value) -> Value {
-    let id = msg["id"].clone();
-    let mut r = s.post(Some(sid), &msg).await;
-    assert_eq!(r.status, 200, "{msg}");
-    if r.header("content-type").as_deref() == Some("application/json") {
-        return r.json().await;
-    }
-    for e in r.events_until_end(T).await {
-        let m = e.json();
-        if m.get("method").is_none() && m["id"] == id {
-            return m;
-        }
-    }
-    panic!("no response to {msg}");
 }
 
 fn text_of(resp: &Value) -> String {
@@ -131,7 +100,7 @@ fn started_ms(s: &HttpServer, jobs: &[&str]) -> Vec<i64> {
 /// longest ago): B's one job starts before A's third and fourth.
 #[tokio::test]
 async fn one_owners_backlog_does_not_hold_back_another_owners_job() {
-    let mut flags = JOB_FLAGS.to_vec();
+    let mut flags = common::job_flags(&[]);
     flags.extend(["--job-workers", "2"]);
     let s = HttpServer::start(&flags).await;
     let a = s.initialize().await;
@@ -242,7 +211,7 @@ async fn imported_rows(s: &HttpServer, sid: &str, job: &str) -> Result<Value, St
 /// never existed gets.
 #[tokio::test]
 async fn imported_rows_answers_only_the_jobs_owner() {
-    let s = HttpServer::start(JOB_FLAGS).await;
+    let s = HttpServer::start(&common::job_flags(&[])).await;
     let a = s.initialize().await;
     let b = s.initialize().await;
     let job = start_import(&s, &a, json!({"rows": 3, "delay_ms": 0})).await;

@@ -97,6 +97,13 @@ impl Write for LogBuf {
     }
 }
 
+impl LogBuf {
+    /// Everything written so far.
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+}
+
 /// A server under test and its captured log.
 pub struct Harness {
     pub server: Server,

@@ -377,6 +377,24 @@ impl HttpServer {
     }
 }
 
+/// Posts a request in a session and returns its JSON-RPC response (from the SSE stream or a
+/// JSON body), waiting at most 20 s for the stream to end.
+pub async fn rpc(s: &HttpServer, sid: &str, msg: Value) -> Value {
+    let id = msg["id"].clone();
+    let mut r = s.post(Some(sid), &msg).await;
+    assert_eq!(r.status, 200, "{msg}");
+    if r.header("content-type").as_deref() == Some("application/json") {
+        return r.json().await;
+    }
+    for e in r.events_until_end(Duration::from_secs(20)).await {
+        let m = e.json();
+        if m.get("method").is_none() && m["id"] == id {
+            return m;
+        }
+    }
+    panic!("no response to {msg}");
+}
+
 pub fn call(id: Value, tool: &str, args: Value, token: Option<Value>) -> Value {
     let mut params = json!({"name": tool, "arguments": args});
     if let Some(t) = token {

@@ -248,6 +248,18 @@ pub fn has_event(lines: &[Value], id: &Value, event: &str) -> bool {
         .any(|l| l["request_id"] == *id && l["event"] == event)
 }
 
+/// The tool names of a `tools/list` response, sorted.
+pub fn sorted_tool_names(list: &Value) -> Vec<String> {
+    let mut n: Vec<String> = list["result"]["tools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("not a tools/list result: {list}"))
+        .iter()
+        .map(|t| t["name"].as_str().unwrap_or_default().to_string())
+        .collect();
+    n.sort();
+    n
+}
+
 /// Fast job loops for tests (lease, heartbeat, reaper, claim poll, suggested poll, cancel
 /// grace), followed by `extra`.
 pub fn job_flags(extra: &[&'static str]) -> Vec<&'static str> {
