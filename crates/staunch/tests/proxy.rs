@@ -93,15 +93,10 @@ async fn two_sessions_with_the_same_id_cancel_only_their_own_upstream_request() 
         )
         .await;
     // A is running upstream (its progress came back through the proxy) before it cancels.
-    let first = loop {
-        let ev = stream_a
-            .next_event(Duration::from_secs(20))
-            .await
-            .expect("A's progress");
-        if !ev.data.is_empty() {
-            break serde_json::from_str::<Value>(&ev.data).unwrap();
-        }
-    };
+    let first = stream_a
+        .next_message(Duration::from_secs(20))
+        .await
+        .expect("A's progress");
     assert_eq!(first["method"], "notifications/progress", "{first}");
     assert_eq!(first["params"]["progressToken"], "pa");
     let ack = proxy.post(Some(&a), &cancelled(json!(1))).await;
@@ -551,10 +546,13 @@ async fn an_upstream_crash_fails_its_calls_clearly_and_the_next_call_restarts_it
             ),
         )
         .await;
-    // Running upstream: its first progress came through.
-    long.next_event(Duration::from_secs(20))
+    // Running upstream: its first progress came through (not just the stream's priming
+    // event, which comes before the call reaches the upstream).
+    let progress = long
+        .next_message(Duration::from_secs(20))
         .await
         .expect("progress");
+    assert_eq!(progress["method"], "notifications/progress", "{progress}");
     let first = pids_with(&marker);
     assert_eq!(first.len(), 1, "{first:?}");
     rustix::process::kill_process(
@@ -785,14 +783,10 @@ async fn an_upstream_question_reaches_the_client_that_made_the_call() {
         .post(Some(&sid), &call(json!(5), "greet", json!({}), None))
         .await;
     let question = loop {
-        let ev = stream
-            .next_event(Duration::from_secs(20))
+        let m = stream
+            .next_message(Duration::from_secs(20))
             .await
             .expect("the question");
-        if ev.data.is_empty() {
-            continue;
-        }
-        let m: Value = serde_json::from_str(&ev.data).unwrap();
         if m["method"] == "elicitation/create" {
             break m;
         }

@@ -68,6 +68,20 @@ impl Resp {
         serde_json::from_str(&t).unwrap_or_else(|e| panic!("not JSON ({e}): {t:?}"))
     }
 
+    /// The next SSE event that carries a message (priming events, an id without data, are
+    /// skipped), `None` when the stream ended or `limit` passed.
+    pub async fn next_message(&mut self, limit: Duration) -> Option<Value> {
+        let end = Instant::now() + limit;
+        loop {
+            let e = self
+                .next_event(end.saturating_duration_since(Instant::now()))
+                .await?;
+            if !e.data.is_empty() {
+                return Some(e.json());
+            }
+        }
+    }
+
     /// The next SSE event, `None` when the stream ended or `limit` passed.
     pub async fn next_event(&mut self, limit: Duration) -> Option<Event> {
         let end = Instant::now() + limit;
