@@ -154,6 +154,17 @@ impl Server {
             .unwrap_or_default()
     }
 
+    /// Whether a lost answer of tool `name` costs at most a short re-run: it is `quick` (ends
+    /// well under the client's timeout) and safe to run again
+    /// ([`crate::ToolSpec::rerun_safe`]). `false` for a tool it does not serve.
+    pub fn tool_quick_and_rerun_safe(&self, name: &str) -> bool {
+        self.inner
+            .tool_table()
+            .by_name
+            .get(name)
+            .is_some_and(|t| t.spec.shape() == crate::Shape::Quick && t.spec.rerun_safe())
+    }
+
     /// The OAuth scopes tool `name` declares its callers need ([`ToolSpec::scopes`]).
     pub fn tool_scopes(&self, name: &str) -> Vec<String> {
         self.inner

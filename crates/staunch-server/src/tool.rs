@@ -152,6 +152,19 @@ impl ToolSpec {
         self.shape
     }
 
+    /// Whether calling it again after a lost answer is harmless: its annotations say it
+    /// only reads (`readOnlyHint`) or that a repeat has no further effect (`idempotentHint`).
+    pub fn rerun_safe(&self) -> bool {
+        let hint = |k: &str| {
+            self.annotations
+                .as_ref()
+                .and_then(|a| a.get(k))
+                .and_then(Value::as_bool)
+                == Some(true)
+        };
+        hint("readOnlyHint") || hint("idempotentHint")
+    }
+
     /// `execution.taskSupport`: `forbidden` (the default), `optional` or `required`.
     pub fn task_support(&self) -> &str {
         self.execution

@@ -230,6 +230,11 @@ pub struct ServeArgs {
     /// with Last-Event-ID and loses nothing).
     #[arg(long, default_value_t = 1024, env = "STAUNCH_MAX_CONNECTION_BACKLOG")]
     pub max_connection_backlog: usize,
+    /// HTTP: answer every 2025 session request with a resumable SSE stream, also those without
+    /// a progress token that are safe to run again (read-only or idempotent tools, lists,
+    /// reads, ping), which otherwise get a plain JSON body and store nothing.
+    #[arg(long, env = "STAUNCH_ALWAYS_SSE")]
+    pub always_sse: bool,
 }
 
 /// Runs the command; returns the process exit code.

@@ -290,6 +290,7 @@ async fn serve_http(
         auth: args.auth.config().await?,
         event_queue_max: args.event_queue_max,
         connection_backlog: args.max_connection_backlog,
+        always_sse: args.always_sse,
         ..HttpConfig::default()
     };
     args.limits.apply_http(&mut cfg);

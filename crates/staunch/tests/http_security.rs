@@ -246,7 +246,13 @@ async fn replaying_another_sessions_stream_is_refused() {
     let mut r = s
         .post(
             Some(&a),
-            &call(json!(1), "echo", json!({"text": "secret"}), None),
+            // A progress token: the answer is a resumable stream (not a plain JSON body).
+            &call(
+                json!(1),
+                "echo",
+                json!({"text": "secret"}),
+                Some(json!("t")),
+            ),
         )
         .await;
     let events = r.events_until_end(T).await;

@@ -162,14 +162,14 @@ async fn replay_never_crosses_streams_or_sessions() {
     let mut r1 = s
         .post(
             Some(&a),
-            &call(json!(1), "echo", json!({"text": "one"}), None),
+            &call(json!(1), "echo", json!({"text": "one"}), Some(json!("t1"))),
         )
         .await;
     let e1 = r1.events_until_end(T).await;
     let mut r2 = s
         .post(
             Some(&a),
-            &call(json!(2), "echo", json!({"text": "two"}), None),
+            &call(json!(2), "echo", json!({"text": "two"}), Some(json!("t2"))),
         )
         .await;
     let e2 = r2.events_until_end(T).await;
@@ -449,17 +449,15 @@ async fn oversized_and_garbage_bodies_get_clear_errors_and_the_server_carries_on
     assert_eq!(r.status, 400);
     assert_eq!(s.send("PUT", &h, "").await.status, 405);
     // Still serving.
-    let mut ok = s
+    let (_, ok) = s
         .post(
             Some(&sid),
             &call(json!(9), "echo", json!({"text": "fine"}), None),
         )
+        .await
+        .answer(T)
         .await;
-    let ev = ok.events_until_end(T).await;
-    assert_eq!(
-        responses(&ev, &json!(9))[0]["result"]["content"][0]["text"],
-        "fine"
-    );
+    assert_eq!(ok["result"]["content"][0]["text"], "fine", "{ok}");
 }
 
 #[tokio::test]

@@ -7,7 +7,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::http::{HttpServer, call};
+use common::http::{HttpServer, tool_structured};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
@@ -37,27 +37,8 @@ async fn jobs_json(store: &[&str], args: &[&str]) -> Value {
     serde_json::from_str(&out).unwrap_or_else(|e| panic!("not JSON ({e}): {out}"))
 }
 
-/// Calls a tool in `sid` and returns its structured result.
-async fn tool(s: &HttpServer, sid: &str, name: &str, args: Value) -> Value {
-    let id = json!(format!("{name}-{}", Instant::now().elapsed().as_nanos()));
-    let mut r = s.post(Some(sid), &call(id.clone(), name, args, None)).await;
-    assert_eq!(r.status, 200, "{name}");
-    let resp = r
-        .events_until_end(T)
-        .await
-        .iter()
-        .map(|e| e.json())
-        .find(|m| m["id"] == id)
-        .unwrap_or_else(|| panic!("no answer to {name}"));
-    assert!(
-        resp.get("error").is_none() && resp["result"]["isError"] != true,
-        "{resp}"
-    );
-    resp["result"]["structuredContent"].clone()
-}
-
 async fn rows(s: &HttpServer, sid: &str, job: &str) -> i64 {
-    tool(s, sid, "imported_rows", json!({"job_id": job})).await["rows"]
+    tool_structured(s, sid, "imported_rows", json!({"job_id": job})).await["rows"]
         .as_i64()
         .unwrap()
 }
@@ -65,7 +46,7 @@ async fn rows(s: &HttpServer, sid: &str, job: &str) -> i64 {
 /// The whole operator flow on one store: list, show, cancel (the worker stops), purge.
 async fn operator_flow(server: &HttpServer, store: &[&str]) {
     let sid = server.initialize().await;
-    let started = tool(
+    let started = tool_structured(
         server,
         &sid,
         "start_import_rows",
@@ -169,7 +150,7 @@ async fn operator_flow(server: &HttpServer, store: &[&str]) {
         "rows were written after the cancel"
     );
     // The MCP face agrees.
-    let via_tool = tool(server, &sid, "get_import_rows", json!({"job_id": id})).await;
+    let via_tool = tool_structured(server, &sid, "get_import_rows", json!({"job_id": id})).await;
     assert_eq!(via_tool["status"], "cancelled");
     // A second cancel says it had already ended.
     assert_eq!(

@@ -8,30 +8,17 @@ mod common;
 
 use std::time::Duration;
 
-use common::http::{HttpServer, call};
+use common::http::{HttpServer, call, tool_structured};
 use common::page::{browser, raw};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
 const T: Duration = Duration::from_secs(20);
 
-async fn tool(s: &HttpServer, sid: &str, name: &str, args: Value) -> Value {
-    let id = json!(format!("{name}-{}", Instant::now().elapsed().as_nanos()));
-    let mut r = s.post(Some(sid), &call(id.clone(), name, args, None)).await;
-    let resp = r
-        .events_until_end(T)
-        .await
-        .iter()
-        .map(|e| e.json())
-        .find(|m| m["id"] == id)
-        .unwrap_or_else(|| panic!("no answer to {name}"));
-    resp["result"]["structuredContent"].clone()
-}
-
 async fn wait_status(s: &HttpServer, sid: &str, job: &str, want: &str) {
     let end = Instant::now() + T;
     loop {
-        let v = tool(s, sid, "get_import_rows", json!({"job_id": job})).await;
+        let v = tool_structured(s, sid, "get_import_rows", json!({"job_id": job})).await;
         if v["status"] == want {
             return;
         }
@@ -52,7 +39,7 @@ fn token_of(page: &str) -> String {
 async fn the_page_refuses_foreign_hosts_origins_and_tokenless_cancels() {
     let s = HttpServer::start(&["--live-page", "/staunch", "--job-heartbeat-ms", "100"]).await;
     let sid = s.initialize().await;
-    let job = tool(
+    let job = tool_structured(
         &s,
         &sid,
         "start_import_rows",
@@ -126,7 +113,7 @@ async fn the_page_refuses_foreign_hosts_origins_and_tokenless_cancels() {
         assert_eq!(code, 403, "{headers:?}: {body}");
     }
     assert_eq!(
-        tool(&s, &sid, "get_import_rows", json!({"job_id": job})).await["status"],
+        tool_structured(&s, &sid, "get_import_rows", json!({"job_id": job})).await["status"],
         "running"
     );
     // A GET cannot cancel.
@@ -201,7 +188,7 @@ async fn in_chromium_the_bar_moves_and_cancel_ends_the_job() {
         )
         .await;
     counting.next_event(T).await.expect("priming");
-    let quick = tool(
+    let quick = tool_structured(
         &s,
         &sid,
         "start_long_scan",
@@ -212,11 +199,13 @@ async fn in_chromium_the_bar_moves_and_cancel_ends_the_job() {
         .unwrap()
         .to_string();
     let end = Instant::now() + T;
-    while tool(&s, &sid, "get_long_scan", json!({"job_id": quick})).await["status"] != "succeeded" {
+    while tool_structured(&s, &sid, "get_long_scan", json!({"job_id": quick})).await["status"]
+        != "succeeded"
+    {
         assert!(Instant::now() < end);
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let job = tool(
+    let job = tool_structured(
         &s,
         &sid,
         "start_import_rows",
@@ -265,7 +254,7 @@ async fn in_chromium_the_bar_moves_and_cancel_ends_the_job() {
 
     // The server agrees: the job was cancelled and stopped writing rows.
     wait_status(&s, &sid, &job, "cancelled").await;
-    let rows = tool(&s, &sid, "imported_rows", json!({"job_id": job})).await["rows"]
+    let rows = tool_structured(&s, &sid, "imported_rows", json!({"job_id": job})).await["rows"]
         .as_i64()
         .unwrap();
     assert!(rows > 0 && rows < 300, "{rows}");
@@ -287,7 +276,7 @@ async fn the_page_shows_requests_in_flight_and_their_cancel_state() {
                 json!("st-1"),
                 "stubborn_count",
                 json!({"steps": 400, "delay_ms": 50}),
-                None,
+                Some(json!("p")),
             ),
         )
         .await;

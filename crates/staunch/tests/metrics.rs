@@ -6,8 +6,8 @@ mod common;
 
 use std::time::Duration;
 
-use common::http::{HttpServer, call, ended, lines_of, modern};
-use serde_json::{Value, json};
+use common::http::{HttpServer, call, ended, lines_of, modern, tool_structured};
+use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::time::Instant;
 
@@ -53,20 +53,6 @@ fn sample(text: &str, series: &str) -> Option<f64> {
 
 fn must(text: &str, series: &str) -> f64 {
     sample(text, series).unwrap_or_else(|| panic!("no sample {series} in\n{text}"))
-}
-
-/// Calls a tool and returns its structured result.
-async fn tool(s: &HttpServer, sid: &str, name: &str, args: Value) -> Value {
-    let id = json!(format!("{name}-{}", Instant::now().elapsed().as_nanos()));
-    let mut r = s.post(Some(sid), &call(id.clone(), name, args, None)).await;
-    let resp = r
-        .events_until_end(T)
-        .await
-        .iter()
-        .map(|e| e.json())
-        .find(|m| m["id"] == id)
-        .unwrap_or_else(|| panic!("no answer to {name}"));
-    resp["result"]["structuredContent"].clone()
 }
 
 async fn cancel(s: &HttpServer, sid: &str, id: &str) {
@@ -128,7 +114,7 @@ async fn a_scripted_run_shows_up_in_the_scrape() {
                 json!("c2"),
                 "stubborn_count",
                 json!({"steps": 100, "delay_ms": 50}),
-                None,
+                Some(json!("p2")),
             ),
         )
         .await;
@@ -145,11 +131,13 @@ async fn a_scripted_run_shows_up_in_the_scrape() {
 
     // A job, then the same start again with its idempotency key: one job, one hit.
     let args = json!({"rows": 3, "delay_ms": 5, "idempotency_key": "k-1"});
-    let job = tool(&s, &sid, "start_import_rows", args.clone()).await["job_id"].clone();
-    let again = tool(&s, &sid, "start_import_rows", args).await;
+    let job = tool_structured(&s, &sid, "start_import_rows", args.clone()).await["job_id"].clone();
+    let again = tool_structured(&s, &sid, "start_import_rows", args).await;
     assert_eq!(again["job_id"], job);
     let end = Instant::now() + T;
-    while tool(&s, &sid, "get_import_rows", json!({"job_id": job})).await["status"] != "succeeded" {
+    while tool_structured(&s, &sid, "get_import_rows", json!({"job_id": job})).await["status"]
+        != "succeeded"
+    {
         assert!(Instant::now() < end, "the job never finished");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -320,7 +308,7 @@ async fn reaper_purges_are_counted() {
     ])
     .await;
     let sid = s.initialize().await;
-    let started = tool(
+    let started = tool_structured(
         &s,
         &sid,
         "start_import_rows",

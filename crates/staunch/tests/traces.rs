@@ -135,16 +135,11 @@ fn traced(mut msg: Value, traceparent: &str) -> Value {
 
 /// Calls a tool in the session and returns its result.
 async fn tool(s: &HttpServer, sid: &str, id: &str, name: &str, args: Value, tp: &str) -> Value {
-    let mut r = s
+    let r = s
         .post(Some(sid), &traced(call(json!(id), name, args, None), tp))
         .await;
-    let resp = r
-        .events_until_end(T)
-        .await
-        .iter()
-        .map(|e| e.json())
-        .find(|m| m["id"] == id)
-        .unwrap_or_else(|| panic!("no answer to {name}"));
+    let (_, resp) = r.answer(T).await;
+    assert_eq!(resp["id"], id, "no answer to {name}: {resp}");
     resp["result"].clone()
 }
 

@@ -409,6 +409,24 @@ pub async fn rpc(s: &HttpServer, sid: &str, msg: Value) -> Value {
     panic!("no response to {msg}");
 }
 
+/// Calls tool `name` in a session (a fresh request id, no progress token) and returns its
+/// `structuredContent`; the call must not fail.
+pub async fn tool_structured(s: &HttpServer, sid: &str, name: &str, args: Value) -> Value {
+    let id = json!(format!("{name}-{}", uuid_like()));
+    let resp = rpc(s, sid, call(id, name, args, None)).await;
+    assert!(
+        resp.get("error").is_none() && resp["result"]["isError"] != true,
+        "{name}: {resp}"
+    );
+    resp["result"]["structuredContent"].clone()
+}
+
+/// A request id unique within the process.
+fn uuid_like() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
 pub fn call(id: Value, tool: &str, args: Value, token: Option<Value>) -> Value {
     let mut params = json!({"name": tool, "arguments": args});
     if let Some(t) = token {

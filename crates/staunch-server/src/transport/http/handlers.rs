@@ -16,7 +16,7 @@ use staunch_store::{Replay, SessionRecord, now_ms};
 use super::HttpState;
 use super::accept::PeerAddr;
 use super::auth::Identity;
-use super::session::{Attach, HttpSession, event_id, parse_event_id, random_hex};
+use super::session::{Attach, Durability, HttpSession, event_id, parse_event_id, random_hex};
 use super::sse;
 use super::stateless::{self, VERSION_HEADER};
 use crate::registry::CancelReason;
@@ -119,7 +119,7 @@ async fn read_body(state: &HttpState, body: Body) -> Result<Bytes, Response> {
     }
 }
 
-fn error(status: StatusCode, code: i64, message: &str) -> Response {
+pub(super) fn error(status: StatusCode, code: i64, message: &str) -> Response {
     let body = json!({"jsonrpc": "2.0", "id": null, "error": {"code": code, "message": message}});
     (
         status,
@@ -441,7 +441,13 @@ async fn post(
             ),
         );
     }
-    let Ok((stream_id, rx)) = session.open_request_stream(&req_id) else {
+    if !state.cfg.always_sse
+        && accepts(&headers, "application/json")
+        && matches!(&msg, Message::Request(r) if super::plain::answer_plainly(&state.server, r))
+    {
+        return super::plain::answer(&state, &session, msg, req_id).await;
+    }
+    let Ok((stream_id, rx)) = session.open_request_stream(&req_id, Durability::Stored) else {
         return error(
             StatusCode::CONFLICT,
             codes::INVALID_REQUEST,
@@ -488,7 +494,7 @@ async fn json_answer(
     msg: Message,
     req_id: RequestId,
 ) -> Response {
-    let Ok((stream_id, mut rx)) = session.open_request_stream(&req_id) else {
+    let Ok((stream_id, mut rx)) = session.open_request_stream(&req_id, Durability::Stored) else {
         return error(
             StatusCode::CONFLICT,
             codes::INVALID_REQUEST,
@@ -949,6 +955,7 @@ fn follow_store(
                         let item = super::session::SseItem::Event {
                             id: event_id(&stream_id, e.seq),
                             data: e.payload.into(),
+                            last: done,
                         };
                         if tx.send(item).await.is_err() || done {
                             return;

@@ -28,6 +28,7 @@ mod batch;
 mod guard;
 mod handlers;
 mod peer_share;
+mod plain;
 mod session;
 mod sse;
 mod stateless;
@@ -112,6 +113,10 @@ pub struct HttpConfig {
     /// Writes queued for the event store (not yet committed) at which a new request waits
     /// for the store, and is refused with 503 if it does not catch up in time.
     pub event_queue_max: usize,
+    /// Answer every 2025 session request with an SSE stream, even those [`plain`] would answer
+    /// with a JSON body (no progress token, and safe to run again): every answer is then
+    /// resumable, at the cost of storing it.
+    pub always_sse: bool,
     /// Messages a connection may fall behind its stream before it is closed (the client
     /// resumes with `Last-Event-ID` and loses nothing): a client that stops reading costs
     /// at most this much memory.
@@ -143,6 +148,7 @@ impl Default for HttpConfig {
             body_read_timeout: Duration::from_secs(30),
             auth: None,
             event_queue_max: 65_536,
+            always_sse: false,
             connection_backlog: 1024,
         }
     }

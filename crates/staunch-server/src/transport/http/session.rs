@@ -34,8 +34,13 @@ use crate::session::Session;
 /// What a live connection receives.
 #[derive(Debug)]
 pub(crate) enum SseItem {
-    /// One message with its event id.
-    Event { id: String, data: Arc<str> },
+    /// One message with its event id; `last` when it is the response that ends its
+    /// request's stream.
+    Event {
+        id: String,
+        data: Arc<str>,
+        last: bool,
+    },
     /// End this connection (the stream goes on; the client resumes with `Last-Event-ID`).
     Close,
 }
@@ -74,16 +79,31 @@ struct StreamState {
     last_seq: u64,
     live: Option<LiveTx>,
     tail: VecDeque<(u64, Arc<str>)>,
+    /// Whether its events go to the event store. A request answered with a plain JSON body
+    /// ([`Durability::UntilFirstMessage`]) has no event id to resume from, so nothing of it
+    /// is stored unless something other than its response comes first.
+    stored: bool,
 }
 
 impl StreamState {
-    fn new(live: Option<LiveTx>) -> Self {
+    fn new(live: Option<LiveTx>, stored: bool) -> Self {
         Self {
             last_seq: 0,
             live,
             tail: VecDeque::new(),
+            stored,
         }
     }
+}
+
+/// Whether a request's stream is stored from the start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Durability {
+    /// Every event is stored (the client resumes with `Last-Event-ID`).
+    Stored,
+    /// The response alone is answered as a plain JSON body and never stored; the first
+    /// message that is not the response makes the stream a stored one, from its first event.
+    UntilFirstMessage,
 }
 
 #[derive(Default)]
@@ -287,6 +307,7 @@ impl HttpSession {
     pub(crate) fn open_request_stream(
         &self,
         req: &RequestId,
+        durability: Durability,
     ) -> Result<(String, LiveRx), DuplicateId> {
         let mut routes = self.routes();
         if routes.by_request.contains_key(req) {
@@ -294,11 +315,14 @@ impl HttpSession {
         }
         let stream_id = new_stream_id();
         let (tx, rx) = mpsc::channel(self.backlog);
+        let stored = durability == Durability::Stored;
         routes.by_request.insert(req.clone(), stream_id.clone());
         routes
             .streams
-            .insert(stream_id.clone(), StreamState::new(Some(tx)));
-        self.create_in_store(&stream_id);
+            .insert(stream_id.clone(), StreamState::new(Some(tx), stored));
+        if stored {
+            self.create_in_store(&stream_id);
+        }
         Ok((stream_id, rx))
     }
 
@@ -319,7 +343,7 @@ impl HttpSession {
         routes.standalone = Some(id.clone());
         routes
             .streams
-            .insert(id.clone(), StreamState::new(Some(tx)));
+            .insert(id.clone(), StreamState::new(Some(tx), true));
         self.create_in_store(&id);
         Ok((id, rx))
     }
@@ -372,11 +396,14 @@ impl HttpSession {
         let Some(stream_id) = routes.by_request.remove(req) else {
             return;
         };
+        let stored = routes.streams.get(&stream_id).is_none_or(|st| st.stored);
         routes.end(&stream_id);
-        self.batcher.write(EventWrite::Close {
-            session_id: self.id.clone(),
-            stream_id,
-        });
+        if stored {
+            self.batcher.write(EventWrite::Close {
+                session_id: self.id.clone(),
+                stream_id,
+            });
+        }
     }
 
     /// Closes the session: cancels its requests, ends every connection.
@@ -421,12 +448,19 @@ impl HttpSession {
         if st.tail.len() > self.tail_cap {
             st.tail.pop_front();
         }
+        if !st.stored && !ends_stream {
+            // Something comes before the response: the answer becomes a resumable SSE stream
+            // (the handler sees `last: false`), stored from this, its first event, on.
+            st.stored = true;
+            self.create_in_store(&stream_id);
+        }
         if let Some(live) = &st.live
             && !offer(
                 live,
                 SseItem::Event {
                     id: event_id(&stream_id, seq),
                     data: data.clone(),
+                    last: ends_stream,
                 },
                 &stream_id,
                 &self.batcher,
@@ -434,22 +468,31 @@ impl HttpSession {
         {
             st.live = None;
         }
-        self.batcher.write(EventWrite::Append {
-            session_id: self.id.clone(),
-            stream_id: stream_id.clone(),
-            payload: data.to_string(),
-        });
+        let stored = st.stored;
+        if stored {
+            self.append_in_store(&stream_id, &data);
+        }
         if ends_stream {
             // Dropping the stream's sender ends the connection after this event.
             routes.end(&stream_id);
-            self.batcher.write(EventWrite::Close {
-                session_id: self.id.clone(),
-                stream_id,
-            });
+            if stored {
+                self.batcher.write(EventWrite::Close {
+                    session_id: self.id.clone(),
+                    stream_id,
+                });
+            }
             if let Some(r) = &msg.related {
                 routes.by_request.remove(r);
             }
         }
+    }
+
+    fn append_in_store(&self, stream_id: &str, data: &str) {
+        self.batcher.write(EventWrite::Append {
+            session_id: self.id.clone(),
+            stream_id: stream_id.to_string(),
+            payload: data.to_string(),
+        });
     }
 
     fn close_connection(&self, req: &RequestId) {
@@ -457,7 +500,10 @@ impl HttpSession {
         let Some(stream_id) = routes.by_request.get(req).cloned() else {
             return;
         };
+        // A stream that is not stored answers with a JSON body the client cannot resume:
+        // its connection stays until the response.
         if let Some(st) = routes.streams.get_mut(&stream_id)
+            && st.stored
             && let Some(l) = st.live.take()
         {
             let _ = l.try_send(SseItem::Close);

@@ -53,7 +53,7 @@ pub(crate) fn body(
             None => Instant::now() + st.keep_alive,
         };
         match tokio::time::timeout_at(wait_until, rx.recv()).await {
-            Ok(Some(SseItem::Event { id, data })) => Some((Ok(event(&id, &data)), st)),
+            Ok(Some(SseItem::Event { id, data, .. })) => Some((Ok(event(&id, &data)), st)),
             Ok(Some(SseItem::Close) | None) => None,
             Err(_) if st.close_at.is_some_and(|at| Instant::now() >= at) => None,
             Err(_) => Some((Ok(Bytes::from_static(b": keep-alive\n\n")), st)),
