@@ -104,6 +104,10 @@ struct Args {
     /// In-flight call counts of the HTTP memory scenario (each holds a connection).
     #[arg(long, value_delimiter = ',', default_value = "1000")]
     mem_http: Vec<usize>,
+    /// Load/cancel cycles of the largest memory load; from the 2nd on, each cycle's RSS after
+    /// the cancel is compared with the one before (a leak grows every time).
+    #[arg(long, default_value_t = 3)]
+    mem_cycles: usize,
     /// Write the results as JSON.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -197,6 +201,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         flood_reports: args.flood,
         mem_stdio: args.mem_stdio.clone(),
         mem_http: args.mem_http.clone(),
+        mem_cycles: args.mem_cycles.max(2),
         only: args.only.clone(),
         rounds: args.rounds.max(1),
         stdio_rounds: args.stdio_rounds.max(1),

@@ -52,6 +52,12 @@ pub fn check(r: &mut Report, flood_burst_rate: (f64, f64)) {
             "a 2nd cycle adds nothing (≤ 1 MiB noise)",
             leak.map(|g| g <= 1024.0 * KIB),
         );
+        let later = s(r, &format!("mem.leak_later.{t}"));
+        r.set_target(
+            &format!("mem.leak_later.{t}"),
+            "each adds nothing (≤ 1 MiB noise)",
+            later.map(|g| g <= 1024.0 * KIB),
+        );
     }
     for n in [1000, 10000] {
         let key = format!("mem.per_call.{n}.stdio");

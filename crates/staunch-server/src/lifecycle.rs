@@ -67,6 +67,10 @@ struct State {
     dropped: u64,
     limit: usize,
     closed: bool,
+    /// The writer is asleep on `has_lines`: the next line must wake it. Only then is it
+    /// notified — a notify is a system call whether anyone waits or not, and a busy server
+    /// appends two lines per request.
+    writer_waiting: bool,
 }
 
 /// The part whose drop ends the writer.
@@ -123,6 +127,7 @@ impl LifecycleLog {
                 dropped: 0,
                 limit,
                 closed: false,
+                writer_waiting: false,
             }),
             has_lines: Condvar::new(),
             progressed: Condvar::new(),
@@ -157,12 +162,12 @@ impl LifecycleLog {
             h.shared.dropped_total.fetch_add(1, Ordering::Relaxed);
             return;
         }
-        let was_empty = st.pending.is_empty();
         let State { pending, clock, .. } = &mut *st;
         write_line(pending, |out| clock.write(out, ms), label, id, event);
         st.appended += 1;
+        let wake = std::mem::take(&mut st.writer_waiting);
         drop(st);
-        if was_empty {
+        if wake {
             h.shared.has_lines.notify_one();
         }
     }
@@ -198,14 +203,19 @@ impl LifecycleLog {
 }
 
 /// The writer thread: take everything pending, write it in one go, report progress; until the
-/// last handle is gone and nothing is left.
+/// last handle is gone and nothing is left. After each batch it lets lines gather for
+/// [`GATHER`] before looking again, so a busy server's lines go out a batch per interval
+/// (one `write`, no wake-ups) rather than a write per line; an idle writer sleeps until the
+/// next line wakes it.
 fn write_loop(shared: &Shared, mut w: Box<dyn Write + Send>) {
     let mut batch = String::with_capacity(16 << 10);
     loop {
         let mut st = lock(&shared.state);
         while st.pending.is_empty() && !st.closed {
+            st.writer_waiting = true;
             st = shared.has_lines.wait(st).unwrap_or_else(|p| p.into_inner());
         }
+        st.writer_waiting = false;
         if st.pending.is_empty() && st.closed {
             return;
         }
@@ -231,10 +241,18 @@ fn write_loop(shared: &Shared, mut w: Box<dyn Write + Send>) {
         }
         let mut st = lock(&shared.state);
         st.written = upto;
+        let closed = st.closed;
         drop(st);
         shared.progressed.notify_all();
+        if !closed {
+            std::thread::sleep(GATHER);
+        }
     }
 }
+
+/// How long the writer lets lines gather after a batch (a line reaches the log at most this
+/// much later; `flush` still waits for every line).
+const GATHER: Duration = Duration::from_millis(2);
 
 #[cfg(test)]
 mod tests {

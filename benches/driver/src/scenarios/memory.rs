@@ -1,6 +1,6 @@
 //! Memory: RSS idle, with N in-flight slow calls (bytes per call), after cancelling them all
-//! at once (does the server survive?), and after a second load/cancel cycle (a leak shows as
-//! growth between the two post-cancel figures).
+//! at once (does the server survive?), and after further load/cancel cycles of the largest
+//! load (a leak shows as growth from one post-cancel figure to the next).
 
 use std::time::Duration;
 
@@ -16,9 +16,9 @@ pub struct MemStats {
     /// (in-flight calls, RSS, bytes per call over idle)
     pub loaded: Vec<(usize, u64, f64)>,
     pub survived_cancel: Option<bool>,
-    /// RSS after cancelling the first full load, and after the second cycle.
+    /// RSS after cancelling the first full load, and after each further cycle (2nd, 3rd …).
     pub after_cancel: Option<u64>,
-    pub after_second_cycle: Option<u64>,
+    pub after_cycles: Vec<u64>,
     pub peak: Option<u64>,
 }
 
@@ -60,11 +60,13 @@ async fn cycle(
 }
 
 /// `counts`: the loads measured, smallest first (e.g. 1,000 and 10,000). The smallest is
-/// also the "cancelled at once" check; the largest is run twice for the leak check.
+/// also the "cancelled at once" check; the largest is run `cycles` times in all for the leak
+/// check.
 pub async fn run(
     server: &mut Running,
     client: &Client,
     counts: &[usize],
+    cycles: usize,
     out: &mut MemStats,
 ) -> anyhow::Result<()> {
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -82,15 +84,20 @@ pub async fn run(
         };
         out.after_cancel = Some(after);
     }
-    // The leak check: the largest load once more.
+    // The leak check: the largest load again, cycle after cycle.
     let n = counts.last().copied().unwrap_or(0);
-    let mut again = MemStats::default();
-    match cycle(server, client, n, idle, &mut again).await? {
-        Some(after) => out.after_second_cycle = Some(after),
-        None => out.survived_cancel = Some(false),
-    }
-    if let Some(p) = again.peak {
-        out.peak = Some(out.peak.unwrap_or(0).max(p));
+    for _ in 1..cycles.max(2) {
+        let mut again = MemStats::default();
+        match cycle(server, client, n, idle, &mut again).await? {
+            Some(after) => out.after_cycles.push(after),
+            None => {
+                out.survived_cancel = Some(false);
+                return Ok(());
+            }
+        }
+        if let Some(p) = again.peak {
+            out.peak = Some(out.peak.unwrap_or(0).max(p));
+        }
     }
     Ok(())
 }

@@ -29,6 +29,9 @@ pub struct Opts {
     pub flood_reports: u32,
     pub mem_stdio: Vec<usize>,
     pub mem_http: Vec<usize>,
+    /// Load/cancel cycles of the largest memory load (the leak check compares each with the
+    /// one before).
+    pub mem_cycles: usize,
     pub only: Option<Vec<String>>,
     pub rounds: usize,
     pub stdio_rounds: usize,
@@ -103,7 +106,7 @@ pub async fn bench(
             } else {
                 &opts.mem_http
             };
-            mem(kind, t, programs, counts, report).await;
+            mem(kind, t, programs, counts, opts.mem_cycles, report).await;
         }
         if t == Transport::Http && opts.wants("resume") {
             resume_rows(kind, programs, report).await;
@@ -348,13 +351,29 @@ async fn flood_rows(report: &mut Report, kind: Kind, client: &Client, pid: u32, 
     }
 }
 
-async fn mem(kind: Kind, t: Transport, programs: &Programs, counts: &[usize], report: &mut Report) {
+fn ordinal(n: usize) -> String {
+    match n {
+        1 => "1st".into(),
+        2 => "2nd".into(),
+        3 => "3rd".into(),
+        n => format!("{n}th"),
+    }
+}
+
+async fn mem(
+    kind: Kind,
+    t: Transport,
+    programs: &Programs,
+    counts: &[usize],
+    cycles: usize,
+    report: &mut Report,
+) {
     let tk = t.key();
     let mut stats_out = memory::MemStats::default();
     let result = async {
         let mut srv = servers::spawn(programs, kind, t).await?;
         let client = Client::connect(&mut srv, t).await?;
-        memory::run(&mut srv, &client, counts, &mut stats_out).await
+        memory::run(&mut srv, &client, counts, cycles, &mut stats_out).await
     }
     .await;
     let s = stats_out;
@@ -418,21 +437,34 @@ async fn mem(kind: Kind, t: Transport, programs: &Programs, counts: &[usize], re
             ),
         );
     }
-    if let (Some(a), Some(b)) = (s.after_cancel, s.after_second_cycle) {
+    let signed = |g: f64| format!("{}{}", if g >= 0.0 { "+" } else { "" }, stats::bytes(g));
+    if let (Some(a), Some(&b)) = (s.after_cancel, s.after_cycles.first()) {
         let growth = b as f64 - a as f64;
         report.set(
             &format!("mem.leak.{tk}"),
             &format!("RSS growth from a 2nd load/cancel cycle ({tk})"),
             Better::Lower,
             kind,
-            Cell::num(
-                growth,
-                format!(
-                    "{}{}",
-                    if growth >= 0.0 { "+" } else { "" },
-                    stats::bytes(growth)
-                ),
+            Cell::num(growth, signed(growth)),
+        );
+    }
+    // Each later cycle against the one before: the largest growth, and every step.
+    let steps: Vec<f64> = s
+        .after_cycles
+        .windows(2)
+        .map(|w| w[1] as f64 - w[0] as f64)
+        .collect();
+    if let Some(worst) = steps.iter().copied().reduce(f64::max) {
+        let each: Vec<String> = steps.iter().map(|g| signed(*g)).collect();
+        report.set(
+            &format!("mem.leak_later.{tk}"),
+            &format!(
+                "RSS growth from each further cycle, 3rd to {} ({tk})",
+                ordinal(s.after_cycles.len() + 1)
             ),
+            Better::Lower,
+            kind,
+            Cell::num(worst, each.join(", ")),
         );
     }
     if let Err(e) = result {

@@ -534,8 +534,21 @@ pub(crate) fn parse_event_id(id: &str) -> Option<(&str, u64)> {
     Some((stream, seq.parse().ok()?))
 }
 
+/// A stream id unique across processes sharing a store: this process's random prefix (64
+/// bits, drawn once) and a counter. It need not be unguessable — a stream is only ever
+/// replayed to the session that owns it, and the session id is the secret — so the OS
+/// generator is not asked for every request.
 fn new_stream_id() -> String {
-    random_hex(8)
+    static PREFIX: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    let prefix = PREFIX.get_or_init(|| random_hex(8));
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let mut id = String::with_capacity(prefix.len() + 17);
+    id.push_str(prefix);
+    id.push('-');
+    // Hex keeps ids short; `write!` into a String cannot fail.
+    let _ = std::fmt::Write::write_fmt(&mut id, format_args!("{n:x}"));
+    id
 }
 
 /// `n` random bytes from the OS CSPRNG, as hex.
@@ -567,5 +580,18 @@ mod tests {
         assert_eq!(parse_event_id("s:x"), None);
         assert_eq!(random_hex(16).len(), 32);
         assert_ne!(random_hex(16), random_hex(16));
+    }
+
+    #[test]
+    fn stream_ids_are_unique_and_round_trip_in_event_ids() {
+        let ids: HashSet<String> = (0..10_000).map(|_| new_stream_id()).collect();
+        assert_eq!(ids.len(), 10_000);
+        for id in ids.iter().take(10) {
+            assert_eq!(parse_event_id(&event_id(id, 3)), Some((id.as_str(), 3)));
+        }
+        // One prefix per process: the part before the counter is shared.
+        let a = new_stream_id();
+        let b = new_stream_id();
+        assert_eq!(a.split_once('-').unwrap().0, b.split_once('-').unwrap().0);
     }
 }
