@@ -171,15 +171,41 @@ fn check_host_and_origin(state: &HttpState, headers: &HeaderMap) -> Option<Respo
 }
 
 fn accepts(headers: &HeaderMap, mime: &str) -> bool {
-    headers
-        .get_all(header::ACCEPT)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .any(|part| {
-            let t = part.split(';').next().unwrap_or("").trim();
-            t == mime || t == "*/*"
-        })
+    let a = accepted(headers);
+    if mime == "text/event-stream" {
+        a.sse
+    } else {
+        a.json
+    }
+}
+
+/// What the client's `Accept` headers allow, read in one pass.
+#[derive(Clone, Copy, Debug, Default)]
+struct Accepted {
+    json: bool,
+    sse: bool,
+    /// No `Accept` header at all.
+    absent: bool,
+}
+
+fn accepted(headers: &HeaderMap) -> Accepted {
+    let mut a = Accepted {
+        absent: true,
+        ..Accepted::default()
+    };
+    for value in headers.get_all(header::ACCEPT) {
+        a.absent = false;
+        let Ok(value) = value.to_str() else { continue };
+        for part in value.split(',') {
+            match part.split(';').next().unwrap_or("").trim() {
+                "*/*" => (a.json, a.sse) = (true, true),
+                "application/json" => a.json = true,
+                "text/event-stream" => a.sse = true,
+                _ => {}
+            }
+        }
+    }
+    a
 }
 
 /// The RFC 9728 protected-resource metadata (served only with auth on).
@@ -421,8 +447,9 @@ async fn post(
     if let Err(busy) = state.batcher.admit().await {
         return store_behind(busy);
     }
-    if !accepts(&headers, "text/event-stream") {
-        if accepts(&headers, "application/json") || headers.get(header::ACCEPT).is_none() {
+    let accept = accepted(&headers);
+    if !accept.sse {
+        if accept.json || accept.absent {
             return json_answer(&state, &session, msg, req_id).await;
         }
         return error(
@@ -442,7 +469,7 @@ async fn post(
         );
     }
     if !state.cfg.always_sse
-        && accepts(&headers, "application/json")
+        && accept.json
         && matches!(&msg, Message::Request(r) if super::plain::answer_plainly(&state.server, r))
     {
         return super::plain::answer(&state, &session, msg, req_id).await;

@@ -123,7 +123,11 @@ impl Routes {
     /// Forgets a finished stream's state (its events are queued for the store) and remembers
     /// that it ended.
     fn end(&mut self, stream_id: &str) {
-        self.streams.remove(stream_id);
+        let removed = self.streams.remove(stream_id);
+        // A stream that was never stored gave its client no event id to resume from.
+        if removed.is_some_and(|st| !st.stored) {
+            return;
+        }
         if self.ended.insert(stream_id.to_string()) {
             self.ended_order.push_back(stream_id.to_string());
             if self.ended_order.len() > ENDED
