@@ -203,10 +203,10 @@ impl LifecycleLog {
 }
 
 /// The writer thread: take everything pending, write it in one go, report progress; until the
-/// last handle is gone and nothing is left. After each batch it lets lines gather for
-/// [`GATHER`] before looking again, so a busy server's lines go out a batch per interval
-/// (one `write`, no wake-ups) rather than a write per line; an idle writer sleeps until the
-/// next line wakes it.
+/// last handle is gone and nothing is left. After a batch of [`BUSY_BATCH`] lines or more it
+/// lets lines gather for [`GATHER`] before looking again, so a busy server's lines go out a
+/// batch per interval (one `write`, no wake-ups) rather than a write per line; a quiet
+/// server's lines are written at once, and an idle writer sleeps until the next line wakes it.
 fn write_loop(shared: &Shared, mut w: Box<dyn Write + Send>) {
     let mut batch = String::with_capacity(16 << 10);
     loop {
@@ -220,6 +220,7 @@ fn write_loop(shared: &Shared, mut w: Box<dyn Write + Send>) {
             return;
         }
         std::mem::swap(&mut st.pending, &mut batch);
+        let lines = st.appended - st.written;
         let upto = st.appended;
         let dropped = std::mem::take(&mut st.dropped);
         if dropped > 0 {
@@ -244,15 +245,18 @@ fn write_loop(shared: &Shared, mut w: Box<dyn Write + Send>) {
         let closed = st.closed;
         drop(st);
         shared.progressed.notify_all();
-        if !closed {
+        if !closed && lines >= BUSY_BATCH {
             std::thread::sleep(GATHER);
         }
     }
 }
 
-/// How long the writer lets lines gather after a batch (a line reaches the log at most this
-/// much later; `flush` still waits for every line).
+/// How long the writer lets lines gather after a busy batch (a line reaches the log at most
+/// this much later; `flush` still waits for every line).
 const GATHER: Duration = Duration::from_millis(2);
+
+/// Lines in one batch that mean the server is busy (two per request).
+const BUSY_BATCH: u64 = 16;
 
 #[cfg(test)]
 mod tests {

@@ -61,17 +61,15 @@ async fn a_stream_dropped_on_a_resumes_on_b_exactly_once() {
     assert_eq!(responses.len(), 1);
     assert_eq!(responses[0]["result"]["content"][0]["text"], "counted 12");
     // The session works on B for new requests too.
-    let mut echo = b
+    let (_, echo) = b
         .post(
             Some(&sid),
             &call(json!(2), "echo", json!({"text": "from b"}), None),
         )
+        .await
+        .answer(Duration::from_secs(10))
         .await;
-    let ev = echo.events_until_end(Duration::from_secs(10)).await;
-    assert!(
-        ev.iter()
-            .any(|e| e.json()["result"]["content"][0]["text"] == "from b")
-    );
+    assert_eq!(echo["result"]["content"][0]["text"], "from b", "{echo}");
     assert!(ended(&a.log_lines(), &sid, &id));
     drop((a, b));
     common::pg::drop_schema(&url, &schema);

@@ -6,7 +6,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::http::{HttpServer, call};
+use common::http::{HttpServer, tool_structured};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
@@ -77,31 +77,6 @@ impl Drop for Pair {
     }
 }
 
-/// Calls a tool and returns its structured result (panics on errors).
-async fn tool(s: &HttpServer, sid: &str, name: &str, args: Value) -> Value {
-    let id = json!(format!("{name}-{}", rand_suffix()));
-    let mut r = s.post(Some(sid), &call(id.clone(), name, args, None)).await;
-    assert_eq!(r.status, 200, "{name}");
-    let events = r.events_until_end(T).await;
-    let resp = events
-        .iter()
-        .map(|e| e.json())
-        .find(|m| m["id"] == id)
-        .unwrap_or_else(|| panic!("no answer to {name}"));
-    assert!(
-        resp["result"]["isError"] != true && resp.get("error").is_none(),
-        "{resp}"
-    );
-    resp["result"]["structuredContent"].clone()
-}
-
-fn rand_suffix() -> u128 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos()
-}
-
 async fn get_until(
     s: &HttpServer,
     sid: &str,
@@ -111,7 +86,7 @@ async fn get_until(
 ) -> Value {
     let end = Instant::now() + T;
     loop {
-        let v = tool(s, sid, &format!("get_{tool_name}"), json!({"job_id": job})).await;
+        let v = tool_structured(s, sid, &format!("get_{tool_name}"), json!({"job_id": job})).await;
         if pred(&v) {
             return v;
         }
@@ -127,7 +102,7 @@ async fn a_job_is_polled_and_cancelled_through_the_instance_that_does_not_run_it
     };
     let mut latencies = Vec::new();
     for round in 0..5 {
-        let s = tool(
+        let s = tool_structured(
             &p.a,
             &p.sa,
             "start_import_rows",
@@ -147,7 +122,7 @@ async fn a_job_is_polled_and_cancelled_through_the_instance_that_does_not_run_it
             (&p.a, &p.sa)
         };
         let t0 = Instant::now();
-        let c = tool(other, sid, "cancel_import_rows", json!({"job_id": job})).await;
+        let c = tool_structured(other, sid, "cancel_import_rows", json!({"job_id": job})).await;
         assert_eq!(c["status"], "cancelling", "{c}");
         let done = get_until(other, sid, &job, "import_rows", |v| {
             v["status"] == "cancelled"
@@ -156,13 +131,13 @@ async fn a_job_is_polled_and_cancelled_through_the_instance_that_does_not_run_it
         latencies.push(t0.elapsed());
         // The body stopped at its next unit: what it wrote is what it last reported, and
         // nothing is written afterwards.
-        let counted = tool(other, sid, "imported_rows", json!({"job_id": job})).await;
+        let counted = tool_structured(other, sid, "imported_rows", json!({"job_id": job})).await;
         assert_eq!(
             counted["rows"], done["progress"]["done"],
             "round {round}: {counted} vs {done}"
         );
         tokio::time::sleep(Duration::from_millis(150)).await;
-        let later = tool(other, sid, "imported_rows", json!({"job_id": job})).await;
+        let later = tool_structured(other, sid, "imported_rows", json!({"job_id": job})).await;
         assert_eq!(
             later["rows"], counted["rows"],
             "rows written after the cancel"
@@ -207,7 +182,7 @@ async fn sigkill_the_instance_running_a_job_and_the_other_reaper_ends_it_within_
     let Some(mut p) = Pair::start("SIGKILL the runner, the other reaps", &flags).await else {
         return;
     };
-    let imp = tool(
+    let imp = tool_structured(
         &p.a,
         &p.sa,
         "start_import_rows",
@@ -215,7 +190,7 @@ async fn sigkill_the_instance_running_a_job_and_the_other_reaper_ends_it_within_
     )
     .await;
     let imp = imp["job_id"].as_str().unwrap().to_string();
-    let scan = tool(
+    let scan = tool_structured(
         &p.a,
         &p.sa,
         "start_long_scan",
@@ -254,7 +229,7 @@ async fn sigkill_the_instance_running_a_job_and_the_other_reaper_ends_it_within_
     );
     assert_eq!(v["status"], "failed", "{v}");
     assert_eq!(v["error"]["code"], "lease_lost", "{v}");
-    let counted = tool(survivor, &sid, "imported_rows", json!({"job_id": imp})).await;
+    let counted = tool_structured(survivor, &sid, "imported_rows", json!({"job_id": imp})).await;
     assert_eq!(
         counted["attempts"], 1,
         "a side-effecting job ran twice: {counted}"
@@ -283,7 +258,7 @@ async fn a_hundred_concurrent_starts_with_one_key_over_both_instances_make_one_j
         } else {
             (&p.b, &p.sb)
         };
-        calls.push(tool(s, sid, "start_import_rows", args.clone()));
+        calls.push(tool_structured(s, sid, "start_import_rows", args.clone()));
     }
     let results = futures_join_all(calls).await;
     let mut ids: Vec<String> = results
@@ -298,7 +273,7 @@ async fn a_hundred_concurrent_starts_with_one_key_over_both_instances_make_one_j
         v["status"] == "succeeded"
     })
     .await;
-    let counted = tool(&p.b, &p.sb, "imported_rows", json!({"job_id": job})).await;
+    let counted = tool_structured(&p.b, &p.sb, "imported_rows", json!({"job_id": job})).await;
     assert_eq!(counted["rows"], 5, "{counted}");
     assert_eq!(counted["attempts"], 1, "{counted}");
 }
