@@ -11,21 +11,19 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use http_client::{
-    ACCEPT_BOTH, content_type, events, initialize, json_body, read_all, send, serve,
+    ACCEPT_BOTH, BatchHook, HookedStore, content_type, events, initialize, json_body, read_all,
+    send, serve,
 };
 use hyper::StatusCode;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use staunch_server::transport::http::{HttpConfig, HttpTransport};
 use staunch_server::{CallToolResult, Context, Server, ToolError, ToolSpec};
-use staunch_store::{
-    BatchOutcome, EventStore, EventWrite, MemoryEventStore, MemorySessionStore, Replay, StoreError,
-};
+use staunch_store::{EventWrite, MemorySessionStore};
 
-/// Records every write the transport makes, in order, and applies it to a memory store.
+/// Records every write the transport makes, in order (the memory store then applies it).
 #[derive(Default)]
 struct Recording {
-    inner: MemoryEventStore,
     writes: Mutex<Vec<String>>,
 }
 
@@ -55,36 +53,8 @@ impl Recording {
 }
 
 #[async_trait]
-impl EventStore for Recording {
-    async fn create_stream(&self, s: &str, st: &str, now: i64) -> Result<(), StoreError> {
-        self.inner.create_stream(s, st, now).await
-    }
-    async fn append(&self, s: &str, st: &str, p: String, now: i64) -> Result<u64, StoreError> {
-        self.inner.append(s, st, p, now).await
-    }
-    async fn replay_after(
-        &self,
-        s: &str,
-        st: &str,
-        after: u64,
-        limit: usize,
-    ) -> Result<Replay, StoreError> {
-        self.inner.replay_after(s, st, after, limit).await
-    }
-    async fn mark_closed(&self, s: &str, st: &str, now: i64) -> Result<bool, StoreError> {
-        self.inner.mark_closed(s, st, now).await
-    }
-    async fn purge(&self, now: i64, age: i64, per: u64) -> Result<u64, StoreError> {
-        self.inner.purge(now, age, per).await
-    }
-    async fn delete_session(&self, s: &str) -> Result<u64, StoreError> {
-        self.inner.delete_session(s).await
-    }
-    async fn write_batch(
-        &self,
-        writes: Vec<EventWrite>,
-        now: i64,
-    ) -> Result<BatchOutcome, StoreError> {
+impl BatchHook for Recording {
+    async fn before(&self, writes: &[EventWrite]) {
         self.writes
             .lock()
             .unwrap()
@@ -95,7 +65,6 @@ impl EventStore for Recording {
                 } => format!("append {stream_id} {payload}"),
                 EventWrite::Close { stream_id, .. } => format!("close {stream_id}"),
             }));
-        self.inner.write_batch(writes, now).await
     }
 }
 
@@ -144,8 +113,10 @@ fn server() -> Server {
         .build()
 }
 
-async fn start(cfg: HttpConfig) -> (u16, String, Arc<Recording>) {
-    let store = Arc::new(Recording::default());
+type Store = Arc<HookedStore<Recording>>;
+
+async fn start(cfg: HttpConfig) -> (u16, String, Store) {
+    let store = Arc::new(HookedStore::new(Recording::default()));
     let transport = HttpTransport::new(
         server(),
         store.clone(),
@@ -154,7 +125,7 @@ async fn start(cfg: HttpConfig) -> (u16, String, Arc<Recording>) {
     );
     let port = serve(transport).await;
     let sid = initialize(port).await;
-    store.settle_initialize().await;
+    store.hook.settle_initialize().await;
     (port, sid, store)
 }
 
@@ -238,8 +209,8 @@ async fn a_plain_answer_stores_nothing() {
     assert!(is_stream(port, &sid, call(2, "write", None)).await);
     // The writer keeps order: once the streamed call's stream is closed, anything of the
     // plain call would have been written before it.
-    store.wait_for(|w| w.starts_with("close ")).await;
-    let writes = store.writes();
+    store.hook.wait_for(|w| w.starts_with("close ")).await;
+    let writes = store.hook.writes();
     assert_eq!(writes.len(), 3, "{writes:?}");
     assert!(writes[0].starts_with("create "), "{writes:?}");
     assert!(writes[1].contains("\"t2\""), "{writes:?}");
@@ -258,7 +229,7 @@ async fn always_sse_streams_every_answer() {
     };
     let (port, sid, store) = start(cfg).await;
     assert!(is_stream(port, &sid, call(1, "look", None)).await);
-    store.wait_for(|w| w.contains("\"t1\"")).await;
+    store.hook.wait_for(|w| w.contains("\"t1\"")).await;
 }
 
 /// A handler that sends something before its response turns the plain answer into a stream
@@ -278,9 +249,10 @@ async fn a_message_before_the_response_makes_it_a_stored_resumable_stream() {
     let answer: Value = serde_json::from_str(&evs[2].1).unwrap();
     assert_eq!(answer["result"]["content"][0]["text"], "t1", "{answer}");
 
-    store.wait_for(|w| w.starts_with("close ")).await;
+    store.hook.wait_for(|w| w.starts_with("close ")).await;
     let stream = priming.rsplit_once(':').unwrap().0;
     let kinds: Vec<&str> = store
+        .hook
         .writes()
         .iter()
         .filter(|w| w.contains(stream))
@@ -331,7 +303,7 @@ async fn a_cancelled_plain_request_ends_without_a_body() {
             },
         )
         .build();
-    let store = Arc::new(Recording::default());
+    let store = Arc::new(HookedStore::new(Recording::default()));
     let transport = HttpTransport::new(
         server,
         store.clone(),
@@ -340,7 +312,7 @@ async fn a_cancelled_plain_request_ends_without_a_body() {
     );
     let port = serve(transport).await;
     let sid = initialize(port).await;
-    store.settle_initialize().await;
+    store.hook.settle_initialize().await;
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
         "params": {"name": "wait", "arguments": {}}});
     let sid2 = sid.clone();
@@ -372,5 +344,5 @@ async fn a_cancelled_plain_request_ends_without_a_body() {
         .unwrap();
     assert_eq!(answered.status(), StatusCode::ACCEPTED);
     assert_eq!(read_all(answered).await, "");
-    assert!(store.writes().is_empty(), "{:?}", store.writes());
+    assert!(store.hook.writes().is_empty(), "{:?}", store.hook.writes());
 }

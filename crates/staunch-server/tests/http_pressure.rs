@@ -8,55 +8,21 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use http_client::{events, initialize, json_body, read_all, send, serve};
+use http_client::{BatchHook, HookedStore, events, initialize, json_body, read_all, send, serve};
 use hyper::StatusCode;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use staunch_server::transport::http::{HttpConfig, HttpTransport};
 use staunch_server::{CallToolResult, Config, Context, ProgressRate, Server, ToolError, ToolSpec};
-use staunch_store::{
-    BatchOutcome, EventStore, EventWrite, MemoryEventStore, MemorySessionStore, Replay, StoreError,
-};
+use staunch_store::{EventWrite, MemoryEventStore, MemorySessionStore};
 
-/// An event store whose batches take `delay` each (a slow disk, a far database).
-struct SlowStore {
-    inner: MemoryEventStore,
-    delay: Duration,
-}
+/// Every batch takes `0` (a slow disk, a far database).
+struct Slow(Duration);
 
 #[async_trait]
-impl EventStore for SlowStore {
-    async fn create_stream(&self, s: &str, st: &str, now: i64) -> Result<(), StoreError> {
-        self.inner.create_stream(s, st, now).await
-    }
-    async fn append(&self, s: &str, st: &str, p: String, now: i64) -> Result<u64, StoreError> {
-        self.inner.append(s, st, p, now).await
-    }
-    async fn replay_after(
-        &self,
-        s: &str,
-        st: &str,
-        after: u64,
-        limit: usize,
-    ) -> Result<Replay, StoreError> {
-        self.inner.replay_after(s, st, after, limit).await
-    }
-    async fn mark_closed(&self, s: &str, st: &str, now: i64) -> Result<bool, StoreError> {
-        self.inner.mark_closed(s, st, now).await
-    }
-    async fn purge(&self, now: i64, age: i64, per: u64) -> Result<u64, StoreError> {
-        self.inner.purge(now, age, per).await
-    }
-    async fn delete_session(&self, s: &str) -> Result<u64, StoreError> {
-        self.inner.delete_session(s).await
-    }
-    async fn write_batch(
-        &self,
-        writes: Vec<EventWrite>,
-        now: i64,
-    ) -> Result<BatchOutcome, StoreError> {
-        tokio::time::sleep(self.delay).await;
-        self.inner.write_batch(writes, now).await
+impl BatchHook for Slow {
+    async fn before(&self, _: &[EventWrite]) {
+        tokio::time::sleep(self.0).await;
     }
 }
 
@@ -117,10 +83,7 @@ fn echo(id: u32) -> Value {
 async fn a_store_slower_than_the_load_slows_then_refuses_new_requests() {
     let transport = HttpTransport::new(
         server(),
-        Arc::new(SlowStore {
-            inner: MemoryEventStore::new(),
-            delay: Duration::from_secs(3),
-        }),
+        Arc::new(HookedStore::new(Slow(Duration::from_secs(3)))),
         Arc::new(MemorySessionStore::new()),
         HttpConfig {
             event_queue_max: 4,

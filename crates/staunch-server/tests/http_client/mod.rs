@@ -10,6 +10,7 @@ use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
 use staunch_server::transport::http::HttpTransport;
+use staunch_store::{BatchOutcome, EventStore, EventWrite, MemoryEventStore, Replay, StoreError};
 use tokio::net::TcpSocket;
 
 /// Both, as a client of the 2025 revisions must accept.
@@ -122,4 +123,62 @@ pub fn content_type(r: &Response<Incoming>) -> String {
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default()
         .to_string()
+}
+
+/// What a [`HookedStore`] does with each batch before the memory store applies it (a delay,
+/// a record of the writes).
+#[async_trait::async_trait]
+pub trait BatchHook: Send + Sync + 'static {
+    async fn before(&self, writes: &[EventWrite]);
+}
+
+/// A memory event store whose every batch goes through `hook` first.
+pub struct HookedStore<H> {
+    pub inner: MemoryEventStore,
+    pub hook: H,
+}
+
+impl<H> HookedStore<H> {
+    pub fn new(hook: H) -> Self {
+        Self {
+            inner: MemoryEventStore::new(),
+            hook,
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl<H: BatchHook> EventStore for HookedStore<H> {
+    async fn create_stream(&self, s: &str, st: &str, now: i64) -> Result<(), StoreError> {
+        self.inner.create_stream(s, st, now).await
+    }
+    async fn append(&self, s: &str, st: &str, p: String, now: i64) -> Result<u64, StoreError> {
+        self.inner.append(s, st, p, now).await
+    }
+    async fn replay_after(
+        &self,
+        s: &str,
+        st: &str,
+        after: u64,
+        limit: usize,
+    ) -> Result<Replay, StoreError> {
+        self.inner.replay_after(s, st, after, limit).await
+    }
+    async fn mark_closed(&self, s: &str, st: &str, now: i64) -> Result<bool, StoreError> {
+        self.inner.mark_closed(s, st, now).await
+    }
+    async fn purge(&self, now: i64, age: i64, per: u64) -> Result<u64, StoreError> {
+        self.inner.purge(now, age, per).await
+    }
+    async fn delete_session(&self, s: &str) -> Result<u64, StoreError> {
+        self.inner.delete_session(s).await
+    }
+    async fn write_batch(
+        &self,
+        writes: Vec<EventWrite>,
+        now: i64,
+    ) -> Result<BatchOutcome, StoreError> {
+        self.hook.before(&writes).await;
+        self.inner.write_batch(writes, now).await
+    }
 }

@@ -475,15 +475,24 @@ async fn post(
         return super::plain::answer(&state, &session, msg, req_id).await;
     }
     let Ok((stream_id, rx)) = session.open_request_stream(&req_id, Durability::Stored) else {
-        return error(
-            StatusCode::CONFLICT,
-            codes::INVALID_REQUEST,
-            &format!("request id {req_id} is already in flight in this session"),
-        );
+        return already_in_flight(&req_id);
     };
     let guard = session.connection_guard();
     session.session().handle(msg);
-    let first = vec![sse::priming(&event_id(&stream_id, 0), state.cfg.sse_retry)];
+    request_stream(&state, &stream_id, None, rx, guard)
+}
+
+/// A request's SSE answer: the priming event (the id a dropped client resumes from), `taken`
+/// (an event already received from the stream), then the live connection.
+pub(super) fn request_stream(
+    state: &HttpState,
+    stream_id: &str,
+    taken: Option<Bytes>,
+    rx: super::session::LiveRx,
+    guard: super::session::ConnectionGuard,
+) -> Response {
+    let mut first = vec![sse::priming(&event_id(stream_id, 0), state.cfg.sse_retry)];
+    first.extend(taken);
     sse::body(
         first,
         Some(rx),
@@ -491,6 +500,15 @@ async fn post(
         state.cfg.keep_alive,
         guard,
         state.server.metrics().sse_stream_opened(),
+    )
+}
+
+/// 409: the session already has a request with this id in flight.
+pub(super) fn already_in_flight(req_id: &RequestId) -> Response {
+    error(
+        StatusCode::CONFLICT,
+        codes::INVALID_REQUEST,
+        &format!("request id {req_id} is already in flight in this session"),
     )
 }
 
@@ -522,11 +540,7 @@ async fn json_answer(
     req_id: RequestId,
 ) -> Response {
     let Ok((stream_id, mut rx)) = session.open_request_stream(&req_id, Durability::Stored) else {
-        return error(
-            StatusCode::CONFLICT,
-            codes::INVALID_REQUEST,
-            &format!("request id {req_id} is already in flight in this session"),
-        );
+        return already_in_flight(&req_id);
     };
     let _guard = session.connection_guard();
     session.session().handle(msg);

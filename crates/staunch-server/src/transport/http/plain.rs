@@ -19,11 +19,11 @@ use std::sync::Arc;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use staunch_protocol::mcp::{ProgressToken, methods};
-use staunch_protocol::{Message, Request, RequestId, codes};
+use staunch_protocol::{Message, Request, RequestId};
 
 use super::HttpState;
-use super::handlers::error;
-use super::session::{Durability, HttpSession, SseItem, event_id};
+use super::handlers::{already_in_flight, request_stream};
+use super::session::{Durability, HttpSession, SseItem};
 use super::sse;
 use crate::server::Server;
 
@@ -67,11 +67,7 @@ pub(crate) async fn answer(
     let Ok((stream_id, mut rx)) =
         session.open_request_stream(&req_id, Durability::UntilFirstMessage)
     else {
-        return error(
-            StatusCode::CONFLICT,
-            codes::INVALID_REQUEST,
-            &format!("request id {req_id} is already in flight in this session"),
-        );
+        return already_in_flight(&req_id);
     };
     let guard = session.connection_guard();
     session.session().handle(msg);
@@ -84,18 +80,7 @@ pub(crate) async fn answer(
         )
             .into_response(),
         Some(SseItem::Event { id, data, .. }) => {
-            let first = vec![
-                sse::priming(&event_id(&stream_id, 0), state.cfg.sse_retry),
-                sse::event(&id, &data),
-            ];
-            sse::body(
-                first,
-                Some(rx),
-                state.cfg.poll_after,
-                state.cfg.keep_alive,
-                guard,
-                state.server.metrics().sse_stream_opened(),
-            )
+            request_stream(state, &stream_id, Some(sse::event(&id, &data)), rx, guard)
         }
         // Cancelled (or the session closed) before anything was sent: no response is due.
         Some(SseItem::Close) | None => StatusCode::ACCEPTED.into_response(),
