@@ -83,6 +83,11 @@ struct Kind {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct Answer {
+    kind: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct State {
     state: &'static str,
 }
@@ -104,6 +109,7 @@ struct Families {
     progress_coalesced: Counter,
     sse_open: Gauge,
     resumes: Family<Kind, Counter>,
+    answers: Family<Answer, Counter>,
     store_write: Histogram,
     queue_depth: Gauge,
     jobs: Family<State, Gauge>,
@@ -155,6 +161,7 @@ impl Metrics {
             progress_coalesced: Counter::default(),
             sse_open: Gauge::default(),
             resumes: Family::default(),
+            answers: Family::default(),
             // 50 µs … ~1.6 s: one batched transaction, fsync included.
             store_write: Histogram::new(exponential_buckets(0.00005, 2.0, 16)),
             queue_depth: Gauge::default(),
@@ -201,6 +208,12 @@ impl Metrics {
             "staunch_sse_resumes",
             "Last-Event-ID resumes: replayed, or gone (410).",
             f.resumes.clone(),
+        );
+        r.register(
+            "staunch_http_answers",
+            "2025 session requests by how they were answered: plain (one JSON body, nothing \
+             stored), upgraded (planned plain, became a stream) or stream (a stored SSE stream).",
+            f.answers.clone(),
         );
         r.register(
             "staunch_store_write_seconds",
@@ -293,6 +306,13 @@ impl Metrics {
             f.sse_open.inc();
         }
         StreamGuard(self.clone())
+    }
+
+    /// How a 2025 session request was answered over HTTP: `plain`, `upgraded` or `stream`.
+    pub fn http_answer(&self, kind: &'static str) {
+        if let Some(f) = &self.0 {
+            f.answers.get_or_create(&Answer { kind }).inc();
+        }
     }
 
     /// A `Last-Event-ID` resume: replayed, or answered 410 Gone.

@@ -18,7 +18,7 @@ use hyper::StatusCode;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use staunch_server::transport::http::{HttpConfig, HttpTransport};
-use staunch_server::{CallToolResult, Context, Server, ToolError, ToolSpec};
+use staunch_server::{CallToolResult, Context, Metrics, Server, ToolError, ToolSpec};
 use staunch_store::{EventWrite, MemorySessionStore};
 
 /// Records every write the transport makes, in order (the memory store then applies it).
@@ -80,6 +80,7 @@ fn reply(a: Text) -> Result<CallToolResult, ToolError> {
 fn server() -> Server {
     let read_only = json!({"readOnlyHint": true});
     Server::builder("plain", "0")
+        .metrics(Metrics::enabled())
         .tool(
             ToolSpec::quick("look", "reads").annotations(read_only.clone()),
             |_: Context, a: Text| async move { reply(a) },
@@ -116,9 +117,16 @@ fn server() -> Server {
 type Store = Arc<HookedStore<Recording>>;
 
 async fn start(cfg: HttpConfig) -> (u16, String, Store) {
+    let (port, sid, store, _) = start_with_metrics(cfg).await;
+    (port, sid, store)
+}
+
+async fn start_with_metrics(cfg: HttpConfig) -> (u16, String, Store, Metrics) {
     let store = Arc::new(HookedStore::new(Recording::default()));
+    let server = server();
+    let metrics = server.metrics().clone();
     let transport = HttpTransport::new(
-        server(),
+        server,
         store.clone(),
         Arc::new(MemorySessionStore::new()),
         cfg,
@@ -126,7 +134,7 @@ async fn start(cfg: HttpConfig) -> (u16, String, Store) {
     let port = serve(transport).await;
     let sid = initialize(port).await;
     store.hook.settle_initialize().await;
-    (port, sid, store)
+    (port, sid, store, metrics)
 }
 
 fn call(id: u32, tool: &str, token: Option<&str>) -> Value {
@@ -176,7 +184,7 @@ async fn is_stream(port: u16, sid: &str, body: Value) -> bool {
 /// a client that takes only SSE keep the resumable stream.
 #[tokio::test]
 async fn only_token_less_quick_rerun_safe_requests_are_answered_plainly() {
-    let (port, sid, _) = start(HttpConfig::default()).await;
+    let (port, sid, _, metrics) = start_with_metrics(HttpConfig::default()).await;
     assert!(!is_stream(port, &sid, call(1, "look", None)).await);
     assert!(!is_stream(port, &sid, call(2, "set", None)).await);
     let list = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list"});
@@ -199,6 +207,22 @@ async fn only_token_less_quick_rerun_safe_requests_are_answered_plainly() {
     )
     .await;
     assert_eq!(content_type(&r), "text/event-stream");
+    let _ = read_all(r).await;
+    // Operators see the split: four plain, five streams.
+    assert_eq!(answers(&metrics, "plain").await, 4.0);
+    assert_eq!(answers(&metrics, "stream").await, 5.0);
+    assert_eq!(answers(&metrics, "upgraded").await, 0.0);
+}
+
+/// `staunch_http_answers_total{kind}` from a scrape (0 when the series is absent).
+async fn answers(metrics: &Metrics, kind: &str) -> f64 {
+    let series = format!("staunch_http_answers_total{{kind=\"{kind}\"}} ");
+    metrics
+        .scrape()
+        .await
+        .lines()
+        .find_map(|l| l.strip_prefix(&series)?.trim().parse().ok())
+        .unwrap_or(0.0)
 }
 
 /// A plain answer leaves nothing in the event store; a streamed one is stored whole.
@@ -237,7 +261,7 @@ async fn always_sse_streams_every_answer() {
 /// lost the connection resumes from the priming id and gets both.
 #[tokio::test]
 async fn a_message_before_the_response_makes_it_a_stored_resumable_stream() {
-    let (port, sid, store) = start(HttpConfig::default()).await;
+    let (port, sid, store, metrics) = start_with_metrics(HttpConfig::default()).await;
     let r = post(port, &sid, call(1, "chatty_look", None)).await;
     assert_eq!(content_type(&r), "text/event-stream");
     let evs = events(&read_all(r).await);
@@ -248,6 +272,7 @@ async fn a_message_before_the_response_makes_it_a_stored_resumable_stream() {
     assert_eq!(note["method"], "notifications/message", "{note}");
     let answer: Value = serde_json::from_str(&evs[2].1).unwrap();
     assert_eq!(answer["result"]["content"][0]["text"], "t1", "{answer}");
+    assert_eq!(answers(&metrics, "upgraded").await, 1.0);
 
     store.hook.wait_for(|w| w.starts_with("close ")).await;
     let stream = priming.rsplit_once(':').unwrap().0;

@@ -211,6 +211,9 @@ async fn a_scripted_run_shows_up_in_the_scrape() {
     ] {
         assert_eq!(must(&text, series), want, "{series}\n{text}");
     }
+    // Token-less reads (the job polls) were answered plainly; calls with a token streamed.
+    assert!(must(&text, r#"staunch_http_answers_total{kind="plain"}"#) >= 1.0);
+    assert!(must(&text, r#"staunch_http_answers_total{kind="stream"}"#) >= 2.0);
     // The abort took the grace period (200 ms); the cooperative stop far less — both are in the
     // histogram, so at least one observation lies above 0.2 s.
     assert!(

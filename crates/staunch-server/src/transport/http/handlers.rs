@@ -479,6 +479,7 @@ async fn post(
     };
     let guard = session.connection_guard();
     session.session().handle(msg);
+    state.server.metrics().http_answer("stream");
     request_stream(&state, &stream_id, None, rx, guard)
 }
 

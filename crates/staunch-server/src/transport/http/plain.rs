@@ -74,12 +74,16 @@ pub(crate) async fn answer(
     match rx.recv().await {
         Some(SseItem::Event {
             data, last: true, ..
-        }) => (
-            [(header::CONTENT_TYPE, "application/json")],
-            data.to_string(),
-        )
-            .into_response(),
+        }) => {
+            state.server.metrics().http_answer("plain");
+            (
+                [(header::CONTENT_TYPE, "application/json")],
+                data.to_string(),
+            )
+                .into_response()
+        }
         Some(SseItem::Event { id, data, .. }) => {
+            state.server.metrics().http_answer("upgraded");
             request_stream(state, &stream_id, Some(sse::event(&id, &data)), rx, guard)
         }
         // Cancelled (or the session closed) before anything was sent: no response is due.
