@@ -119,7 +119,7 @@ async fn read_body(state: &HttpState, body: Body) -> Result<Bytes, Response> {
     }
 }
 
-pub(super) fn error(status: StatusCode, code: i64, message: &str) -> Response {
+fn error(status: StatusCode, code: i64, message: &str) -> Response {
     let body = json!({"jsonrpc": "2.0", "id": null, "error": {"code": code, "message": message}});
     (
         status,
@@ -168,15 +168,6 @@ fn check_host_and_origin(state: &HttpState, headers: &HeaderMap) -> Option<Respo
         }
     }
     None
-}
-
-fn accepts(headers: &HeaderMap, mime: &str) -> bool {
-    let a = accepted(headers);
-    if mime == "text/event-stream" {
-        a.sse
-    } else {
-        a.json
-    }
 }
 
 /// What the client's `Accept` headers allow, read in one pass.
@@ -405,7 +396,7 @@ async fn post(
                     Ok(slot) => slot,
                     Err(refusal) => return *refusal,
                 };
-                let sse_ok = accepts(&headers, "text/event-stream");
+                let sse_ok = accepted(&headers).sse;
                 stateless::post(state, headers, req, sse_ok, principal, slot).await
             }
             _ => stateless::not_a_request(),
@@ -773,7 +764,7 @@ fn unreachable_response() -> ! {
 }
 
 async fn get(state: Arc<HttpState>, headers: HeaderMap, principal: Option<&str>) -> Response {
-    if !accepts(&headers, "text/event-stream") {
+    if !accepted(&headers).sse {
         return error(
             StatusCode::NOT_ACCEPTABLE,
             codes::INVALID_REQUEST,

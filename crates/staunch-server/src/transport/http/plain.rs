@@ -8,11 +8,11 @@
 //!
 //! So a request that carries no progress token and costs at most a short re-run — `ping`, the
 //! list and read methods, a `quick` tool whose annotations say `readOnlyHint` or
-//! `idempotentHint` — is answered
-//! with a single `application/json` body and nothing of it is stored. If its handler sends
-//! anything before the response (a log message, an elicitation), the answer becomes an SSE
-//! stream at that moment, priming event first, stored from that message on: the session then
-//! holds state the client must not lose. `--always-sse` turns the plain answers off.
+//! `idempotentHint` — is answered with a single `application/json` body and nothing of it is
+//! stored. If its handler sends anything before the response (a log message, an elicitation),
+//! the answer becomes an SSE stream at that moment, priming event first, stored from that
+//! message on: the session then holds state the client must not lose. `--always-sse` turns the
+//! plain answers off.
 
 use std::sync::Arc;
 

@@ -403,10 +403,7 @@ impl HttpSession {
         let stored = routes.streams.get(&stream_id).is_none_or(|st| st.stored);
         routes.end(&stream_id);
         if stored {
-            self.batcher.write(EventWrite::Close {
-                session_id: self.id.clone(),
-                stream_id,
-            });
+            self.close_in_store(stream_id);
         }
     }
 
@@ -480,15 +477,19 @@ impl HttpSession {
             // Dropping the stream's sender ends the connection after this event.
             routes.end(&stream_id);
             if stored {
-                self.batcher.write(EventWrite::Close {
-                    session_id: self.id.clone(),
-                    stream_id,
-                });
+                self.close_in_store(stream_id);
             }
             if let Some(r) = &msg.related {
                 routes.by_request.remove(r);
             }
         }
+    }
+
+    fn close_in_store(&self, stream_id: String) {
+        self.batcher.write(EventWrite::Close {
+            session_id: self.id.clone(),
+            stream_id,
+        });
     }
 
     fn append_in_store(&self, stream_id: &str, data: &str) {
