@@ -3,9 +3,10 @@
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use crate::codes;
+use crate::frame::{Envelope, Frame, IdField};
 
 /// A request id: a string or an integer, kept exactly as sent (`5` and `"5"` differ).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -190,45 +191,42 @@ fn invalid(id: Option<RequestId>, reason: impl Into<String>) -> FrameError {
 /// Parses one frame (a stdio line or an HTTP body) into a message.
 ///
 /// Batches (JSON arrays) are refused with -32600: they were removed in 2025-06-18 and staunch
-/// does not serve them for 2025-03-26 either (see the README).
+/// does not serve them for 2025-03-26 either (see the README). Only `params`, `result` and
+/// `error` are parsed into values; the rest of the envelope is read in place ([`frame`]).
+///
+/// [`frame`]: crate::frame
 pub fn parse_message(frame: &[u8]) -> Result<Message, FrameError> {
-    let value: Value =
-        serde_json::from_slice(frame).map_err(|e| FrameError::Parse(e.to_string()))?;
-    let obj = match value {
-        Value::Object(obj) => obj,
-        Value::Array(_) => return Err(invalid(None, "JSON-RPC batches are not supported")),
-        _ => return Err(invalid(None, "a message must be a JSON object")),
-    };
-    classify(obj)
+    match crate::frame::read(frame).map_err(|e| FrameError::Parse(e.to_string()))? {
+        Frame::Object(env) => classify(env),
+        Frame::Array => Err(invalid(None, "JSON-RPC batches are not supported")),
+        Frame::Scalar => Err(invalid(None, "a message must be a JSON object")),
+    }
 }
 
-fn classify(mut obj: Map<String, Value>) -> Result<Message, FrameError> {
+fn classify(env: Envelope) -> Result<Message, FrameError> {
     // Read the id first so every later error can carry it.
-    let id = match obj.remove("id") {
+    let id = match env.id {
         None => None,
-        Some(v) => match RequestId::from_value(&v) {
-            Some(id) => Some(id),
-            None if v.is_null() => {
-                return Err(invalid(None, "id must be a string or an integer, not null"));
-            }
-            None => return Err(invalid(None, "id must be a string or an integer")),
-        },
+        Some(IdField::Valid(id)) => Some(id),
+        Some(IdField::Null) => {
+            return Err(invalid(None, "id must be a string or an integer, not null"));
+        }
+        Some(IdField::Invalid) => return Err(invalid(None, "id must be a string or an integer")),
     };
-    match obj.get("jsonrpc") {
-        Some(Value::String(s)) if s == "2.0" => {}
-        _ => return Err(invalid(id, "\"jsonrpc\" must be \"2.0\"")),
+    if env.version_ok != Some(true) {
+        return Err(invalid(id, "\"jsonrpc\" must be \"2.0\""));
     }
-    let params = match obj.remove("params") {
+    let params = match env.params {
         None | Some(Value::Null) => None,
         Some(p @ (Value::Object(_) | Value::Array(_))) => Some(p),
         Some(_) => return Err(invalid(id, "params must be an object or an array")),
     };
-    match obj.remove("method") {
-        Some(Value::String(method)) => Ok(match id {
+    match env.method {
+        Some(Ok(method)) => Ok(match id {
             Some(id) => Message::Request(Request { id, method, params }),
             None => Message::Notification(Notification { method, params }),
         }),
-        Some(_) => Err(invalid(id, "method must be a string")),
+        Some(Err(())) => Err(invalid(id, "method must be a string")),
         None => {
             let Some(id) = id else {
                 return Err(invalid(
@@ -236,7 +234,7 @@ fn classify(mut obj: Map<String, Value>) -> Result<Message, FrameError> {
                     "a message needs a method, or an id with a result",
                 ));
             };
-            match (obj.remove("result"), obj.remove("error")) {
+            match (env.result, env.error) {
                 (Some(result), None) => Ok(Message::Response(Response {
                     id,
                     outcome: Ok(result),

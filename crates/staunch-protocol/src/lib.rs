@@ -14,6 +14,7 @@
 #![forbid(unsafe_code)]
 
 pub mod codes;
+mod frame;
 mod jsonrpc;
 pub mod mcp;
 pub mod modern;

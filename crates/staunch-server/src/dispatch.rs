@@ -32,7 +32,7 @@ use crate::tool::{Shape, TASKS_EXTENSION, declares_tasks, missing_tasks_extensio
 const TASKS_REMOVED: &[&str] = &["tasks/result", "tasks/list"];
 
 /// Routes `req`; answers it inline or starts it in its own task. Never blocks.
-pub(crate) fn dispatch(server: &Arc<ServerInner>, origin: &Origin, req: Request) {
+pub(crate) fn dispatch(server: &Arc<ServerInner>, origin: &Origin, mut req: Request) {
     let stateless = origin.peer.is_stateless();
     let method = req.method.as_str();
     if stateless && REMOVED_METHODS.contains(&method) {
@@ -82,7 +82,6 @@ pub(crate) fn dispatch(server: &Arc<ServerInner>, origin: &Origin, req: Request)
             let hub = server.listen.clone();
             let caps = server.capabilities.clone();
             let tasks_offered = server.extensions.contains_key(TASKS_EXTENSION);
-            let params = req.params.clone();
             let work = Work {
                 tool: None,
                 shape: None,
@@ -92,20 +91,19 @@ pub(crate) fn dispatch(server: &Arc<ServerInner>, origin: &Origin, req: Request)
                 is_tool_call: false,
                 rounds: None,
                 answers_at_shutdown: true,
-                make: Box::new(move |ctx| {
+                make: Box::new(move |ctx, params| {
                     Box::pin(listen::listen(ctx, hub, caps, tasks_offered, params))
                 }),
             };
             request::start(server, origin, req, work);
         }
-        methods::TOOLS_CALL => match tool_call_work(server, origin, &req) {
+        methods::TOOLS_CALL => match tool_call_work(server, origin, &mut req) {
             Ok(work) => request::start(server, origin, req, work),
             Err(e) => request::answer_now(server, origin, &req, Err(e)),
         },
         other => match server.methods.get(other) {
             Some(entry) => {
                 let handler = entry.handler.clone();
-                let params = req.params.clone();
                 let rounds = match input_rounds(server, origin, &req, other, name_of(&req), None) {
                     Ok(r) => r,
                     Err(e) => return request::answer_now(server, origin, &req, Err(e)),
@@ -118,7 +116,9 @@ pub(crate) fn dispatch(server: &Arc<ServerInner>, origin: &Origin, req: Request)
                     is_tool_call: false,
                     rounds,
                     answers_at_shutdown: false,
-                    make: Box::new(move |ctx| handler.call(ctx, params)),
+                    // The params as sent, moved rather than copied (the request core reads
+                    // what it needs first).
+                    make: Box::new(move |ctx, params| handler.call(ctx, params)),
                 };
                 request::start(server, origin, req, work);
             }
@@ -199,9 +199,9 @@ fn input_rounds(
 fn tool_call_work(
     server: &Arc<ServerInner>,
     origin: &Origin,
-    req: &Request,
+    req: &mut Request,
 ) -> Result<Work, ErrorObject> {
-    let p: CallToolParams = parse_params(req.params.as_ref())?;
+    let p = take_call_params(req)?;
     let Some(entry) = server.tool_table().by_name.get(&p.name).cloned() else {
         return Err(ErrorObject::invalid_params(format!(
             "unknown tool: {}",
@@ -284,7 +284,7 @@ fn tool_call_work(
             rounds: None,
             answers_at_shutdown: false,
             make: Box::new(
-                move |ctx| match entry.handler.call_as_task(ctx, args, task) {
+                move |ctx, _| match entry.handler.call_as_task(ctx, args, task) {
                     Some(fut) => fut,
                     None => Box::pin(std::future::ready(Err(ToolError::Rpc(ErrorObject::new(
                         codes::METHOD_NOT_FOUND,
@@ -309,7 +309,7 @@ fn tool_call_work(
         is_tool_call: true,
         rounds,
         answers_at_shutdown: false,
-        make: Box::new(move |ctx| {
+        make: Box::new(move |ctx, _| {
             let fut = entry.handler.call(ctx, args);
             let fut: BoxFuture<'static, Result<Value, ToolError>> = Box::pin(async move {
                 match fut.await {
@@ -343,7 +343,7 @@ fn extension_task_work(
         is_tool_call: true,
         rounds,
         answers_at_shutdown: false,
-        make: Box::new(move |ctx| {
+        make: Box::new(move |ctx, _| {
             let args2 = args.clone();
             match entry.handler.call_with_tasks(ctx.clone(), args) {
                 Some(fut) => fut,
@@ -361,6 +361,32 @@ fn extension_task_work(
             }
         }),
     }
+}
+
+/// A `tools/call`'s params, with the arguments *moved* out of the request (the handler gets
+/// them; nothing after dispatch reads them from the params). Anything but a string `name` and
+/// an object (or absent, or null) `arguments` is answered by [`parse_params`]'s error.
+fn take_call_params(req: &mut Request) -> Result<CallToolParams, ErrorObject> {
+    if let Some(Value::Object(params)) = req.params.as_mut()
+        && let Some(Value::String(name)) = params.get("name")
+        && matches!(
+            params.get("arguments"),
+            None | Some(Value::Null | Value::Object(_))
+        )
+    {
+        let name = name.clone();
+        let task = params.get("task").filter(|t| !t.is_null()).cloned();
+        let arguments = match params.remove("arguments") {
+            Some(Value::Object(args)) => Some(args),
+            _ => None,
+        };
+        return Ok(CallToolParams {
+            name,
+            arguments,
+            task,
+        });
+    }
+    parse_params(req.params.as_ref())
 }
 
 pub(crate) fn parse_params<T: serde::de::DeserializeOwned>(

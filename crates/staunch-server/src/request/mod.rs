@@ -66,12 +66,15 @@ pub(crate) struct Work {
     pub(crate) rounds: Option<Rounds>,
     /// A subscription: when the server shuts down it ends with a response.
     pub(crate) answers_at_shutdown: bool,
-    pub(crate) make:
-        Box<dyn FnOnce(Context) -> BoxFuture<'static, Result<Value, ToolError>> + Send>,
+    /// Makes the handler's future from its context and the request's params (moved, not
+    /// copied: a tool call's arguments and `_meta` are already taken out of them).
+    pub(crate) make: Box<
+        dyn FnOnce(Context, Option<Value>) -> BoxFuture<'static, Result<Value, ToolError>> + Send,
+    >,
 }
 
 /// Starts a request in its own task. Returns at once.
-pub(crate) fn start(server: &Arc<ServerInner>, origin: &Origin, req: Request, work: Work) {
+pub(crate) fn start(server: &Arc<ServerInner>, origin: &Origin, mut req: Request, work: Work) {
     let key = RequestKey {
         conn: origin.conn.id,
         id: req.id.clone(),
@@ -168,14 +171,17 @@ pub(crate) fn start(server: &Arc<ServerInner>, origin: &Origin, req: Request, wo
         deadline: work.deadline.map(|d| started + d),
         progress,
         cleanups: Mutex::new(Vec::new()),
-        meta: req.params.as_ref().and_then(|p| p.get("_meta")).cloned(),
+        meta: request_meta(&mut req.params, work.is_tool_call),
         rounds: work.rounds,
         listen: server.listen.clone(),
         log: server.log.clone(),
     });
-    let fut = (work.make)(Context {
-        shared: shared.clone(),
-    });
+    let fut = (work.make)(
+        Context {
+            shared: shared.clone(),
+        },
+        req.params,
+    );
     let end = EndInfo {
         method: req.method,
         tool: work.tool,
@@ -187,6 +193,20 @@ pub(crate) fn start(server: &Arc<ServerInner>, origin: &Origin, req: Request, wo
         let _permit = permit;
         run(server, shared, fut, end).await;
     });
+}
+
+/// The request's `params._meta` for its context: moved out of a tool call's params (its
+/// handler gets only the arguments), copied from anything else's (a method handler gets the
+/// params as sent).
+fn request_meta(params: &mut Option<Value>, tool_call: bool) -> Option<Value> {
+    let Some(Value::Object(p)) = params else {
+        return None;
+    };
+    if tool_call {
+        p.remove("_meta")
+    } else {
+        p.get("_meta").cloned()
+    }
 }
 
 /// Answers a request inline (cheap methods), logged as a request that started and ended.
