@@ -263,9 +263,8 @@ impl<'de> Deserialize<'de> for IdField {
                 Ok(IdField::Valid(RequestId::Number(n)))
             }
             fn visit_u64<E: de::Error>(self, n: u64) -> Result<IdField, E> {
-                Ok(i64::try_from(n).map_or(IdField::Invalid, |n| {
-                    IdField::Valid(RequestId::Number(n))
-                }))
+                Ok(i64::try_from(n)
+                    .map_or(IdField::Invalid, |n| IdField::Valid(RequestId::Number(n))))
             }
             fn visit_str<E: de::Error>(self, s: &str) -> Result<IdField, E> {
                 Ok(IdField::Valid(RequestId::String(s.to_owned())))

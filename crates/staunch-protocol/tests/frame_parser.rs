@@ -111,8 +111,22 @@ fn agrees_with_the_tree_walk_on_every_envelope_shape() {
         Some("{\"x\":1}"),
         Some("[1]"),
     ];
-    let versions = [None, Some("\"2.0\""), Some("\"1.0\""), Some("2.0"), Some("null"), Some("[\"2.0\"]")];
-    let methods = [None, Some("\"ping\""), Some("\"tools/\\u0063all\""), Some("5"), Some("null"), Some("{}")];
+    let versions = [
+        None,
+        Some("\"2.0\""),
+        Some("\"1.0\""),
+        Some("2.0"),
+        Some("null"),
+        Some("[\"2.0\"]"),
+    ];
+    let methods = [
+        None,
+        Some("\"ping\""),
+        Some("\"tools/\\u0063all\""),
+        Some("5"),
+        Some("null"),
+        Some("{}"),
+    ];
     let params = [
         None,
         Some("null"),
@@ -120,7 +134,9 @@ fn agrees_with_the_tree_walk_on_every_envelope_shape() {
         Some("[]"),
         Some("3"),
         Some("\"x\""),
-        Some("{\"name\":\"echo\",\"arguments\":{\"text\":\"h\\u00e9\",\"n\":[1,2.5,{\"b\":null}]}}"),
+        Some(
+            "{\"name\":\"echo\",\"arguments\":{\"text\":\"h\\u00e9\",\"n\":[1,2.5,{\"b\":null}]}}",
+        ),
     ];
     let answers = [
         None,
@@ -200,7 +216,8 @@ fn agrees_on_repeated_escaped_and_misplaced_keys_and_on_non_objects() {
 
 #[test]
 fn agrees_on_the_fuzz_corpus() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/frame_parser");
+    let dir =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/frame_parser");
     let mut seen = 0;
     for entry in std::fs::read_dir(&dir).expect("the fuzz corpus is in the repository") {
         let bytes = std::fs::read(entry.expect("a corpus entry").path()).expect("readable");
@@ -233,7 +250,10 @@ fn invalid_utf8_anywhere_is_a_parse_error() {
 #[test]
 fn a_lone_surrogate_is_refused_only_where_it_is_read() {
     let ignored = r#"{"jsonrpc":"2.0","id":1,"method":"ping","x":"\ud800"}"#;
-    assert!(matches!(parse_message(ignored.as_bytes()), Ok(Message::Request(_))));
+    assert!(matches!(
+        parse_message(ignored.as_bytes()),
+        Ok(Message::Request(_))
+    ));
     for read in [
         r#"{"jsonrpc":"2.0","id":1,"method":"p\ud800"}"#,
         r#"{"jsonrpc":"2.0","id":1,"method":"ping","params":{"a":"\ud800"}}"#,

@@ -3,10 +3,9 @@
 
 use std::sync::Arc;
 
-use axum::Extension;
 use axum::body::{Body, Bytes};
 use axum::extract::State;
-use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, Method, Request, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 use staunch_protocol::modern::has_modern_meta;
@@ -27,13 +26,19 @@ const LAST_EVENT_ID: &str = "last-event-id";
 /// Events replayed per store round trip.
 const REPLAY_PAGE: usize = 512;
 
-pub(crate) async fn endpoint(
-    State(state): State<Arc<HttpState>>,
-    method: Method,
-    headers: HeaderMap,
-    peer: Option<Extension<PeerAddr>>,
-    body: Body,
-) -> Response {
+/// The MCP endpoint as an axum handler (the router that tests and extra routes use).
+pub(crate) async fn endpoint(State(state): State<Arc<HttpState>>, req: Request<Body>) -> Response {
+    serve_endpoint(state, req).await
+}
+
+/// The MCP endpoint: [`super::accept::serve`] calls it directly for the endpoint's path (no
+/// router on the hot path), and [`endpoint`] for the router. The request is taken whole, so
+/// its headers are moved, never copied.
+pub(crate) async fn serve_endpoint(state: Arc<HttpState>, req: Request<Body>) -> Response {
+    let (parts, body) = req.into_parts();
+    let headers = parts.headers;
+    let method = parts.method;
+    let peer = parts.extensions.get::<PeerAddr>().copied();
     if let Some(denied) = check_host_and_origin(&state, &headers) {
         return denied;
     }
@@ -52,7 +57,7 @@ pub(crate) async fn endpoint(
                 Ok(b) => b,
                 Err(r) => return r,
             };
-            let peer = peer.map(|Extension(PeerAddr(a))| a.ip());
+            let peer = peer.map(|PeerAddr(a)| a.ip());
             post(state, headers, body, identity.as_ref(), peer).await
         }
         Method::GET | Method::DELETE if stateless_client(&headers) => {
@@ -550,11 +555,9 @@ async fn json_answer(
     match last {
         // The stream ends with the response; anything else means the request was cancelled
         // (no response is due).
-        Some(data) if is_response(&data, &req_id) => (
-            [(header::CONTENT_TYPE, "application/json")],
-            data.to_string(),
-        )
-            .into_response(),
+        Some(data) if is_response(&data, &req_id) => {
+            ([(header::CONTENT_TYPE, "application/json")], data).into_response()
+        }
         _ => StatusCode::ACCEPTED.into_response(),
     }
 }
@@ -565,7 +568,7 @@ async fn response_from_store(
     session: &HttpSession,
     stream_id: &str,
     req: &RequestId,
-) -> Option<Arc<str>> {
+) -> Option<Bytes> {
     while session.request_open(req) {
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
@@ -581,7 +584,7 @@ async fn response_from_store(
             Ok(Replay::Events(evs)) if !evs.is_empty() => {
                 for e in evs {
                     cursor = e.seq;
-                    last = Some(Arc::from(e.payload));
+                    last = Some(Bytes::from(e.payload));
                 }
             }
             _ => return last,
@@ -589,8 +592,8 @@ async fn response_from_store(
     }
 }
 
-fn is_response(data: &str, id: &RequestId) -> bool {
-    serde_json::from_str::<serde_json::Value>(data)
+fn is_response(data: &[u8], id: &RequestId) -> bool {
+    serde_json::from_slice::<serde_json::Value>(data)
         .is_ok_and(|v| v.get("method").is_none() && v.get("id") == Some(&id.to_value()))
 }
 
@@ -906,7 +909,10 @@ async fn replay_range(
                         return Ok(cursor);
                     }
                     cursor = e.seq;
-                    out.push(sse::event(&event_id(stream_id, e.seq), &e.payload));
+                    out.push(sse::event(
+                        &event_id(stream_id, e.seq),
+                        e.payload.as_bytes(),
+                    ));
                 }
                 if n < REPLAY_PAGE {
                     break;
@@ -983,7 +989,7 @@ fn follow_store(
                     wait = std::time::Duration::from_millis(20);
                     for e in evs {
                         cursor = e.seq;
-                        let frame = sse::event(&event_id(&stream_id, e.seq), &e.payload);
+                        let frame = sse::event(&event_id(&stream_id, e.seq), e.payload.as_bytes());
                         let done = is_response_event(&frame);
                         let item = super::session::SseItem::Event {
                             id: event_id(&stream_id, e.seq),

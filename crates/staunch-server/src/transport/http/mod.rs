@@ -333,7 +333,7 @@ impl HttpTransport {
             max_connections: self.state.cfg.max_connections,
             header_read_timeout: self.state.cfg.header_read_timeout,
         };
-        let result = accept::serve(listener, app, limits, shutdown).await;
+        let result = accept::serve(listener, self.state.clone(), app, limits, shutdown).await;
         maintenance.abort();
         let _ = closer.await;
         let mut sessions =

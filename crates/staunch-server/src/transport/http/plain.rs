@@ -76,11 +76,7 @@ pub(crate) async fn answer(
             data, last: true, ..
         }) => {
             state.server.metrics().http_answer("plain");
-            (
-                [(header::CONTENT_TYPE, "application/json")],
-                data.to_string(),
-            )
-                .into_response()
+            ([(header::CONTENT_TYPE, "application/json")], data).into_response()
         }
         Some(SseItem::Event { id, data, .. }) => {
             state.server.metrics().http_answer("upgraded");

@@ -22,6 +22,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
+use axum::body::Bytes;
 use staunch_protocol::RequestId;
 use staunch_store::{EventWrite, now_ms};
 use tokio::sync::mpsc;
@@ -36,11 +37,7 @@ use crate::session::Session;
 pub(crate) enum SseItem {
     /// One message with its event id; `last` when it is the response that ends its
     /// request's stream.
-    Event {
-        id: String,
-        data: Arc<str>,
-        last: bool,
-    },
+    Event { id: String, data: Bytes, last: bool },
     /// End this connection (the stream goes on; the client resumes with `Last-Event-ID`).
     Close,
 }
@@ -78,7 +75,7 @@ const ENDED: usize = 4096;
 struct StreamState {
     last_seq: u64,
     live: Option<LiveTx>,
-    tail: VecDeque<(u64, Arc<str>)>,
+    tail: VecDeque<(u64, Bytes)>,
     /// Whether its events go to the event store. A request answered with a plain JSON body
     /// ([`Durability::UntilFirstMessage`]) has no event id to resume from, so nothing of it
     /// is stored unless something other than its response comes first.
@@ -167,7 +164,7 @@ pub(crate) enum Attach {
     /// `from_store` is set, then `events` from memory, then `live` (none once it is done).
     Local {
         from_store: Option<u64>,
-        events: Vec<(u64, Arc<str>)>,
+        events: Vec<(u64, Bytes)>,
         live: Option<LiveRx>,
     },
     /// The stream ended here: everything is in the store (after a flush); replay it and end.
@@ -370,7 +367,7 @@ impl HttpSession {
         if let Some(old) = st.live.take() {
             let _ = old.try_send(SseItem::Close);
         }
-        let events: Vec<(u64, Arc<str>)> = st
+        let events: Vec<(u64, Bytes)> = st
             .tail
             .iter()
             .filter(|(seq, _)| *seq > after)
@@ -424,56 +421,58 @@ impl HttpSession {
 
     /// Puts one message on its stream: next seq, memory tail, live connection, store queue.
     fn deliver(&self, msg: Outbound) {
-        let mut routes = self.routes();
-        let target = msg
-            .related
-            .as_ref()
-            .and_then(|r| routes.by_request.get(r).cloned())
-            .or_else(|| routes.standalone.clone());
-        let Some(stream_id) = target else {
+        let mut guard = self.routes();
+        let routes = &mut *guard;
+        // The related request's stream, or the standalone one; borrowed, not copied, from
+        // the routes (this runs for every message).
+        let own = msg.related.as_ref().and_then(|r| routes.by_request.get(r));
+        let ends_stream = msg.kind == OutboundKind::Response && own.is_some();
+        let Some(stream_id) = own.or(routes.standalone.as_ref()) else {
             tracing::debug!(session = %crate::session_hash(&self.id), "no stream for a message; dropped");
             return;
         };
-        let ends_stream = msg.kind == OutboundKind::Response
-            && msg
-                .related
-                .as_ref()
-                .is_some_and(|r| routes.by_request.get(r) == Some(&stream_id));
-        let data: Arc<str> = Arc::from(String::from_utf8_lossy(&msg.bytes).as_ref());
-        let Some(st) = routes.streams.get_mut(&stream_id) else {
+        // The serialised message as it is: no copy, no re-validation (the store, which needs
+        // text, converts what it keeps).
+        let data = Bytes::from(msg.bytes);
+        let Some(st) = routes.streams.get_mut(stream_id) else {
             return;
         };
         st.last_seq += 1;
         let seq = st.last_seq;
-        st.tail.push_back((seq, data.clone()));
-        if st.tail.len() > self.tail_cap {
-            st.tail.pop_front();
-        }
         if !st.stored && !ends_stream {
             // Something comes before the response: the answer becomes a resumable SSE stream
             // (the handler sees `last: false`), stored from this, its first event, on.
             st.stored = true;
-            self.create_in_store(&stream_id);
+            self.create_in_store(stream_id);
+        }
+        let stored = st.stored;
+        // A stream that is not stored ends with this response and is forgotten at once: no
+        // client can resume it, so its tail is not kept.
+        if stored || !ends_stream {
+            st.tail.push_back((seq, data.clone()));
+            if st.tail.len() > self.tail_cap {
+                st.tail.pop_front();
+            }
         }
         if let Some(live) = &st.live
             && !offer(
                 live,
                 SseItem::Event {
-                    id: event_id(&stream_id, seq),
+                    id: event_id(stream_id, seq),
                     data: data.clone(),
                     last: ends_stream,
                 },
-                &stream_id,
+                stream_id,
                 &self.batcher,
             )
         {
             st.live = None;
         }
-        let stored = st.stored;
         if stored {
-            self.append_in_store(&stream_id, &data);
+            self.append_in_store(stream_id, &data);
         }
         if ends_stream {
+            let stream_id = stream_id.clone();
             // Dropping the stream's sender ends the connection after this event.
             routes.end(&stream_id);
             if stored {
@@ -492,11 +491,11 @@ impl HttpSession {
         });
     }
 
-    fn append_in_store(&self, stream_id: &str, data: &str) {
+    fn append_in_store(&self, stream_id: &str, data: &[u8]) {
         self.batcher.write(EventWrite::Append {
             session_id: self.id.clone(),
             stream_id: stream_id.to_string(),
-            payload: data.to_string(),
+            payload: String::from_utf8_lossy(data).into_owned(),
         });
     }
 

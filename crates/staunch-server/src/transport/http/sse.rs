@@ -79,20 +79,20 @@ pub(crate) fn priming(id: &str, retry: Duration) -> Bytes {
 }
 
 /// One message as an event (`id` may be empty when the message could not be stored).
-pub(crate) fn event(id: &str, data: &str) -> Bytes {
-    let mut out = String::with_capacity(data.len() + id.len() + 16);
+pub(crate) fn event(id: &str, data: &[u8]) -> Bytes {
+    let mut out = Vec::with_capacity(data.len() + id.len() + 16);
     if !id.is_empty() {
-        out.push_str("id: ");
-        out.push_str(id);
-        out.push('\n');
+        out.extend_from_slice(b"id: ");
+        out.extend_from_slice(id.as_bytes());
+        out.push(b'\n');
     }
     // Serialised JSON has no raw newlines, but a stored payload is data: split defensively.
-    for line in data.split('\n') {
-        out.push_str("data: ");
-        out.push_str(line.strip_suffix('\r').unwrap_or(line));
-        out.push('\n');
+    for line in data.split(|b| *b == b'\n') {
+        out.extend_from_slice(b"data: ");
+        out.extend_from_slice(line.strip_suffix(b"\r").unwrap_or(line));
+        out.push(b'\n');
     }
-    out.push('\n');
+    out.push(b'\n');
     Bytes::from(out)
 }
 
@@ -111,11 +111,11 @@ mod tests {
     #[test]
     fn events_are_framed() {
         assert_eq!(
-            event("s:1", "{}"),
+            event("s:1", b"{}"),
             Bytes::from_static(b"id: s:1\ndata: {}\n\n")
         );
         assert_eq!(
-            event("", "a\nb"),
+            event("", b"a\nb"),
             Bytes::from_static(b"data: a\ndata: b\n\n")
         );
     }

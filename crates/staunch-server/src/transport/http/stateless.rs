@@ -430,8 +430,7 @@ fn sse_body(
             st.guard.answered = true;
             st.done = true;
         }
-        let data = String::from_utf8_lossy(&msg.bytes);
-        Some((Ok(sse::event("", &data)), st))
+        Some((Ok(sse::event("", &msg.bytes)), st))
     });
     (
         [
