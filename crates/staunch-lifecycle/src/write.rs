@@ -34,9 +34,7 @@ pub fn write_line(
     string(out, event.name());
     out.push_str(",\"request_id\":");
     match id {
-        IdRef::Number(n) => {
-            let _ = write!(out, "{n}");
-        }
+        IdRef::Number(n) => out.push_str(itoa::Buffer::new().format(n)),
         IdRef::String(s) => string(out, s),
     }
     out.push_str(",\"session\":");
@@ -97,7 +95,8 @@ pub fn write_line(
         } => {
             out.push_str(",\"upstream\":");
             string(out, upstream);
-            let _ = write!(out, ",\"upstream_id\":{upstream_id}");
+            out.push_str(",\"upstream_id\":");
+            out.push_str(itoa::Buffer::new().format(*upstream_id));
             opt_str(out, "late", late);
         }
     }
@@ -140,7 +139,10 @@ fn opt_str(out: &mut String, key: &str, v: &Option<Cow<'_, str>>) {
 
 fn opt_num(out: &mut String, key: &str, v: Option<u64>) {
     if let Some(v) = v {
-        let _ = write!(out, ",\"{key}\":{v}");
+        out.push_str(",\"");
+        out.push_str(key);
+        out.push_str("\":");
+        out.push_str(itoa::Buffer::new().format(v));
     }
 }
 

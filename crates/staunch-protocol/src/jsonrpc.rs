@@ -256,11 +256,11 @@ fn classify(env: Envelope) -> Result<Message, FrameError> {
 }
 
 #[derive(Serialize)]
-struct OutResponse<'a> {
+struct OutResponse<'a, R: ?Sized> {
     jsonrpc: &'static str,
     id: Option<&'a RequestId>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    result: Option<&'a Value>,
+    result: Option<&'a R>,
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<&'a ErrorObject>,
 }
@@ -275,8 +275,9 @@ struct OutRequest<'a> {
     params: Option<&'a Value>,
 }
 
-/// Serialises a success response.
-pub fn result_response_bytes(id: &RequestId, result: &Value) -> Vec<u8> {
+/// Serialises a success response; `result` is any serialisable result (a `Value`, or a typed
+/// result written without building a value first).
+pub fn result_response_bytes<R: Serialize + ?Sized>(id: &RequestId, result: &R) -> Vec<u8> {
     to_bytes(&OutResponse {
         jsonrpc: "2.0",
         id: Some(id),
@@ -287,7 +288,7 @@ pub fn result_response_bytes(id: &RequestId, result: &Value) -> Vec<u8> {
 
 /// Serialises an error response (`id` null when the request's id is unknown).
 pub fn error_response_bytes(id: Option<&RequestId>, error: &ErrorObject) -> Vec<u8> {
-    to_bytes(&OutResponse {
+    to_bytes(&OutResponse::<Value> {
         jsonrpc: "2.0",
         id,
         result: None,

@@ -37,6 +37,17 @@ pub fn negotiate(requested: &str) -> &'static str {
         .unwrap_or(LATEST)
 }
 
+/// `v` as it appears in [`SUPPORTED`], [`MODERN_SUPPORTED`] or [`SESSION_ERA`], when it does
+/// (a `'static` name for a version, so it need not be copied).
+pub fn known(v: &str) -> Option<&'static str> {
+    SUPPORTED
+        .iter()
+        .chain(MODERN_SUPPORTED)
+        .chain(SESSION_ERA)
+        .copied()
+        .find(|k| *k == v)
+}
+
 /// Whether `v` is a session-era version this server speaks.
 pub fn is_supported(v: &str) -> bool {
     SUPPORTED.contains(&v)

@@ -349,7 +349,10 @@ impl Context {
     /// The protocol version the request is served in (a session's negotiated version, or a
     /// stateless request's own).
     pub fn protocol_version(&self) -> Option<String> {
-        self.shared.peer.protocol_version()
+        self.shared
+            .peer
+            .protocol_version()
+            .map(std::borrow::Cow::into_owned)
     }
 
     /// Rounds of input the client has answered so far for this request (stateless era; always

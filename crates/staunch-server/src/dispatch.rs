@@ -12,7 +12,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::future::BoxFuture;
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 use staunch_protocol::mcp::{CallToolParams, CallToolResult, methods};
@@ -23,7 +22,7 @@ use crate::error::ToolError;
 use crate::input::{Binding, Rounds};
 use crate::listen;
 use crate::peer::Peer;
-use crate::request::{self, Origin, Work};
+use crate::request::{self, Make, Origin, Work};
 use crate::shared::ServerInner;
 use crate::tool::{Shape, TASKS_EXTENSION, declares_tasks, missing_tasks_extension};
 
@@ -91,9 +90,9 @@ pub(crate) fn dispatch(server: &Arc<ServerInner>, origin: &Origin, mut req: Requ
                 is_tool_call: false,
                 rounds: None,
                 answers_at_shutdown: true,
-                make: Box::new(move |ctx, params| {
+                make: Make::Value(Box::new(move |ctx, params| {
                     Box::pin(listen::listen(ctx, hub, caps, tasks_offered, params))
-                }),
+                })),
             };
             request::start(server, origin, req, work);
         }
@@ -118,7 +117,7 @@ pub(crate) fn dispatch(server: &Arc<ServerInner>, origin: &Origin, mut req: Requ
                     answers_at_shutdown: false,
                     // The params as sent, moved rather than copied (the request core reads
                     // what it needs first).
-                    make: Box::new(move |ctx, params| handler.call(ctx, params)),
+                    make: Make::Value(Box::new(move |ctx, params| handler.call(ctx, params))),
                 };
                 request::start(server, origin, req, work);
             }
@@ -283,15 +282,15 @@ fn tool_call_work(
             is_tool_call: false,
             rounds: None,
             answers_at_shutdown: false,
-            make: Box::new(
-                move |ctx, _| match entry.handler.call_as_task(ctx, args, task) {
+            make: Make::Value(Box::new(move |ctx, _| {
+                match entry.handler.call_as_task(ctx, args, task) {
                     Some(fut) => fut,
                     None => Box::pin(std::future::ready(Err(ToolError::Rpc(ErrorObject::new(
                         codes::METHOD_NOT_FOUND,
                         format!("tool {name} does not run as a task"),
                     ))))),
-                },
-            ),
+                }
+            })),
         });
     }
     let cfg = &server.config;
@@ -309,17 +308,7 @@ fn tool_call_work(
         is_tool_call: true,
         rounds,
         answers_at_shutdown: false,
-        make: Box::new(move |ctx, _| {
-            let fut = entry.handler.call(ctx, args);
-            let fut: BoxFuture<'static, Result<Value, ToolError>> = Box::pin(async move {
-                match fut.await {
-                    Ok(r) => Ok(to_value(&r)),
-                    Err(ToolError::Tool(m)) => Ok(to_value(&CallToolResult::error(m))),
-                    Err(e) => Err(e),
-                }
-            });
-            fut
-        }),
+        make: Make::Tool(Box::new(move |ctx| entry.handler.call(ctx, args))),
     })
 }
 
@@ -343,7 +332,7 @@ fn extension_task_work(
         is_tool_call: true,
         rounds,
         answers_at_shutdown: false,
-        make: Box::new(move |ctx, _| {
+        make: Make::Value(Box::new(move |ctx, _| {
             let args2 = args.clone();
             match entry.handler.call_with_tasks(ctx.clone(), args) {
                 Some(fut) => fut,
@@ -359,7 +348,7 @@ fn extension_task_work(
                     })
                 }
             }
-        }),
+        })),
     }
 }
 
@@ -418,7 +407,10 @@ fn to_value<T: serde::Serialize>(v: &T) -> Value {
 /// First 16 hex digits of SHA-256 of the canonical arguments (keys sorted: serde_json's map
 /// is ordered).
 pub(crate) fn fingerprint(args: &Value) -> String {
-    let digest = Sha256::digest(args.to_string().as_bytes());
+    // Serialised straight into the hash: the same bytes as `args.to_string()`, no String.
+    let mut hasher = HashWriter(Sha256::new());
+    let _ = serde_json::to_writer(&mut hasher, args);
+    let digest = hasher.0.finalize();
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let mut out = String::with_capacity(16);
     for b in &digest[..8] {
@@ -426,4 +418,36 @@ pub(crate) fn fingerprint(args: &Value) -> String {
         out.push(char::from(HEX[usize::from(b & 0xf)]));
     }
     out
+}
+
+/// Feeds what is written into a SHA-256.
+struct HashWriter(Sha256);
+
+impl std::io::Write for HashWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.update(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The streamed hash is the hash of the canonical text (sorted keys, no spaces), as
+    /// `staunch audit` and the input-rounds binding have always read it.
+    #[test]
+    fn the_fingerprint_hashes_the_canonical_text() {
+        let args = json!({"b": 1, "a": "x\"y", "n": [1.5, null, {"z": true}]});
+        let text = r#"{"a":"x\"y","b":1,"n":[1.5,null,{"z":true}]}"#;
+        assert_eq!(args.to_string(), text);
+        let digest = Sha256::digest(text.as_bytes());
+        let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(fingerprint(&args), hex);
+        assert_ne!(fingerprint(&json!({})), fingerprint(&Value::Null));
+    }
 }

@@ -6,10 +6,11 @@
 //! every request carries its own ([`RequestMeta`]). A request holds a [`Peer`] either way, so
 //! nothing below the dispatcher has to ask which era it is in.
 
+use std::borrow::Cow;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde_json::Value;
-use staunch_protocol::RequestId;
+use staunch_protocol::{RequestId, version};
 use staunch_protocol::mcp::LoggingLevel;
 use staunch_protocol::modern::RequestMeta;
 
@@ -89,11 +90,16 @@ impl Peer {
         }
     }
 
-    /// The protocol version the request is served in.
-    pub(crate) fn protocol_version(&self) -> Option<String> {
+    /// The protocol version the request is served in (borrowed from the list of versions
+    /// served when it is one of them, as it always is once validated: no copy per request).
+    pub(crate) fn protocol_version(&self) -> Option<Cow<'static, str>> {
+        let version = |v: &str| match version::known(v) {
+            Some(known) => Cow::Borrowed(known),
+            None => Cow::Owned(v.to_owned()),
+        };
         match self {
-            Peer::Session(s) => s.lock().protocol_version.clone(),
-            Peer::Stateless(m) => Some(m.protocol_version.clone()),
+            Peer::Session(s) => s.lock().protocol_version.as_deref().map(version),
+            Peer::Stateless(m) => Some(version(&m.protocol_version)),
         }
     }
 }

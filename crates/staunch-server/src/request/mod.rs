@@ -15,13 +15,14 @@
 //! about its client ([`Peer`]). Results of stateless requests are finished here for their era
 //! ([`respond`]): `resultType`, `serverInfo` in `_meta`, caching hints, the era's error codes.
 
+mod answer;
 mod respond;
 mod span;
 
+use std::borrow::Cow;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures_util::future::BoxFuture;
 use serde_json::Value;
 use staunch_lifecycle::{Event, IgnoredWhy, Outcome};
 use staunch_protocol::mcp::{CallToolResult, ProgressToken};
@@ -29,6 +30,7 @@ use staunch_protocol::{ErrorObject, Request, RequestId, codes};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+pub(crate) use answer::{Answer, Make};
 pub(crate) use respond::respond;
 
 use crate::conn::{Conn, RequestKey};
@@ -68,9 +70,7 @@ pub(crate) struct Work {
     pub(crate) answers_at_shutdown: bool,
     /// Makes the handler's future from its context and the request's params (moved, not
     /// copied: a tool call's arguments and `_meta` are already taken out of them).
-    pub(crate) make: Box<
-        dyn FnOnce(Context, Option<Value>) -> BoxFuture<'static, Result<Value, ToolError>> + Send,
-    >,
+    pub(crate) make: Make,
 }
 
 /// Starts a request in its own task. Returns at once.
@@ -158,7 +158,10 @@ pub(crate) fn start(server: &Arc<ServerInner>, origin: &Origin, mut req: Request
     // Disabled: one branch, nothing built.
     let span = server
         .traces
-        .request(|| span_start(origin, &req, work.tool.as_deref(), version));
+        .request(|| {
+            let version = version.as_deref().map(str::to_owned);
+            span_start(origin, &req, work.tool.as_deref(), version)
+        });
     let shared = Arc::new(RequestShared {
         span,
         key,
@@ -176,7 +179,7 @@ pub(crate) fn start(server: &Arc<ServerInner>, origin: &Origin, mut req: Request
         listen: server.listen.clone(),
         log: server.log.clone(),
     });
-    let fut = (work.make)(
+    let fut = work.make.make(
         Context {
             shared: shared.clone(),
         },
@@ -239,7 +242,7 @@ pub(crate) fn answer_now(
         .request_answered_inline(&req.method, Era::of(&origin.peer), ok.as_str());
     if let Some(span) = server
         .traces
-        .request(|| span_start(origin, req, None, version))
+        .request(|| span_start(origin, req, None, version.as_deref().map(str::to_owned)))
     {
         span.end(&RequestEnd {
             outcome: ok.as_str(),
@@ -262,7 +265,7 @@ pub(crate) fn answer_now(
             response_suppressed: false,
         },
     );
-    respond(server, origin, &req.id, &req.method, outcome);
+    respond(server, origin, &req.id, &req.method, outcome.map(Answer::Value));
 }
 
 fn reject(
@@ -285,7 +288,7 @@ fn reject(
             origin,
             req,
             work.tool.as_deref(),
-            origin.peer.protocol_version(),
+            origin.peer.protocol_version().map(Cow::into_owned),
         )
     }) {
         span.end(&RequestEnd {
@@ -450,7 +453,7 @@ struct EndInfo {
 async fn run(
     server: Arc<ServerInner>,
     shared: Arc<RequestShared>,
-    fut: BoxFuture<'static, Result<Value, ToolError>>,
+    fut: answer::HandlerFuture,
     end: EndInfo,
 ) {
     let grace = server.config.cancel_grace;
@@ -570,10 +573,10 @@ fn decide(
     server: &ServerInner,
     shared: &RequestShared,
     end: &EndInfo,
-    ended: Ended<Result<Value, ToolError>>,
+    ended: Ended<Result<Answer, ToolError>>,
     deadline_hit: bool,
     panic: &mut Option<String>,
-) -> (Outcome, Result<Value, ErrorObject>) {
+) -> (Outcome, Result<Answer, ErrorObject>) {
     // An input-required round: the handler asked the client something it has not answered.
     // That is the answer, whatever the handler did with the question.
     if let Some(rounds) = &shared.rounds
@@ -585,13 +588,13 @@ fn decide(
         let now = staunch_store::now_ms();
         return (
             Outcome::InputRequired,
-            Ok(rounds.input_required(&server.state_key, now)),
+            Ok(Answer::Value(rounds.input_required(&server.state_key, now))),
         );
     }
     match ended {
         Ended::Returned(Ok(v)) => {
             shared.progress.finish();
-            let is_error = end.is_tool_call && v.get("isError") == Some(&Value::Bool(true));
+            let is_error = end.is_tool_call && v.is_tool_error();
             (
                 if is_error {
                     Outcome::Error
@@ -623,7 +626,7 @@ fn decide(
     }
 }
 
-fn deadline_response(shared: &RequestShared, end: &EndInfo) -> Result<Value, ErrorObject> {
+fn deadline_response(shared: &RequestShared, end: &EndInfo) -> Result<Answer, ErrorObject> {
     let limit = shared
         .deadline
         .map(|d| d.duration_since(end.started))
@@ -634,7 +637,7 @@ fn deadline_response(shared: &RequestShared, end: &EndInfo) -> Result<Value, Err
         limit.as_secs_f64()
     );
     if end.is_tool_call {
-        Ok(serde_json::to_value(CallToolResult::error(msg)).unwrap_or_default())
+        Ok(Answer::Tool(CallToolResult::error(msg)))
     } else {
         Err(ErrorObject::new(codes::DEADLINE_EXCEEDED, msg))
     }

@@ -12,7 +12,7 @@ use staunch_protocol::{
     ErrorObject, RequestId, codes, error_response_bytes, result_response_bytes,
 };
 
-use super::Origin;
+use super::{Answer, Origin};
 use crate::outbound::{Outbound, OutboundKind};
 use crate::shared::ServerInner;
 
@@ -36,11 +36,14 @@ pub(crate) fn respond(
     origin: &Origin,
     id: &RequestId,
     method: &str,
-    outcome: Result<Value, ErrorObject>,
+    outcome: Result<Answer, ErrorObject>,
 ) {
     let stateless = origin.peer.is_stateless();
     let (bytes, error_code) = match outcome {
-        Ok(mut v) => {
+        // Session era: a tool's result is serialised as it is, straight into the response.
+        Ok(Answer::Tool(r)) if !stateless => (result_response_bytes(id, &r), None),
+        Ok(a) => {
+            let mut v = a.into_value();
             if stateless {
                 finish_stateless_result(server, method, &mut v);
             }

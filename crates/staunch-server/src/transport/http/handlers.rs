@@ -1,7 +1,9 @@
 //! POST, GET and DELETE on the MCP endpoint. Every failure is an HTTP status with a JSON-RPC
 //! error body (id null) that says what to do.
 
+use std::future::Future;
 use std::sync::Arc;
+use std::task::Poll;
 
 use axum::body::{Body, Bytes};
 use axum::extract::State;
@@ -17,11 +19,10 @@ use super::accept::PeerAddr;
 use super::auth::Identity;
 use super::session::{Attach, Durability, HttpSession, event_id, parse_event_id, random_hex};
 use super::sse;
-use super::stateless::{self, VERSION_HEADER};
+use super::head::{Head, SESSION_HEADER};
+use super::stateless;
 use crate::registry::CancelReason;
 
-const SESSION_HEADER: &str = "mcp-session-id";
-const LAST_EVENT_ID: &str = "last-event-id";
 
 /// Events replayed per store round trip.
 const REPLAY_PAGE: usize = 512;
@@ -39,7 +40,8 @@ pub(crate) async fn serve_endpoint(state: Arc<HttpState>, req: Request<Body>) ->
     let headers = parts.headers;
     let method = parts.method;
     let peer = parts.extensions.get::<PeerAddr>().copied();
-    if let Some(denied) = check_host_and_origin(&state, &headers) {
+    let head = Head::read(&headers);
+    if let Some(denied) = check_host_and_origin(&state, &head) {
         return denied;
     }
     // Auth (when on) before anything else: every request, in every era, carries its token.
@@ -58,13 +60,11 @@ pub(crate) async fn serve_endpoint(state: Arc<HttpState>, req: Request<Body>) ->
                 Err(r) => return r,
             };
             let peer = peer.map(|PeerAddr(a)| a.ip());
-            post(state, headers, body, identity.as_ref(), peer).await
+            post(state, headers, head, body, identity.as_ref(), peer).await
         }
-        Method::GET | Method::DELETE if stateless_client(&headers) => {
-            stateless::method_not_allowed()
-        }
-        Method::GET => get(state, headers, principal).await,
-        Method::DELETE => delete(state, headers, principal).await,
+        Method::GET | Method::DELETE if head.stateless_client() => stateless::method_not_allowed(),
+        Method::GET => get(state, head, principal).await,
+        Method::DELETE => delete(state, head, principal).await,
         _ => {
             let mut r = error(
                 StatusCode::METHOD_NOT_ALLOWED,
@@ -82,12 +82,15 @@ pub(crate) async fn serve_endpoint(state: Arc<HttpState>, req: Request<Body>) ->
 /// the head only).
 async fn read_body(state: &HttpState, body: Body) -> Result<Bytes, Response> {
     let limit = state.cfg.max_body_bytes;
-    match tokio::time::timeout(
-        state.cfg.body_read_timeout,
-        axum::body::to_bytes(body, limit),
-    )
-    .await
-    {
+    let mut read = std::pin::pin!(axum::body::to_bytes(body, limit));
+    // A small body usually arrived with its head: take it without arming the timer (a timer
+    // entry is a lock and a wheel insert and removal, ~1.6k instructions per request).
+    let ready = std::future::poll_fn(|cx| Poll::Ready(read.as_mut().poll(cx))).await;
+    let read = match ready {
+        Poll::Ready(r) => Ok(r),
+        Poll::Pending => tokio::time::timeout(state.cfg.body_read_timeout, read).await,
+    };
+    match read {
         Ok(Ok(b)) => Ok(b),
         Ok(Err(e)) => {
             let too_large =
@@ -134,16 +137,12 @@ fn error(status: StatusCode, code: i64, message: &str) -> Response {
         .into_response()
 }
 
-fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
-    headers.get(name).and_then(|v| v.to_str().ok())
-}
-
-fn check_host_and_origin(state: &HttpState, headers: &HeaderMap) -> Option<Response> {
+fn check_host_and_origin(state: &HttpState, head: &Head) -> Option<Response> {
     let allow = &state.cfg.allow;
     // Two values of one of these headers leave it open which one a proxy, a browser and this
     // check each looked at: refuse rather than pick.
-    for name in [header::HOST, header::ORIGIN] {
-        if headers.get_all(&name).iter().nth(1).is_some() {
+    for (name, count) in [(header::HOST, head.hosts), (header::ORIGIN, head.origins)] {
+        if count > 1 {
             tracing::warn!(header = %name, "request refused: header sent twice");
             return Some(error(
                 StatusCode::BAD_REQUEST,
@@ -152,16 +151,20 @@ fn check_host_and_origin(state: &HttpState, headers: &HeaderMap) -> Option<Respo
             ));
         }
     }
-    let host_ok = header_str(headers, header::HOST.as_str()).is_some_and(|h| allow.host_ok(h));
+    let host_ok = head
+        .host
+        .as_ref()
+        .and_then(|h| h.to_str().ok())
+        .is_some_and(|h| allow.host_ok(h));
     if !host_ok {
-        tracing::warn!(host = ?headers.get(header::HOST), "request refused: Host not allowed");
+        tracing::warn!(host = ?head.host, "request refused: Host not allowed");
         return Some(error(
             StatusCode::FORBIDDEN,
             codes::INVALID_REQUEST,
             "forbidden: Host not allowed",
         ));
     }
-    if let Some(origin) = headers.get(header::ORIGIN) {
+    if let Some(origin) = &head.origin {
         let ok = origin.to_str().is_ok_and(|o| allow.origin_ok(o));
         if !ok {
             tracing::warn!(?origin, "request refused: Origin not allowed");
@@ -175,42 +178,13 @@ fn check_host_and_origin(state: &HttpState, headers: &HeaderMap) -> Option<Respo
     None
 }
 
-/// What the client's `Accept` headers allow, read in one pass.
-#[derive(Clone, Copy, Debug, Default)]
-struct Accepted {
-    json: bool,
-    sse: bool,
-    /// No `Accept` header at all.
-    absent: bool,
-}
-
-fn accepted(headers: &HeaderMap) -> Accepted {
-    let mut a = Accepted {
-        absent: true,
-        ..Accepted::default()
-    };
-    for value in headers.get_all(header::ACCEPT) {
-        a.absent = false;
-        let Ok(value) = value.to_str() else { continue };
-        for part in value.split(',') {
-            match part.split(';').next().unwrap_or("").trim() {
-                "*/*" => (a.json, a.sse) = (true, true),
-                "application/json" => a.json = true,
-                "text/event-stream" => a.sse = true,
-                _ => {}
-            }
-        }
-    }
-    a
-}
-
 /// The RFC 9728 protected-resource metadata (served only with auth on).
 pub(crate) async fn resource_metadata(
     State(state): State<Arc<HttpState>>,
     method: Method,
     headers: HeaderMap,
 ) -> Response {
-    if let Some(denied) = check_host_and_origin(&state, &headers) {
+    if let Some(denied) = check_host_and_origin(&state, &Head::read(&headers)) {
         return denied;
     }
     let Some(auth) = &state.auth else {
@@ -255,10 +229,10 @@ fn unknown_session() -> Response {
 /// The session named by the request, adopting one another instance created (shared store).
 async fn find_session(
     state: &HttpState,
-    headers: &HeaderMap,
+    head: &Head,
     principal: Option<&str>,
 ) -> Result<Arc<HttpSession>, Response> {
-    let Some(id) = header_str(headers, SESSION_HEADER) else {
+    let Some(id) = head.session_id() else {
         return Err(error(
             StatusCode::BAD_REQUEST,
             codes::INVALID_REQUEST,
@@ -329,26 +303,15 @@ fn adopt(state: &HttpState, rec: SessionRecord) -> Arc<HttpSession> {
     s
 }
 
-/// A client of the stateless era: no session, and a protocol version header that names no
-/// session-era revision.
-fn stateless_client(headers: &HeaderMap) -> bool {
-    headers.get(SESSION_HEADER).is_none()
-        && header_str(headers, VERSION_HEADER).is_some_and(|v| !version::is_session_era(v.trim()))
-}
-
 async fn post(
     state: Arc<HttpState>,
     headers: HeaderMap,
+    head: Head,
     body: Bytes,
     identity: Option<&Identity>,
     peer: Option<std::net::IpAddr>,
 ) -> Response {
-    let json_ct = header_str(&headers, header::CONTENT_TYPE.as_str()).is_some_and(|ct| {
-        ct.split(';')
-            .next()
-            .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"))
-    });
-    if !json_ct {
+    if !head.json_body {
         return error(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             codes::INVALID_REQUEST,
@@ -390,8 +353,8 @@ async fn post(
     // The era, per request: the stateless era's `_meta` (whatever else the request carries), or
     // a stateless client's headers; everything else is session traffic.
     let stateless = match &msg {
-        Message::Request(r) => has_modern_meta(r.params.as_ref()) || stateless_client(&headers),
-        _ => stateless_client(&headers),
+        Message::Request(r) => has_modern_meta(r.params.as_ref()) || head.stateless_client(),
+        _ => head.stateless_client(),
     };
     if stateless {
         return match msg {
@@ -401,13 +364,13 @@ async fn post(
                     Ok(slot) => slot,
                     Err(refusal) => return *refusal,
                 };
-                let sse_ok = accepted(&headers).sse;
+                let sse_ok = head.accept.sse;
                 stateless::post(state, headers, req, sse_ok, principal, slot).await
             }
             _ => stateless::not_a_request(),
         };
     }
-    if let Some(v) = header_str(&headers, VERSION_HEADER)
+    if let Some(v) = head.protocol_version()
         && !version::is_supported(v)
     {
         return error(
@@ -426,7 +389,7 @@ async fn post(
     {
         return initialize(state, msg, principal, peer).await;
     }
-    let session = match find_session(&state, &headers, principal.as_deref()).await {
+    let session = match find_session(&state, &head, principal.as_deref()).await {
         Ok(s) => s,
         Err(r) => return r,
     };
@@ -443,7 +406,7 @@ async fn post(
     if let Err(busy) = state.batcher.admit().await {
         return store_behind(busy);
     }
-    let accept = accepted(&headers);
+    let accept = head.accept;
     if !accept.sse {
         if accept.json || accept.absent {
             return json_answer(&state, &session, msg, req_id).await;
@@ -766,15 +729,15 @@ fn unreachable_response() -> ! {
     unreachable!("initialize() is only called with a request")
 }
 
-async fn get(state: Arc<HttpState>, headers: HeaderMap, principal: Option<&str>) -> Response {
-    if !accepted(&headers).sse {
+async fn get(state: Arc<HttpState>, head: Head, principal: Option<&str>) -> Response {
+    if !head.accept.sse {
         return error(
             StatusCode::NOT_ACCEPTABLE,
             codes::INVALID_REQUEST,
             "GET needs Accept: text/event-stream",
         );
     }
-    let session = match find_session(&state, &headers, principal).await {
+    let session = match find_session(&state, &head, principal).await {
         Ok(s) => s,
         Err(r) => return r,
     };
@@ -786,7 +749,7 @@ async fn get(state: Arc<HttpState>, headers: HeaderMap, principal: Option<&str>)
             "too many open streams in this session",
         );
     }
-    match header_str(&headers, LAST_EVENT_ID) {
+    match head.last_event_id() {
         Some(last) => resume(state, session, last).await,
         None => standalone(state, session).await,
     }
@@ -1013,8 +976,8 @@ fn follow_store(
     rx
 }
 
-async fn delete(state: Arc<HttpState>, headers: HeaderMap, principal: Option<&str>) -> Response {
-    let Some(id) = header_str(&headers, SESSION_HEADER) else {
+async fn delete(state: Arc<HttpState>, head: Head, principal: Option<&str>) -> Response {
+    let Some(id) = head.session_id() else {
         return error(
             StatusCode::BAD_REQUEST,
             codes::INVALID_REQUEST,

@@ -27,6 +27,7 @@ pub mod auth;
 mod batch;
 mod guard;
 mod handlers;
+mod head;
 mod peer_share;
 mod plain;
 mod session;

@@ -48,7 +48,7 @@ use super::sse;
 use crate::outbound::{Outbound, OutboundKind, Sink};
 use crate::server::StatelessRequest;
 
-pub(crate) const VERSION_HEADER: &str = "mcp-protocol-version";
+pub(crate) use super::head::VERSION_HEADER;
 const METHOD_HEADER: &str = "mcp-method";
 const NAME_HEADER: &str = "mcp-name";
 

@@ -1,0 +1,90 @@
+//! What a handler answers, kept in its own type until it is written out.
+//!
+//! A tool handler returns a [`CallToolResult`]. Turning it into a `serde_json::Value` first —
+//! a map and a string per key — only to serialise that value and drop it was a tenth of an echo
+//! call, so a tool's result stays typed ([`Answer::Tool`]) and is serialised once, straight
+//! into the response. Everything else (methods, task handles, input-required rounds) is a
+//! value ([`Answer::Value`]).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context as TaskContext, Poll};
+
+use futures_util::future::BoxFuture;
+use serde_json::Value;
+use staunch_protocol::mcp::CallToolResult;
+
+use crate::context::Context;
+use crate::error::ToolError;
+
+/// A successful answer to a request.
+#[derive(Debug)]
+pub(crate) enum Answer {
+    /// Any method's result.
+    Value(Value),
+    /// A tool call's result.
+    Tool(CallToolResult),
+}
+
+impl Answer {
+    /// Whether it is a tool result that reports a tool execution error (`isError: true`).
+    pub(crate) fn is_tool_error(&self) -> bool {
+        match self {
+            Answer::Value(v) => v.get("isError") == Some(&Value::Bool(true)),
+            Answer::Tool(r) => r.is_error == Some(true),
+        }
+    }
+
+    /// The answer as a value (the stateless era adds fields to it).
+    pub(crate) fn into_value(self) -> Value {
+        match self {
+            Answer::Value(v) => v,
+            Answer::Tool(r) => serde_json::to_value(r).unwrap_or_default(),
+        }
+    }
+}
+
+/// Makes a request's handler future from its context and the params that are left.
+pub(crate) enum Make {
+    /// A method, or a tool call answered with a value (a task handle).
+    Value(
+        Box<
+            dyn FnOnce(Context, Option<Value>) -> BoxFuture<'static, Result<Value, ToolError>>
+                + Send,
+        >,
+    ),
+    /// An ordinary tool call.
+    Tool(Box<dyn FnOnce(Context) -> BoxFuture<'static, Result<CallToolResult, ToolError>> + Send>),
+}
+
+impl Make {
+    pub(crate) fn make(self, ctx: Context, params: Option<Value>) -> HandlerFuture {
+        match self {
+            Make::Value(f) => HandlerFuture::Value(f(ctx, params)),
+            Make::Tool(f) => HandlerFuture::Tool(f(ctx)),
+        }
+    }
+}
+
+/// The handler's future, either kind, without a box around the box.
+pub(crate) enum HandlerFuture {
+    Value(BoxFuture<'static, Result<Value, ToolError>>),
+    Tool(BoxFuture<'static, Result<CallToolResult, ToolError>>),
+}
+
+impl Future for HandlerFuture {
+    type Output = Result<Answer, ToolError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Self::Output> {
+        // Both variants hold a `Pin<Box<…>>`, so the enum is `Unpin`.
+        match self.get_mut() {
+            HandlerFuture::Value(f) => f.as_mut().poll(cx).map(|r| r.map(Answer::Value)),
+            HandlerFuture::Tool(f) => f.as_mut().poll(cx).map(|r| match r {
+                Ok(r) => Ok(Answer::Tool(r)),
+                // A tool's own error is a result the model reads, not a protocol error.
+                Err(ToolError::Tool(m)) => Ok(Answer::Tool(CallToolResult::error(m))),
+                Err(e) => Err(e),
+            }),
+        }
+    }
+}
