@@ -25,6 +25,7 @@ mod context;
 mod dispatch;
 mod error;
 mod fair;
+mod fast_map;
 pub mod input;
 mod lifecycle;
 pub mod listen;

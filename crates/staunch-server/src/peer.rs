@@ -10,9 +10,9 @@ use std::borrow::Cow;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde_json::Value;
-use staunch_protocol::{RequestId, version};
 use staunch_protocol::mcp::LoggingLevel;
 use staunch_protocol::modern::RequestMeta;
+use staunch_protocol::{RequestId, version};
 
 /// What a session-era session negotiated.
 #[derive(Debug)]

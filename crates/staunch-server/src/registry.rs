@@ -6,9 +6,6 @@
 //! the deadline. The map is sharded so that requests on different connections rarely share a
 //! lock.
 
-use std::collections::HashMap;
-use std::collections::hash_map::DefaultHasher;
-use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -17,6 +14,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::conn::{ConnId, RequestKey};
+use crate::fast_map::FastMap;
 use crate::progress::Progress;
 pub(crate) use crate::reason::{CancelReason, SESSION_DELETED, WhyCell};
 use crate::tool::Shape;
@@ -95,35 +93,35 @@ pub struct InFlightCancel {
 }
 
 pub(crate) struct Registry {
-    shards: [Mutex<HashMap<RequestKey, Slot>>; SHARDS],
+    shards: [Mutex<FastMap<RequestKey, Slot>>; SHARDS],
 }
 
 impl Default for Registry {
     fn default() -> Self {
         Self {
-            shards: std::array::from_fn(|_| Mutex::new(HashMap::new())),
+            shards: std::array::from_fn(|_| Mutex::new(FastMap::default())),
         }
     }
 }
 
 impl Registry {
-    fn shard(&self, key: &RequestKey) -> MutexGuard<'_, HashMap<RequestKey, Slot>> {
+    fn shard(&self, key: &RequestKey) -> MutexGuard<'_, FastMap<RequestKey, Slot>> {
         // By connection: a connection's requests share a shard, so cancelling all of them
         // visits one lock (stateless requests each have their own connection anyway).
-        let mut h = DefaultHasher::new();
-        key.conn.hash(&mut h);
-        let i = (h.finish() as usize) % SHARDS;
+        // Connection ids are a counter, so the remainder spreads them evenly.
+        let i = (key.conn.0 % SHARDS as u64) as usize;
         self.shards[i].lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Adds a request; `false` if its id is already in flight on its connection.
     pub(crate) fn insert(&self, key: RequestKey, slot: Slot) -> bool {
-        let mut shard = self.shard(&key);
-        if shard.contains_key(&key) {
-            return false;
+        match self.shard(&key).entry(key) {
+            std::collections::hash_map::Entry::Occupied(_) => false,
+            std::collections::hash_map::Entry::Vacant(v) => {
+                v.insert(slot);
+                true
+            }
         }
-        shard.insert(key, slot);
-        true
     }
 
     /// Marks the request cancelled for `reason`, stops its progress at once and fires its

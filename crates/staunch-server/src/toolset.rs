@@ -19,6 +19,7 @@ use staunch_protocol::mcp::CallToolResult;
 
 use crate::context::Context;
 use crate::error::ToolError;
+use crate::fast_map::FastMap;
 use crate::tool::{ToolHandler, ToolSpec, Typed, schema_of};
 
 pub(crate) struct ToolEntry {
@@ -30,7 +31,7 @@ pub(crate) struct ToolEntry {
 pub(crate) struct ToolTable {
     /// In declaration order (`tools/list` order); a replaced tool keeps its place.
     entries: Vec<Arc<ToolEntry>>,
-    pub(crate) by_name: HashMap<String, Arc<ToolEntry>>,
+    pub(crate) by_name: FastMap<String, Arc<ToolEntry>>,
     /// `tools/list` result, built once per table.
     pub(crate) tool_list: Value,
     /// Per tool: arguments that HTTP clients mirror into `Mcp-Param-{name}` headers

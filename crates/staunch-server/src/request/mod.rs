@@ -156,12 +156,10 @@ pub(crate) fn start(server: &Arc<ServerInner>, origin: &Origin, mut req: Request
         },
     );
     // Disabled: one branch, nothing built.
-    let span = server
-        .traces
-        .request(|| {
-            let version = version.as_deref().map(str::to_owned);
-            span_start(origin, &req, work.tool.as_deref(), version)
-        });
+    let span = server.traces.request(|| {
+        let version = version.as_deref().map(str::to_owned);
+        span_start(origin, &req, work.tool.as_deref(), version)
+    });
     let shared = Arc::new(RequestShared {
         span,
         key,
@@ -265,7 +263,13 @@ pub(crate) fn answer_now(
             response_suppressed: false,
         },
     );
-    respond(server, origin, &req.id, &req.method, outcome.map(Answer::Value));
+    respond(
+        server,
+        origin,
+        &req.id,
+        &req.method,
+        outcome.map(Answer::Value),
+    );
 }
 
 fn reject(

@@ -17,12 +17,11 @@ use staunch_store::{Replay, SessionRecord, now_ms};
 use super::HttpState;
 use super::accept::PeerAddr;
 use super::auth::Identity;
+use super::head::{Head, SESSION_HEADER};
 use super::session::{Attach, Durability, HttpSession, event_id, parse_event_id, random_hex};
 use super::sse;
-use super::head::{Head, SESSION_HEADER};
 use super::stateless;
 use crate::registry::CancelReason;
-
 
 /// Events replayed per store round trip.
 const REPLAY_PAGE: usize = 512;

@@ -6,7 +6,7 @@
 //! few thousand instructions per request in all. [`Head::read`] walks the headers once and
 //! keeps the answers; the values are cheap clones of the bytes hyper already holds.
 
-use axum::http::{HeaderMap, HeaderValue, header};
+use axum::http::{HeaderMap, HeaderValue};
 use staunch_protocol::version;
 
 pub(crate) const SESSION_HEADER: &str = "mcp-session-id";
@@ -47,23 +47,32 @@ impl Head {
             ..Head::default()
         };
         for (name, value) in headers {
-            if name == header::HOST {
-                head.hosts += 1;
-                head.host.get_or_insert_with(|| value.clone());
-            } else if name == header::ORIGIN {
-                head.origins += 1;
-                head.origin.get_or_insert_with(|| value.clone());
-            } else if name == header::ACCEPT {
-                head.accept.absent = false;
-                accept(&mut head.accept, value);
-            } else if name == header::CONTENT_TYPE {
-                head.json_body = head.json_body || is_json(value);
-            } else if name == SESSION_HEADER {
-                head.session_id.get_or_insert_with(|| value.clone());
-            } else if name == VERSION_HEADER {
-                head.protocol_version.get_or_insert_with(|| value.clone());
-            } else if name == LAST_EVENT_ID {
-                head.last_event_id.get_or_insert_with(|| value.clone());
+            // One match on the (already lower-case) name: a comparison per header, not one
+            // per header and question.
+            match name.as_str() {
+                "host" => {
+                    head.hosts += 1;
+                    head.host.get_or_insert_with(|| value.clone());
+                }
+                "origin" => {
+                    head.origins += 1;
+                    head.origin.get_or_insert_with(|| value.clone());
+                }
+                "accept" => {
+                    head.accept.absent = false;
+                    accept(&mut head.accept, value);
+                }
+                "content-type" => head.json_body = head.json_body || is_json(value),
+                SESSION_HEADER => {
+                    head.session_id.get_or_insert_with(|| value.clone());
+                }
+                VERSION_HEADER => {
+                    head.protocol_version.get_or_insert_with(|| value.clone());
+                }
+                LAST_EVENT_ID => {
+                    head.last_event_id.get_or_insert_with(|| value.clone());
+                }
+                _ => {}
             }
         }
         head
@@ -177,6 +186,9 @@ mod tests {
         assert!(h.stateless_client());
         let any = Head::read(&headers(&[("accept", "*/*")]));
         assert!(any.accept.json && any.accept.sse);
-        assert!(!any.stateless_client(), "no version header: session traffic");
+        assert!(
+            !any.stateless_client(),
+            "no version header: session traffic"
+        );
     }
 }

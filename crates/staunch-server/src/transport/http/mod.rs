@@ -34,7 +34,6 @@ mod session;
 mod sse;
 mod stateless;
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -44,6 +43,7 @@ use axum::extract::DefaultBodyLimit;
 use axum::routing::any;
 use staunch_store::{EventStore, SessionStore};
 
+use crate::fast_map::FastMap;
 use crate::registry::CancelReason;
 use crate::server::Server;
 
@@ -161,7 +161,7 @@ pub(crate) struct HttpState {
     pub(crate) events: Arc<dyn EventStore>,
     pub(crate) sessions_store: Arc<dyn SessionStore>,
     pub(crate) cfg: HttpConfig,
-    pub(crate) sessions: Mutex<HashMap<String, Arc<session::HttpSession>>>,
+    pub(crate) sessions: Mutex<FastMap<String, Arc<session::HttpSession>>>,
     /// Sessions closed at shutdown, still draining.
     pub(crate) closing: Mutex<Vec<Arc<session::HttpSession>>>,
     pub(crate) batcher: batch::Batcher,
@@ -253,7 +253,7 @@ impl HttpTransport {
                 events,
                 sessions_store: sessions,
                 cfg,
-                sessions: Mutex::new(HashMap::new()),
+                sessions: Mutex::new(FastMap::default()),
                 closing: Mutex::new(Vec::new()),
             }),
             extra: None,

@@ -16,7 +16,7 @@
 //! behind its connection is closed after what is queued (counted, and logged). Nothing is
 //! lost: the client resumes with `Last-Event-ID` from the tail or the store.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashSet, VecDeque};
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -28,6 +28,7 @@ use staunch_store::{EventWrite, now_ms};
 use tokio::sync::mpsc;
 
 use super::batch::Batcher;
+use crate::fast_map::FastMap;
 use crate::outbound::{Outbound, OutboundKind, Sink};
 use crate::server::Server;
 use crate::session::Session;
@@ -106,8 +107,8 @@ pub(crate) enum Durability {
 #[derive(Default)]
 struct Routes {
     /// In-flight client request → its stream.
-    by_request: HashMap<RequestId, String>,
-    streams: HashMap<String, StreamState>,
+    by_request: FastMap<RequestId, String>,
+    streams: FastMap<String, StreamState>,
     /// The standalone stream, once a GET opened it.
     standalone: Option<String>,
     /// Streams that ended here (response written, or the request was cancelled), newest last:
