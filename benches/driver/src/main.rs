@@ -117,6 +117,10 @@ struct Args {
     /// The staunch binary.
     #[arg(long, default_value = "target/release/staunch")]
     staunch: PathBuf,
+    /// The binary of the `staunch-b` server (another build, for an A/B comparison in one
+    /// interleaved run); the `--staunch` binary when not given.
+    #[arg(long)]
+    staunch_b: Option<PathBuf>,
     /// Flags for `staunch serve`, chosen for the load: room for 10,000 in-flight calls (the
     /// default limit is 1,024) and for 1,000 SSE connections in one HTTP session (the default
     /// limit is 256). The lifecycle log stays on (to stderr, which the driver discards) and the
@@ -175,6 +179,10 @@ async fn run(args: Args) -> anyhow::Result<()> {
         .collect::<anyhow::Result<_>>()?;
     let programs = Programs {
         staunch: args.staunch.clone(),
+        staunch_b: args
+            .staunch_b
+            .clone()
+            .unwrap_or_else(|| args.staunch.clone()),
         rmcp: args.rmcp.clone(),
         bare: args.bare.clone(),
         node: args.node.clone(),
@@ -246,7 +254,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
             if !opts.wants_legacy() {
                 break;
             }
-            if matches!(k, Kind::Staunch | Kind::StaunchMem)
+            if matches!(k, Kind::Staunch | Kind::StaunchMem | Kind::StaunchB)
                 && t == Transport::Http
                 && !staunch_http
             {
@@ -291,7 +299,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
             .iter()
             .flat_map(|&t| kinds.iter().map(move |&k| (k, t)))
             .filter(|&(k, t)| match k {
-                Kind::Staunch | Kind::StaunchMem | Kind::Proxy => {
+                Kind::Staunch | Kind::StaunchMem | Kind::StaunchB | Kind::Proxy => {
                     t == Transport::Stdio || staunch_http
                 }
                 _ => true,
@@ -310,7 +318,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
             .iter()
             .flat_map(|&t| kinds.iter().map(move |&k| (k, t)))
             .filter(|&(k, t)| match k {
-                Kind::Staunch | Kind::StaunchMem | Kind::Proxy => {
+                Kind::Staunch | Kind::StaunchMem | Kind::StaunchB | Kind::Proxy => {
                     t == Transport::Stdio || staunch_http
                 }
                 _ => true,

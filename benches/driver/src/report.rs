@@ -131,7 +131,9 @@ impl Report {
         let Some(c) = row.cells.get(&kind) else {
             return "n/a".into();
         };
-        if matches!(kind, Kind::Staunch | Kind::StaunchMem) || row.better == Better::Neither {
+        if matches!(kind, Kind::Staunch | Kind::StaunchMem | Kind::StaunchB)
+            || row.better == Better::Neither
+        {
             return c.text.clone();
         }
         let s = row.cells.get(&Kind::Staunch).and_then(|c| c.value);

@@ -17,6 +17,9 @@ pub enum Kind {
     Staunch,
     /// staunch with `--store :memory:`: HTTP events kept in memory, as the peers keep theirs.
     StaunchMem,
+    /// Another staunch build (`--staunch-b`), run as users run it: an A/B comparison of two
+    /// builds in one interleaved run, where separate runs differ by more than the change.
+    StaunchB,
     Rmcp,
     Ts,
     Python,
@@ -33,9 +36,10 @@ pub enum Kind {
 }
 
 impl Kind {
-    pub const ALL: [Kind; 10] = [
+    pub const ALL: [Kind; 11] = [
         Kind::Staunch,
         Kind::StaunchMem,
+        Kind::StaunchB,
         Kind::Rmcp,
         Kind::Ts,
         Kind::Python,
@@ -50,6 +54,7 @@ impl Kind {
         match self {
             Kind::Staunch => "staunch",
             Kind::StaunchMem => "staunch-mem",
+            Kind::StaunchB => "staunch-b",
             Kind::Rmcp => "rmcp",
             Kind::Ts => "ts",
             Kind::Python => "python",
@@ -65,6 +70,7 @@ impl Kind {
         match self {
             Kind::Staunch => "staunch",
             Kind::StaunchMem => "staunch (--no-log, :memory: store)",
+            Kind::StaunchB => "staunch (B build)",
             Kind::Rmcp => "rmcp",
             Kind::Ts => "TS SDK",
             Kind::Python => "Python mcp",
@@ -106,6 +112,8 @@ impl Transport {
 #[derive(Clone, Debug)]
 pub struct Programs {
     pub staunch: PathBuf,
+    /// The B build of `staunch-b`.
+    pub staunch_b: PathBuf,
     pub rmcp: PathBuf,
     pub bare: PathBuf,
     pub node: PathBuf,
@@ -159,8 +167,13 @@ impl Programs {
                 }
                 return v;
             }
-            Kind::Staunch | Kind::StaunchMem => {
-                let mut v = vec![p(&self.staunch), "serve".into()];
+            Kind::Staunch | Kind::StaunchMem | Kind::StaunchB => {
+                let bin = if kind == Kind::StaunchB {
+                    &self.staunch_b
+                } else {
+                    &self.staunch
+                };
+                let mut v = vec![p(bin), "serve".into()];
                 v.extend(self.staunch_flags.iter().cloned());
                 if kind == Kind::StaunchMem {
                     // The labelled other configuration: no lifecycle log, events in memory.

@@ -213,16 +213,25 @@ fn tool_call_work(
     // Once for both users: the log's `args_fingerprint` and a stateless call's binding of its
     // input rounds (SHA-256 of the arguments; computing it twice was 7 % of a 2026 call).
     let stateless = origin.peer.is_stateless();
-    let computed = (server.log.enabled() || stateless).then(|| fingerprint(&args));
-    let fingerprint = computed.clone().filter(|_| server.log.enabled());
-    let rounds = input_rounds(
-        server,
-        origin,
-        req,
-        methods::TOOLS_CALL,
-        p.name.clone(),
-        computed.filter(|_| stateless && sent_arguments),
-    )?;
+    let log = server.log.enabled();
+    let computed = (log || stateless).then(|| fingerprint(&args));
+    // The binding needs it for a stateless call whose arguments were sent; the log always.
+    let (fingerprint, binding) = match computed {
+        Some(f) if stateless && sent_arguments => (log.then(|| f.clone()), Some(f)),
+        f => (f.filter(|_| log), None),
+    };
+    let rounds = if stateless {
+        input_rounds(
+            server,
+            origin,
+            req,
+            methods::TOOLS_CALL,
+            p.name.clone(),
+            binding,
+        )?
+    } else {
+        None
+    };
     // Tasks (2025-11-25): negotiated per session; a server that does not declare them, or a
     // stateless request, ignores the `task` field.
     let tasks_declared = matches!(origin.peer, Peer::Session(_))
@@ -357,13 +366,17 @@ fn extension_task_work(
 /// an object (or absent, or null) `arguments` is answered by [`parse_params`]'s error.
 fn take_call_params(req: &mut Request) -> Result<CallToolParams, ErrorObject> {
     if let Some(Value::Object(params)) = req.params.as_mut()
-        && let Some(Value::String(name)) = params.get("name")
+        && matches!(params.get("name"), Some(Value::String(_)))
         && matches!(
             params.get("arguments"),
             None | Some(Value::Null | Value::Object(_))
         )
     {
-        let name = name.clone();
+        // Moved out too: nothing after dispatch reads the name from the params.
+        let name = match params.get_mut("name") {
+            Some(Value::String(name)) => std::mem::take(name),
+            _ => String::new(),
+        };
         let task = params.get("task").filter(|t| !t.is_null()).cloned();
         let arguments = match params.remove("arguments") {
             Some(Value::Object(args)) => Some(args),

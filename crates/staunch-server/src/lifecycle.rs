@@ -67,10 +67,12 @@ struct State {
     dropped: u64,
     limit: usize,
     closed: bool,
-    /// The writer is asleep on `has_lines`: the next line must wake it. Only then is it
-    /// notified — a notify is a system call whether anyone waits or not, and a busy server
-    /// appends two lines per request.
+    /// The writer is asleep on `has_lines` with nothing pending: the next line must wake it.
+    /// Only then is it notified — a notify is a system call whether anyone waits or not, and a
+    /// busy server appends two lines per request.
     writer_waiting: bool,
+    /// `flush` is waiting: the writer does not let lines gather.
+    flushing: bool,
 }
 
 /// The part whose drop ends the writer.
@@ -128,6 +130,7 @@ impl LifecycleLog {
                 limit,
                 closed: false,
                 writer_waiting: false,
+                flushing: false,
             }),
             has_lines: Condvar::new(),
             progressed: Condvar::new(),
@@ -186,6 +189,7 @@ impl LifecycleLog {
         let deadline = Instant::now() + FLUSH_LIMIT;
         let mut st = lock(&h.shared.state);
         let target = st.appended;
+        st.flushing = true;
         h.shared.has_lines.notify_one();
         while st.written < target {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -202,25 +206,42 @@ impl LifecycleLog {
     }
 }
 
-/// The writer thread: take everything pending, write it in one go, report progress; until the
-/// last handle is gone and nothing is left. After a batch of [`BUSY_BATCH`] lines or more it
-/// lets lines gather for [`GATHER`] before looking again, so a busy server's lines go out a
-/// batch per interval (one `write`, no wake-ups) rather than a write per line; a quiet
-/// server's lines are written at once, and an idle writer sleeps until the next line wakes it.
+/// The writer thread: sleep until there is a line, let lines gather for [`GATHER`], take
+/// everything pending, write it in one go, report progress; until the last handle is gone and
+/// nothing is left.
+///
+/// Only the first line after an idle spell wakes the writer; lines that come while it gathers
+/// or writes wake nobody. So a busy server's lines go out in one `write` per interval with no
+/// wake-up per request (a wake is a system call on the request's thread and a context switch
+/// for a core the requests need), and a quiet server's line reaches the log at most
+/// [`GATHER`] later. `flush` (shutdown, tests) cuts the gathering short.
 fn write_loop(shared: &Shared, mut w: Box<dyn Write + Send>) {
     let mut batch = String::with_capacity(16 << 10);
     loop {
         let mut st = lock(&shared.state);
-        while st.pending.is_empty() && !st.closed {
+        while st.pending.is_empty() && !st.closed && !st.flushing {
             st.writer_waiting = true;
             st = shared.has_lines.wait(st).unwrap_or_else(|p| p.into_inner());
         }
         st.writer_waiting = false;
+        if !st.closed && !st.flushing {
+            let until = Instant::now() + GATHER;
+            loop {
+                let left = until.saturating_duration_since(Instant::now());
+                if left.is_zero() || st.closed || st.flushing {
+                    break;
+                }
+                st = shared
+                    .has_lines
+                    .wait_timeout(st, left)
+                    .unwrap_or_else(|p| p.into_inner())
+                    .0;
+            }
+        }
         if st.pending.is_empty() && st.closed {
             return;
         }
         std::mem::swap(&mut st.pending, &mut batch);
-        let lines = st.appended - st.written;
         let upto = st.appended;
         let dropped = std::mem::take(&mut st.dropped);
         if dropped > 0 {
@@ -233,8 +254,10 @@ fn write_loop(shared: &Shared, mut w: Box<dyn Write + Send>) {
         drop(st);
         // A failing writer (a closed stderr, a full disk) must not stop the server; the lines
         // are lost either way.
-        let _ = w.write_all(batch.as_bytes());
-        let _ = w.flush();
+        if !batch.is_empty() {
+            let _ = w.write_all(batch.as_bytes());
+            let _ = w.flush();
+        }
         // Keep the capacity of a normal batch; give back what a burst grew.
         batch.clear();
         if batch.capacity() > 1 << 20 {
@@ -242,21 +265,16 @@ fn write_loop(shared: &Shared, mut w: Box<dyn Write + Send>) {
         }
         let mut st = lock(&shared.state);
         st.written = upto;
-        let closed = st.closed;
+        // A flush is answered once everything it asked for is written.
+        st.flushing = false;
         drop(st);
         shared.progressed.notify_all();
-        if !closed && lines >= BUSY_BATCH {
-            std::thread::sleep(GATHER);
-        }
     }
 }
 
-/// How long the writer lets lines gather after a busy batch (a line reaches the log at most
+/// How long the writer lets lines gather once one arrived (a line reaches the log at most
 /// this much later; `flush` still waits for every line).
 const GATHER: Duration = Duration::from_millis(2);
-
-/// Lines in one batch that mean the server is busy (two per request).
-const BUSY_BATCH: u64 = 16;
 
 #[cfg(test)]
 mod tests {

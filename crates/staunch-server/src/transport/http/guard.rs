@@ -29,8 +29,8 @@ impl Allow {
     }
 
     fn allows_host_name(&self, name: &str) -> bool {
-        let name = name.to_ascii_lowercase();
-        self.hosts.contains(&name)
+        // The allowed names are kept lower-case; compared in place (no copy per request).
+        self.hosts.iter().any(|h| h.eq_ignore_ascii_case(name))
     }
 
     /// Checks a `Host` header value (`name[:port]`).

@@ -438,21 +438,22 @@ async fn post(
     let guard = session.connection_guard();
     session.session().handle(msg);
     state.server.metrics().http_answer("stream");
-    request_stream(&state, &stream_id, None, rx, guard)
+    request_stream(&state, stream_id, None, rx, guard)
 }
 
 /// A request's SSE answer: the priming event (the id a dropped client resumes from), `taken`
 /// (an event already received from the stream), then the live connection.
 pub(super) fn request_stream(
     state: &HttpState,
-    stream_id: &str,
+    stream_id: Arc<str>,
     taken: Option<Bytes>,
     rx: super::session::LiveRx,
     guard: super::session::ConnectionGuard,
 ) -> Response {
-    let mut first = vec![sse::priming(&event_id(stream_id, 0), state.cfg.sse_retry)];
+    let mut first = vec![sse::priming(&event_id(&stream_id, 0), state.cfg.sse_retry)];
     first.extend(taken);
     sse::body(
+        stream_id,
         first,
         Some(rx),
         state.cfg.poll_after,
@@ -765,7 +766,15 @@ async fn standalone(state: Arc<HttpState>, session: Arc<HttpSession>) -> Respons
     let guard = session.connection_guard();
     let first = vec![sse::priming(&event_id(&stream_id, 0), state.cfg.sse_retry)];
     let open = state.server.metrics().sse_stream_opened();
-    sse::body(first, Some(rx), None, state.cfg.keep_alive, guard, open)
+    sse::body(
+        stream_id,
+        first,
+        Some(rx),
+        None,
+        state.cfg.keep_alive,
+        guard,
+        open,
+    )
 }
 
 /// Resumes a stream after `last` (`"{stream}:{seq}"`): missed events first (from memory, or the
@@ -790,7 +799,7 @@ async fn resume(state: Arc<HttpState>, session: Arc<HttpSession>, last: &str) ->
     if i64::try_from(after).is_err() {
         return unknown();
     }
-    let stream_id = stream_id.to_string();
+    let stream_id: Arc<str> = Arc::from(stream_id);
     let (follow, from_store, memory, live) = match session.attach(&stream_id, after) {
         Attach::PastEnd => return unknown(),
         Attach::Local {
@@ -824,14 +833,14 @@ async fn resume(state: Arc<HttpState>, session: Arc<HttpSession>, last: &str) ->
     }
     for (seq, data) in memory {
         cursor = seq;
-        first.push(sse::event(&event_id(&stream_id, seq), &data));
+        first.push(sse::event_at(&stream_id, seq, &data));
     }
     let live = match live {
         Some(rx) => Some(rx),
         None if follow && !ends_with_response(&first) => Some(follow_store(
             state.clone(),
             session.id().to_string(),
-            stream_id.clone(),
+            stream_id.to_string(),
             cursor,
         )),
         None => None,
@@ -839,6 +848,7 @@ async fn resume(state: Arc<HttpState>, session: Arc<HttpSession>, last: &str) ->
     let guard = session.connection_guard();
     state.server.metrics().sse_resume(false);
     sse::body(
+        stream_id,
         first,
         live,
         state.cfg.poll_after,
@@ -954,7 +964,7 @@ fn follow_store(
                         let frame = sse::event(&event_id(&stream_id, e.seq), e.payload.as_bytes());
                         let done = is_response_event(&frame);
                         let item = super::session::SseItem::Event {
-                            id: event_id(&stream_id, e.seq),
+                            seq: e.seq,
                             data: e.payload.into(),
                             last: done,
                         };

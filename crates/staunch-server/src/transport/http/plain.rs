@@ -78,9 +78,10 @@ pub(crate) async fn answer(
             state.server.metrics().http_answer("plain");
             ([(header::CONTENT_TYPE, "application/json")], data).into_response()
         }
-        Some(SseItem::Event { id, data, .. }) => {
+        Some(SseItem::Event { seq, data, .. }) => {
             state.server.metrics().http_answer("upgraded");
-            request_stream(state, &stream_id, Some(sse::event(&id, &data)), rx, guard)
+            let first = sse::event_at(&stream_id, seq, &data);
+            request_stream(state, stream_id, Some(first), rx, guard)
         }
         // Cancelled (or the session closed) before anything was sent: no response is due.
         Some(SseItem::Close) | None => StatusCode::ACCEPTED.into_response(),

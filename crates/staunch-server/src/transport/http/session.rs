@@ -36,9 +36,10 @@ use crate::session::Session;
 /// What a live connection receives.
 #[derive(Debug)]
 pub(crate) enum SseItem {
-    /// One message with its event id; `last` when it is the response that ends its
-    /// request's stream.
-    Event { id: String, data: Bytes, last: bool },
+    /// One message with its sequence number in its stream (its event id is
+    /// `{stream}:{seq}`, written only when it goes out as an event); `last` when it is the
+    /// response that ends its request's stream.
+    Event { seq: u64, data: Bytes, last: bool },
     /// End this connection (the stream goes on; the client resumes with `Last-Event-ID`).
     Close,
 }
@@ -107,10 +108,12 @@ pub(crate) enum Durability {
 #[derive(Default)]
 struct Routes {
     /// In-flight client request → its stream.
-    by_request: FastMap<RequestId, String>,
-    streams: FastMap<String, StreamState>,
+    /// Stream ids are shared (`Arc<str>`): a stream's id is in two maps and in every message
+    /// routed to it.
+    by_request: FastMap<RequestId, Arc<str>>,
+    streams: FastMap<Arc<str>, StreamState>,
     /// The standalone stream, once a GET opened it.
-    standalone: Option<String>,
+    standalone: Option<Arc<str>>,
     /// Streams that ended here (response written, or the request was cancelled), newest last:
     /// a resume is served from the store and then ends. Bounded by `ENDED`.
     ended: HashSet<String>,
@@ -310,7 +313,7 @@ impl HttpSession {
         &self,
         req: &RequestId,
         durability: Durability,
-    ) -> Result<(String, LiveRx), DuplicateId> {
+    ) -> Result<(Arc<str>, LiveRx), DuplicateId> {
         let mut routes = self.routes();
         if routes.by_request.contains_key(req) {
             return Err(DuplicateId);
@@ -330,7 +333,7 @@ impl HttpSession {
 
     /// The standalone stream: `Ok((id, rx))`, or `Err(())` when a connection is already
     /// attached to it (one at a time).
-    pub(crate) fn open_standalone(&self) -> Result<(String, LiveRx), ()> {
+    pub(crate) fn open_standalone(&self) -> Result<(Arc<str>, LiveRx), ()> {
         let mut routes = self.routes();
         let (tx, rx) = mpsc::channel(self.backlog);
         if let Some(id) = routes.standalone.clone() {
@@ -401,7 +404,7 @@ impl HttpSession {
         let stored = routes.streams.get(&stream_id).is_none_or(|st| st.stored);
         routes.end(&stream_id);
         if stored {
-            self.close_in_store(stream_id);
+            self.close_in_store(&stream_id);
         }
     }
 
@@ -459,7 +462,7 @@ impl HttpSession {
             && !offer(
                 live,
                 SseItem::Event {
-                    id: event_id(stream_id, seq),
+                    seq,
                     data: data.clone(),
                     last: ends_stream,
                 },
@@ -477,7 +480,7 @@ impl HttpSession {
             // Dropping the stream's sender ends the connection after this event.
             routes.end(&stream_id);
             if stored {
-                self.close_in_store(stream_id);
+                self.close_in_store(&stream_id);
             }
             if let Some(r) = &msg.related {
                 routes.by_request.remove(r);
@@ -485,10 +488,10 @@ impl HttpSession {
         }
     }
 
-    fn close_in_store(&self, stream_id: String) {
+    fn close_in_store(&self, stream_id: &str) {
         self.batcher.write(EventWrite::Close {
             session_id: self.id.clone(),
-            stream_id,
+            stream_id: stream_id.to_string(),
         });
     }
 
@@ -550,7 +553,7 @@ pub(crate) fn parse_event_id(id: &str) -> Option<(&str, u64)> {
 /// bits, drawn once) and a counter. It need not be unguessable — a stream is only ever
 /// replayed to the session that owns it, and the session id is the secret — so the OS
 /// generator is not asked for every request.
-fn new_stream_id() -> String {
+fn new_stream_id() -> Arc<str> {
     static PREFIX: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
     let prefix = PREFIX.get_or_init(|| random_hex(8));
@@ -560,7 +563,7 @@ fn new_stream_id() -> String {
     id.push('-');
     // Hex keeps ids short.
     push_hex(&mut id, n);
-    id
+    Arc::from(id)
 }
 
 /// `n` in lower-case hex, without leading zeros.
@@ -616,10 +619,10 @@ mod tests {
 
     #[test]
     fn stream_ids_are_unique_and_round_trip_in_event_ids() {
-        let ids: HashSet<String> = (0..10_000).map(|_| new_stream_id()).collect();
+        let ids: HashSet<Arc<str>> = (0..10_000).map(|_| new_stream_id()).collect();
         assert_eq!(ids.len(), 10_000);
         for id in ids.iter().take(10) {
-            assert_eq!(parse_event_id(&event_id(id, 3)), Some((id.as_str(), 3)));
+            assert_eq!(parse_event_id(&event_id(id, 3)), Some((&**id, 3)));
         }
         // One prefix per process: the part before the counter is shared.
         let a = new_stream_id();

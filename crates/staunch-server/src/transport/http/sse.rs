@@ -4,6 +4,7 @@
 //! `data:` line (SEP-1699), which axum's encoder omits.
 
 use std::convert::Infallible;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
@@ -15,6 +16,8 @@ use tokio::time::Instant;
 use super::session::{ConnectionGuard, LiveRx, SseItem};
 
 struct State {
+    /// The stream the live events belong to (their ids are `{stream}:{seq}`).
+    stream_id: Arc<str>,
     first: std::vec::IntoIter<Bytes>,
     live: Option<LiveRx>,
     close_at: Option<Instant>,
@@ -28,6 +31,7 @@ struct State {
 /// or `close_after` passes (SEP-1699 polling; the client resumes with `Last-Event-ID`). A
 /// comment goes out every `keep_alive` of silence so proxies keep the connection.
 pub(crate) fn body(
+    stream_id: Arc<str>,
     first: Vec<Bytes>,
     live: Option<LiveRx>,
     close_after: Option<Duration>,
@@ -36,6 +40,7 @@ pub(crate) fn body(
     open: crate::metrics::StreamGuard,
 ) -> Response {
     let state = State {
+        stream_id,
         first: first.into_iter(),
         live,
         close_at: close_after.map(|d| Instant::now() + d),
@@ -53,7 +58,10 @@ pub(crate) fn body(
             None => Instant::now() + st.keep_alive,
         };
         match tokio::time::timeout_at(wait_until, rx.recv()).await {
-            Ok(Some(SseItem::Event { id, data, .. })) => Some((Ok(event(&id, &data)), st)),
+            Ok(Some(SseItem::Event { seq, data, .. })) => {
+                let frame = event_at(&st.stream_id, seq, &data);
+                Some((Ok(frame), st))
+            }
             Ok(Some(SseItem::Close) | None) => None,
             Err(_) if st.close_at.is_some_and(|at| Instant::now() >= at) => None,
             Err(_) => Some((Ok(Bytes::from_static(b": keep-alive\n\n")), st)),
@@ -78,6 +86,20 @@ pub(crate) fn priming(id: &str, retry: Duration) -> Bytes {
     ))
 }
 
+/// Event `seq` of stream `stream_id` (its id `{stream}:{seq}` written in place).
+pub(crate) fn event_at(stream_id: &str, seq: u64, data: &[u8]) -> Bytes {
+    let mut digits = itoa::Buffer::new();
+    let seq = digits.format(seq);
+    let mut out = Vec::with_capacity(data.len() + stream_id.len() + seq.len() + 16);
+    out.extend_from_slice(b"id: ");
+    out.extend_from_slice(stream_id.as_bytes());
+    out.push(b':');
+    out.extend_from_slice(seq.as_bytes());
+    out.push(b'\n');
+    data_lines(&mut out, data);
+    Bytes::from(out)
+}
+
 /// One message as an event (`id` may be empty when the message could not be stored).
 pub(crate) fn event(id: &str, data: &[u8]) -> Bytes {
     let mut out = Vec::with_capacity(data.len() + id.len() + 16);
@@ -86,6 +108,12 @@ pub(crate) fn event(id: &str, data: &[u8]) -> Bytes {
         out.extend_from_slice(id.as_bytes());
         out.push(b'\n');
     }
+    data_lines(&mut out, data);
+    Bytes::from(out)
+}
+
+/// The `data:` lines of an event and the blank line that ends it.
+fn data_lines(out: &mut Vec<u8>, data: &[u8]) {
     // Serialised JSON has no raw newlines, but a stored payload is data: split defensively.
     for line in data.split(|b| *b == b'\n') {
         out.extend_from_slice(b"data: ");
@@ -93,7 +121,6 @@ pub(crate) fn event(id: &str, data: &[u8]) -> Bytes {
         out.push(b'\n');
     }
     out.push(b'\n');
-    Bytes::from(out)
 }
 
 #[cfg(test)]
@@ -106,6 +133,12 @@ mod tests {
             priming("s:0", Duration::from_millis(1500)),
             Bytes::from_static(b"id: s:0\nretry: 1500\ndata: \n\n")
         );
+    }
+
+    #[test]
+    fn an_event_at_a_sequence_number_has_the_same_frame_as_one_with_its_id() {
+        assert_eq!(event_at("s-1f", 12, b"{}"), event("s-1f:12", b"{}"));
+        assert_eq!(event_at("s", 0, b"a\nb"), event("s:0", b"a\nb"));
     }
 
     #[test]
