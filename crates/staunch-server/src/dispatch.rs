@@ -250,7 +250,6 @@ fn tool_call_work(
         if declares_tasks(&origin.peer.client_capabilities()) {
             return Ok(extension_task_work(
                 server,
-                p.name,
                 entry,
                 args,
                 fingerprint,
@@ -284,7 +283,7 @@ fn tool_call_work(
         }
         let name = p.name.clone();
         return Ok(Work {
-            tool: Some(p.name),
+            tool: Some(entry.name.clone()),
             shape: Some(entry.spec.shape),
             deadline: Some(server.config.quick_deadline),
             fingerprint,
@@ -310,14 +309,14 @@ fn tool_call_work(
         Shape::Atomic | Shape::Job => None,
     });
     Ok(Work {
-        tool: Some(p.name),
+        tool: Some(entry.name.clone()),
         shape: Some(entry.spec.shape),
         deadline,
         fingerprint,
         is_tool_call: true,
         rounds,
         answers_at_shutdown: false,
-        make: Make::Tool(Box::new(move |ctx| entry.handler.call(ctx, args))),
+        make: Make::Tool(entry, args),
     })
 }
 
@@ -326,7 +325,6 @@ fn tool_call_work(
 /// its task on the last round).
 fn extension_task_work(
     server: &ServerInner,
-    name: String,
     entry: Arc<crate::shared::ToolEntry>,
     args: Value,
     fingerprint: Option<String>,
@@ -334,7 +332,7 @@ fn extension_task_work(
 ) -> Work {
     let deadline = entry.spec.deadline.or(Some(server.config.quick_deadline));
     Work {
-        tool: Some(name),
+        tool: Some(entry.name.clone()),
         shape: Some(entry.spec.shape),
         deadline,
         fingerprint,

@@ -33,7 +33,7 @@ pub(crate) struct Slot {
     /// The connection's label, for log lines written without the connection at hand.
     pub(crate) label: Arc<str>,
     /// The tool called, or the method (for the operator's view of what is in flight).
-    pub(crate) what: Box<str>,
+    pub(crate) what: Arc<str>,
     pub(crate) token: CancellationToken,
     pub(crate) started: Instant,
     pub(crate) shape: Option<Shape>,

@@ -380,10 +380,7 @@ impl ServerBuilder {
     /// A tool with any handler (arguments as a JSON object).
     pub fn tool_handler(mut self, spec: ToolSpec, handler: impl ToolHandler) -> Self {
         self.tools.retain(|t| t.spec.name != spec.name);
-        self.tools.push(ToolEntry {
-            spec,
-            handler: Arc::new(handler),
-        });
+        self.tools.push(ToolEntry::new(spec, Arc::new(handler)));
         self
     }
 
@@ -445,6 +442,7 @@ impl ServerBuilder {
         let instance_tag = tag.iter().map(|b| format!("{b:02x}")).collect();
         Server {
             inner: Arc::new(ServerInner {
+                server_info_json: serde_json::to_vec(&server_info_value).unwrap_or_default(),
                 server_info_value,
                 instance_tag,
                 registry: Registry::default(),

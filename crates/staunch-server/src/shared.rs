@@ -52,6 +52,8 @@ pub(crate) struct ServerInner {
     pub(crate) traces: crate::trace::Traces,
     /// `serverInfo` as JSON, for every stateless result's `_meta`.
     pub(crate) server_info_value: Value,
+    /// The same, serialised (stateless results write it as it is).
+    pub(crate) server_info_json: Vec<u8>,
     /// Tells this process's stateless requests apart in the lifecycle log.
     pub(crate) instance_tag: String,
 }

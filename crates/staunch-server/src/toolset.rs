@@ -25,6 +25,19 @@ use crate::tool::{ToolHandler, ToolSpec, Typed, schema_of};
 pub(crate) struct ToolEntry {
     pub(crate) spec: ToolSpec,
     pub(crate) handler: Arc<dyn ToolHandler>,
+    /// The name, shared with every call's log, metrics and in-flight record (no copy per
+    /// call).
+    pub(crate) name: Arc<str>,
+}
+
+impl ToolEntry {
+    pub(crate) fn new(spec: ToolSpec, handler: Arc<dyn ToolHandler>) -> Self {
+        Self {
+            name: Arc::from(spec.name.as_str()),
+            spec,
+            handler,
+        }
+    }
 }
 
 /// Every tool of a server at one moment, with what is derived from them.
@@ -154,7 +167,7 @@ impl ToolUpdate {
     /// [`ToolUpdate::put`] with a handler already shared (e.g. by several tools).
     pub fn put_shared(mut self, spec: ToolSpec, handler: Arc<dyn ToolHandler>) -> Self {
         self.puts.retain(|p| p.spec.name != spec.name);
-        self.puts.push(ToolEntry { spec, handler });
+        self.puts.push(ToolEntry::new(spec, handler));
         self
     }
 

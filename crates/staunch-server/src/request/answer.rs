@@ -8,6 +8,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll};
 
 use futures_util::future::BoxFuture;
@@ -16,6 +17,7 @@ use staunch_protocol::mcp::CallToolResult;
 
 use crate::context::Context;
 use crate::error::ToolError;
+use crate::toolset::ToolEntry;
 
 /// A successful answer to a request.
 #[derive(Debug)]
@@ -53,15 +55,15 @@ pub(crate) enum Make {
                 + Send,
         >,
     ),
-    /// An ordinary tool call.
-    Tool(Box<dyn FnOnce(Context) -> BoxFuture<'static, Result<CallToolResult, ToolError>> + Send>),
+    /// An ordinary tool call: the tool and its arguments (no closure to box).
+    Tool(Arc<ToolEntry>, Value),
 }
 
 impl Make {
     pub(crate) fn make(self, ctx: Context, params: Option<Value>) -> HandlerFuture {
         match self {
             Make::Value(f) => HandlerFuture::Value(f(ctx, params)),
-            Make::Tool(f) => HandlerFuture::Tool(f(ctx)),
+            Make::Tool(entry, args) => HandlerFuture::Tool(entry.handler.call(ctx, args)),
         }
     }
 }

@@ -57,7 +57,7 @@ pub(crate) struct Origin {
 
 /// The work a started request does, as the dispatcher prepared it.
 pub(crate) struct Work {
-    pub(crate) tool: Option<String>,
+    pub(crate) tool: Option<Arc<str>>,
     pub(crate) shape: Option<Shape>,
     pub(crate) deadline: Option<Duration>,
     pub(crate) fingerprint: Option<String>,
@@ -115,7 +115,10 @@ pub(crate) fn start(server: &Arc<ServerInner>, origin: &Origin, mut req: Request
         key.clone(),
         Slot {
             label: origin.conn.log_label.clone(),
-            what: work.tool.as_deref().unwrap_or(&req.method).into(),
+            what: work
+                .tool
+                .clone()
+                .unwrap_or_else(|| Arc::from(req.method.as_str())),
             token: token.clone(),
             started,
             shape: work.shape,
@@ -447,7 +450,7 @@ fn log_cancel(
 
 struct EndInfo {
     method: String,
-    tool: Option<String>,
+    tool: Option<Arc<str>>,
     is_tool_call: bool,
     started: Instant,
 }

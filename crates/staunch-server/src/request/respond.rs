@@ -7,6 +7,7 @@
 //! results go out as the handler made them.
 
 use serde_json::{Map, Value};
+use staunch_protocol::mcp::methods;
 use staunch_protocol::modern::{keys, result_type};
 use staunch_protocol::{
     ErrorObject, RequestId, codes, error_response_bytes, result_response_bytes,
@@ -42,6 +43,9 @@ pub(crate) fn respond(
     let (bytes, error_code) = match outcome {
         // Session era: a tool's result is serialised as it is, straight into the response.
         Ok(Answer::Tool(r)) if !stateless => (result_response_bytes(id, &r), None),
+        // Stateless era, a result without `_meta` of its own (nearly all): serialised as it
+        // is, with the era's two keys added to the written object.
+        Ok(Answer::Tool(r)) if r.meta.is_none() => (stateless_tool_response(server, id, &r), None),
         Ok(a) => {
             let mut v = a.into_value();
             if stateless {
@@ -62,6 +66,34 @@ pub(crate) fn respond(
         bytes,
         error_code,
     });
+}
+
+/// A stateless tool result's response: the result serialised once, then
+/// `"_meta":{serverInfo},"resultType":"complete"` written before its closing brace — what
+/// [`finish_stateless_result`] makes of a result without `_meta`, without building a value.
+fn stateless_tool_response(
+    server: &ServerInner,
+    id: &RequestId,
+    r: &staunch_protocol::mcp::CallToolResult,
+) -> Vec<u8> {
+    let mut out = result_response_bytes(id, r);
+    // `{"jsonrpc":"2.0","id":…,"result":{…}}`: the result object's brace is the last but one.
+    if out.ends_with(b"}}") {
+        let tail = out.split_off(out.len() - 2);
+        out.extend_from_slice(b",\"_meta\":{\"");
+        out.extend_from_slice(keys::SERVER_INFO.as_bytes());
+        out.extend_from_slice(b"\":");
+        out.extend_from_slice(&server.server_info_json);
+        out.extend_from_slice(b"},\"resultType\":\"");
+        out.extend_from_slice(result_type::COMPLETE.as_bytes());
+        out.push(b'"');
+        out.extend_from_slice(&tail);
+        return out;
+    }
+    // Not reachable for a serialised struct; the general way all the same.
+    let mut v = serde_json::to_value(r).unwrap_or_default();
+    finish_stateless_result(server, methods::TOOLS_CALL, &mut v);
+    result_response_bytes(id, &v)
 }
 
 fn finish_stateless_result(server: &ServerInner, method: &str, v: &mut Value) {

@@ -28,17 +28,27 @@ const REPLAY_PAGE: usize = 512;
 
 /// The MCP endpoint as an axum handler (the router that tests and extra routes use).
 pub(crate) async fn endpoint(State(state): State<Arc<HttpState>>, req: Request<Body>) -> Response {
-    serve_endpoint(state, req).await
+    let peer = req.extensions().get::<PeerAddr>().map(|p| p.0);
+    serve_endpoint(state, req, peer).await
 }
 
 /// The MCP endpoint: [`super::accept::serve`] calls it directly for the endpoint's path (no
 /// router on the hot path), and [`endpoint`] for the router. The request is taken whole, so
 /// its headers are moved, never copied.
-pub(crate) async fn serve_endpoint(state: Arc<HttpState>, req: Request<Body>) -> Response {
+/// `peer` is the connection's address (for the per-peer limits); the body is hyper's own
+/// (not boxed into an axum body) on the direct path.
+pub(crate) async fn serve_endpoint<B>(
+    state: Arc<HttpState>,
+    req: Request<B>,
+    peer: Option<std::net::SocketAddr>,
+) -> Response
+where
+    B: hyper::body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
     let (parts, body) = req.into_parts();
     let headers = parts.headers;
     let method = parts.method;
-    let peer = parts.extensions.get::<PeerAddr>().copied();
     let head = Head::read(&headers);
     if let Some(denied) = check_host_and_origin(&state, &head) {
         return denied;
@@ -58,7 +68,7 @@ pub(crate) async fn serve_endpoint(state: Arc<HttpState>, req: Request<Body>) ->
                 Ok(b) => b,
                 Err(r) => return r,
             };
-            let peer = peer.map(|PeerAddr(a)| a.ip());
+            let peer = peer.map(|a| a.ip());
             post(state, headers, head, body, identity.as_ref(), peer).await
         }
         Method::GET | Method::DELETE if head.stateless_client() => stateless::method_not_allowed(),
@@ -79,9 +89,18 @@ pub(crate) async fn serve_endpoint(state: Arc<HttpState>, req: Request<Body>) ->
 
 /// The request body, within the size limit and the body-read timeout (hyper has a timer for
 /// the head only).
-async fn read_body(state: &HttpState, body: Body) -> Result<Bytes, Response> {
+async fn read_body<B>(state: &HttpState, body: B) -> Result<Bytes, Response>
+where
+    B: hyper::body::Body<Data = Bytes>,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
     let limit = state.cfg.max_body_bytes;
-    let mut read = std::pin::pin!(axum::body::to_bytes(body, limit));
+    let collect = async {
+        http_body_util::BodyExt::collect(http_body_util::Limited::new(body, limit))
+            .await
+            .map(http_body_util::Collected::to_bytes)
+    };
+    let mut read = std::pin::pin!(collect);
     // A small body usually arrived with its head: take it without arming the timer (a timer
     // entry is a lock and a wheel insert and removal, ~1.6k instructions per request).
     let ready = std::future::poll_fn(|cx| Poll::Ready(read.as_mut().poll(cx))).await;
@@ -92,10 +111,8 @@ async fn read_body(state: &HttpState, body: Body) -> Result<Bytes, Response> {
     match read {
         Ok(Ok(b)) => Ok(b),
         Ok(Err(e)) => {
-            let too_large =
-                std::iter::successors(Some(&e as &(dyn std::error::Error + 'static)), |e| {
-                    e.source()
-                })
+            let e: &(dyn std::error::Error + 'static) = &*e;
+            let too_large = std::iter::successors(Some(e), |e| e.source())
                 .any(|e| e.is::<http_body_util::LengthLimitError>());
             if too_large {
                 tracing::warn!(limit, "request refused: body too large");
