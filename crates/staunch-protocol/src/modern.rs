@@ -207,8 +207,8 @@ pub fn expected_name<'a>(method: &str, params: Option<&'a Value>) -> Option<Opti
 /// Decodes a header value as SEP-2243 writes non-ASCII text: `=?base64?<base64>?=` is the
 /// UTF-8 of the decoded bytes (standard alphabet, padding required: anything else is
 /// malformed); any other value is itself. Surrounding whitespace is not part of the value
-/// (RFC 9110 §5.5). `None` when the base64 form is malformed.
-pub fn decode_header_value(raw: &str) -> Option<String> {
+/// (RFC 9110 §5.5). `None` when the base64 form is malformed. A plain value is borrowed.
+pub fn decode_header_value(raw: &str) -> Option<std::borrow::Cow<'_, str>> {
     let v = raw.trim_matches([' ', '\t']);
     match v
         .strip_prefix("=?base64?")
@@ -217,9 +217,9 @@ pub fn decode_header_value(raw: &str) -> Option<String> {
         Some(b64) => {
             use base64::Engine as _;
             let bytes = base64::engine::general_purpose::STANDARD.decode(b64).ok()?;
-            String::from_utf8(bytes).ok()
+            String::from_utf8(bytes).ok().map(std::borrow::Cow::Owned)
         }
-        None => Some(v.to_string()),
+        None => Some(std::borrow::Cow::Borrowed(v)),
     }
 }
 

@@ -206,17 +206,18 @@ impl LifecycleLog {
     }
 }
 
-/// The writer thread: sleep until there is a line, let lines gather for [`GATHER`], take
-/// everything pending, write it in one go, report progress; until the last handle is gone and
-/// nothing is left.
+/// The writer thread: sleep until there is a line, let lines gather for [`GATHER`] if the
+/// server is busy, take everything pending, write it in one go, report progress; until the
+/// last handle is gone and nothing is left.
 ///
 /// Only the first line after an idle spell wakes the writer; lines that come while it gathers
 /// or writes wake nobody. So a busy server's lines go out in one `write` per interval with no
 /// wake-up per request (a wake is a system call on the request's thread and a context switch
-/// for a core the requests need), and a quiet server's line reaches the log at most
-/// [`GATHER`] later. `flush` (shutdown, tests) cuts the gathering short.
+/// for a core the requests need). A quiet server — nothing written for [`QUIET`] — gets its
+/// line written at once. `flush` (shutdown, tests) cuts the gathering short.
 fn write_loop(shared: &Shared, mut w: Box<dyn Write + Send>) {
     let mut batch = String::with_capacity(16 << 10);
+    let mut last_write: Option<Instant> = None;
     loop {
         let mut st = lock(&shared.state);
         while st.pending.is_empty() && !st.closed && !st.flushing {
@@ -224,7 +225,8 @@ fn write_loop(shared: &Shared, mut w: Box<dyn Write + Send>) {
             st = shared.has_lines.wait(st).unwrap_or_else(|p| p.into_inner());
         }
         st.writer_waiting = false;
-        if !st.closed && !st.flushing {
+        let busy = last_write.is_some_and(|t| t.elapsed() < QUIET);
+        if busy && !st.closed && !st.flushing {
             let until = Instant::now() + GATHER;
             loop {
                 let left = until.saturating_duration_since(Instant::now());
@@ -257,6 +259,7 @@ fn write_loop(shared: &Shared, mut w: Box<dyn Write + Send>) {
         if !batch.is_empty() {
             let _ = w.write_all(batch.as_bytes());
             let _ = w.flush();
+            last_write = Some(Instant::now());
         }
         // Keep the capacity of a normal batch; give back what a burst grew.
         batch.clear();
@@ -272,9 +275,12 @@ fn write_loop(shared: &Shared, mut w: Box<dyn Write + Send>) {
     }
 }
 
-/// How long the writer lets lines gather once one arrived (a line reaches the log at most
-/// this much later; `flush` still waits for every line).
+/// How long the writer of a busy server lets lines gather once one arrived (a line reaches
+/// the log at most this much later; `flush` still waits for every line).
 const GATHER: Duration = Duration::from_millis(2);
+
+/// A server whose last batch is older than this is quiet: its next line is written at once.
+const QUIET: Duration = Duration::from_millis(10);
 
 #[cfg(test)]
 mod tests {

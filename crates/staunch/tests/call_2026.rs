@@ -243,10 +243,18 @@ async fn an_input_required_round_through_the_cli() {
     .await;
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(stdout(&o).contains("Ada"), "{}", stdout(&o));
-    let starts = tool_lines(&server, tool)
-        .into_iter()
-        .filter(|l| l["event"] == "request.start")
-        .count();
+    // The log is written behind the requests: wait (bounded) for the third round's start.
+    let mut starts = 0;
+    for _ in 0..200 {
+        starts = tool_lines(&server, tool)
+            .into_iter()
+            .filter(|l| l["event"] == "request.start")
+            .count();
+        if starts >= 3 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
     assert_eq!(starts, 3, "one refused round, then two rounds");
 }
 

@@ -17,7 +17,6 @@
 //! So a client that closes its streams early cannot stack up cancelled requests still within
 //! their grace beyond its share.
 
-use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 
@@ -26,12 +25,13 @@ use axum::response::Response;
 use staunch_protocol::RequestId;
 
 use crate::fair::Holder;
+use crate::fast_map::FastMap;
 use crate::outbound::{Outbound, Sink};
 use crate::shared::ServerInner;
 
 /// Requests in flight per peer, for one HTTP transport.
 pub(crate) struct PeerShares {
-    held: Mutex<HashMap<String, usize>>,
+    held: Mutex<FastMap<PeerKey, usize>>,
     per_peer: usize,
     server: Arc<ServerInner>,
 }
@@ -44,11 +44,19 @@ impl std::fmt::Debug for PeerShares {
     }
 }
 
-/// What a stateless request is counted against (see the module overview); `None`: nothing.
-fn peer_key(principal: Option<&str>, ip: Option<IpAddr>) -> Option<String> {
+/// What a stateless request is counted against (see the module overview): its principal,
+/// else its address. A key, not a formatted string: this is on every stateless request.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum PeerKey {
+    Principal(Arc<str>),
+    Ip(IpAddr),
+}
+
+/// The request's [`PeerKey`]; `None`: nothing to count against.
+fn peer_key(principal: Option<&str>, ip: Option<IpAddr>) -> Option<PeerKey> {
     match (principal.filter(|p| !p.is_empty()), ip) {
-        (Some(p), _) => Some(format!("principal:{p}")),
-        (None, Some(ip)) => Some(format!("ip:{ip}")),
+        (Some(p), _) => Some(PeerKey::Principal(Arc::from(p))),
+        (None, Some(ip)) => Some(PeerKey::Ip(ip)),
         (None, None) => None,
     }
 }
@@ -56,13 +64,13 @@ fn peer_key(principal: Option<&str>, ip: Option<IpAddr>) -> Option<String> {
 impl PeerShares {
     pub(crate) fn new(server: Arc<ServerInner>, per_peer: usize) -> Arc<Self> {
         Arc::new(Self {
-            held: Mutex::new(HashMap::new()),
+            held: Mutex::new(FastMap::default()),
             per_peer: per_peer.max(1),
             server,
         })
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, usize>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, FastMap<PeerKey, usize>> {
         // Counts only: a panic elsewhere cannot leave them in a state worse than stale.
         self.held.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -90,10 +98,9 @@ impl PeerShares {
         ) {
             drop(held);
             tracing::warn!(
-                counted_by = if key.starts_with("principal:") {
-                    "principal"
-                } else {
-                    "address"
+                counted_by = match key {
+                    PeerKey::Principal(_) => "principal",
+                    PeerKey::Ip(_) => "address",
                 },
                 in_flight = n,
                 limit = self.per_peer,
@@ -115,7 +122,7 @@ impl PeerShares {
         }))
     }
 
-    fn release(&self, key: &str) {
+    fn release(&self, key: &PeerKey) {
         let mut held = self.lock();
         match held.get_mut(key) {
             Some(n) if *n > 1 => *n -= 1,
@@ -140,7 +147,7 @@ impl PeerShares {
 #[derive(Debug)]
 pub(crate) struct PeerSlot {
     shares: Arc<PeerShares>,
-    key: String,
+    key: PeerKey,
 }
 
 impl Drop for PeerSlot {
@@ -197,9 +204,9 @@ mod tests {
         let ip: IpAddr = "10.0.0.1".parse().unwrap();
         assert_eq!(
             peer_key(Some("alice"), Some(ip)).unwrap(),
-            "principal:alice"
+            PeerKey::Principal(Arc::from("alice"))
         );
-        assert_eq!(peer_key(Some(""), Some(ip)).unwrap(), "ip:10.0.0.1");
+        assert_eq!(peer_key(Some(""), Some(ip)).unwrap(), PeerKey::Ip(ip));
         assert_eq!(peer_key(None, None), None);
     }
 
@@ -222,7 +229,9 @@ mod tests {
         drop(_a3);
         assert_eq!(s.held(Some("alice"), None), 0);
         assert!(
-            s.lock().get("principal:alice").is_none(),
+            s.lock()
+                .get(&PeerKey::Principal(Arc::from("alice")))
+                .is_none(),
             "idle peers leave the map"
         );
     }

@@ -28,6 +28,7 @@
 //! [`super::EventQueueStats::streams_cut`] counts it. There is no resumption in this era, so
 //! there is nothing to keep.
 
+use std::borrow::Cow;
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
@@ -161,7 +162,10 @@ pub(crate) fn error_answer(
         .into_response()
 }
 
-fn header_value(headers: &HeaderMap, name: &str) -> Result<Option<String>, ErrorObject> {
+fn header_value<'h>(
+    headers: &'h HeaderMap,
+    name: &str,
+) -> Result<Option<Cow<'h, str>>, ErrorObject> {
     let mut values = headers.get_all(name).iter();
     let Some(v) = values.next() else {
         return Ok(None);
@@ -287,7 +291,11 @@ fn validate(
             .and_then(|p| p.get("name"))
             .and_then(serde_json::Value::as_str)
     {
-        check_param_headers(headers, req, &server.header_params(tool)).map_err(bad)?;
+        // Read in place from the tool table (most tools mirror nothing into headers).
+        let table = server.inner.tool_table();
+        if let Some(params) = table.header_params.get(tool) {
+            check_param_headers(headers, req, params).map_err(bad)?;
+        }
     }
     Ok(meta)
 }
