@@ -27,6 +27,15 @@ use staunch_protocol::RequestId;
 /// How far the writer may fall behind before lines are dropped.
 pub const DEFAULT_BUFFER_BYTES: usize = 4 << 20;
 
+thread_local! {
+    /// Where a request's thread formats its line before appending it (see
+    /// [`LifecycleLog::event`]); its capacity is kept between lines.
+    static LINE: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
+    /// This thread's timestamp cache (a line's date part is formatted once per second).
+    static TIMESTAMP: std::cell::RefCell<TimestampCache> =
+        std::cell::RefCell::new(TimestampCache::default());
+}
+
 /// How long `flush` waits for the writer at most.
 const FLUSH_LIMIT: Duration = Duration::from_secs(5);
 
@@ -159,20 +168,32 @@ impl LifecycleLog {
             RequestId::String(s) => IdRef::String(s),
         };
         let ms = now_ms();
-        let mut st = lock(&h.shared.state);
-        if st.pending.len() >= st.limit {
-            st.dropped += 1;
-            h.shared.dropped_total.fetch_add(1, Ordering::Relaxed);
-            return;
-        }
-        let State { pending, clock, .. } = &mut *st;
-        write_line(pending, |out| clock.write(out, ms), label, id, event);
-        st.appended += 1;
-        let wake = std::mem::take(&mut st.writer_waiting);
-        drop(st);
-        if wake {
-            h.shared.has_lines.notify_one();
-        }
+        // The line is formatted into this thread's scratch buffer first, outside the lock:
+        // the lock is then held for a copy, not for the formatting, so requests on other
+        // worker threads rarely wait for it.
+        LINE.with_borrow_mut(|line| {
+            line.clear();
+            write_line(
+                line,
+                |out| TIMESTAMP.with_borrow_mut(|c| c.write(out, ms)),
+                label,
+                id,
+                event,
+            );
+            let mut st = lock(&h.shared.state);
+            if st.pending.len() >= st.limit {
+                st.dropped += 1;
+                h.shared.dropped_total.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+            st.pending.push_str(line);
+            st.appended += 1;
+            let wake = std::mem::take(&mut st.writer_waiting);
+            drop(st);
+            if wake {
+                h.shared.has_lines.notify_one();
+            }
+        });
     }
 
     /// Lines dropped so far because the writer was too far behind.

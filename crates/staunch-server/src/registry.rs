@@ -3,9 +3,10 @@
 //! It is the only thing that fires a request's token, and it records *why* in the request's
 //! slot first ([`CancelReason`]), so the request's own task decides "respond or not" from one
 //! place whatever stopped it: a client's cancel, a closed stream, a closed session, shutdown or
-//! the deadline. The map is sharded so that requests on different connections rarely share a
-//! lock.
+//! the deadline. The map is sharded by request so that requests — also the many of one busy
+//! session — rarely share a lock.
 
+use std::hash::BuildHasher;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -106,10 +107,10 @@ impl Default for Registry {
 
 impl Registry {
     fn shard(&self, key: &RequestKey) -> MutexGuard<'_, FastMap<RequestKey, Slot>> {
-        // By connection: a connection's requests share a shard, so cancelling all of them
-        // visits one lock (stateless requests each have their own connection anyway).
-        // Connection ids are a counter, so the remainder spreads them evenly.
-        let i = (key.conn.0 % SHARDS as u64) as usize;
+        // By request, not by connection: the many requests of one busy HTTP session run on
+        // every worker thread at once, and one lock for all of them was contended. Closing a
+        // connection (rare) visits every shard instead.
+        let i = (shard_hasher().hash_one(key) % SHARDS as u64) as usize;
         self.shards[i].lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -147,13 +148,11 @@ impl Registry {
         reason: CancelReason,
         mut on_routed: impl FnMut(&RequestId, Routed),
     ) {
-        let probe = RequestKey {
-            conn,
-            id: RequestId::Number(0),
-        };
-        let mut shard = self.shard(&probe);
-        for (key, slot) in shard.iter_mut().filter(|(k, _)| k.conn == conn) {
-            mark(slot, reason.clone(), |r| on_routed(&key.id, r));
+        for shard in &self.shards {
+            let mut shard = shard.lock().unwrap_or_else(|p| p.into_inner());
+            for (key, slot) in shard.iter_mut().filter(|(k, _)| k.conn == conn) {
+                mark(slot, reason.clone(), |r| on_routed(&key.id, r));
+            }
         }
     }
 
@@ -217,6 +216,11 @@ impl Registry {
             .map(|s| s.lock().unwrap_or_else(|p| p.into_inner()).len())
             .sum()
     }
+}
+
+/// Picks a key's shard (a fixed seed: which shard is no secret, each shard's map is seeded).
+fn shard_hasher() -> foldhash::fast::FixedState {
+    foldhash::fast::FixedState::with_seed(0x5eed_5ca1_ab1e)
 }
 
 fn mark(slot: &mut Slot, reason: CancelReason, on_routed: impl FnOnce(Routed)) -> CancelResult {

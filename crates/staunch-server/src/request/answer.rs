@@ -46,15 +46,14 @@ impl Answer {
     }
 }
 
+/// Makes a method's future from its context and params.
+pub(crate) type MakeValue =
+    Box<dyn FnOnce(Context, Option<Value>) -> BoxFuture<'static, Result<Value, ToolError>> + Send>;
+
 /// Makes a request's handler future from its context and the params that are left.
 pub(crate) enum Make {
     /// A method, or a tool call answered with a value (a task handle).
-    Value(
-        Box<
-            dyn FnOnce(Context, Option<Value>) -> BoxFuture<'static, Result<Value, ToolError>>
-                + Send,
-        >,
-    ),
+    Value(MakeValue),
     /// An ordinary tool call: the tool and its arguments (no closure to box).
     Tool(Arc<ToolEntry>, Value),
 }

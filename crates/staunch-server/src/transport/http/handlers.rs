@@ -535,9 +535,7 @@ async fn json_answer(
     match last {
         // The stream ends with the response; anything else means the request was cancelled
         // (no response is due).
-        Some(data) if is_response(&data, &req_id) => {
-            ([(header::CONTENT_TYPE, "application/json")], data).into_response()
-        }
+        Some(data) if is_response(&data, &req_id) => sse::json_body(StatusCode::OK, data),
         _ => StatusCode::ACCEPTED.into_response(),
     }
 }

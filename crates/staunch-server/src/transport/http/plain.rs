@@ -16,7 +16,7 @@
 
 use std::sync::Arc;
 
-use axum::http::{StatusCode, header};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use staunch_protocol::mcp::{ProgressToken, methods};
 use staunch_protocol::{Message, Request, RequestId};
@@ -76,7 +76,7 @@ pub(crate) async fn answer(
             data, last: true, ..
         }) => {
             state.server.metrics().http_answer("plain");
-            ([(header::CONTENT_TYPE, "application/json")], data).into_response()
+            sse::json_body(StatusCode::OK, data)
         }
         Some(SseItem::Event { seq, data, .. }) => {
             state.server.metrics().http_answer("upgraded");

@@ -558,21 +558,25 @@ fn new_stream_id() -> Arc<str> {
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
     let prefix = PREFIX.get_or_init(|| random_hex(8));
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    let mut id = String::with_capacity(prefix.len() + 17);
-    id.push_str(prefix);
-    id.push('-');
-    // Hex keeps ids short.
-    push_hex(&mut id, n);
-    Arc::from(id)
+    // Written on the stack, then one allocation: the shared id itself.
+    let mut buf = [0u8; 64];
+    let mut len = 0;
+    for b in prefix.bytes().chain(std::iter::once(b'-')).chain(hex(n)) {
+        if let Some(slot) = buf.get_mut(len) {
+            *slot = b;
+            len += 1;
+        }
+    }
+    Arc::from(std::str::from_utf8(&buf[..len]).unwrap_or_default())
 }
 
 /// `n` in lower-case hex, without leading zeros.
-fn push_hex(out: &mut String, n: u64) {
+fn hex(n: u64) -> impl Iterator<Item = u8> {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let digits = (64 - n.leading_zeros()).div_ceil(4).max(1);
-    for i in (0..digits).rev() {
-        out.push(char::from(HEX[((n >> (i * 4)) & 0xf) as usize]));
-    }
+    (0..digits)
+        .rev()
+        .map(move |i| HEX[((n >> (i * 4)) & 0xf) as usize])
 }
 
 /// `n` random bytes from the OS CSPRNG, as hex.
@@ -609,8 +613,7 @@ mod tests {
     #[test]
     fn counters_are_written_in_hex_like_format_does() {
         for n in [0u64, 1, 9, 10, 15, 16, 255, 256, 0xdead_beef, u64::MAX] {
-            let mut s = String::new();
-            push_hex(&mut s, n);
+            let s: String = hex(n).map(char::from).collect();
             assert_eq!(s, format!("{n:x}"));
         }
         assert_eq!(event_id("a-1f", 0), "a-1f:0");

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
-use axum::http::header;
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures_util::stream;
 use tokio::time::Instant;
@@ -76,6 +76,18 @@ pub(crate) fn body(
         Body::from_stream(frames),
     )
         .into_response()
+}
+
+/// A whole JSON answer with `status`. Built directly: axum's `(headers, body)` tuples copy
+/// each header value and set the body's content type twice.
+pub(crate) fn json_body(status: StatusCode, body: impl Into<Bytes>) -> Response {
+    let mut r = Response::new(Body::from(body.into()));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    r
 }
 
 /// The priming event: an id the client can resume from, the reconnect delay, empty data.

@@ -154,12 +154,7 @@ pub(crate) fn error_answer(
     id: Option<&RequestId>,
     e: &ErrorObject,
 ) -> Response {
-    (
-        status,
-        [(header::CONTENT_TYPE, "application/json")],
-        error_response_bytes(id, e),
-    )
-        .into_response()
+    sse::json_body(status, error_response_bytes(id, e))
 }
 
 fn header_value<'h>(
@@ -357,12 +352,7 @@ pub(crate) async fn post(
     if first.kind == OutboundKind::Response {
         guard.answered = true;
         let status = first.error_code.map_or(StatusCode::OK, status_for);
-        return (
-            status,
-            [(header::CONTENT_TYPE, "application/json")],
-            first.bytes,
-        )
-            .into_response();
+        return sse::json_body(status, first.bytes);
     }
     if !sse_ok {
         // A JSON-only client: the notifications cannot reach it; wait for the response.
@@ -370,12 +360,7 @@ pub(crate) async fn post(
             if m.kind == OutboundKind::Response {
                 guard.answered = true;
                 let status = m.error_code.map_or(StatusCode::OK, status_for);
-                return (
-                    status,
-                    [(header::CONTENT_TYPE, "application/json")],
-                    m.bytes,
-                )
-                    .into_response();
+                return sse::json_body(status, m.bytes);
             }
         }
         guard.answered = true;
