@@ -2,7 +2,9 @@
 //!
 //! Sessions queue their writes without waiting; one task applies whatever has accumulated in a
 //! single [`EventStore::write_batch`] (one transaction, one fsync), so the commit cost is shared
-//! by every event written meanwhile and a request never waits on the disk. Queue order is
+//! by every event written meanwhile and a request never waits on the disk. While the store is
+//! busy (it wrote a batch within the last 10 ms) the task lets writes gather for 1 ms before a
+//! batch, so a quick call's create, append and close share one transaction. Queue order is
 //! write order, so a stream's events reach the store in sequence. Deleting a session goes
 //! through the same queue, after that session's pending writes.
 //!
@@ -65,6 +67,12 @@ struct Pressure {
 
 /// Writes per transaction at most.
 const MAX_BATCH: usize = 4096;
+
+/// How long a busy queue lets writes gather before a batch (part of the crash window).
+const GATHER: Duration = Duration::from_millis(1);
+
+/// A queue whose last batch is older than this is quiet: its next write goes at once.
+const QUIET: Duration = Duration::from_millis(10);
 
 /// How long a new request waits for a store that is behind before it is refused.
 pub(crate) const ADMIT_WAIT: Duration = Duration::from_secs(2);
@@ -189,7 +197,21 @@ async fn run(
 ) {
     let mut items = Vec::with_capacity(256);
     let mut writes = Vec::with_capacity(256);
+    let mut last_batch: Option<std::time::Instant> = None;
     while rx.recv_many(&mut items, MAX_BATCH).await > 0 {
+        // A busy store (a batch within QUIET) lets writes gather for GATHER first: a quick
+        // call's stream is created, appended to and closed within a millisecond or two, and a
+        // transaction per write was a third of what a proxied call cost. A flush cuts it short.
+        if last_batch.is_some_and(|t| t.elapsed() < QUIET) {
+            let until = tokio::time::Instant::now() + GATHER;
+            while items.len() < MAX_BATCH && !items.iter().any(|i| matches!(i, Item::Flush(_))) {
+                let room = MAX_BATCH - items.len();
+                match tokio::time::timeout_at(until, rx.recv_many(&mut items, room)).await {
+                    Ok(n) if n > 0 => {}
+                    _ => break,
+                }
+            }
+        }
         for item in items.drain(..) {
             match item {
                 Item::Write(w) => writes.push(w),
@@ -210,6 +232,7 @@ async fn run(
         apply(&*events, &mut writes, &pressure).await;
         if wrote {
             metrics.store_write(started.elapsed(), rx.len());
+            last_batch = Some(std::time::Instant::now());
         }
     }
 }
