@@ -114,6 +114,8 @@ pub struct Programs {
     pub staunch: PathBuf,
     /// The B build of `staunch-b`.
     pub staunch_b: PathBuf,
+    /// What `staunch proxy` speaks to its upstream (`--upstream-protocol`).
+    pub proxy_upstream_protocol: String,
     pub rmcp: PathBuf,
     pub bare: PathBuf,
     pub node: PathBuf,
@@ -155,6 +157,10 @@ impl Programs {
             Kind::Proxy => {
                 let mut v = vec![p(&self.staunch), "proxy".into()];
                 v.extend(self.staunch_flags.iter().cloned());
+                v.extend([
+                    "--upstream-protocol".into(),
+                    self.proxy_upstream_protocol.clone(),
+                ]);
                 v.extend(["--store".into(), self.scratch_store()]);
                 match transport {
                     Transport::Stdio => v.extend(["--".into(), p(&self.rmcp), "stdio".into()]),

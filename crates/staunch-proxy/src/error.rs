@@ -58,6 +58,14 @@ pub enum ProxyError {
         /// The upstream's tool names.
         known: String,
     },
+    /// The upstream's protocol is not one the client speaks.
+    #[error("upstream {upstream:?}: protocol: {message}")]
+    Protocol {
+        /// The upstream's name.
+        upstream: String,
+        /// What is wrong with it.
+        message: String,
+    },
     /// A job-shaped tool needs the job runtime (a store).
     #[error("the upstream tool {0:?} is shaped `job`, which needs a job runtime (a store)")]
     NoJobRuntime(String),

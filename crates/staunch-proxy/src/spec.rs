@@ -74,6 +74,10 @@ pub struct UpstreamSpec {
     pub tools: BTreeMap<String, ToolRule>,
     /// One upstream connection (process) per downstream session instead of one shared.
     pub isolate: bool,
+    /// The protocol spoken to it: `auto` (`None`; `server/discover` first, `initialize` when
+    /// the upstream does not speak 2026-07-28), a session-era version, or `2026-07-28`.
+    /// Validated with [`staunch_client::EraChoice::parse`] when the spec is made.
+    pub protocol: Option<String>,
 }
 
 impl UpstreamSpec {
@@ -86,6 +90,7 @@ impl UpstreamSpec {
             default_shape: Shape::Quick,
             tools: BTreeMap::new(),
             isolate: false,
+            protocol: None,
         }
     }
 

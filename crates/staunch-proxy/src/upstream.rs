@@ -112,6 +112,17 @@ impl Upstream {
         if let Target::Http { headers, .. } = &spec.target {
             opts.http.headers.extend(headers.iter().cloned());
         }
+        if let Some(p) = &spec.protocol {
+            let (era, version) =
+                staunch_client::EraChoice::parse(p).map_err(|message| ProxyError::Protocol {
+                    upstream: spec.name.clone(),
+                    message,
+                })?;
+            opts.era = era;
+            if let Some(v) = version {
+                opts.protocol_version = v;
+            }
+        }
         let up = Arc::new(Self {
             spec,
             opts,

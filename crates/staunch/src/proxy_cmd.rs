@@ -52,6 +52,11 @@ pub struct ProxyArgs {
     /// One upstream connection (process) per downstream session instead of one shared.
     #[arg(long)]
     pub isolate: bool,
+    /// The protocol spoken to the upstream: auto (`server/discover`, then `initialize` for
+    /// a server that does not speak 2026-07-28), a session-era version (2025-11-25 …) or
+    /// 2026-07-28. Both eras are served downstream either way.
+    #[arg(long, value_name = "PROTOCOL", default_value = "auto", value_parser = parse_protocol)]
+    pub upstream_protocol: String,
     /// Import a client's `mcpServers` JSON (Claude Desktop, Cursor, VS Code style): every
     /// server in it becomes an upstream; with several, each server's tools get the prefix
     /// `NAME_`.
@@ -62,6 +67,10 @@ pub struct ProxyArgs {
     /// The upstream command and its arguments (after `--`).
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<OsString>,
+}
+
+fn parse_protocol(s: &str) -> Result<String, String> {
+    staunch_client::EraChoice::parse(s).map(|_| s.trim().to_string())
 }
 
 fn parse_shape(s: &str) -> Result<Shape, String> {
@@ -165,6 +174,7 @@ pub fn specs(args: &ProxyArgs) -> anyhow::Result<Vec<UpstreamSpec>> {
     for s in &mut specs {
         s.default_shape = args.default_shape;
         s.isolate = args.isolate;
+        s.protocol = (args.upstream_protocol != "auto").then(|| args.upstream_protocol.clone());
         if !args.prefix.is_empty() && !several {
             s.prefix = args.prefix.clone();
         }
@@ -207,6 +217,7 @@ pub fn spec_from_config(u: &staunch_command::config::UpstreamConfig) -> Upstream
     spec.prefix = u.prefix.clone();
     spec.default_shape = u.default_shape;
     spec.isolate = u.isolate;
+    spec.protocol = u.protocol.clone();
     for (name, r) in &u.tools {
         spec.tools.insert(
             name.clone(),

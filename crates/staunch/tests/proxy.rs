@@ -892,3 +892,80 @@ async fn upstream_tool_changes_reach_the_proxys_sessions() {
         "{refused}"
     );
 }
+
+/// The protocol spoken upstream is the proxy's choice, per upstream: `auto` takes the newest
+/// era the upstream speaks (2026-07-28 for `staunch serve`), `--upstream-protocol 2025-11-25`
+/// a session. The upstream's own lifecycle log shows which era each call came in, and both
+/// answer the same downstream client. A protocol the client does not speak is refused at
+/// start, on the command line and in `staunch.toml` (with its line).
+#[tokio::test]
+async fn the_upstream_protocol_is_chosen_per_upstream() {
+    let upstream = HttpServer::start(&[]).await;
+    let up = upstream.url();
+    for (n, (flag, want)) in [(None, "2026-07-28"), (Some("2025-11-25"), "2025-11-25")]
+        .into_iter()
+        .enumerate()
+    {
+        let mut extra = vec!["--upstream", up.as_str()];
+        if let Some(p) = flag {
+            extra.extend(["--upstream-protocol", p]);
+        }
+        let proxy = HttpServer::launch("proxy", None, &extra).await;
+        let sid = proxy.initialize().await;
+        let text = format!("era {want}");
+        let r = answer(
+            &proxy,
+            &sid,
+            &call(json!(7), "echo", json!({"text": text}), None),
+        )
+        .await;
+        assert_eq!(r["result"]["content"][0]["text"], text.as_str(), "{r}");
+        let mut seen = None;
+        wait_for("the upstream's start line", Duration::from_secs(10), || {
+            let starts: Vec<Value> = upstream
+                .log_lines()
+                .into_iter()
+                .filter(|l| l["event"] == "request.start" && l["tool"] == "echo")
+                .collect();
+            seen = starts.get(n).map(|l| l["protocol_version"].clone());
+            seen.is_some()
+        })
+        .await;
+        assert_eq!(seen, Some(json!(want)), "{flag:?}");
+    }
+
+    let out = tokio::process::Command::new(BIN)
+        .args([
+            "proxy",
+            "--upstream",
+            &up,
+            "--upstream-protocol",
+            "2024-01-01",
+        ])
+        .output()
+        .await
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("unknown protocol \"2024-01-01\""), "{err}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(
+        &bad,
+        format!("version = 1\n\n[[upstream]]\nname = \"up\"\nurl = \"{up}\"\nprotocol = \"2024-01-01\"\n"),
+    )
+    .unwrap();
+    let out = tokio::process::Command::new(BIN)
+        .args(["check", "--config"])
+        .arg(&bad)
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(":6:") && err.contains("upstream[0] \"up\".protocol"),
+        "{err}"
+    );
+}

@@ -10,6 +10,7 @@
 //! header_env = { Authorization = "FILES_AUTH" }  # HTTP: header values from the environment
 //! default_shape = "quick"
 //! isolate = false
+//! protocol = "auto"                              # or "2025-11-25", "2026-07-28"
 //! [upstream.tools.export]
 //! shape = "job"
 //! deadline = "30m"
@@ -44,6 +45,7 @@ pub struct RawUpstream {
     pub prefix: Option<Spanned<String>>,
     pub default_shape: Option<Spanned<String>>,
     pub isolate: Option<Spanned<bool>>,
+    pub protocol: Option<Spanned<String>>,
     #[serde(default)]
     pub tools: BTreeMap<String, Spanned<RawUpstreamTool>>,
 }
@@ -91,6 +93,8 @@ pub struct UpstreamConfig {
     pub prefix: String,
     pub default_shape: Shape,
     pub isolate: bool,
+    /// The protocol spoken to it (`None`: auto).
+    pub protocol: Option<String>,
     pub tools: BTreeMap<String, UpstreamToolRule>,
 }
 
@@ -208,6 +212,27 @@ pub(crate) fn upstreams(
             .as_ref()
             .and_then(|s| shape(s, f("default_shape"), errors))
             .unwrap_or(Shape::Quick);
+        let protocol = u_ref.protocol.as_ref().and_then(|p| {
+            let v = p.get_ref().trim();
+            if v == "auto" {
+                None
+            } else if staunch_server::protocol::version::is_supported(v)
+                || staunch_server::protocol::version::is_modern_supported(v)
+            {
+                Some(v.to_string())
+            } else {
+                errors.at(
+                    p.span(),
+                    f("protocol"),
+                    format!(
+                        "unknown protocol {v:?}: use auto, {} or {}",
+                        staunch_server::protocol::version::SUPPORTED.join(", "),
+                        staunch_server::protocol::version::MODERN_SUPPORTED.join(", ")
+                    ),
+                );
+                None
+            }
+        });
         let mut tools = BTreeMap::new();
         for (tool, rule) in &u_ref.tools {
             let r = rule.get_ref();
@@ -254,6 +279,7 @@ pub(crate) fn upstreams(
                     .unwrap_or_default(),
                 default_shape,
                 isolate: u_ref.isolate.as_ref().is_some_and(|v| *v.get_ref()),
+                protocol,
                 tools,
             });
         }
