@@ -121,6 +121,12 @@ struct Args {
     /// interleaved run); the `--staunch` binary when not given.
     #[arg(long)]
     staunch_b: Option<PathBuf>,
+    /// What `staunch proxy` speaks to the rmcp peer behind it. The direct rmcp column is
+    /// measured in the 2025 session era, so the proxy speaks it too by default: the overhead
+    /// is then the proxy's alone (with `auto` rmcp serves each call statelessly, which costs
+    /// rmcp itself more per call).
+    #[arg(long, default_value = "2025-11-25")]
+    proxy_upstream_protocol: String,
     /// Flags for `staunch serve`, chosen for the load: room for 10,000 in-flight calls (the
     /// default limit is 1,024) and for 1,000 SSE connections in one HTTP session (the default
     /// limit is 256). The lifecycle log stays on (to stderr, which the driver discards) and the
@@ -183,6 +189,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
             .staunch_b
             .clone()
             .unwrap_or_else(|| args.staunch.clone()),
+        proxy_upstream_protocol: args.proxy_upstream_protocol.clone(),
         rmcp: args.rmcp.clone(),
         bare: args.bare.clone(),
         node: args.node.clone(),
