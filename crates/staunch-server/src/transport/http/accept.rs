@@ -89,10 +89,13 @@ pub(crate) async fn serve(
             // allocations) and hyper's body as it is.
             if req.uri().path() == state.cfg.endpoint {
                 let state = state.clone();
-                Either::Left(async move {
+                // Boxed per request: inline, the endpoint's 3 KiB future sized the state of
+                // every connection, and an in-flight 2026 stream (a connection each) cost
+                // 17.3 KiB instead of 14.4 (staunch-bench --only modern, memory).
+                Either::Left(Box::pin(async move {
                     let r = handlers::serve_endpoint(state, req, Some(peer)).await;
                     Ok::<_, Infallible>(r)
-                })
+                }))
             } else {
                 req.extensions_mut().insert(PeerAddr(peer));
                 Either::Right(hyper::service::Service::call(&svc, req))

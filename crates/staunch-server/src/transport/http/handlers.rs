@@ -47,8 +47,11 @@ where
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     let (parts, body) = req.into_parts();
-    let headers = parts.headers;
-    let method = parts.method;
+    // The rest of the head (uri, extensions) goes now, not after the request: an in-flight
+    // stream holds nothing of it.
+    let axum::http::request::Parts {
+        method, headers, ..
+    } = parts;
     let head = Head::read(&headers);
     if let Some(denied) = check_host_and_origin(&state, &head) {
         return denied;
@@ -381,6 +384,8 @@ async fn post(
                     Err(refusal) => return *refusal,
                 };
                 let sse_ok = head.accept.sse;
+                // Held for as long as the request runs: only what it needs.
+                drop((head, body));
                 stateless::post(state, headers, req, sse_ok, principal, slot).await
             }
             _ => stateless::not_a_request(),

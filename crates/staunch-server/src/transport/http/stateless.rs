@@ -311,6 +311,8 @@ pub(crate) async fn post(
             return error_answer(status, Some(&req.id), &e);
         }
     };
+    // Checked: the headers are not held for as long as the request runs.
+    drop(headers);
     let (sink, mut rx) = StreamSink::new(state.cfg.connection_backlog, state.batcher.clone());
     let sink = Arc::new(sink);
     let request = Arc::new(state.server.serve_stateless_for(
