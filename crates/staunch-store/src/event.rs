@@ -54,6 +54,97 @@ pub enum EventWrite {
     },
 }
 
+/// A batch's writes to one stream in the shape a call's stream takes — maybe its creation,
+/// its appends, maybe its close — which a driver applies as a few statements instead of one
+/// (or two) per write: a quick call's create, response and close become one row and one event.
+#[derive(Debug)]
+pub(crate) struct StreamRun<'a> {
+    pub session_id: &'a str,
+    pub stream_id: &'a str,
+    /// The run starts with the stream's creation.
+    pub create: bool,
+    /// The appended payloads, in order.
+    pub payloads: Vec<&'a str>,
+    /// The run ends with the stream's close.
+    pub close: bool,
+}
+
+/// One step of a planned batch.
+#[derive(Debug)]
+pub(crate) enum Step<'a> {
+    Run(StreamRun<'a>),
+    /// A write applied on its own (a stream whose writes in this batch take another shape).
+    One(&'a EventWrite),
+}
+
+impl EventWrite {
+    fn ids(&self) -> (&str, &str) {
+        match self {
+            Self::Create {
+                session_id,
+                stream_id,
+            }
+            | Self::Append {
+                session_id,
+                stream_id,
+                ..
+            }
+            | Self::Close {
+                session_id,
+                stream_id,
+            } => (session_id, stream_id),
+        }
+    }
+}
+
+/// Groups `writes` by stream, keeping each stream's writes in order (writes to different
+/// streams touch different rows, so only the order within a stream matters). A stream whose
+/// writes are `Create? Append* Close?` under one session becomes a [`StreamRun`]; any other
+/// shape (an append after a close, a second create, two sessions naming one stream id) is left
+/// as single writes, which apply with exactly the per-write semantics.
+pub(crate) fn plan(writes: &[EventWrite]) -> Vec<Step<'_>> {
+    let mut order: Vec<Vec<&EventWrite>> = Vec::new();
+    let mut by_stream: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    for w in writes {
+        let i = *by_stream.entry(w.ids().1).or_insert_with(|| {
+            order.push(Vec::new());
+            order.len() - 1
+        });
+        order[i].push(w);
+    }
+    let mut steps = Vec::with_capacity(order.len());
+    for group in order {
+        match as_run(&group) {
+            Some(run) => steps.push(Step::Run(run)),
+            None => steps.extend(group.into_iter().map(Step::One)),
+        }
+    }
+    steps
+}
+
+fn as_run<'a>(group: &[&'a EventWrite]) -> Option<StreamRun<'a>> {
+    let (session_id, stream_id) = group.first()?.ids();
+    let mut run = StreamRun {
+        session_id,
+        stream_id,
+        create: false,
+        payloads: Vec::new(),
+        close: false,
+    };
+    for (i, w) in group.iter().enumerate() {
+        if w.ids().0 != session_id || run.close {
+            return None;
+        }
+        match w {
+            EventWrite::Create { .. } if i == 0 => run.create = true,
+            EventWrite::Create { .. } => return None,
+            EventWrite::Append { payload, .. } => run.payloads.push(payload),
+            EventWrite::Close { .. } => run.close = true,
+        }
+    }
+    Some(run)
+}
+
 /// What [`EventStore::write_batch`] did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct BatchOutcome {
@@ -61,6 +152,17 @@ pub struct BatchOutcome {
     pub applied: usize,
     /// Writes that did not apply (unknown, foreign or closed stream); the rest still did.
     pub skipped: usize,
+}
+
+impl BatchOutcome {
+    /// Counts `n` writes that applied, or were skipped.
+    pub(crate) fn count(&mut self, applied: bool, n: usize) {
+        if applied {
+            self.applied += n;
+        } else {
+            self.skipped += n;
+        }
+    }
 }
 
 /// Durable, session-scoped storage of SSE events. Object safe: use it as `Arc<dyn EventStore>`.

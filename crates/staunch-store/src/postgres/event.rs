@@ -5,6 +5,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use super::{Pg, execute, query, query_opt, to_i64, to_u64};
+use crate::event::{Step, StreamRun, plan};
 use crate::{BatchOutcome, EventStore, EventWrite, Replay, StoreError, StoredEvent};
 
 pub(crate) struct PgEventStore {
@@ -28,51 +29,15 @@ impl EventStore for PgEventStore {
         let tx = c.transaction().await?;
         let mut out = BatchOutcome::default();
         // None of these statements fails on a missing or foreign stream (they just touch no
-        // row), so one transaction can carry the whole batch.
-        for w in &writes {
-            let n = match w {
-                EventWrite::Create {
-                    session_id,
-                    stream_id,
-                } => {
-                    tx.execute(
-                        "INSERT INTO staunch_sse_streams (stream_id, session_id, created_ms) \
-                         VALUES ($1, $2, $3) ON CONFLICT (stream_id) DO NOTHING",
-                        &[stream_id, session_id, &now_ms],
-                    )
-                    .await?
+        // row), so one transaction can carry the whole batch; a stream's run is one or two
+        // round trips however many events it carries.
+        for step in plan(&writes) {
+            match step {
+                Step::Run(run) => apply_run(&tx, &run, now_ms, &mut out).await?,
+                Step::One(w) => {
+                    let applied = apply_one(&tx, w, now_ms).await?;
+                    out.count(applied, 1);
                 }
-                EventWrite::Append {
-                    session_id,
-                    stream_id,
-                    payload,
-                } => {
-                    tx.execute(
-                        "WITH s AS (UPDATE staunch_sse_streams SET last_seq = last_seq + 1 \
-                             WHERE stream_id = $1 AND session_id = $2 AND closed_ms IS NULL \
-                             RETURNING last_seq) \
-                         INSERT INTO staunch_sse_events (stream_id, seq, payload, created_ms) \
-                         SELECT $1::text, s.last_seq, $3::text, $4::bigint FROM s",
-                        &[stream_id, session_id, payload, &now_ms],
-                    )
-                    .await?
-                }
-                EventWrite::Close {
-                    session_id,
-                    stream_id,
-                } => {
-                    tx.execute(
-                        "UPDATE staunch_sse_streams SET closed_ms = COALESCE(closed_ms, $3) \
-                         WHERE stream_id = $1 AND session_id = $2",
-                        &[stream_id, session_id, &now_ms],
-                    )
-                    .await?
-                }
-            };
-            if n == 1 {
-                out.applied += 1;
-            } else {
-                out.skipped += 1;
             }
         }
         tx.commit().await?;
@@ -281,4 +246,133 @@ impl EventStore for PgEventStore {
         tx.commit().await?;
         Ok(n)
     }
+}
+
+/// A created stream's row (its last seq and, when the run closes it, its close time) and its
+/// events in one statement.
+const INSERT_RUN: &str = "WITH s AS (\
+        INSERT INTO staunch_sse_streams (stream_id, session_id, created_ms, last_seq, closed_ms) \
+        VALUES ($1, $2, $3, $4, $5) ON CONFLICT (stream_id) DO NOTHING RETURNING 1), \
+     e AS (\
+        INSERT INTO staunch_sse_events (stream_id, seq, payload, created_ms) \
+        SELECT $1::text, t.o, t.p, $3::bigint FROM s, unnest($6::text[]) WITH ORDINALITY AS t(p, o) \
+        RETURNING 1) \
+     SELECT (SELECT count(*) FROM s), (SELECT count(*) FROM e)";
+
+/// An open stream's next `$3` sequence numbers, taken under its row lock, and the events.
+const APPEND_RUN: &str = "WITH s AS (\
+        UPDATE staunch_sse_streams SET last_seq = last_seq + $3 \
+        WHERE stream_id = $1 AND session_id = $2 AND closed_ms IS NULL RETURNING last_seq) \
+     INSERT INTO staunch_sse_events (stream_id, seq, payload, created_ms) \
+     SELECT $1::text, s.last_seq - $3::bigint + t.o, t.p, $5::bigint \
+     FROM s, unnest($4::text[]) WITH ORDINALITY AS t(p, o)";
+
+async fn apply_run(
+    tx: &deadpool_postgres::Transaction<'_>,
+    run: &StreamRun<'_>,
+    now_ms: i64,
+    out: &mut BatchOutcome,
+) -> Result<(), StoreError> {
+    let k = run.payloads.len();
+    let k_i64 = to_i64(k as u64);
+    if run.create {
+        let closed = run.close.then_some(now_ms);
+        let row = tx
+            .query_one(
+                INSERT_RUN,
+                &[
+                    &run.stream_id,
+                    &run.session_id,
+                    &now_ms,
+                    &k_i64,
+                    &closed,
+                    &run.payloads,
+                ],
+            )
+            .await?;
+        if row.get::<_, i64>(0) == 1 {
+            out.count(true, 1 + k + usize::from(run.close));
+            return Ok(());
+        }
+        // The id was taken: what follows applies as it would to that stream.
+        out.count(false, 1);
+    }
+    if k > 0 {
+        let n = tx
+            .execute(
+                APPEND_RUN,
+                &[
+                    &run.stream_id,
+                    &run.session_id,
+                    &k_i64,
+                    &run.payloads,
+                    &now_ms,
+                ],
+            )
+            .await?;
+        out.count(n as usize == k, k);
+    }
+    if run.close {
+        let closed = close(tx, run.session_id, run.stream_id, now_ms).await?;
+        out.count(closed, 1);
+    }
+    Ok(())
+}
+
+/// One write on its own; whether it applied.
+async fn apply_one(
+    tx: &deadpool_postgres::Transaction<'_>,
+    w: &EventWrite,
+    now_ms: i64,
+) -> Result<bool, StoreError> {
+    Ok(match w {
+        EventWrite::Create {
+            session_id,
+            stream_id,
+        } => {
+            tx.execute(
+                "INSERT INTO staunch_sse_streams (stream_id, session_id, created_ms) \
+                 VALUES ($1, $2, $3) ON CONFLICT (stream_id) DO NOTHING",
+                &[stream_id, session_id, &now_ms],
+            )
+            .await?
+                == 1
+        }
+        EventWrite::Append {
+            session_id,
+            stream_id,
+            payload,
+        } => {
+            let run = StreamRun {
+                session_id,
+                stream_id,
+                create: false,
+                payloads: vec![payload],
+                close: false,
+            };
+            let mut out = BatchOutcome::default();
+            Box::pin(apply_run(tx, &run, now_ms, &mut out)).await?;
+            out.applied == 1
+        }
+        EventWrite::Close {
+            session_id,
+            stream_id,
+        } => close(tx, session_id, stream_id, now_ms).await?,
+    })
+}
+
+async fn close(
+    tx: &deadpool_postgres::Transaction<'_>,
+    session_id: &str,
+    stream_id: &str,
+    now_ms: i64,
+) -> Result<bool, StoreError> {
+    Ok(tx
+        .execute(
+            "UPDATE staunch_sse_streams SET closed_ms = COALESCE(closed_ms, $3) \
+             WHERE stream_id = $1 AND session_id = $2",
+            &[&stream_id, &session_id, &now_ms],
+        )
+        .await?
+        == 1)
 }

@@ -1,9 +1,10 @@
 //! [`EventStore`] on SQLite.
 
 use async_trait::async_trait;
-use rusqlite::{OptionalExtension, params};
+use rusqlite::{OptionalExtension, Transaction, params};
 
 use super::{Db, read_tx, to_i64, to_u64, write_tx};
+use crate::event::{Step, StreamRun, plan};
 use crate::{BatchOutcome, EventStore, EventWrite, Replay, StoreError, StoredEvent};
 
 pub(crate) struct SqliteEventStore {
@@ -33,47 +34,13 @@ impl EventStore for SqliteEventStore {
             .call(move |conn| {
                 write_tx(conn, |tx| {
                     let mut out = BatchOutcome::default();
-                    for w in &writes {
-                        let applied = match w {
-                            EventWrite::Create { session_id, stream_id } => {
-                                tx.prepare_cached(
-                                    "INSERT INTO staunch_sse_streams (stream_id, session_id, created_ms) \
-                                     VALUES (?1, ?2, ?3) ON CONFLICT (stream_id) DO NOTHING",
-                                )?
-                                .execute(params![stream_id, session_id, now_ms])?
-                                    == 1
+                    for step in plan(&writes) {
+                        match step {
+                            Step::Run(run) => apply_run(tx, &run, now_ms, &mut out)?,
+                            Step::One(w) => {
+                                let applied = apply_one(tx, w, now_ms)?;
+                                out.count(applied, 1);
                             }
-                            EventWrite::Append { session_id, stream_id, payload } => {
-                                let seq: Option<i64> = tx
-                                    .prepare_cached(
-                                        "UPDATE staunch_sse_streams SET last_seq = last_seq + 1 \
-                                         WHERE stream_id = ?1 AND session_id = ?2 AND closed_ms IS NULL \
-                                         RETURNING last_seq",
-                                    )?
-                                    .query_row(params![stream_id, session_id], |r| r.get(0))
-                                    .optional()?;
-                                if let Some(seq) = seq {
-                                    tx.prepare_cached(
-                                        "INSERT INTO staunch_sse_events (stream_id, seq, payload, created_ms) \
-                                         VALUES (?1, ?2, ?3, ?4)",
-                                    )?
-                                    .execute(params![stream_id, seq, payload, now_ms])?;
-                                }
-                                seq.is_some()
-                            }
-                            EventWrite::Close { session_id, stream_id } => {
-                                tx.prepare_cached(
-                                    "UPDATE staunch_sse_streams SET closed_ms = COALESCE(closed_ms, ?3) \
-                                     WHERE stream_id = ?1 AND session_id = ?2",
-                                )?
-                                .execute(params![stream_id, session_id, now_ms])?
-                                    == 1
-                            }
-                        };
-                        if applied {
-                            out.applied += 1;
-                        } else {
-                            out.skipped += 1;
                         }
                     }
                     Ok(out)
@@ -284,4 +251,135 @@ impl EventStore for SqliteEventStore {
             })
             .await
     }
+}
+
+/// A stream's run of writes: a created stream is inserted whole (its last seq and, when the
+/// run closes it, its close time in the same row) with its events numbered from 1; an existing
+/// stream takes all the run's sequence numbers in one update.
+fn apply_run(
+    tx: &Transaction<'_>,
+    run: &StreamRun<'_>,
+    now_ms: i64,
+    out: &mut BatchOutcome,
+) -> Result<(), StoreError> {
+    let k = run.payloads.len();
+    if run.create {
+        let inserted =
+            tx.prepare_cached(
+                "INSERT INTO staunch_sse_streams \
+                 (stream_id, session_id, created_ms, last_seq, closed_ms) \
+                 VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (stream_id) DO NOTHING",
+            )?
+            .execute(params![
+                run.stream_id,
+                run.session_id,
+                now_ms,
+                to_i64(k as u64),
+                run.close.then_some(now_ms)
+            ])? == 1;
+        if inserted {
+            insert_events(tx, run, 1, now_ms)?;
+            out.count(true, 1 + k + usize::from(run.close));
+            return Ok(());
+        }
+        // The id was taken: what follows applies as it would to that stream.
+        out.count(false, 1);
+    }
+    if k > 0 {
+        let last: Option<i64> = tx
+            .prepare_cached(
+                "UPDATE staunch_sse_streams SET last_seq = last_seq + ?3 \
+                 WHERE stream_id = ?1 AND session_id = ?2 AND closed_ms IS NULL \
+                 RETURNING last_seq",
+            )?
+            .query_row(
+                params![run.stream_id, run.session_id, to_i64(k as u64)],
+                |r| r.get(0),
+            )
+            .optional()?;
+        match last {
+            Some(last) => {
+                insert_events(tx, run, last - to_i64(k as u64) + 1, now_ms)?;
+                out.count(true, k);
+            }
+            None => out.count(false, k),
+        }
+    }
+    if run.close {
+        let closed = close(tx, run.session_id, run.stream_id, now_ms)?;
+        out.count(closed, 1);
+    }
+    Ok(())
+}
+
+/// The run's payloads as events `first`, `first + 1`, ….
+fn insert_events(
+    tx: &Transaction<'_>,
+    run: &StreamRun<'_>,
+    first: i64,
+    now_ms: i64,
+) -> Result<(), StoreError> {
+    if run.payloads.is_empty() {
+        return Ok(());
+    }
+    let mut insert = tx.prepare_cached(
+        "INSERT INTO staunch_sse_events (stream_id, seq, payload, created_ms) \
+         VALUES (?1, ?2, ?3, ?4)",
+    )?;
+    for (seq, payload) in (first..).zip(&run.payloads) {
+        insert.execute(params![run.stream_id, seq, payload, now_ms])?;
+    }
+    Ok(())
+}
+
+/// One write on its own; whether it applied.
+fn apply_one(tx: &Transaction<'_>, w: &EventWrite, now_ms: i64) -> Result<bool, StoreError> {
+    Ok(match w {
+        EventWrite::Create {
+            session_id,
+            stream_id,
+        } => {
+            tx.prepare_cached(
+                "INSERT INTO staunch_sse_streams (stream_id, session_id, created_ms) \
+                 VALUES (?1, ?2, ?3) ON CONFLICT (stream_id) DO NOTHING",
+            )?
+            .execute(params![stream_id, session_id, now_ms])?
+                == 1
+        }
+        EventWrite::Append {
+            session_id,
+            stream_id,
+            payload,
+        } => {
+            let run = StreamRun {
+                session_id,
+                stream_id,
+                create: false,
+                payloads: vec![payload],
+                close: false,
+            };
+            let mut out = BatchOutcome::default();
+            apply_run(tx, &run, now_ms, &mut out)?;
+            out.applied == 1
+        }
+        EventWrite::Close {
+            session_id,
+            stream_id,
+        } => close(tx, session_id, stream_id, now_ms)?,
+    })
+}
+
+fn close(
+    tx: &Transaction<'_>,
+    session_id: &str,
+    stream_id: &str,
+    now_ms: i64,
+) -> Result<bool, StoreError> {
+    Ok(tx
+        .prepare_cached(
+            "UPDATE staunch_sse_streams SET closed_ms = COALESCE(closed_ms, ?3) \
+             WHERE stream_id = ?1 AND session_id = ?2",
+        )?
+        .execute(params![stream_id, session_id, now_ms])?
+        == 1)
 }

@@ -334,3 +334,131 @@ pub async fn events_batches_apply_in_order_and_skip_what_cannot_apply(h: Harness
     ));
     assert!(events(ev.replay_after("other", "foreign", 0, 10).await.unwrap()).is_empty());
 }
+
+/// A batch carries whole streams (create, appends, close), appends to streams created
+/// earlier, and streams whose writes take other shapes; each must end exactly as if the
+/// writes had been applied one at a time.
+pub async fn events_batched_stream_runs_match_single_writes(h: Harness) {
+    let ev = &h.a.events;
+    let create = |s: &str, st: &str| EventWrite::Create {
+        session_id: s.into(),
+        stream_id: st.into(),
+    };
+    let append = |s: &str, st: &str, p: &str| EventWrite::Append {
+        session_id: s.into(),
+        stream_id: st.into(),
+        payload: p.into(),
+    };
+    let close = |s: &str, st: &str| EventWrite::Close {
+        session_id: s.into(),
+        stream_id: st.into(),
+    };
+    // Streams that exist before the batch: one open with two events, one closed, one of
+    // another session.
+    ev.create_stream("s1", "open", T0).await.unwrap();
+    ev.append("s1", "open", "o1".into(), T0).await.unwrap();
+    ev.append("s1", "open", "o2".into(), T0).await.unwrap();
+    ev.create_stream("s1", "shut", T0).await.unwrap();
+    ev.mark_closed("s1", "shut", T0).await.unwrap();
+    ev.create_stream("s2", "theirs", T0).await.unwrap();
+
+    let batch = vec![
+        // A quick call whole: created, answered, closed.
+        create("s1", "quick"),
+        append("s1", "quick", "q1"),
+        // Interleaved with other streams (order across streams does not matter).
+        append("s1", "open", "o3"),
+        append("s1", "quick", "q2"),
+        close("s1", "quick"),
+        // A stream created and left open.
+        create("s1", "live"),
+        append("s1", "live", "l1"),
+        append("s1", "open", "o4"),
+        // Created and closed with nothing in it.
+        create("s1", "empty"),
+        close("s1", "empty"),
+        // Appends to a closed stream are skipped; its close is idempotent.
+        append("s1", "shut", "x"),
+        close("s1", "shut"),
+        // Another session's stream: its create is skipped and so are the appends.
+        create("s1", "theirs"),
+        append("s1", "theirs", "x"),
+        close("s1", "theirs"),
+        // Not a run (an append after the close): each write applies on its own.
+        create("s1", "twice"),
+        close("s1", "twice"),
+        append("s1", "twice", "x"),
+    ];
+    let out = ev.write_batch(batch, T0 + 5).await.unwrap();
+    assert_eq!(
+        out,
+        BatchOutcome {
+            applied: 4 + 2 + 2 + 2 + 1 + 2,
+            skipped: 1 + 3 + 1
+        }
+    );
+
+    let payloads = |r: Replay| -> Vec<(u64, String)> {
+        events(r).into_iter().map(|e| (e.seq, e.payload)).collect()
+    };
+    assert_eq!(
+        payloads(ev.replay_after("s1", "quick", 0, 10).await.unwrap()),
+        [(1, "q1".into()), (2, "q2".into())]
+    );
+    assert_eq!(
+        payloads(ev.replay_after("s1", "open", 0, 10).await.unwrap()),
+        [
+            (1, "o1".into()),
+            (2, "o2".into()),
+            (3, "o3".into()),
+            (4, "o4".into())
+        ]
+    );
+    assert_eq!(
+        payloads(ev.replay_after("s1", "live", 0, 10).await.unwrap()),
+        [(1, "l1".into())]
+    );
+    assert!(events(ev.replay_after("s1", "empty", 0, 10).await.unwrap()).is_empty());
+    assert!(events(ev.replay_after("s1", "twice", 0, 10).await.unwrap()).is_empty());
+    assert!(events(ev.replay_after("s1", "shut", 0, 10).await.unwrap()).is_empty());
+    assert!(events(ev.replay_after("s2", "theirs", 0, 10).await.unwrap()).is_empty());
+    assert!(matches!(
+        ev.replay_after("s1", "theirs", 0, 10).await.unwrap(),
+        Replay::UnknownStream
+    ));
+
+    // Closed by the batch: no more appends. Left open: the next seq follows the batch's.
+    assert!(matches!(
+        ev.append("s1", "quick", "late".into(), T0 + 6).await,
+        Err(StoreError::StreamClosed(_))
+    ));
+    assert!(matches!(
+        ev.append("s1", "empty", "late".into(), T0 + 6).await,
+        Err(StoreError::StreamClosed(_))
+    ));
+    assert_eq!(
+        ev.append("s1", "live", "l2".into(), T0 + 6).await.unwrap(),
+        2
+    );
+    assert_eq!(
+        ev.append("s1", "open", "o5".into(), T0 + 6).await.unwrap(),
+        5
+    );
+
+    // The batch's close time is the stream's: retention drops the closed, drained streams
+    // once they are older than the cutoff, and keeps the open ones.
+    ev.purge(T0 + 5 + 1_000, 500, 1_000).await.unwrap();
+    for gone in ["quick", "empty", "twice"] {
+        assert!(
+            matches!(
+                ev.replay_after("s1", gone, 0, 10).await.unwrap(),
+                Replay::UnknownStream
+            ),
+            "{gone} should be purged"
+        );
+    }
+    assert!(matches!(
+        ev.replay_after("s1", "live", 0, 10).await.unwrap(),
+        Replay::Gone { .. } | Replay::Events(_)
+    ));
+}

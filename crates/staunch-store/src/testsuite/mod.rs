@@ -72,6 +72,7 @@ macro_rules! event_store_suite {
             events_closed_streams_keep_events_then_go,
             events_concurrent_appends_are_gap_free,
             events_batches_apply_in_order_and_skip_what_cannot_apply,
+            events_batched_stream_runs_match_single_writes,
         );
     };
 }
