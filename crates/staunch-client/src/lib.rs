@@ -41,6 +41,7 @@
 mod connect;
 pub mod era;
 mod error;
+mod inbox;
 pub mod input;
 pub mod jobs;
 mod options;

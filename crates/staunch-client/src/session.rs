@@ -2,7 +2,7 @@
 //! [`PendingRequest`], one request in flight.
 
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{Arc, OnceLock, RwLock, Weak};
+use std::sync::{Arc, OnceLock, RwLock};
 
 use serde_json::{Map, Value, json};
 use staunch_protocol::mcp::{ProgressToken, methods};
@@ -14,6 +14,7 @@ use tokio::time::Instant;
 
 use crate::connect::ServerInfo;
 use crate::era::{Era, ResultType};
+use crate::inbox::Inbox;
 use crate::router::{Answer, Inbound, Registration, Router};
 use crate::transport::http::{HttpEndpoint, HttpTransport};
 use crate::transport::stdio::{StdioCommand, StdioTransport};
@@ -30,6 +31,25 @@ pub(crate) struct Inner {
 }
 
 impl Inner {
+    /// Routes one item a transport read, on the transport's task; sends the answer to a
+    /// server request (one that takes time from a task of its own: a person or another peer
+    /// may take minutes to answer).
+    pub(crate) fn route(self: &Arc<Self>, item: Inbound) {
+        match self.router.on_inbound(item) {
+            None => {}
+            Some(Answer::Now(bytes)) => self.transport.send(reply(bytes)),
+            Some(Answer::Later(answer)) => {
+                let weak = Arc::downgrade(self);
+                tokio::spawn(async move {
+                    let bytes = answer.await;
+                    if let Some(inner) = weak.upgrade() {
+                        inner.transport.send(reply(bytes));
+                    }
+                });
+            }
+        }
+    }
+
     fn send_request(&self, id: &RequestId, method: &str, params: Option<&Value>) {
         self.transport.send(Outgoing {
             bytes: request_bytes(id, method, params),
@@ -118,17 +138,17 @@ impl Client {
         cmd: &StdioCommand,
         opts: &ConnectOptions,
     ) -> Result<Self, ClientError> {
-        let (tx, rx) = mpsc::unbounded_channel();
-        let t = StdioTransport::spawn(cmd, opts.stderr, tx)?;
-        Self::start(Transport::Stdio(Box::new(t)), rx, opts).await
+        let inbox = Inbox::default();
+        let t = StdioTransport::spawn(cmd, opts.stderr, inbox.clone())?;
+        Self::start(Transport::Stdio(Box::new(t)), inbox, opts).await
     }
 
     /// Connects to a Streamable HTTP endpoint and does the handshake.
     pub async fn connect_http(url: &str, opts: &ConnectOptions) -> Result<Self, ClientError> {
         let ep = HttpEndpoint::with_headers(url, &opts.http.headers)?;
-        let (tx, rx) = mpsc::unbounded_channel();
-        let t = HttpTransport::new(ep, opts.http.clone(), tx);
-        Self::start(Transport::Http(t), rx, opts).await
+        let inbox = Inbox::default();
+        let t = HttpTransport::new(ep, opts.http.clone(), inbox.clone());
+        Self::start(Transport::Http(t), inbox, opts).await
     }
 
     /// Speaks newline-delimited JSON-RPC over any byte streams (in-memory pipes in tests, a
@@ -142,14 +162,14 @@ impl Client {
         R: AsyncRead + Unpin + Send + 'static,
         W: AsyncWrite + Unpin + Send + 'static,
     {
-        let (tx, rx) = mpsc::unbounded_channel();
-        let t = StdioTransport::from_io(reader, writer, tx, None);
-        Self::start(Transport::Stdio(Box::new(t)), rx, opts).await
+        let inbox = Inbox::default();
+        let t = StdioTransport::from_io(reader, writer, inbox.clone(), None);
+        Self::start(Transport::Stdio(Box::new(t)), inbox, opts).await
     }
 
     async fn start(
         transport: Transport,
-        inbound: mpsc::UnboundedReceiver<Inbound>,
+        inbox: Inbox,
         opts: &ConnectOptions,
     ) -> Result<Self, ClientError> {
         let inner = Arc::new(Inner {
@@ -159,7 +179,7 @@ impl Client {
             server: OnceLock::new(),
             stateless_meta: RwLock::new(None),
         });
-        tokio::spawn(route(Arc::downgrade(&inner), inbound));
+        inbox.attach(&inner);
         let client = Self { inner };
         match crate::connect::handshake(&client, opts).await {
             Ok(info) => {
@@ -365,31 +385,6 @@ impl Client {
     pub async fn close(&self) {
         self.inner.transport.close().await;
         self.inner.router.close("the client closed the connection");
-    }
-}
-
-/// The reader task: hands everything the transport reads to the router and sends the
-/// router's answers to server requests. Holds the client weakly, so dropping every `Client`
-/// ends the connection.
-async fn route(inner: Weak<Inner>, mut inbound: mpsc::UnboundedReceiver<Inbound>) {
-    while let Some(item) = inbound.recv().await {
-        let Some(strong) = inner.upgrade() else {
-            return;
-        };
-        match strong.router.on_inbound(item) {
-            None => {}
-            Some(Answer::Now(bytes)) => strong.transport.send(reply(bytes)),
-            Some(Answer::Later(answer)) => {
-                // A person or another peer may take minutes to answer: never on the reader.
-                let weak = inner.clone();
-                tokio::spawn(async move {
-                    let bytes = answer.await;
-                    if let Some(inner) = weak.upgrade() {
-                        inner.transport.send(reply(bytes));
-                    }
-                });
-            }
-        }
     }
 }
 

@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use futures_util::future::BoxFuture;
 use serde_json::{Map, Value, json};
+use staunch_client::era::Era;
 use staunch_client::{CallOptions, ClientError, Progress};
 use staunch_jobs::{JobBody, JobContext, JobError};
 use staunch_protocol::RequestId;
@@ -100,8 +101,10 @@ async fn forward(
         Ok(c) => c,
         Err(e) => return Outcome::Failed(e.to_string()),
     };
-    let base = call_params(tool, args, meta);
-    let mut params = base.clone();
+    let mut params = call_params(tool, args, meta);
+    // Only a 2026-07-28 upstream answers "input required", and only then is the call sent
+    // again: keep a copy of its params for that case alone.
+    let base = (client.era() == Era::Stateless).then(|| params.clone());
     let mut on_progress = on_progress;
     // A 2026 upstream may answer "input required": the questions go to the downstream client
     // (a server->client request on a 2025 session, an input-required round of its own for a
@@ -130,7 +133,10 @@ async fn forward(
             Err(ClientError::Cancelled) => return Outcome::Cancelled,
             Err(e) => return Outcome::Failed(gone(up.name(), &e)),
         };
-        let Some(ctx) = ctx.filter(|_| v["resultType"] == "input_required") else {
+        let (Some(ctx), Some(base)) = (
+            ctx.filter(|_| v["resultType"] == "input_required"),
+            base.as_ref(),
+        ) else {
             return Outcome::Answered(v);
         };
         let answers = match ask_downstream(ctx, &v).await {

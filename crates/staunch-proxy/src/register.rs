@@ -177,8 +177,19 @@ pub(crate) fn forward_tool(
     if let Some(o) = tool.get("outputSchema").filter(|v| v.is_object()) {
         spec = spec.output_schema(o.clone());
     }
-    if let Some(a) = tool.get("annotations").filter(|v| v.is_object()) {
-        spec = spec.annotations(a.clone());
+    let mut annotations = tool.get("annotations").filter(|v| v.is_object()).cloned();
+    if rule.retry_safe {
+        // Declared safe to run again: clients may retry it, and its answers need not be
+        // resumable (a 2025 client that loses one calls again), as for a command tool.
+        if let Some(a) = annotations
+            .get_or_insert_with(|| serde_json::json!({}))
+            .as_object_mut()
+        {
+            a.insert("idempotentHint".into(), Value::Bool(true));
+        }
+    }
+    if let Some(a) = annotations {
+        spec = spec.annotations(a);
     }
     if let Some(d) = rule.deadline {
         spec = spec.deadline(d);

@@ -52,8 +52,10 @@ pub struct ToolRule {
     pub shape: Option<Shape>,
     /// Its deadline (the server's default for the shape when `None`).
     pub deadline: Option<Duration>,
-    /// `job` tools: whether a job whose instance died may be run again (default false:
-    /// `failed(lease_lost)`).
+    /// Whether running it again is harmless (default false). A `job` whose instance died is
+    /// then run again instead of ending `failed(lease_lost)`; any other shape is served with
+    /// `idempotentHint`, so a 2025 client's token-less call is answered as plain JSON (it
+    /// calls again if the answer is lost) instead of on a stored, resumable stream.
     pub retry_safe: bool,
     /// `job` tools: whether the tool changes anything (default true).
     pub side_effects: Option<bool>,

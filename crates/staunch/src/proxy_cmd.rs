@@ -45,8 +45,10 @@ pub struct ProxyArgs {
     /// `SERVER/NAME=…`. Repeatable.
     #[arg(long = "tool", value_name = "NAME=SHAPE[:DEADLINE]")]
     pub tools: Vec<String>,
-    /// Job-shaped tools (given with --tool) may run again after an instance died
-    /// (`retry_safe`), instead of ending `failed(lease_lost)`.
+    /// The tools given with --tool are safe to run again (`retry_safe`): a job-shaped one
+    /// runs again after an instance died instead of ending `failed(lease_lost)`; any other
+    /// is served with `idempotentHint` (its token-less 2025 answers go out as plain JSON,
+    /// not on a stored, resumable stream).
     #[arg(long)]
     pub retry_safe: bool,
     /// One upstream connection (process) per downstream session instead of one shared.

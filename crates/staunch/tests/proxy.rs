@@ -969,3 +969,84 @@ async fn the_upstream_protocol_is_chosen_per_upstream() {
         "{err}"
     );
 }
+
+/// An upstream tool that may not be safe to repeat is answered on a stored, resumable
+/// stream (a 2025 client that loses the answer resumes instead of calling again); one the
+/// upstream marks read-only, or one given `--retry-safe`, is answered as plain JSON.
+#[tokio::test]
+async fn retry_safe_upstream_tools_are_answered_plainly_the_rest_on_resumable_streams() {
+    let upstream = ["--", BIN, "serve", "--store", ":memory:", "--no-log"];
+    let fail = json!({"how": "tool_error"});
+    for retry_safe in [false, true] {
+        let mut extra: Vec<&str> = Vec::new();
+        if retry_safe {
+            extra.extend(["--tool", "fail=quick", "--retry-safe"]);
+        }
+        extra.extend(upstream);
+        let proxy = HttpServer::launch("proxy", None, &extra).await;
+        let sid = proxy.initialize().await;
+
+        let listed = answer(
+            &proxy,
+            &sid,
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
+        )
+        .await;
+        let tools = listed["result"]["tools"].as_array().expect("tools").clone();
+        let annotations = |name: &str| {
+            tools
+                .iter()
+                .find(|t| t["name"] == name)
+                .map(|t| t["annotations"].clone())
+                .unwrap_or_else(|| panic!("{name} not listed: {listed}"))
+        };
+        assert_eq!(annotations("echo")["readOnlyHint"], true);
+        assert_eq!(
+            annotations("fail")["idempotentHint"].as_bool(),
+            retry_safe.then_some(true),
+            "retry_safe {retry_safe}"
+        );
+
+        // The upstream's read-only tool: plain JSON either way.
+        let echo = proxy
+            .post(
+                Some(&sid),
+                &call(json!(2), "echo", json!({"text": "hi"}), None),
+            )
+            .await;
+        assert_eq!(
+            echo.header("content-type").as_deref(),
+            Some("application/json")
+        );
+        assert_eq!(echo.json().await["result"]["content"][0]["text"], "hi");
+
+        let r = proxy
+            .post(Some(&sid), &call(json!(3), "fail", fail.clone(), None))
+            .await;
+        let kind = r.header("content-type").unwrap_or_default();
+        if retry_safe {
+            assert_eq!(kind, "application/json");
+            let body = r.json().await;
+            assert_eq!(body["result"]["isError"], true, "{body}");
+        } else {
+            // A stream whose first event carries an id to resume from, then the answer.
+            assert!(kind.starts_with("text/event-stream"), "{kind}");
+            let mut r = r;
+            let first = r
+                .next_event(Duration::from_secs(10))
+                .await
+                .expect("priming event");
+            let last_id = first.id.clone().expect("the priming event has an id");
+            let (_, body) = r.answer(Duration::from_secs(10)).await;
+            assert_eq!(body["result"]["isError"], true, "{body}");
+            // Resumable: the stream replays its answer from the store after the priming id.
+            let mut again = proxy.get(&sid, Some(&last_id)).await;
+            assert_eq!(again.status, 200);
+            let replayed = again
+                .next_message(Duration::from_secs(10))
+                .await
+                .expect("the answer replayed");
+            assert_eq!(replayed["id"], 3, "{replayed}");
+        }
+    }
+}

@@ -13,6 +13,7 @@ use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
 
 use crate::ClientError;
+use crate::inbox::Inbox;
 use crate::router::Inbound;
 
 /// A line longer than this ends the connection: a server that writes one is broken, and
@@ -110,7 +111,7 @@ impl StdioTransport {
     pub fn spawn(
         cmd: &StdioCommand,
         stderr: StderrMode,
-        inbound: mpsc::UnboundedSender<Inbound>,
+        inbound: Inbox,
     ) -> Result<Self, ClientError> {
         let mut c = Command::new(&cmd.program);
         c.args(&cmd.args)
@@ -148,12 +149,7 @@ impl StdioTransport {
     }
 
     /// Speaks over any pair of byte streams (used by tests with in-memory pipes).
-    pub fn from_io<R, W>(
-        reader: R,
-        writer: W,
-        inbound: mpsc::UnboundedSender<Inbound>,
-        tail: Option<Tail>,
-    ) -> Self
+    pub fn from_io<R, W>(reader: R, writer: W, inbound: Inbox, tail: Option<Tail>) -> Self
     where
         R: AsyncRead + Unpin + Send + 'static,
         W: AsyncWrite + Unpin + Send + 'static,
@@ -252,11 +248,7 @@ async fn write_loop<W: AsyncWrite + Unpin>(mut w: W, mut rx: mpsc::UnboundedRece
     let _ = w.shutdown().await;
 }
 
-async fn read_loop<R: AsyncBufRead + Unpin>(
-    mut r: R,
-    inbound: mpsc::UnboundedSender<Inbound>,
-    tail: Option<Tail>,
-) {
+async fn read_loop<R: AsyncBufRead + Unpin>(mut r: R, inbound: Inbox, tail: Option<Tail>) {
     let mut line = Vec::new();
     let why = loop {
         line.clear();
@@ -271,7 +263,7 @@ async fn read_loop<R: AsyncBufRead + Unpin>(
         }
         match parse_message(frame) {
             Ok(msg) => {
-                if inbound.send(Inbound::Message(msg, None)).is_err() {
+                if !inbound.deliver(Inbound::Message(msg, None)) {
                     return;
                 }
             }
@@ -286,7 +278,7 @@ async fn read_loop<R: AsyncBufRead + Unpin>(
         Some(t) if !t.is_empty() => format!("{why}; its stderr ended with: {t}"),
         _ => why,
     };
-    let _ = inbound.send(Inbound::Closed(why));
+    inbound.deliver(Inbound::Closed(why));
 }
 
 /// `read_until(b'\n')` with a size limit.

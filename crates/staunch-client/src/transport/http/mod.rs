@@ -24,7 +24,6 @@ use std::time::Duration;
 
 use staunch_protocol::mcp::methods;
 use staunch_protocol::{Message, RequestId, parse_message};
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 mod endpoint;
@@ -33,6 +32,7 @@ pub use endpoint::{HttpEndpoint, RawResponse, SseStream};
 
 use super::Outgoing;
 use crate::ClientError;
+use crate::inbox::Inbox;
 use crate::router::Inbound;
 
 /// The session header.
@@ -82,7 +82,7 @@ impl Default for HttpOptions {
 struct Shared {
     ep: HttpEndpoint,
     opts: HttpOptions,
-    inbound: mpsc::UnboundedSender<Inbound>,
+    inbound: Inbox,
     session: Mutex<Option<String>>,
     version: Mutex<Option<String>>,
     /// The connection speaks the stateless era.
@@ -113,7 +113,7 @@ impl Shared {
     fn fail(&self, id: Option<&RequestId>, error: ClientError) {
         match id {
             Some(id) => {
-                let _ = self.inbound.send(Inbound::Failed {
+                self.inbound.deliver(Inbound::Failed {
                     id: id.clone(),
                     error,
                 });
@@ -124,20 +124,33 @@ impl Shared {
 
     /// Hands a frame to the router; `stream_of` is the request whose response stream carried
     /// it (a server request on it was caused by that request).
-    fn deliver(&self, frame: &[u8], stream_of: Option<&RequestId>) -> Option<Message> {
+    fn deliver(&self, frame: &[u8], stream_of: Option<&RequestId>) -> Delivered {
         match parse_message(frame) {
             Ok(m) => {
-                let _ = self
-                    .inbound
-                    .send(Inbound::Message(m.clone(), stream_of.cloned()));
-                Some(m)
+                let answers = matches!(&m, Message::Response(r) if Some(&r.id) == stream_of);
+                self.inbound
+                    .deliver(Inbound::Message(m, stream_of.cloned()));
+                if answers {
+                    Delivered::Answer
+                } else {
+                    Delivered::Other
+                }
             }
             Err(e) => {
                 tracing::warn!("server sent an unreadable message: {e}");
-                None
+                Delivered::Unreadable
             }
         }
     }
+}
+
+/// What [`Shared::deliver`] handed on.
+#[derive(PartialEq, Eq)]
+enum Delivered {
+    /// The response to the request whose stream carried it: that stream is done.
+    Answer,
+    Other,
+    Unreadable,
 }
 
 /// The Streamable HTTP transport of a [`Client`](crate::Client).
@@ -146,11 +159,7 @@ pub(crate) struct HttpTransport {
 }
 
 impl HttpTransport {
-    pub fn new(
-        ep: HttpEndpoint,
-        opts: HttpOptions,
-        inbound: mpsc::UnboundedSender<Inbound>,
-    ) -> Self {
+    pub fn new(ep: HttpEndpoint, opts: HttpOptions, inbound: Inbox) -> Self {
         Self {
             shared: Arc::new(Shared {
                 ep,
@@ -296,7 +305,9 @@ async fn post_message(shared: &Shared, out: Outgoing) {
         if let Ok(Message::Response(r)) = parse_message(body.as_bytes())
             && Some(&r.id) == id
         {
-            shared.deliver(body.as_bytes(), id);
+            shared
+                .inbound
+                .deliver(Inbound::Message(Message::Response(r), id.cloned()));
             return;
         }
         let body: String = body.chars().take(500).collect();
@@ -320,7 +331,7 @@ async fn post_message(shared: &Shared, out: Outgoing) {
     match resp.text(shared.opts.max_body_bytes).await {
         Ok(body) if body.trim().is_empty() && id.is_none() => {}
         Ok(body) => {
-            if shared.deliver(body.as_bytes(), id).is_none() {
+            if shared.deliver(body.as_bytes(), id) == Delivered::Unreadable {
                 shared.fail(id, ClientError::Protocol("unreadable JSON answer".into()));
             }
         }
@@ -336,9 +347,7 @@ async fn read_stateless_stream(shared: &Shared, mut stream: SseStream, id: Optio
                 if ev.data.is_empty() {
                     continue;
                 }
-                if let Some(Message::Response(r)) = shared.deliver(ev.data.as_bytes(), id)
-                    && Some(&r.id) == id
-                {
+                if shared.deliver(ev.data.as_bytes(), id) == Delivered::Answer {
                     return;
                 }
             }
@@ -370,9 +379,7 @@ async fn read_stream(shared: &Shared, mut stream: SseStream, id: Option<&Request
                 if ev.data.is_empty() {
                     continue; // priming event or bare retry
                 }
-                if let Some(Message::Response(r)) = shared.deliver(ev.data.as_bytes(), id)
-                    && Some(&r.id) == id
-                {
+                if shared.deliver(ev.data.as_bytes(), id) == Delivered::Answer {
                     return;
                 }
             }

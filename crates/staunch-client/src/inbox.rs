@@ -1,0 +1,60 @@
+//! [`Inbox`]: where a transport hands what it reads.
+//!
+//! Each item is routed on the task that read it: a response reaches its waiting request
+//! through the router's oneshot, with no hop through a routing task in between (a proxied
+//! call crossed threads once more for that hop, and cloned every message on the way). Items
+//! read before the client is attached — a stdio server that writes before it is asked
+//! anything — wait in a queue and are routed first, in order, when it is.
+
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+
+use crate::router::Inbound;
+use crate::session::Inner;
+
+/// A transport's way to the client's router. Cheap to clone.
+#[derive(Clone, Default)]
+pub(crate) struct Inbox(Arc<State>);
+
+#[derive(Default)]
+struct State {
+    /// Set once every queued item was routed, so an item seen after it follows them.
+    client: OnceLock<Weak<Inner>>,
+    early: Mutex<Vec<Inbound>>,
+}
+
+impl Inbox {
+    /// Routes `item` now (or queues it until [`attach`](Self::attach)). `false` when the
+    /// client is gone: the transport may stop reading.
+    pub fn deliver(&self, item: Inbound) -> bool {
+        let weak = match self.0.client.get() {
+            Some(w) => w,
+            None => {
+                let mut early = self.0.early.lock().unwrap_or_else(|p| p.into_inner());
+                match self.0.client.get() {
+                    // Attached while this waited for the lock.
+                    Some(w) => w,
+                    None => {
+                        early.push(item);
+                        return true;
+                    }
+                }
+            }
+        };
+        match weak.upgrade() {
+            Some(inner) => {
+                inner.route(item);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Connects the inbox to its client, routing what came early first.
+    pub fn attach(&self, inner: &Arc<Inner>) {
+        let mut early = self.0.early.lock().unwrap_or_else(|p| p.into_inner());
+        for item in early.drain(..) {
+            inner.route(item);
+        }
+        let _ = self.0.client.set(Arc::downgrade(inner));
+    }
+}
