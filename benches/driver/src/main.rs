@@ -306,9 +306,11 @@ async fn run(args: Args) -> anyhow::Result<()> {
             .iter()
             .flat_map(|&t| kinds.iter().map(move |&k| (k, t)))
             .filter(|&(k, t)| match k {
-                Kind::Staunch | Kind::StaunchMem | Kind::StaunchB | Kind::Proxy => {
-                    t == Transport::Stdio || staunch_http
-                }
+                Kind::Staunch
+                | Kind::StaunchMem
+                | Kind::StaunchB
+                | Kind::Proxy
+                | Kind::ProxyRetrySafe => t == Transport::Stdio || staunch_http,
                 _ => true,
             })
             .collect();
@@ -325,9 +327,11 @@ async fn run(args: Args) -> anyhow::Result<()> {
             .iter()
             .flat_map(|&t| kinds.iter().map(move |&k| (k, t)))
             .filter(|&(k, t)| match k {
-                Kind::Staunch | Kind::StaunchMem | Kind::StaunchB | Kind::Proxy => {
-                    t == Transport::Stdio || staunch_http
-                }
+                Kind::Staunch
+                | Kind::StaunchMem
+                | Kind::StaunchB
+                | Kind::Proxy
+                | Kind::ProxyRetrySafe => t == Transport::Stdio || staunch_http,
                 _ => true,
             })
             .collect();

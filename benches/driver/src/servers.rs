@@ -33,10 +33,14 @@ pub enum Kind {
     /// `staunch proxy` in front of the rmcp peer (as users run it: log on, SQLite store):
     /// over stdio `-- rmcp-peer stdio`; over HTTP `--upstream` the rmcp peer's own HTTP.
     Proxy,
+    /// The same with `--tool echo=quick --retry-safe`: rmcp's `echo` carries no annotations,
+    /// so the proxy answers it on a stored, resumable stream unless told it is safe to run
+    /// again; told so, its 2025 answers are plain JSON, nothing stored.
+    ProxyRetrySafe,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 11] = [
+    pub const ALL: [Kind; 12] = [
         Kind::Staunch,
         Kind::StaunchMem,
         Kind::StaunchB,
@@ -48,6 +52,7 @@ impl Kind {
         Kind::Python2,
         Kind::Bare,
         Kind::Proxy,
+        Kind::ProxyRetrySafe,
     ];
 
     pub fn key(self) -> &'static str {
@@ -63,6 +68,7 @@ impl Kind {
             Kind::Python2 => "python2",
             Kind::Bare => "bare",
             Kind::Proxy => "proxy",
+            Kind::ProxyRetrySafe => "proxy-retry-safe",
         }
     }
 
@@ -79,6 +85,7 @@ impl Kind {
             Kind::Python2 => "Python mcp 2",
             Kind::Bare => "bare ceiling",
             Kind::Proxy => "staunch proxy → rmcp",
+            Kind::ProxyRetrySafe => "staunch proxy → rmcp (echo --retry-safe)",
         }
     }
 
@@ -89,6 +96,11 @@ impl Kind {
     /// The bare loop only answers `initialize`, `ping`, `tools/list` and `echo`.
     pub fn has_slow_tools(self) -> bool {
         self != Kind::Bare
+    }
+
+    /// `staunch proxy` in front of the rmcp peer, either way.
+    pub fn is_proxy(self) -> bool {
+        matches!(self, Kind::Proxy | Kind::ProxyRetrySafe)
     }
 }
 
@@ -154,9 +166,12 @@ impl Programs {
     ) -> Vec<String> {
         let p = |p: &PathBuf| p.display().to_string();
         let mut v = match kind {
-            Kind::Proxy => {
+            Kind::Proxy | Kind::ProxyRetrySafe => {
                 let mut v = vec![p(&self.staunch), "proxy".into()];
                 v.extend(self.staunch_flags.iter().cloned());
+                if kind == Kind::ProxyRetrySafe {
+                    v.extend(["--tool".into(), "echo=quick".into(), "--retry-safe".into()]);
+                }
                 v.extend([
                     "--upstream-protocol".into(),
                     self.proxy_upstream_protocol.clone(),
@@ -257,7 +272,7 @@ pub async fn spawn(
     kind: Kind,
     transport: Transport,
 ) -> anyhow::Result<Running> {
-    let upstream = if kind == Kind::Proxy && transport == Transport::Http {
+    let upstream = if kind.is_proxy() && transport == Transport::Http {
         Some(Box::new(
             start(programs, Kind::Rmcp, transport, 0, None).await?,
         ))

@@ -212,30 +212,33 @@ pub fn check(r: &mut Report, flood_burst_rate: (f64, f64)) {
 /// `staunch proxy` against the rmcp peer it fronts, when both were measured: throughput kept
 /// (target ≥ 70 %) and p50 latency added (target ≤ 50 µs), as notes under the table.
 pub fn proxy_overhead(r: &mut Report) {
-    for key in [
-        "tput.stdio.16",
-        "tput.http.1",
-        "tput.http.16",
-        "tput.http.64",
-    ] {
-        if let (Some(p), Some(d)) = (r.value(key, Kind::Proxy), r.value(key, Kind::Rmcp))
-            && d > 0.0
-        {
-            let kept = 100.0 * p / d;
-            let verdict = if kept >= 70.0 { "meets" } else { "misses" };
-            r.notes.push(format!(
-                "proxy {key}: keeps {kept:.0} % of rmcp's direct throughput ({verdict} ≥ 70 %)"
-            ));
+    for proxy in [Kind::Proxy, Kind::ProxyRetrySafe] {
+        let name = proxy.key();
+        for key in [
+            "tput.stdio.16",
+            "tput.http.1",
+            "tput.http.16",
+            "tput.http.64",
+        ] {
+            if let (Some(p), Some(d)) = (r.value(key, proxy), r.value(key, Kind::Rmcp))
+                && d > 0.0
+            {
+                let kept = 100.0 * p / d;
+                let verdict = if kept >= 70.0 { "meets" } else { "misses" };
+                r.notes.push(format!(
+                    "{name} {key}: keeps {kept:.0} % of rmcp's direct throughput ({verdict} ≥ 70 %)"
+                ));
+            }
         }
-    }
-    for t in ["stdio", "http"] {
-        let key = format!("lat.{t}.p50");
-        if let (Some(p), Some(d)) = (r.value(&key, Kind::Proxy), r.value(&key, Kind::Rmcp)) {
-            let added = p - d;
-            let verdict = if added <= 50.0 { "meets" } else { "misses" };
-            r.notes.push(format!(
-                "proxy {key}: adds {added:.0} µs to rmcp's direct p50 ({verdict} ≤ 50 µs)"
-            ));
+        for t in ["stdio", "http"] {
+            let key = format!("lat.{t}.p50");
+            if let (Some(p), Some(d)) = (r.value(&key, proxy), r.value(&key, Kind::Rmcp)) {
+                let added = p - d;
+                let verdict = if added <= 50.0 { "meets" } else { "misses" };
+                r.notes.push(format!(
+                    "{name} {key}: adds {added:.0} µs to rmcp's direct p50 ({verdict} ≤ 50 µs)"
+                ));
+            }
         }
     }
 }

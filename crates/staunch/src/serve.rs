@@ -186,6 +186,7 @@ pub async fn run_with(
         let store = stores.as_ref().map(|s| s.jobs.clone());
         crate::operate::metrics::start(addr, &metrics, store, server.shutdown_token()).await?;
     }
+    crate::release_memory::watch(&server);
     let shutdown = server.shutdown_token();
     tokio::spawn(async move {
         wait_for_signal().await;

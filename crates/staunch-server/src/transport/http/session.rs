@@ -16,7 +16,7 @@
 //! behind its connection is closed after what is queued (counted, and logged). Nothing is
 //! lost: the client resumes with `Last-Event-ID` from the tail or the store.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::VecDeque;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -116,8 +116,37 @@ struct Routes {
     standalone: Option<Arc<str>>,
     /// Streams that ended here (response written, or the request was cancelled), newest last:
     /// a resume is served from the store and then ends. Bounded by `ENDED`.
-    ended: HashSet<String>,
-    ended_order: VecDeque<String>,
+    ended: EndedStreams,
+}
+
+/// The streams that ended here, by their number in this process ([`own_stream_number`]):
+/// two flat tables of integers that reach their size once, instead of two strings per stream
+/// kept long after the request that made them (small long-lived allocations made amid a
+/// burst's short-lived ones pin the burst's pages in the allocator after it is over).
+#[derive(Default)]
+struct EndedStreams {
+    set: crate::fast_map::FastSet<u64>,
+    order: VecDeque<u64>,
+}
+
+impl EndedStreams {
+    fn insert(&mut self, stream_id: &str) {
+        let Some(n) = own_stream_number(stream_id) else {
+            return;
+        };
+        if self.set.insert(n) {
+            self.order.push_back(n);
+            if self.order.len() > ENDED
+                && let Some(old) = self.order.pop_front()
+            {
+                self.set.remove(&old);
+            }
+        }
+    }
+
+    fn contains(&self, stream_id: &str) -> bool {
+        own_stream_number(stream_id).is_some_and(|n| self.set.contains(&n))
+    }
 }
 
 impl Routes {
@@ -129,14 +158,7 @@ impl Routes {
         if removed.is_some_and(|st| !st.stored) {
             return;
         }
-        if self.ended.insert(stream_id.to_string()) {
-            self.ended_order.push_back(stream_id.to_string());
-            if self.ended_order.len() > ENDED
-                && let Some(old) = self.ended_order.pop_front()
-            {
-                self.ended.remove(&old);
-            }
-        }
+        self.ended.insert(stream_id);
     }
 }
 
@@ -554,9 +576,8 @@ pub(crate) fn parse_event_id(id: &str) -> Option<(&str, u64)> {
 /// replayed to the session that owns it, and the session id is the secret — so the OS
 /// generator is not asked for every request.
 fn new_stream_id() -> Arc<str> {
-    static PREFIX: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-    let prefix = PREFIX.get_or_init(|| random_hex(8));
+    let prefix = stream_prefix();
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
     // Written on the stack, then one allocation: the shared id itself.
     let mut buf = [0u8; 64];
@@ -568,6 +589,28 @@ fn new_stream_id() -> Arc<str> {
         }
     }
     Arc::from(std::str::from_utf8(&buf[..len]).unwrap_or_default())
+}
+
+/// This process's stream id prefix.
+fn stream_prefix() -> &'static str {
+    static PREFIX: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    PREFIX.get_or_init(|| random_hex(8))
+}
+
+/// The counter of a stream id this process made (`None` for any other id: another
+/// instance's, or not a stream id at all).
+fn own_stream_number(stream_id: &str) -> Option<u64> {
+    let n = stream_id
+        .strip_prefix(stream_prefix())?
+        .strip_prefix('-')
+        // Only the form `new_stream_id` writes (lower case, no leading zero), so that one
+        // number stands for one id.
+        .filter(|n| {
+            n.len() <= 16
+                && !n.starts_with('0')
+                && n.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+        })?;
+    u64::from_str_radix(n, 16).ok()
 }
 
 /// `n` in lower-case hex, without leading zeros.
@@ -598,6 +641,8 @@ pub(crate) fn random_hex(n: usize) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::HashSet;
+
     use super::*;
 
     #[test]
@@ -631,5 +676,52 @@ mod tests {
         let a = new_stream_id();
         let b = new_stream_id();
         assert_eq!(a.split_once('-').unwrap().0, b.split_once('-').unwrap().0);
+    }
+}
+
+#[cfg(test)]
+mod ended_tests {
+    use super::*;
+
+    #[test]
+    fn own_stream_numbers_are_read_only_from_this_process_ids_in_their_written_form() {
+        let id = new_stream_id();
+        let (prefix, hex_n) = id.split_once('-').unwrap();
+        let n = u64::from_str_radix(hex_n, 16).unwrap();
+        assert_eq!(own_stream_number(&id), Some(n));
+        // Another process's prefix, other spellings of the same number, not an id at all.
+        assert_eq!(
+            own_stream_number(&format!("0000000000000000-{hex_n}")),
+            None
+        );
+        assert_eq!(own_stream_number(&format!("{prefix}-0{hex_n}")), None);
+        assert_eq!(
+            own_stream_number(&format!("{prefix}-{}", hex_n.to_uppercase())),
+            (hex_n == hex_n.to_uppercase()).then_some(n)
+        );
+        assert_eq!(own_stream_number(&format!("{prefix}-")), None);
+        assert_eq!(own_stream_number(&format!("{prefix}-1x")), None);
+        assert_eq!(
+            own_stream_number(&format!("{prefix}-{}", "f".repeat(17))),
+            None
+        );
+        assert_eq!(own_stream_number("standalone"), None);
+    }
+
+    #[test]
+    fn ended_streams_are_remembered_up_to_the_bound_oldest_forgotten_first() {
+        let mut ended = EndedStreams::default();
+        let ids: Vec<Arc<str>> = (0..ENDED + 10).map(|_| new_stream_id()).collect();
+        for id in &ids {
+            ended.insert(id);
+            ended.insert(id); // twice: remembered once
+        }
+        assert_eq!(ended.order.len(), ENDED);
+        assert_eq!(ended.set.len(), ENDED);
+        assert!(ids[..10].iter().all(|id| !ended.contains(id)));
+        assert!(ids[10..].iter().all(|id| ended.contains(id)));
+        // A foreign id is never "ended here".
+        ended.insert("elsewhere-1");
+        assert!(!ended.contains("elsewhere-1"));
     }
 }
