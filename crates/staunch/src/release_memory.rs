@@ -29,8 +29,7 @@ pub fn watch(server: &Server) {
     let server = server.clone();
     let shutdown = server.shutdown_token();
     tokio::spawn(async move {
-        let mut peak = 0usize;
-        let mut last = tokio::time::Instant::now();
+        let mut peaks = Peaks::default();
         let mut tick = tokio::time::interval(TICK);
         loop {
             tokio::select! {
@@ -38,10 +37,9 @@ pub fn watch(server: &Server) {
                 _ = tick.tick() => {}
             }
             let now = server.in_flight();
-            peak = peak.max(now);
-            if peak < MIN_PEAK || now > peak / FALLEN_TO || last.elapsed() < MIN_INTERVAL {
+            let Some(peak) = peaks.over(now, tokio::time::Instant::now()) else {
                 continue;
-            }
+            };
             // Walks the allocator's arenas: off the runtime's threads.
             let released = tokio::task::spawn_blocking(trim).await.unwrap_or(false);
             tracing::debug!(
@@ -50,10 +48,32 @@ pub fn watch(server: &Server) {
                 released,
                 "load peak over: free memory trimmed"
             );
-            peak = now;
-            last = tokio::time::Instant::now();
         }
     });
+}
+
+/// The in-flight peak since the last trim, and when that was.
+#[derive(Debug, Default)]
+struct Peaks {
+    peak: usize,
+    last: Option<tokio::time::Instant>,
+}
+
+impl Peaks {
+    /// Takes the in-flight count at `at`; `Some(peak)` when a peak worth a trim is over (and
+    /// then starts watching for the next one).
+    fn over(&mut self, now: usize, at: tokio::time::Instant) -> Option<usize> {
+        self.peak = self.peak.max(now);
+        let recent = self
+            .last
+            .is_some_and(|l| at.duration_since(l) < MIN_INTERVAL);
+        if self.peak < MIN_PEAK || now > self.peak / FALLEN_TO || recent {
+            return None;
+        }
+        let peak = std::mem::replace(&mut self.peak, now);
+        self.last = Some(at);
+        Some(peak)
+    }
 }
 
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
@@ -76,4 +96,30 @@ fn trim() -> bool {
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
 fn trim() -> bool {
     false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_trim_follows_a_peak_once_it_has_fallen_away_and_not_more_than_once_a_second() {
+        let t0 = tokio::time::Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        let mut p = Peaks::default();
+        // Small loads never trim.
+        assert_eq!(p.over(10, at(0)), None);
+        assert_eq!(p.over(0, at(250)), None);
+        // A peak of 1,000: nothing while it is high or only half gone.
+        assert_eq!(p.over(1000, at(500)), None);
+        assert_eq!(p.over(500, at(750)), None);
+        assert_eq!(p.over(250, at(1000)), Some(1000));
+        // Over: the next trim needs a new peak.
+        assert_eq!(p.over(0, at(1250)), None);
+        // A new peak that falls within a second of the last trim waits for the second.
+        assert_eq!(p.over(800, at(1500)), None);
+        assert_eq!(p.over(0, at(1750)), None);
+        assert_eq!(p.over(0, at(2000)), Some(800));
+        assert_eq!(p.over(0, at(4000)), None);
+    }
 }
