@@ -81,9 +81,9 @@ impl SseParser {
             }
         }
         while let Some(pos) = rest.iter().position(|&b| b == b'\n' || b == b'\r') {
-            self.line.extend_from_slice(&rest[..pos]);
-            let was_cr = rest[pos] == b'\r';
-            rest = &rest[pos + 1..];
+            let (head, tail) = rest.split_at(pos);
+            let was_cr = tail[0] == b'\r';
+            rest = &tail[1..];
             if was_cr {
                 match rest.first() {
                     Some(b'\n') => rest = &rest[1..],
@@ -91,8 +91,19 @@ impl SseParser {
                     Some(_) => {}
                 }
             }
-            let line = std::mem::take(&mut self.line);
-            if let Some(ev) = self.on_line(&line) {
+            // A line that arrived whole is read where it is; only one split across chunks
+            // goes through the buffer (which keeps its capacity).
+            let ev = if self.line.is_empty() {
+                self.on_line(head)
+            } else {
+                let mut line = std::mem::take(&mut self.line);
+                line.extend_from_slice(head);
+                let ev = self.on_line(&line);
+                line.clear();
+                self.line = line;
+                ev
+            };
+            if let Some(ev) = ev {
                 out.push(ev);
             }
         }
