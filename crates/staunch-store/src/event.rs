@@ -69,12 +69,52 @@ pub(crate) struct StreamRun<'a> {
     pub close: bool,
 }
 
-/// One step of a planned batch.
+/// One step of a planned batch. A stream whose writes in the batch take another shape than a
+/// run's is applied one write at a time: each append as a run of one, creates and closes as
+/// themselves.
 #[derive(Debug)]
 pub(crate) enum Step<'a> {
     Run(StreamRun<'a>),
-    /// A write applied on its own (a stream whose writes in this batch take another shape).
-    One(&'a EventWrite),
+    Create {
+        session_id: &'a str,
+        stream_id: &'a str,
+    },
+    Close {
+        session_id: &'a str,
+        stream_id: &'a str,
+    },
+}
+
+impl<'a> Step<'a> {
+    fn single(w: &'a EventWrite) -> Self {
+        match w {
+            EventWrite::Create {
+                session_id,
+                stream_id,
+            } => Step::Create {
+                session_id,
+                stream_id,
+            },
+            EventWrite::Append {
+                session_id,
+                stream_id,
+                payload,
+            } => Step::Run(StreamRun {
+                session_id,
+                stream_id,
+                create: false,
+                payloads: vec![payload],
+                close: false,
+            }),
+            EventWrite::Close {
+                session_id,
+                stream_id,
+            } => Step::Close {
+                session_id,
+                stream_id,
+            },
+        }
+    }
 }
 
 impl EventWrite {
@@ -116,7 +156,7 @@ pub(crate) fn plan(writes: &[EventWrite]) -> Vec<Step<'_>> {
     for group in order {
         match as_run(&group) {
             Some(run) => steps.push(Step::Run(run)),
-            None => steps.extend(group.into_iter().map(Step::One)),
+            None => steps.extend(group.into_iter().map(Step::single)),
         }
     }
     steps

@@ -34,10 +34,14 @@ impl EventStore for PgEventStore {
         for step in plan(&writes) {
             match step {
                 Step::Run(run) => apply_run(&tx, &run, now_ms, &mut out).await?,
-                Step::One(w) => {
-                    let applied = apply_one(&tx, w, now_ms).await?;
-                    out.count(applied, 1);
-                }
+                Step::Create {
+                    session_id,
+                    stream_id,
+                } => out.count(create(&tx, session_id, stream_id, now_ms).await?, 1),
+                Step::Close {
+                    session_id,
+                    stream_id,
+                } => out.count(close(&tx, session_id, stream_id, now_ms).await?, 1),
             }
         }
         tx.commit().await?;
@@ -319,46 +323,21 @@ async fn apply_run(
     Ok(())
 }
 
-/// One write on its own; whether it applied.
-async fn apply_one(
+/// A stream's creation on its own; whether it applied (an id already taken is skipped).
+async fn create(
     tx: &deadpool_postgres::Transaction<'_>,
-    w: &EventWrite,
+    session_id: &str,
+    stream_id: &str,
     now_ms: i64,
 ) -> Result<bool, StoreError> {
-    Ok(match w {
-        EventWrite::Create {
-            session_id,
-            stream_id,
-        } => {
-            tx.execute(
-                "INSERT INTO staunch_sse_streams (stream_id, session_id, created_ms) \
-                 VALUES ($1, $2, $3) ON CONFLICT (stream_id) DO NOTHING",
-                &[stream_id, session_id, &now_ms],
-            )
-            .await?
-                == 1
-        }
-        EventWrite::Append {
-            session_id,
-            stream_id,
-            payload,
-        } => {
-            let run = StreamRun {
-                session_id,
-                stream_id,
-                create: false,
-                payloads: vec![payload],
-                close: false,
-            };
-            let mut out = BatchOutcome::default();
-            Box::pin(apply_run(tx, &run, now_ms, &mut out)).await?;
-            out.applied == 1
-        }
-        EventWrite::Close {
-            session_id,
-            stream_id,
-        } => close(tx, session_id, stream_id, now_ms).await?,
-    })
+    Ok(tx
+        .execute(
+            "INSERT INTO staunch_sse_streams (stream_id, session_id, created_ms) \
+             VALUES ($1, $2, $3) ON CONFLICT (stream_id) DO NOTHING",
+            &[&stream_id, &session_id, &now_ms],
+        )
+        .await?
+        == 1)
 }
 
 async fn close(

@@ -37,10 +37,14 @@ impl EventStore for SqliteEventStore {
                     for step in plan(&writes) {
                         match step {
                             Step::Run(run) => apply_run(tx, &run, now_ms, &mut out)?,
-                            Step::One(w) => {
-                                let applied = apply_one(tx, w, now_ms)?;
-                                out.count(applied, 1);
-                            }
+                            Step::Create {
+                                session_id,
+                                stream_id,
+                            } => out.count(create(tx, session_id, stream_id, now_ms)?, 1),
+                            Step::Close {
+                                session_id,
+                                stream_id,
+                            } => out.count(close(tx, session_id, stream_id, now_ms)?, 1),
                         }
                     }
                     Ok(out)
@@ -332,41 +336,20 @@ fn insert_events(
     Ok(())
 }
 
-/// One write on its own; whether it applied.
-fn apply_one(tx: &Transaction<'_>, w: &EventWrite, now_ms: i64) -> Result<bool, StoreError> {
-    Ok(match w {
-        EventWrite::Create {
-            session_id,
-            stream_id,
-        } => {
-            tx.prepare_cached(
-                "INSERT INTO staunch_sse_streams (stream_id, session_id, created_ms) \
-                 VALUES (?1, ?2, ?3) ON CONFLICT (stream_id) DO NOTHING",
-            )?
-            .execute(params![stream_id, session_id, now_ms])?
-                == 1
-        }
-        EventWrite::Append {
-            session_id,
-            stream_id,
-            payload,
-        } => {
-            let run = StreamRun {
-                session_id,
-                stream_id,
-                create: false,
-                payloads: vec![payload],
-                close: false,
-            };
-            let mut out = BatchOutcome::default();
-            apply_run(tx, &run, now_ms, &mut out)?;
-            out.applied == 1
-        }
-        EventWrite::Close {
-            session_id,
-            stream_id,
-        } => close(tx, session_id, stream_id, now_ms)?,
-    })
+/// A stream's creation on its own; whether it applied (an id already taken is skipped).
+fn create(
+    tx: &Transaction<'_>,
+    session_id: &str,
+    stream_id: &str,
+    now_ms: i64,
+) -> Result<bool, StoreError> {
+    Ok(tx
+        .prepare_cached(
+            "INSERT INTO staunch_sse_streams (stream_id, session_id, created_ms) \
+             VALUES (?1, ?2, ?3) ON CONFLICT (stream_id) DO NOTHING",
+        )?
+        .execute(params![stream_id, session_id, now_ms])?
+        == 1)
 }
 
 fn close(
