@@ -292,6 +292,7 @@ async fn serve_http(
         event_queue_max: args.event_queue_max,
         connection_backlog: args.max_connection_backlog,
         always_sse: args.always_sse,
+        conn_workers: args.http_workers,
         ..HttpConfig::default()
     };
     args.limits.apply_http(&mut cfg);

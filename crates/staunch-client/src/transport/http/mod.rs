@@ -203,7 +203,12 @@ impl HttpTransport {
             lock(&self.shared.inflight).insert(id.clone(), stop.clone());
         }
         let shared = self.shared.clone();
-        self.shared.handle.spawn(async move {
+        // On the runtime of the caller when there is one (a server serving connections on
+        // threads of their own calls from its request's thread: the POST and its answer stay
+        // there), else on the one the client was made on (a send from a `Drop`, say).
+        let rt =
+            tokio::runtime::Handle::try_current().unwrap_or_else(|_| self.shared.handle.clone());
+        rt.spawn(async move {
             let id = out.request.clone();
             tokio::select! {
                 _ = post_message(&shared, out) => {}

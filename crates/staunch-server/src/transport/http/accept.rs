@@ -10,6 +10,9 @@
 //!   peer's delayed ACK);
 //! - the peer's address on every request ([`PeerAddr`]), for the per-peer session limit.
 //!
+//! Connections are served on threads of their own, each a single-threaded runtime
+//! ([`ConnWorkers`]), so that a request's task and its connection stay on one thread.
+//!
 //! Shutdown stops accepting, then lets every connection finish its response (hyper's graceful
 //! shutdown; the transport has already ended the work behind open streams).
 
@@ -23,12 +26,13 @@ use axum::Router;
 use futures_util::future::Either;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tokio_util::task::task_tracker::TaskTrackerToken;
 
 use super::{HttpState, handlers};
 
@@ -43,23 +47,189 @@ pub(crate) struct ConnLimits {
     pub(crate) header_read_timeout: Duration,
 }
 
+/// One accepted connection, handed to a worker.
+struct Accepted {
+    tcp: std::net::TcpStream,
+    peer: SocketAddr,
+    permit: OwnedSemaphorePermit,
+    tracked: TaskTrackerToken,
+}
+
+/// What a worker serves connections with.
+#[derive(Clone)]
+struct ConnService {
+    http: hyper::server::conn::http1::Builder,
+    hyper_app: TowerToHyperService<Router>,
+    state: Arc<HttpState>,
+    shutdown: CancellationToken,
+}
+
+impl ConnService {
+    /// Serves one connection on the current runtime until it ends; at shutdown it finishes the
+    /// response in progress and closes (hyper's graceful shutdown).
+    async fn serve(self, a: Accepted) {
+        let Accepted {
+            tcp,
+            peer,
+            permit,
+            tracked,
+        } = a;
+        let tcp = match TcpStream::from_std(tcp) {
+            Ok(t) => t,
+            Err(e) => {
+                tracing::warn!(error = %e, "could not take over an accepted connection");
+                return;
+            }
+        };
+        let state = self.state;
+        let svc = self.hyper_app;
+        let service = hyper::service::service_fn(move |mut req: hyper::Request<Incoming>| {
+            // The router matches a path and boxes the handler's future per request: ~4k
+            // instructions of a 90k echo call, spent on the one path every call takes. The
+            // endpoint gets the peer's address as an argument (an extension is a map, three
+            // allocations) and hyper's body as it is.
+            if req.uri().path() == state.cfg.endpoint {
+                let state = state.clone();
+                // Boxed per request: inline, the endpoint's 3 KiB future sized the state of
+                // every connection, and an in-flight 2026 stream (a connection each) cost
+                // 17.3 KiB instead of 14.4 (staunch-bench --only modern, memory).
+                Either::Left(Box::pin(async move {
+                    let r = handlers::serve_endpoint(state, req, Some(peer)).await;
+                    Ok::<_, Infallible>(r)
+                }))
+            } else {
+                req.extensions_mut().insert(PeerAddr(peer));
+                Either::Right(hyper::service::Service::call(&svc, req))
+            }
+        });
+        let conn = self.http.serve_connection(TokioIo::new(tcp), service);
+        tokio::pin!(conn);
+        let ended = tokio::select! {
+            r = conn.as_mut() => r,
+            _ = self.shutdown.cancelled() => {
+                conn.as_mut().graceful_shutdown();
+                conn.await
+            }
+        };
+        if let Err(e) = ended {
+            tracing::debug!(error = %e, %peer, "connection ended with an error");
+        }
+        drop(permit);
+        drop(tracked);
+    }
+}
+
+/// The threads that serve connections: each runs a single-threaded runtime of its own, and
+/// every connection is served on one of them, round robin. A request's task is spawned from
+/// its connection's task, so it runs on the same thread, and its answer wakes the connection
+/// there: on one multi-threaded runtime those hand-offs were cross-thread wake-ups (a
+/// request runs in a task of its own — that is what a cancel reaches), and on 2 cores
+/// shared with the clients a second worker cost a quarter of the throughput. The runtimes
+/// live until [`ConnWorkers::stop`]: requests (and their cleanups) outlive their connection.
+pub(crate) struct ConnWorkers {
+    queues: Vec<mpsc::UnboundedSender<Accepted>>,
+    next: usize,
+    stop: CancellationToken,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+/// How long a worker's runtime waits for its blocking work (a handler in `ctx.blocking` that
+/// ignores its cancel) when it stops; the process does not wait for such a thread either.
+const WORKER_SHUTDOWN: Duration = Duration::from_millis(200);
+
+impl ConnWorkers {
+    fn start(n: usize, service: &ConnService) -> std::io::Result<ConnWorkers> {
+        let stop = CancellationToken::new();
+        let mut queues = Vec::with_capacity(n);
+        let mut threads = Vec::with_capacity(n);
+        for i in 0..n {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            let (tx, mut rx) = mpsc::unbounded_channel::<Accepted>();
+            let service = service.clone();
+            let stop = stop.clone();
+            let thread = std::thread::Builder::new()
+                .name(format!("staunch-http-{i}"))
+                .spawn(move || {
+                    rt.block_on(async move {
+                        while let Some(a) = rx.recv().await {
+                            tokio::spawn(service.clone().serve(a));
+                        }
+                        // No more connections: keep running what they started until told.
+                        stop.cancelled().await;
+                    });
+                    rt.shutdown_timeout(WORKER_SHUTDOWN);
+                })?;
+            queues.push(tx);
+            threads.push(thread);
+        }
+        Ok(ConnWorkers {
+            queues,
+            next: 0,
+            stop,
+            threads,
+        })
+    }
+
+    fn hand(&mut self, a: Accepted) {
+        let i = self.next % self.queues.len();
+        self.next = self.next.wrapping_add(1);
+        // A worker that is gone (its thread panicked) hands the connection back: closed.
+        let _ = self.queues[i].send(a);
+    }
+
+    /// Ends the workers' runtimes once everything on them is done (the transport drained its
+    /// sessions), and waits for their threads.
+    pub(crate) async fn stop(mut self) {
+        self.queues.clear();
+        self.stop.cancel();
+        let threads = std::mem::take(&mut self.threads);
+        let _ = tokio::task::spawn_blocking(move || {
+            for t in threads {
+                let _ = t.join();
+            }
+        })
+        .await;
+    }
+}
+
+impl Drop for ConnWorkers {
+    fn drop(&mut self) {
+        // Not stopped on purpose (an error on the way): end the runtimes, do not wait.
+        self.stop.cancel();
+    }
+}
+
 /// Serves on `listener` until `shutdown` fires, then waits for open connections to end: the
 /// MCP endpoint's path straight to its handler, every other path through `app` (the router,
-/// with the metadata and extra routes; its answer for an unknown path).
+/// with the metadata and extra routes; its answer for an unknown path). Connections are served
+/// on `workers` threads of their own (0: on the caller's runtime); the returned workers keep
+/// running what the connections started until [`ConnWorkers::stop`].
 pub(crate) async fn serve(
     listener: TcpListener,
     state: Arc<HttpState>,
     app: Router,
     limits: ConnLimits,
     shutdown: CancellationToken,
-) -> std::io::Result<()> {
+    workers: usize,
+) -> std::io::Result<Option<ConnWorkers>> {
     let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
-    let graceful = GracefulShutdown::new();
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new())
         .header_read_timeout(limits.header_read_timeout)
         .keep_alive(true);
-    let hyper_app = TowerToHyperService::new(app);
+    let service = ConnService {
+        http,
+        hyper_app: TowerToHyperService::new(app),
+        state,
+        shutdown: shutdown.clone(),
+    };
+    let mut pool = match workers {
+        0 => None,
+        n => Some(ConnWorkers::start(n, &service)?),
+    };
+    let connections = TaskTracker::new();
     loop {
         let (tcp, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -80,39 +250,30 @@ pub(crate) async fn serve(
             tokio::spawn(refuse(tcp, limits.max_connections));
             continue;
         };
-        let svc = hyper_app.clone();
-        let state = state.clone();
-        let service = hyper::service::service_fn(move |mut req: hyper::Request<Incoming>| {
-            // The router matches a path and boxes the handler's future per request: ~4k
-            // instructions of a 90k echo call, spent on the one path every call takes. The
-            // endpoint gets the peer's address as an argument (an extension is a map, three
-            // allocations) and hyper's body as it is.
-            if req.uri().path() == state.cfg.endpoint {
-                let state = state.clone();
-                // Boxed per request: inline, the endpoint's 3 KiB future sized the state of
-                // every connection, and an in-flight 2026 stream (a connection each) cost
-                // 17.3 KiB instead of 14.4 (staunch-bench --only modern, memory).
-                Either::Left(Box::pin(async move {
-                    let r = handlers::serve_endpoint(state, req, Some(peer)).await;
-                    Ok::<_, Infallible>(r)
-                }))
-            } else {
-                req.extensions_mut().insert(PeerAddr(peer));
-                Either::Right(hyper::service::Service::call(&svc, req))
+        let tcp = match tcp.into_std() {
+            Ok(t) => t,
+            Err(e) => {
+                tracing::warn!(error = %e, "could not hand over an accepted connection");
+                continue;
             }
-        });
-        let conn = http.serve_connection(TokioIo::new(tcp), service);
-        let conn = graceful.watch(conn);
-        tokio::spawn(async move {
-            if let Err(e) = conn.await {
-                tracing::debug!(error = %e, %peer, "connection ended with an error");
+        };
+        let a = Accepted {
+            tcp,
+            peer,
+            permit,
+            tracked: connections.token(),
+        };
+        match pool.as_mut() {
+            Some(p) => p.hand(a),
+            None => {
+                tokio::spawn(service.clone().serve(a));
             }
-            drop(permit);
-        });
+        }
     }
     drop(listener);
-    graceful.shutdown().await;
-    Ok(())
+    connections.close();
+    connections.wait().await;
+    Ok(pool)
 }
 
 /// Answers a connection over the limit with a 503 and closes it (at most a second spent).

@@ -122,6 +122,10 @@ pub struct HttpConfig {
     /// resumes with `Last-Event-ID` and loses nothing): a client that stops reading costs
     /// at most this much memory.
     pub connection_backlog: usize,
+    /// Threads that serve connections, each a single-threaded runtime (a request's task and
+    /// its connection then stay on one thread); `None`: as many as the runtime has workers;
+    /// `Some(0)`: on the runtime that called `serve`, like any task of it.
+    pub conn_workers: Option<usize>,
 }
 
 impl Default for HttpConfig {
@@ -151,6 +155,7 @@ impl Default for HttpConfig {
             event_queue_max: 65_536,
             always_sse: false,
             connection_backlog: 1024,
+            conn_workers: None,
         }
     }
 }
@@ -334,7 +339,17 @@ impl HttpTransport {
             max_connections: self.state.cfg.max_connections,
             header_read_timeout: self.state.cfg.header_read_timeout,
         };
-        let result = accept::serve(listener, self.state.clone(), app, limits, shutdown).await;
+        let workers = self
+            .state
+            .cfg
+            .conn_workers
+            .unwrap_or_else(|| tokio::runtime::Handle::current().metrics().num_workers());
+        let served =
+            accept::serve(listener, self.state.clone(), app, limits, shutdown, workers).await;
+        let (result, workers) = match served {
+            Ok(w) => (Ok(()), w),
+            Err(e) => (Err(e), None),
+        };
         maintenance.abort();
         let _ = closer.await;
         let mut sessions =
@@ -346,6 +361,9 @@ impl HttpTransport {
         }
         for s in &sessions {
             s.drain().await;
+        }
+        if let Some(w) = workers {
+            w.stop().await;
         }
         self.state.batcher.flush().await;
         self.state.server.lifecycle_log().flush();
