@@ -1,4 +1,4 @@
-//! Connections served on threads of their own (`HttpConfig::conn_workers`), over real
+//! Connections served on threads of their own (`HttpConfig::conn_workers`, opt-in), over real
 //! loopback HTTP: a request runs on its connection's thread (or, with 0 workers, on the
 //! runtime that called `serve`), a cancel sent on another connection — another thread —
 //! still reaches it, and shutdown ends the requests on the workers and returns.
@@ -69,7 +69,7 @@ async fn start(workers: usize, seen: Arc<Seen>) -> Running {
         Arc::new(MemoryEventStore::new()),
         Arc::new(MemorySessionStore::new()),
         HttpConfig {
-            conn_workers: Some(workers),
+            conn_workers: workers,
             ..HttpConfig::default()
         },
     );

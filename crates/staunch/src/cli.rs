@@ -235,12 +235,12 @@ pub struct ServeArgs {
     /// reads, ping), which otherwise get a plain JSON body and store nothing.
     #[arg(long, env = "STAUNCH_ALWAYS_SSE")]
     pub always_sse: bool,
-    /// HTTP: threads that serve connections, each a single-threaded runtime, so that a
-    /// request's task and its connection stay on one thread (default: as many as the
-    /// runtime's workers, i.e. TOKIO_WORKER_THREADS or the CPU count); 0 serves them on the
-    /// multi-threaded runtime instead.
-    #[arg(long, env = "STAUNCH_HTTP_WORKERS")]
-    pub http_workers: Option<usize>,
+    /// HTTP: serve connections on N threads of their own, each a single-threaded runtime, so
+    /// that a request's task and its connection stay on one thread (more throughput with many
+    /// connections, a little more latency for one; no work stealing between them). 0, the
+    /// default: on the multi-threaded runtime.
+    #[arg(long, default_value_t = 0, env = "STAUNCH_HTTP_WORKERS")]
+    pub http_workers: usize,
 }
 
 /// Runs the command; returns the process exit code.

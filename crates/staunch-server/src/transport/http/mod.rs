@@ -123,9 +123,9 @@ pub struct HttpConfig {
     /// at most this much memory.
     pub connection_backlog: usize,
     /// Threads that serve connections, each a single-threaded runtime (a request's task and
-    /// its connection then stay on one thread); `None`: as many as the runtime has workers;
-    /// `Some(0)`: on the runtime that called `serve`, like any task of it.
-    pub conn_workers: Option<usize>,
+    /// its connection then stay on one thread; no work stealing between threads); 0, the
+    /// default: on the runtime that called `serve`, like any task of it.
+    pub conn_workers: usize,
 }
 
 impl Default for HttpConfig {
@@ -155,7 +155,7 @@ impl Default for HttpConfig {
             event_queue_max: 65_536,
             always_sse: false,
             connection_backlog: 1024,
-            conn_workers: None,
+            conn_workers: 0,
         }
     }
 }
@@ -339,11 +339,7 @@ impl HttpTransport {
             max_connections: self.state.cfg.max_connections,
             header_read_timeout: self.state.cfg.header_read_timeout,
         };
-        let workers = self
-            .state
-            .cfg
-            .conn_workers
-            .unwrap_or_else(|| tokio::runtime::Handle::current().metrics().num_workers());
+        let workers = self.state.cfg.conn_workers;
         let served =
             accept::serve(listener, self.state.clone(), app, limits, shutdown, workers).await;
         let (result, workers) = match served {
