@@ -37,11 +37,17 @@ impl EventStore for PgEventStore {
                 Step::Create {
                     session_id,
                     stream_id,
-                } => out.count(create(&tx, session_id, stream_id, now_ms).await?, 1),
+                } => out.count(
+                    on_stream(&tx, CREATE, session_id, stream_id, now_ms).await?,
+                    1,
+                ),
                 Step::Close {
                     session_id,
                     stream_id,
-                } => out.count(close(&tx, session_id, stream_id, now_ms).await?, 1),
+                } => out.count(
+                    on_stream(&tx, CLOSE, session_id, stream_id, now_ms).await?,
+                    1,
+                ),
             }
         }
         tx.commit().await?;
@@ -317,41 +323,27 @@ async fn apply_run(
         out.count(n as usize == k, k);
     }
     if run.close {
-        let closed = close(tx, run.session_id, run.stream_id, now_ms).await?;
+        let closed = on_stream(tx, CLOSE, run.session_id, run.stream_id, now_ms).await?;
         out.count(closed, 1);
     }
     Ok(())
 }
 
-/// A stream's creation on its own; whether it applied (an id already taken is skipped).
-async fn create(
-    tx: &deadpool_postgres::Transaction<'_>,
-    session_id: &str,
-    stream_id: &str,
-    now_ms: i64,
-) -> Result<bool, StoreError> {
-    Ok(tx
-        .execute(
-            "INSERT INTO staunch_sse_streams (stream_id, session_id, created_ms) \
-             VALUES ($1, $2, $3) ON CONFLICT (stream_id) DO NOTHING",
-            &[&stream_id, &session_id, &now_ms],
-        )
-        .await?
-        == 1)
-}
+/// Creates a stream on its own (an id already taken is skipped).
+const CREATE: &str = "INSERT INTO staunch_sse_streams (stream_id, session_id, created_ms) \
+                      VALUES ($1, $2, $3) ON CONFLICT (stream_id) DO NOTHING";
 
-async fn close(
+/// Closes a stream (again: no change).
+const CLOSE: &str = "UPDATE staunch_sse_streams SET closed_ms = COALESCE(closed_ms, $3) \
+                     WHERE stream_id = $1 AND session_id = $2";
+
+/// Runs `sql` ([`CREATE`] or [`CLOSE`]) for one stream; whether it touched its row.
+async fn on_stream(
     tx: &deadpool_postgres::Transaction<'_>,
+    sql: &str,
     session_id: &str,
     stream_id: &str,
     now_ms: i64,
 ) -> Result<bool, StoreError> {
-    Ok(tx
-        .execute(
-            "UPDATE staunch_sse_streams SET closed_ms = COALESCE(closed_ms, $3) \
-             WHERE stream_id = $1 AND session_id = $2",
-            &[&stream_id, &session_id, &now_ms],
-        )
-        .await?
-        == 1)
+    Ok(tx.execute(sql, &[&stream_id, &session_id, &now_ms]).await? == 1)
 }

@@ -40,11 +40,13 @@ impl EventStore for SqliteEventStore {
                             Step::Create {
                                 session_id,
                                 stream_id,
-                            } => out.count(create(tx, session_id, stream_id, now_ms)?, 1),
+                            } => {
+                                out.count(on_stream(tx, CREATE, session_id, stream_id, now_ms)?, 1)
+                            }
                             Step::Close {
                                 session_id,
                                 stream_id,
-                            } => out.count(close(tx, session_id, stream_id, now_ms)?, 1),
+                            } => out.count(on_stream(tx, CLOSE, session_id, stream_id, now_ms)?, 1),
                         }
                     }
                     Ok(out)
@@ -267,6 +269,7 @@ fn apply_run(
     out: &mut BatchOutcome,
 ) -> Result<(), StoreError> {
     let k = run.payloads.len();
+    let k_i64 = to_i64(k as u64);
     if run.create {
         let inserted =
             tx.prepare_cached(
@@ -278,7 +281,7 @@ fn apply_run(
                 run.stream_id,
                 run.session_id,
                 now_ms,
-                to_i64(k as u64),
+                k_i64,
                 run.close.then_some(now_ms)
             ])? == 1;
         if inserted {
@@ -296,21 +299,18 @@ fn apply_run(
                  WHERE stream_id = ?1 AND session_id = ?2 AND closed_ms IS NULL \
                  RETURNING last_seq",
             )?
-            .query_row(
-                params![run.stream_id, run.session_id, to_i64(k as u64)],
-                |r| r.get(0),
-            )
+            .query_row(params![run.stream_id, run.session_id, k_i64], |r| r.get(0))
             .optional()?;
         match last {
             Some(last) => {
-                insert_events(tx, run, last - to_i64(k as u64) + 1, now_ms)?;
+                insert_events(tx, run, last - k_i64 + 1, now_ms)?;
                 out.count(true, k);
             }
             None => out.count(false, k),
         }
     }
     if run.close {
-        let closed = close(tx, run.session_id, run.stream_id, now_ms)?;
+        let closed = on_stream(tx, CLOSE, run.session_id, run.stream_id, now_ms)?;
         out.count(closed, 1);
     }
     Ok(())
@@ -336,33 +336,24 @@ fn insert_events(
     Ok(())
 }
 
-/// A stream's creation on its own; whether it applied (an id already taken is skipped).
-fn create(
-    tx: &Transaction<'_>,
-    session_id: &str,
-    stream_id: &str,
-    now_ms: i64,
-) -> Result<bool, StoreError> {
-    Ok(tx
-        .prepare_cached(
-            "INSERT INTO staunch_sse_streams (stream_id, session_id, created_ms) \
-             VALUES (?1, ?2, ?3) ON CONFLICT (stream_id) DO NOTHING",
-        )?
-        .execute(params![stream_id, session_id, now_ms])?
-        == 1)
-}
+/// Creates a stream on its own (an id already taken is skipped).
+const CREATE: &str = "INSERT INTO staunch_sse_streams (stream_id, session_id, created_ms) \
+                      VALUES (?1, ?2, ?3) ON CONFLICT (stream_id) DO NOTHING";
 
-fn close(
+/// Closes a stream (again: no change).
+const CLOSE: &str = "UPDATE staunch_sse_streams SET closed_ms = COALESCE(closed_ms, ?3) \
+                     WHERE stream_id = ?1 AND session_id = ?2";
+
+/// Runs `sql` ([`CREATE`] or [`CLOSE`]) for one stream; whether it touched its row.
+fn on_stream(
     tx: &Transaction<'_>,
+    sql: &str,
     session_id: &str,
     stream_id: &str,
     now_ms: i64,
 ) -> Result<bool, StoreError> {
     Ok(tx
-        .prepare_cached(
-            "UPDATE staunch_sse_streams SET closed_ms = COALESCE(closed_ms, ?3) \
-             WHERE stream_id = ?1 AND session_id = ?2",
-        )?
+        .prepare_cached(sql)?
         .execute(params![stream_id, session_id, now_ms])?
         == 1)
 }
