@@ -40,12 +40,15 @@ fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).to_string()
 }
 
-/// The methods the server's log saw, with the protocol version each request carried.
-fn methods(server: &Server) -> Vec<(String, String)> {
+/// The methods the server's log saw, with the protocol version each request carried, once
+/// `method` has been seen (the log's writer can land a line just after the answer).
+async fn methods(server: &Server, method: &str) -> Vec<(String, String)> {
+    let started = |l: &Value| l["event"] == "request.start";
     server
-        .log_lines()
+        .log_until(|ls| ls.iter().any(|l| started(l) && l["method"] == method))
+        .await
         .into_iter()
-        .filter(|l| l["event"] == "request.start")
+        .filter(started)
         .map(|l| {
             (
                 l["method"].as_str().unwrap_or("").to_string(),
@@ -55,8 +58,8 @@ fn methods(server: &Server) -> Vec<(String, String)> {
         .collect()
 }
 
-fn saw(server: &Server, method: &str) -> usize {
-    methods(server).iter().filter(|(m, _)| m == method).count()
+fn count(methods: &[(String, String)], method: &str) -> usize {
+    methods.iter().filter(|(m, _)| m == method).count()
 }
 
 #[tokio::test]
@@ -86,10 +89,11 @@ async fn call_task_follows_a_2026_task_with_tasks_get_to_its_inlined_result() {
     );
     // On the wire: one tools/call, at least one tasks/get, no tasks/result (removed in the
     // extension), every request stateless 2026-07-28.
-    assert_eq!(saw(&server, "tools/call"), 1, "{:?}", methods(&server));
-    assert!(saw(&server, "tasks/get") >= 1, "{:?}", methods(&server));
-    assert_eq!(saw(&server, "tasks/result"), 0, "{:?}", methods(&server));
-    for (m, v) in methods(&server) {
+    let seen = methods(&server, "tasks/get").await;
+    assert_eq!(count(&seen, "tools/call"), 1, "{seen:?}");
+    assert!(count(&seen, "tasks/get") >= 1, "{seen:?}");
+    assert_eq!(count(&seen, "tasks/result"), 0, "{seen:?}");
+    for (m, v) in seen {
         if m.starts_with("tasks/") || m == "tools/call" {
             assert_eq!(v, "2026-07-28", "{m} was not a 2026 request");
         }
@@ -121,7 +125,8 @@ async fn call_task_answers_input_required_through_tasks_update() {
     let v: Value = serde_json::from_str(&out).expect("JSON result");
     assert_eq!(v["structuredContent"]["deleted"], true, "{v}");
     assert_eq!(v["structuredContent"]["filename"], "report.txt", "{v}");
-    assert_eq!(saw(&server, "tasks/update"), 1, "{:?}", methods(&server));
+    let seen = methods(&server, "tasks/update").await;
+    assert_eq!(count(&seen, "tasks/update"), 1, "{seen:?}");
 }
 
 #[tokio::test]
@@ -201,7 +206,8 @@ async fn ctrl_c_sends_tasks_cancel_and_the_job_ends_cancelled() {
     }
     assert_eq!(status.code(), Some(130), "{said}{rest}");
     assert!(rest.contains("tasks/cancel"), "{rest}");
-    assert_eq!(saw(&server, "tasks/cancel"), 1, "{:?}", methods(&server));
+    let seen = methods(&server, "tasks/cancel").await;
+    assert_eq!(count(&seen, "tasks/cancel"), 1, "{seen:?}");
     // The server agrees: the task (a job; its id is the job's) ends cancelled, read through
     // the job's own face.
     let mut last = Value::Null;
@@ -239,12 +245,11 @@ async fn call_task_in_the_2025_era_still_uses_2025_11_25_tasks() {
     let (out, err) = (text(&o.stdout), text(&o.stderr));
     assert_eq!(o.status.code(), Some(0), "stdout {out}\nstderr {err}");
     assert!(err.contains("task "), "{err}");
-    assert_eq!(saw(&server, "tasks/result"), 1, "{:?}", methods(&server));
+    let seen = methods(&server, "tasks/result").await;
+    assert_eq!(count(&seen, "tasks/result"), 1, "{seen:?}");
     assert!(
-        methods(&server)
-            .iter()
+        seen.iter()
             .all(|(m, v)| !m.starts_with("tasks/") || v != "2026-07-28"),
-        "{:?}",
-        methods(&server)
+        "{seen:?}"
     );
 }

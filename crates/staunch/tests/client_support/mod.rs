@@ -168,6 +168,19 @@ impl Server {
             .filter_map(|l| serde_json::from_str(l).ok())
             .collect()
     }
+
+    /// Lifecycle log lines, waiting (at most 10 s) until `pred` holds on them: a background
+    /// writer flushes the log, so a request's line can land just after its answer did.
+    pub async fn log_until(&self, pred: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+        let end = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let lines = self.log_lines();
+            if pred(&lines) || std::time::Instant::now() > end {
+                return lines;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
 }
 
 pub async fn free_port() -> u16 {
