@@ -126,7 +126,9 @@ async fn forced_2025_against_the_same_server() {
         "{}",
         stderr(&o)
     );
-    let lines = server.log_lines();
+    let lines = server
+        .log_until(|ls| ls.iter().any(|l| l["method"] == "initialize"))
+        .await;
     assert!(
         lines.iter().any(|l| l["method"] == "initialize"),
         "{lines:#?}"

@@ -322,10 +322,12 @@ async fn a_2026_client_closing_its_stream_cancels_the_2025_upstream_request() {
         "the upstream went on: {v}"
     );
     // The proxy saw the closed stream and cancelled exactly that upstream request.
-    let lines = proxy.log_lines();
+    let closed =
+        |l: &&Value| l["event"] == "request.cancel_received" && l["reason"] == "stream closed";
+    let lines = proxy.log_until(|ls| ls.iter().any(|l| closed(&l))).await;
     let cancel = lines
         .iter()
-        .find(|l| l["event"] == "request.cancel_received" && l["reason"] == "stream closed")
+        .find(closed)
         .unwrap_or_else(|| panic!("no stream-closed cancel: {lines:#?}"));
     let (session, id) = (&cancel["session"], &cancel["request_id"]);
     let of = |event: &str| {
