@@ -5,6 +5,8 @@
 //! in headers that must agree with the body ([`expected_name`], [`decode_header_value`]).
 //! Results carry `resultType`; server→client requests become input-required rounds.
 
+use std::borrow::Cow;
+
 use serde_json::{Map, Value};
 
 use crate::codes;
@@ -71,15 +73,16 @@ pub fn has_modern_meta(params: Option<&Value>) -> bool {
         .is_some()
 }
 
-/// What a stateless request says about itself in `params._meta`.
+/// What a stateless request says about itself in `params._meta`, as the server acts on it.
+/// The client's `io.modelcontextprotocol/clientInfo` is not copied here: nothing decides on it,
+/// and a handler reads it (with any other key) from the request's `_meta`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RequestMeta {
-    /// `io.modelcontextprotocol/protocolVersion`.
-    pub protocol_version: String,
+    /// `io.modelcontextprotocol/protocolVersion`: borrowed from the versions this crate knows
+    /// when it is one of them (every request that is served), so it is not copied per request.
+    pub protocol_version: Cow<'static, str>,
     /// `io.modelcontextprotocol/clientCapabilities` (an object).
     pub client_capabilities: Value,
-    /// `io.modelcontextprotocol/clientInfo`, when sent.
-    pub client_info: Option<Value>,
     /// `io.modelcontextprotocol/logLevel`, when sent: log messages at this level and above go
     /// out; none at all without it.
     pub log_level: Option<LoggingLevel>,
@@ -102,7 +105,10 @@ impl RequestMeta {
                 ))
             })?;
         let protocol_version = match meta.get(keys::PROTOCOL_VERSION) {
-            Some(Value::String(v)) if !v.is_empty() => v.clone(),
+            Some(Value::String(v)) if !v.is_empty() => match version::known(v) {
+                Some(known) => Cow::Borrowed(known),
+                None => Cow::Owned(v.clone()),
+            },
             Some(_) => {
                 return Err(ErrorObject::invalid_params(format!(
                     "_meta[\"{}\"] must be a non-empty string",
@@ -143,7 +149,6 @@ impl RequestMeta {
         Ok(Self {
             protocol_version,
             client_capabilities,
-            client_info: meta.get(keys::CLIENT_INFO).cloned(),
             log_level,
         })
     }
@@ -242,7 +247,14 @@ mod tests {
         let m = RequestMeta::from_params(Some(&ok)).unwrap();
         assert_eq!(m.protocol_version, "2026-07-28");
         assert_eq!(m.log_level, Some(LoggingLevel::Warning));
-        assert!(m.client_info.is_none());
+        assert!(
+            matches!(m.protocol_version, Cow::Borrowed(_)),
+            "a known version"
+        );
+        let unknown = params(json!({keys::PROTOCOL_VERSION: "v9", keys::CLIENT_CAPABILITIES: {}}));
+        let m9 = RequestMeta::from_params(Some(&unknown)).unwrap();
+        assert_eq!(m9.protocol_version, "v9");
+        assert!(m9.check_version().is_err());
         m.check_version().unwrap();
 
         for bad in [

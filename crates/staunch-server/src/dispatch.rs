@@ -13,12 +13,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Map, Value, json};
-use sha2::{Digest, Sha256};
 use staunch_protocol::mcp::{CallToolParams, CallToolResult, methods};
 use staunch_protocol::modern::{REMOVED_METHODS, keys, methods as modern, result_type};
 use staunch_protocol::{ErrorObject, Request, codes, version};
 
 use crate::error::ToolError;
+use crate::fingerprint::Fingerprint;
 use crate::input::{Binding, Rounds};
 use crate::listen;
 use crate::peer::Peer;
@@ -103,7 +103,8 @@ pub(crate) fn dispatch(server: &Arc<ServerInner>, origin: &Origin, mut req: Requ
         other => match server.methods.get(other) {
             Some(entry) => {
                 let handler = entry.handler.clone();
-                let rounds = match input_rounds(server, origin, &req, other, name_of(&req), None) {
+                let rounds = match input_rounds(server, origin, &req, other, || name_of(&req), None)
+                {
                     Ok(r) => r,
                     Err(e) => return request::answer_now(server, origin, &req, Err(e)),
                 };
@@ -153,37 +154,42 @@ fn discover(server: &ServerInner) -> Value {
     Value::Object(out)
 }
 
-fn name_of(req: &Request) -> String {
+fn name_of(req: &Request) -> Arc<str> {
     let p = req.params.as_ref();
     p.and_then(|p| p.get("name").or_else(|| p.get("uri")))
         .and_then(Value::as_str)
         .unwrap_or_default()
-        .to_string()
+        .into()
 }
 
 /// The input-required rounds of a stateless request that may have them.
-/// `args_fingerprint` is the arguments' [`fingerprint`] when the caller has it already (a
+/// `args_fingerprint` is the arguments' [`Fingerprint`] when the caller has it already (a
 /// tool call computes it once for the log and for the binding).
 fn input_rounds(
     server: &ServerInner,
     origin: &Origin,
     req: &Request,
     method: &str,
-    name: String,
-    args_fingerprint: Option<String>,
+    name: impl FnOnce() -> Arc<str>,
+    args_fingerprint: Option<Fingerprint>,
 ) -> Result<Option<Rounds>, ErrorObject> {
-    if !origin.peer.is_stateless()
-        || !matches!(method, "tools/call" | "prompts/get" | "resources/read")
-    {
+    if !origin.peer.is_stateless() {
         return Ok(None);
     }
+    // The methods that have rounds, as names the binding keeps without a copy.
+    let method: &'static str = match method {
+        methods::TOOLS_CALL => methods::TOOLS_CALL,
+        "prompts/get" => "prompts/get",
+        "resources/read" => "resources/read",
+        _ => return Ok(None),
+    };
     let args_fingerprint = args_fingerprint.unwrap_or_else(|| {
         let args = req.params.as_ref().and_then(|p| p.get("arguments"));
-        fingerprint(args.unwrap_or(&Value::Null))
+        Fingerprint::of(args.unwrap_or(&Value::Null))
     });
     let binding = Binding {
-        method: method.to_string(),
-        name,
+        method,
+        name: name(),
         fingerprint: args_fingerprint,
     };
     Rounds::from_params(
@@ -214,10 +220,10 @@ fn tool_call_work(
     // input rounds (SHA-256 of the arguments; computing it twice was 7 % of a 2026 call).
     let stateless = origin.peer.is_stateless();
     let log = server.log.enabled();
-    let computed = (log || stateless).then(|| fingerprint(&args));
+    let computed = (log || stateless).then(|| Fingerprint::of(&args));
     // The binding needs it for a stateless call whose arguments were sent; the log always.
     let (fingerprint, binding) = match computed {
-        Some(f) if stateless && sent_arguments => (log.then(|| f.clone()), Some(f)),
+        Some(f) if stateless && sent_arguments => (log.then_some(f), Some(f)),
         f => (f.filter(|_| log), None),
     };
     let rounds = if stateless {
@@ -226,7 +232,7 @@ fn tool_call_work(
             origin,
             req,
             methods::TOOLS_CALL,
-            p.name.clone(),
+            || entry.name.clone(),
             binding,
         )?
     } else {
@@ -327,7 +333,7 @@ fn extension_task_work(
     server: &ServerInner,
     entry: Arc<crate::shared::ToolEntry>,
     args: Value,
-    fingerprint: Option<String>,
+    fingerprint: Option<Fingerprint>,
     rounds: Option<Rounds>,
 ) -> Work {
     let deadline = entry.spec.deadline.or(Some(server.config.quick_deadline));
@@ -413,52 +419,4 @@ pub(crate) fn parse_params<T: serde::de::DeserializeOwned>(
 
 fn to_value<T: serde::Serialize>(v: &T) -> Value {
     serde_json::to_value(v).unwrap_or_default()
-}
-
-/// First 16 hex digits of SHA-256 of the canonical arguments (keys sorted: serde_json's map
-/// is ordered).
-pub(crate) fn fingerprint(args: &Value) -> String {
-    // Serialised straight into the hash: the same bytes as `args.to_string()`, no String.
-    let mut hasher = HashWriter(Sha256::new());
-    let _ = serde_json::to_writer(&mut hasher, args);
-    let digest = hasher.0.finalize();
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(16);
-    for b in &digest[..8] {
-        out.push(char::from(HEX[usize::from(b >> 4)]));
-        out.push(char::from(HEX[usize::from(b & 0xf)]));
-    }
-    out
-}
-
-/// Feeds what is written into a SHA-256.
-struct HashWriter(Sha256);
-
-impl std::io::Write for HashWriter {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.update(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The streamed hash is the hash of the canonical text (sorted keys, no spaces), as
-    /// `staunch audit` and the input-rounds binding have always read it.
-    #[test]
-    fn the_fingerprint_hashes_the_canonical_text() {
-        let args = json!({"b": 1, "a": "x\"y", "n": [1.5, null, {"z": true}]});
-        let text = r#"{"a":"x\"y","b":1,"n":[1.5,null,{"z":true}]}"#;
-        assert_eq!(args.to_string(), text);
-        let digest = Sha256::digest(text.as_bytes());
-        let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
-        assert_eq!(fingerprint(&args), hex);
-        assert_ne!(fingerprint(&json!({})), fingerprint(&Value::Null));
-    }
 }

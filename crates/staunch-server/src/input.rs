@@ -16,8 +16,8 @@
 //! it nor move it to another request (it is bound to the method, the tool or prompt name and the
 //! arguments). A tampered, foreign or expired state is -32602.
 
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -27,6 +27,8 @@ use serde_json::{Map, Value, json};
 use sha2::Sha256;
 use staunch_protocol::ErrorObject;
 use staunch_protocol::modern::result_type;
+
+use crate::fingerprint::Fingerprint;
 
 /// How long a `requestState` stays valid: a person answering an elicitation takes minutes, not
 /// hours.
@@ -102,9 +104,11 @@ struct State {
 /// What a request is bound to, so its state cannot be replayed into another one.
 #[derive(Clone, Debug)]
 pub(crate) struct Binding {
-    pub(crate) method: String,
-    pub(crate) name: String,
-    pub(crate) fingerprint: String,
+    /// One of the methods that have rounds (a name, not a copy per request).
+    pub(crate) method: &'static str,
+    /// The tool, prompt or resource (shared with the request's other records: no copy).
+    pub(crate) name: Arc<str>,
+    pub(crate) fingerprint: Fingerprint,
 }
 
 /// The input-required rounds of one stateless request.
@@ -135,7 +139,10 @@ impl Rounds {
                 return Err(ErrorObject::invalid_params("requestState must be a string"));
             };
             let st = open(key, sealed)?;
-            if st.m != binding.method || st.n != binding.name || st.f != binding.fingerprint {
+            if st.m != binding.method
+                || *st.n != *binding.name
+                || st.f != binding.fingerprint.as_str()
+            {
                 return Err(ErrorObject::invalid_params(
                     "requestState belongs to another request (method, name or arguments \
                      differ): retry without it",
@@ -221,9 +228,9 @@ impl Rounds {
         }
         let st = State {
             v: 1,
-            m: self.binding.method.clone(),
-            n: self.binding.name.clone(),
-            f: self.binding.fingerprint.clone(),
+            m: self.binding.method.to_owned(),
+            n: self.binding.name.to_string(),
+            f: self.binding.fingerprint.as_str().to_owned(),
             r: self.round,
             a: self.answers.clone(),
             t: now_ms,
@@ -293,9 +300,9 @@ mod tests {
 
     fn binding() -> Binding {
         Binding {
-            method: "tools/call".into(),
+            method: "tools/call",
             name: "ask".into(),
-            fingerprint: "abc".into(),
+            fingerprint: Fingerprint::of(&json!("abc")),
         }
     }
 

@@ -26,6 +26,7 @@ mod dispatch;
 mod error;
 mod fair;
 mod fast_map;
+mod fingerprint;
 pub mod input;
 mod lifecycle;
 pub mod listen;

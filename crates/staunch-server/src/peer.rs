@@ -99,7 +99,7 @@ impl Peer {
         };
         match self {
             Peer::Session(s) => s.lock().protocol_version.as_deref().map(version),
-            Peer::Stateless(m) => Some(version(&m.protocol_version)),
+            Peer::Stateless(m) => Some(m.protocol_version.clone()),
         }
     }
 }

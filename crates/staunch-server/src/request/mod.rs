@@ -36,6 +36,7 @@ pub(crate) use respond::respond;
 use crate::conn::{Conn, RequestKey};
 use crate::context::{Context, RequestShared};
 use crate::error::ToolError;
+use crate::fingerprint::Fingerprint;
 use crate::input::Rounds;
 use crate::metrics::Era;
 use crate::peer::Peer;
@@ -60,7 +61,7 @@ pub(crate) struct Work {
     pub(crate) tool: Option<Arc<str>>,
     pub(crate) shape: Option<Shape>,
     pub(crate) deadline: Option<Duration>,
-    pub(crate) fingerprint: Option<String>,
+    pub(crate) fingerprint: Option<Fingerprint>,
     /// A `tools/call`: a deadline becomes a tool error (`isError`) rather than a JSON-RPC error.
     pub(crate) is_tool_call: bool,
     /// Stateless requests that may ask the client for input (tools/call, prompts/get,
@@ -153,7 +154,7 @@ pub(crate) fn start(server: &Arc<ServerInner>, origin: &Origin, mut req: Request
         &Event::Start {
             method: Some(req.method.as_str().into()),
             tool: work.tool.as_deref().map(Into::into),
-            args_fingerprint: work.fingerprint.as_deref().map(Into::into),
+            args_fingerprint: work.fingerprint.as_ref().map(|f| f.as_str().into()),
             shape: work.shape.map(|s| s.as_str().into()),
             protocol_version: version.as_deref().map(Into::into),
         },
