@@ -234,12 +234,27 @@ impl Server {
         sink: Arc<dyn Sink>,
         principal: Option<String>,
     ) -> StatelessRequest {
+        self.serve_stateless_with(req, meta, sink, principal, false)
+    }
+
+    /// [`Server::serve_stateless_for`]; with `eager`, for a transport whose caller does
+    /// nothing but wait for the answer, the request's first step runs on the caller
+    /// ([`Origin::eager`]).
+    pub(crate) fn serve_stateless_with(
+        &self,
+        req: Request,
+        meta: RequestMeta,
+        sink: Arc<dyn Sink>,
+        principal: Option<String>,
+        eager: bool,
+    ) -> StatelessRequest {
         let n = NEXT_STATELESS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let label = format!("req-{}-{n}", self.inner.instance_tag);
         let conn = Conn::with_principal(label, sink, principal.map(Arc::from));
         let origin = Origin {
             conn: conn.clone(),
             peer: Peer::Stateless(Arc::new(meta)),
+            eager,
         };
         let id = req.id.clone();
         crate::dispatch::dispatch(&self.inner, &origin, req);

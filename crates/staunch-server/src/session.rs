@@ -126,10 +126,17 @@ impl Session {
     /// Handles one parsed message.
     pub fn handle(&self, msg: Message) {
         match msg {
-            Message::Request(r) => self.inner.on_request(r),
+            Message::Request(r) => self.inner.on_request(r, false),
             Message::Notification(n) => self.inner.on_notification(n),
             Message::Response(r) => self.inner.on_response(r),
         }
+    }
+
+    /// Handles one request for a transport whose caller does nothing but wait for its answer
+    /// (an HTTP POST answered with one JSON body): the request's first step may run here
+    /// ([`Origin::eager`](crate::request::Origin)).
+    pub(crate) fn handle_request_eagerly(&self, req: Request) {
+        self.inner.on_request(req, true);
     }
 
     /// Closes the session: no new requests; every in-flight request is cancelled with
@@ -156,18 +163,19 @@ impl Session {
 }
 
 impl SessionInner {
-    fn origin(&self, peer: Peer) -> Origin {
+    fn origin(&self, peer: Peer, eager: bool) -> Origin {
         Origin {
             conn: self.conn.clone(),
             peer,
+            eager,
         }
     }
 
-    fn on_request(&self, req: Request) {
+    fn on_request(&self, req: Request, eager: bool) {
         if has_modern_meta(req.params.as_ref()) {
-            return self.on_stateless_request(req);
+            return self.on_stateless_request(req, eager);
         }
-        let origin = self.origin(Peer::Session(self.facts.clone()));
+        let origin = self.origin(Peer::Session(self.facts.clone()), eager);
         if self.facts.lock().closed {
             let e = ErrorObject::new(codes::INVALID_REQUEST, "the session is closed");
             return request::answer_now(&self.server, &origin, &req, Err(e));
@@ -190,17 +198,17 @@ impl SessionInner {
 
     /// A stateless-era request on this connection (stdio speaks both eras): validated against
     /// its own `_meta`, answered on this connection, cancelled by `notifications/cancelled`.
-    fn on_stateless_request(&self, req: Request) {
+    fn on_stateless_request(&self, req: Request, eager: bool) {
         match RequestMeta::from_params(req.params.as_ref())
             .and_then(|m| m.check_version().map(|()| m))
         {
             Ok(meta) => {
-                let origin = self.origin(Peer::Stateless(Arc::new(meta)));
+                let origin = self.origin(Peer::Stateless(Arc::new(meta)), eager);
                 dispatch(&self.server, &origin, req);
             }
             Err(e) => {
                 // Answered in the request's own terms even though its _meta is unusable.
-                let origin = self.origin(Peer::Session(self.facts.clone()));
+                let origin = self.origin(Peer::Session(self.facts.clone()), eager);
                 request::answer_now(&self.server, &origin, &req, Err(e));
             }
         }

@@ -77,10 +77,31 @@ fn reply(a: Text) -> Result<CallToolResult, ToolError> {
     Ok(CallToolResult::text(a.text))
 }
 
+/// Whether the handler was still in the same tokio task after its first wait: `same`, or
+/// `moved` (its first step ran on the caller's task; the rest in a task of its own).
+async fn task_steps() -> Result<CallToolResult, ToolError> {
+    let first = tokio::task::try_id();
+    tokio::task::yield_now().await;
+    let later = tokio::task::try_id();
+    Ok(CallToolResult::text(if first == later {
+        "same"
+    } else {
+        "moved"
+    }))
+}
+
 fn server() -> Server {
     let read_only = json!({"readOnlyHint": true});
     Server::builder("plain", "0")
         .metrics(Metrics::enabled())
+        .tool(
+            ToolSpec::quick("steps_look", "reads, after a yield").annotations(read_only.clone()),
+            |_: Context, _: Text| task_steps(),
+        )
+        .tool(
+            ToolSpec::quick("steps_write", "writes, after a yield"),
+            |_: Context, _: Text| task_steps(),
+        )
         .tool(
             ToolSpec::quick("look", "reads").annotations(read_only.clone()),
             |_: Context, a: Text| async move { reply(a) },
@@ -313,6 +334,45 @@ async fn a_message_before_the_response_makes_it_a_stored_resumable_stream() {
     assert_eq!(data.len(), 2, "{replayed:?}");
     assert_eq!(data[0]["method"], "notifications/message");
     assert_eq!(data[1]["id"], 1);
+}
+
+/// A plain answer's handler takes its first step on the POST's own task (the request core's
+/// eager start) and moves to a task of its own when it first waits; a request answered on an
+/// SSE stream runs in its own task from the start, while the connection serves the stream.
+#[tokio::test]
+async fn a_plain_answers_first_step_runs_on_the_posts_task() {
+    let (port, sid, _) = start(HttpConfig::default()).await;
+    let r = post(port, &sid, call(1, "steps_look", None)).await;
+    assert_eq!(content_type(&r), "application/json");
+    let v = json_body(r).await;
+    assert_eq!(v["result"]["content"][0]["text"], "moved", "{v}");
+    let r = post(port, &sid, call(2, "steps_write", None)).await;
+    assert_eq!(content_type(&r), "text/event-stream");
+    let evs = events(&read_all(r).await);
+    let last: Value = serde_json::from_str(&evs.last().unwrap().1).unwrap();
+    assert_eq!(last["result"]["content"][0]["text"], "same", "{last}");
+
+    // A 2026-07-28 request: its POST waits for nothing else either, whatever the tool.
+    let body = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+        "name": "steps_write", "arguments": {"text": "t3"},
+        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                  "io.modelcontextprotocol/clientCapabilities": {}}}});
+    let r = send(
+        port,
+        "POST",
+        &[
+            ACCEPT_BOTH,
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", "tools/call"),
+            ("mcp-name", "steps_write"),
+        ],
+        Some(body),
+        None,
+    )
+    .await;
+    assert_eq!(r.status(), StatusCode::OK);
+    let text = read_all(r).await;
+    assert!(text.contains(r#""text":"moved""#), "{text}");
 }
 
 /// A plain request cancelled before it answers: no response is due, the POST ends with 202

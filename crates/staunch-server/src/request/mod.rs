@@ -1,7 +1,9 @@
 //! The request core: the one home of a request's whole life, whichever era it came in.
 //!
 //! - [`start`] admits a request (the concurrency limit, a duplicate id), registers it, writes
-//!   its `request.start` line and spawns the one task that runs it;
+//!   its `request.start` line and spawns the one task that runs it — or, for a transport that
+//!   waits on its own task for this request's answer ([`Origin::eager`]), runs that task's
+//!   first step on the caller and spawns it only if it has to wait ([`eager`]);
 //! - that task ([`run`]) supervises the handler ([`crate::supervise`]: grace after a stop, then
 //!   the abort; panics caught; the deadline), waits for its cleanups, and decides from the
 //!   Registry's record of *why* its token fired whether a response goes out — a request
@@ -16,6 +18,7 @@
 //! ([`respond`]): `resultType`, `serverInfo` in `_meta`, caching hints, the era's error codes.
 
 mod answer;
+mod eager;
 mod respond;
 mod span;
 
@@ -54,6 +57,11 @@ use span::{end_span, span_start};
 pub(crate) struct Origin {
     pub(crate) conn: Arc<Conn>,
     pub(crate) peer: Peer,
+    /// The caller is a transport's task that does nothing but wait for this request's answer
+    /// (an HTTP POST answered with one JSON body, a 2026 HTTP request): the request's first
+    /// step may run on it ([`eager`]). Never for a connection that reads on (stdio,
+    /// the session's other requests): a handler's first step must not hold up its cancel.
+    pub(crate) eager: bool,
 }
 
 /// The work a started request does, as the dispatcher prepared it.
@@ -194,10 +202,15 @@ pub(crate) fn start(server: &Arc<ServerInner>, origin: &Origin, mut req: Request
         started,
     };
     let server = server.clone();
-    tokio::spawn(async move {
+    let task = async move {
         let _permit = permit;
         run(server, shared, fut, end).await;
-    });
+    };
+    if origin.eager {
+        eager::start(task);
+    } else {
+        tokio::spawn(task);
+    }
 }
 
 /// The request's `params._meta` for its context: moved out of a tool call's params (its
@@ -501,6 +514,7 @@ async fn run(
     let origin = Origin {
         conn: shared.conn.clone(),
         peer: shared.peer.clone(),
+        eager: false,
     };
     let outcome = match mark {
         Some(mark) if !mark.answers => {

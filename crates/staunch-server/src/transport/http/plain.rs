@@ -70,7 +70,12 @@ pub(crate) async fn answer(
         return already_in_flight(&req_id);
     };
     let guard = session.connection_guard();
-    session.session().handle(msg);
+    // This task only waits for the answer: the request's first step may run here, and an
+    // answer made without waiting is then in `rx` before the first `recv`.
+    match msg {
+        Message::Request(req) => session.session().handle_request_eagerly(req),
+        other => session.session().handle(other),
+    }
     match rx.recv().await {
         Some(SseItem::Event {
             data, last: true, ..

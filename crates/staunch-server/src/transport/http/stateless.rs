@@ -315,11 +315,13 @@ pub(crate) async fn post(
     drop(headers);
     let (sink, mut rx) = StreamSink::new(state.cfg.connection_backlog, state.batcher.clone());
     let sink = Arc::new(sink);
-    let request = Arc::new(state.server.serve_stateless_for(
+    // Eager: this task only waits for the request's messages, so its first step may run here.
+    let request = Arc::new(state.server.serve_stateless_with(
         req,
         meta,
         HeldSink::wrap(sink.clone(), slot),
         principal,
+        true,
     ));
     let _ = sink.request.set(Arc::downgrade(&request));
     if sink.is_cut() {
