@@ -5,6 +5,8 @@
 //!   each request — session-era or stateless-era, decided per request — to the request core,
 //!   which runs it in its own task, routes `notifications/cancelled` to its token and never
 //!   answers a cancelled request. [`Server::serve_stateless`] serves one stateless HTTP request.
+//!   (The built-in HTTP transport lets a request whose POST only waits for its answer take its
+//!   first step on that POST's task, and spawns it when it first waits: `request/eager.rs`.)
 //! - [`supervise`]: how a handler (or a job body) ends — grace, abort, panic, deadline.
 //! - [`input`]: input-required rounds (the stateless era's elicitation, sampling and roots).
 //! - [`listen`]: `subscriptions/listen` streams, fed by the [`ListenHub`].
