@@ -6,6 +6,8 @@
 //! - [`template`]: arguments → argv. Never a shell: what the client sends arrives as literal
 //!   argument elements.
 //! - [`params`]: typed parameters → JSON Schema and strict validation.
+//! - [`confine`]: a path rendered from arguments that staunch itself opens (`result_file`)
+//!   stays inside the tool's `cwd`.
 //! - [`supervise`]: one command to its end — its own process group, bounded output
 //!   ([`output`]), progress lines ([`progress_line`]), cancel as SIGTERM to the group then
 //!   SIGKILL after the grace, nothing left behind ([`group`]), the parent-death signal
@@ -17,6 +19,7 @@
 
 pub mod catalog;
 pub mod config;
+pub mod confine;
 pub mod group;
 mod handler;
 pub mod output;

@@ -1,12 +1,14 @@
 //! What a finished command means for its call: a result (stdout text, a JSON object from
 //! stdout, or a file), a failure the model can read (exit status and the stderr tail), or a
-//! cancellation.
+//! cancellation. A result file is read only inside the tool's directory ([`confine`]).
 
+use std::io::Read;
 use std::path::Path;
 
 use serde_json::{Map, Value, json};
 
 use crate::config::{CommandTool, ResultMode};
+use crate::confine::{self, Refused};
 use crate::supervise::{EndedBy, Finished};
 
 /// The outcome of one call.
@@ -97,35 +99,52 @@ pub fn judge(tool: &CommandTool, f: &Finished, args: &Map<String, Value>) -> Ver
             let Some(rel) = parts.into_iter().next() else {
                 return Verdict::Failed("result_file names no file for these arguments".into());
             };
-            let path = tool.cwd.join(Path::new(&rel));
-            read_result(&path, tool.limits.max_result)
+            // The path comes from the client's arguments: it must not make staunch read (and
+            // hand back) a file outside the tool's directory.
+            let rel = Path::new(&rel);
+            match confine::inside(&tool.cwd, rel) {
+                Ok(path) => read_result(&path, tool.limits.max_result),
+                Err(Refused::Missing(e)) => Verdict::Failed(format!(
+                    "the command did not leave its result file {}: {e}",
+                    tool.cwd.join(rel).display()
+                )),
+                Err(why) => Verdict::Failed(format!(
+                    "result_file must stay inside the tool's working directory {}: {} {why}",
+                    tool.cwd.display(),
+                    rel.display()
+                )),
+            }
         }
     }
 }
 
+/// Reads at most `max` bytes of `path` (one open: the size checked is the file read).
 fn read_result(path: &Path, max: u64) -> Verdict {
-    match std::fs::metadata(path) {
-        Ok(m) if m.len() > max => Verdict::Failed(format!(
-            "the result file {} has {} bytes; max_result is {max}",
-            path.display(),
-            m.len()
-        )),
-        Ok(_) => match std::fs::read(path) {
-            Ok(b) => {
-                let text = String::from_utf8_lossy(&b).into_owned();
-                Verdict::Done {
-                    value: json!({"file": path.display().to_string(), "content": text}),
-                    text,
-                    structured: false,
-                }
+    let read = || -> std::io::Result<Option<Vec<u8>>> {
+        // Opening a FIFO (or a device) would wait for a writer that may never come.
+        if !std::fs::metadata(path)?.is_file() {
+            return Err(std::io::Error::other("not a regular file"));
+        }
+        let file = std::fs::File::open(path)?;
+        let mut b = Vec::new();
+        file.take(max + 1).read_to_end(&mut b)?;
+        Ok((b.len() as u64 <= max).then_some(b))
+    };
+    match read() {
+        Ok(Some(b)) => {
+            let text = String::from_utf8_lossy(&b).into_owned();
+            Verdict::Done {
+                value: json!({"file": path.display().to_string(), "content": text}),
+                text,
+                structured: false,
             }
-            Err(e) => Verdict::Failed(format!(
-                "cannot read the result file {}: {e}",
-                path.display()
-            )),
-        },
+        }
+        Ok(None) => Verdict::Failed(format!(
+            "the result file {} has more than {max} bytes (max_result)",
+            path.display()
+        )),
         Err(e) => Verdict::Failed(format!(
-            "the command did not leave its result file {}: {e}",
+            "cannot read the result file {}: {e}",
             path.display()
         )),
     }

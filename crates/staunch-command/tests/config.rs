@@ -128,3 +128,23 @@ params.verbose = { type = "boolean", default = false, flag = "-v" }
     assert_eq!(schema["required"], serde_json::json!([]));
     assert_eq!(schema["additionalProperties"], false);
 }
+
+#[test]
+fn a_result_file_outside_cwd_in_its_literal_text_is_refused() {
+    let tool = |file: &str| {
+        format!(
+            "[[tool]]\nname = \"r\"\ndescription = \"R.\"\nprogram = \"/bin/true\"\n\
+             result = \"file\"\nresult_file = \"{file}\"\nparams.out.type = \"string\"\n"
+        )
+    };
+    let errs = errors(&tool("/var/tmp/{out}"));
+    has(&errs, 6, "tool[0] \"r\".result_file");
+    has(&errs, 6, "is absolute");
+    has(&errs, 6, "working directory");
+    let errs = errors(&tool("out/../../{out}"));
+    has(&errs, 6, "climbs out with `..`");
+    // A placeholder may hold anything: that is checked at each call.
+    for ok in ["{out}", "out/{out}.txt", "./{out}", "{out}..txt"] {
+        parse(&tool(ok), Path::new("/tmp/staunch.toml")).unwrap();
+    }
+}

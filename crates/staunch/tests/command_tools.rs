@@ -4,7 +4,8 @@
 //! output limits keep staunch's memory bounded, a crash is a failed job with its stderr tail,
 //! a SIGKILLed staunch leaves nothing running and its job ends `failed(lease_lost)`, 50
 //! concurrent starts with one idempotency key run the command once, and the lifecycle log and
-//! `staunch audit` cover command tools.
+//! `staunch audit` cover command tools, and (over HTTP) a result file cannot leave its
+//! directory.
 
 mod common;
 
@@ -816,4 +817,62 @@ async fn the_serve_table_sets_defaults_and_demo_tools_are_opt_in() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(dir.path().join("from-file.db").exists());
+}
+
+/// Security review, second pass: a `result = "file"` tool read whatever path its arguments
+/// named (`../outside.txt`, an absolute path, a symbolic link out of its directory) and handed
+/// the content to the client. Over real HTTP on loopback: every escape fails with a message
+/// that names the rule, and the outside file's content never reaches the client.
+#[tokio::test]
+async fn command_tool_result_file_cannot_leave_its_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let work = dir.path().join("work");
+    std::fs::create_dir(&work).unwrap();
+    let secret = "outside-content-5f2c9a81";
+    let outside = dir.path().join("outside.txt");
+    std::fs::write(&outside, secret).unwrap();
+    std::fs::write(work.join("report.txt"), "the report").unwrap();
+    std::os::unix::fs::symlink(&outside, work.join("link.txt")).unwrap();
+    let config = dir.path().join("staunch.toml");
+    std::fs::write(
+        &config,
+        r#"
+[[tool]]
+name = "report"
+description = "Returns the file it is told to write."
+program = "true"
+args = ["{out}"]
+cwd = "work"
+result = "file"
+result_file = "{out}"
+params.out.type = "string"
+"#,
+    )
+    .unwrap();
+    let s = common::http::HttpServer::start(&["--config", config.to_str().unwrap()]).await;
+    let sid = s.initialize().await;
+    let call =
+        |id: &str, out: &str| common::http::call(json!(id), "report", json!({"out": out}), None);
+    // Inside the directory the tool works as before.
+    let r = common::http::rpc(&s, &sid, call("in", "report.txt")).await;
+    assert_ne!(r["result"]["isError"], true, "{r}");
+    assert!(r.to_string().contains("the report"), "{r}");
+    let absolute = outside.to_str().unwrap().to_string();
+    for (id, out) in [
+        ("up", "../outside.txt"),
+        ("abs", absolute.as_str()),
+        ("link", "link.txt"),
+    ] {
+        let r = common::http::rpc(&s, &sid, call(id, out)).await;
+        let text = r.to_string();
+        assert!(
+            !text.contains(secret),
+            "{id}: the outside file leaked: {text}"
+        );
+        assert_eq!(r["result"]["isError"], true, "{id}: {r}");
+        assert!(
+            text.contains("result_file must stay inside the tool's working directory"),
+            "{id}: {text}"
+        );
+    }
 }

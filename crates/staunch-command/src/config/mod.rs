@@ -292,6 +292,7 @@ fn tool(t: &RawTool, label: &str, base: &Path, errors: &mut Errors<'_>) -> Optio
             ("text", None) => ResultMode::Text,
             ("json", None) => ResultMode::Json,
             ("file", Some(path)) => template(path, &f("result_file"), &names, errors)
+                .filter(|tpl| result_file_stays_inside(tpl, path, &f("result_file"), errors))
                 .map_or(ResultMode::Text, ResultMode::File),
             ("file", None) => {
                 errors.at(r.span(), f("result"), "result = \"file\" needs result_file");
@@ -469,6 +470,50 @@ fn template(
         }
     }
     ok.then_some(tpl)
+}
+
+/// Whether `result_file`'s literal text keeps it inside the tool's `cwd`: it is read there
+/// ([`crate::confine`]), so a template that is absolute or climbs with `..` whatever the
+/// arguments could never be read, and is a mistake to report now rather than at every call.
+fn result_file_stays_inside(
+    tpl: &ArgTemplate,
+    raw: &Spanned<String>,
+    field: &str,
+    errors: &mut Errors<'_>,
+) -> bool {
+    // Each placeholder stands for a plain name here: what the arguments make of it is checked
+    // at each call.
+    let plain: serde_json::Map<String, Value> = tpl
+        .names()
+        .map(|n| (n.to_string(), Value::String("x".into())))
+        .collect();
+    let mut parts = Vec::new();
+    if tpl.render(&plain, &|_| None, &mut parts).is_err() {
+        return true;
+    }
+    let Some(literal) = parts.first().map(Path::new) else {
+        return true;
+    };
+    let why = if literal.is_absolute() {
+        "is absolute"
+    } else if literal
+        .components()
+        .any(|c| c == std::path::Component::ParentDir)
+    {
+        "climbs out with `..`"
+    } else {
+        return true;
+    };
+    errors.at(
+        raw.span(),
+        field,
+        format!(
+            "{:?} {why}: result_file is read inside the tool's working directory (cwd); write \
+             it relative to cwd, and set cwd to the directory the command writes to",
+            raw.get_ref()
+        ),
+    );
+    false
 }
 
 fn program(
