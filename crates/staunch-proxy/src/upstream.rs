@@ -1,5 +1,5 @@
 //! [`Upstream`]: one supervised connection to an upstream server, and [`Pool`]: one shared
-//! connection, or one per downstream session (`--isolate`).
+//! connection, or one per downstream session (`--isolate`), which ends with its session.
 //!
 //! The connection is made at start (a proxy whose upstream cannot start refuses to start) and
 //! again on the first call after the upstream went away, with exponential back-off between
@@ -7,6 +7,7 @@
 //! it dies fail with a clear error (see [`crate::forward`]).
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -286,7 +287,14 @@ impl Upstream {
     }
 }
 
+/// Per-session connections (`--isolate`): each with when it was last used.
+type PerSession = Mutex<HashMap<String, (Arc<Upstream>, Instant)>>;
+
 /// The upstream connections of one [`UpstreamSpec`].
+///
+/// With `isolate`, a session's connection ends when the session does (DELETE, expiry,
+/// shutdown: [`Context::session_closed`]); [`Pool::reap_idle`] is the backstop for a
+/// connection idle that long.
 #[derive(Debug)]
 pub struct Pool {
     spec: Arc<UpstreamSpec>,
@@ -294,7 +302,7 @@ pub struct Pool {
     /// The shared connection; with `isolate`, the one that listed the tools at start (and
     /// serves stateless requests, which have no session).
     shared: Arc<Upstream>,
-    per_session: Mutex<HashMap<String, (Arc<Upstream>, Instant)>>,
+    per_session: Arc<PerSession>,
 }
 
 impl Pool {
@@ -306,7 +314,7 @@ impl Pool {
             spec,
             opts: opts.clone(),
             shared,
-            per_session: Mutex::default(),
+            per_session: Arc::default(),
         }))
     }
 
@@ -341,15 +349,48 @@ impl Pool {
         // Another call of the same session may have connected meanwhile: keep the first.
         let chosen = {
             let mut map = self.per_session.lock().unwrap_or_else(|p| p.into_inner());
-            map.entry(session)
+            map.entry(session.clone())
                 .or_insert_with(|| (up.clone(), Instant::now()))
                 .0
                 .clone()
         };
         if !Arc::ptr_eq(&chosen, &up) {
             up.shut_down().await;
+        } else if let Some(closed) = ctx.session_closed() {
+            self.end_with_session(session, &up, closed);
         }
         Ok(chosen)
+    }
+
+    /// Ends `up`, the connection of `session`, once `closed` (the session's end) completes —
+    /// unless it was replaced or reaped meanwhile. Holds neither the pool nor the connection,
+    /// so it keeps nothing alive.
+    fn end_with_session(
+        &self,
+        session: String,
+        up: &Arc<Upstream>,
+        closed: impl Future<Output = ()> + Send + 'static,
+    ) {
+        let map = Arc::downgrade(&self.per_session);
+        let up = Arc::downgrade(up);
+        tokio::spawn(async move {
+            closed.await;
+            let (Some(map), Some(up)) = (map.upgrade(), up.upgrade()) else {
+                return;
+            };
+            let ours = {
+                let mut map = map.lock().unwrap_or_else(|p| p.into_inner());
+                let ours = map.get(&session).is_some_and(|(u, _)| Arc::ptr_eq(u, &up));
+                if ours {
+                    map.remove(&session);
+                }
+                ours
+            };
+            if ours {
+                tracing::debug!(upstream = %up.name(), "upstream.session_ended");
+                up.shut_down().await;
+            }
+        });
     }
 
     /// Ends per-session connections idle for `idle` with no call in flight.

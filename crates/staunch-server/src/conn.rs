@@ -14,6 +14,7 @@ use std::time::Duration;
 use serde_json::Value;
 use staunch_protocol::{ErrorObject, RequestId};
 use tokio::sync::{Notify, oneshot};
+use tokio_util::sync::CancellationToken;
 
 use crate::outbound::{Outbound, Sink};
 
@@ -52,6 +53,10 @@ pub(crate) struct Conn {
     emptied: Notify,
     outgoing: Mutex<HashMap<RequestId, oneshot::Sender<ClientReply>>>,
     next_outgoing: AtomicU64,
+    /// Fires when the session this connection carries closes (HTTP DELETE, expiry, shutdown,
+    /// stdin EOF: [`crate::Session::close`]), for work that lives as long as the session
+    /// ([`crate::Context::session_closed`]).
+    pub(crate) closed: CancellationToken,
 }
 
 impl std::fmt::Debug for Conn {
@@ -98,6 +103,7 @@ impl Conn {
             emptied: Notify::new(),
             outgoing: Mutex::new(HashMap::new()),
             next_outgoing: AtomicU64::new(1),
+            closed: CancellationToken::new(),
         })
     }
 

@@ -22,7 +22,9 @@ use staunch_protocol::modern::missing_capability;
 use staunch_protocol::{ErrorObject, RequestId, notification_bytes, request_bytes};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
-use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
+use tokio_util::sync::{
+    CancellationToken, WaitForCancellationFuture, WaitForCancellationFutureOwned,
+};
 
 use crate::conn::{Conn, RequestKey};
 use crate::error::ToolError;
@@ -160,6 +162,16 @@ impl Context {
     pub fn owning_session(&self) -> Option<&str> {
         let conn = &self.shared.conn;
         conn.owns_work.then_some(&*conn.label)
+    }
+
+    /// Completes when the session of [`Context::owning_session`] closes (HTTP DELETE, expiry,
+    /// shutdown), at once if it already has; `None` where there is no such session. For
+    /// resources a handler keeps per session beyond its request (a proxy's per-session
+    /// upstream), so they end with the session rather than at an idle timeout.
+    pub fn session_closed(&self) -> Option<WaitForCancellationFutureOwned> {
+        let conn = &self.shared.conn;
+        conn.owns_work
+            .then(|| conn.closed.clone().cancelled_owned())
     }
 
     /// Who made the request, when the transport authenticated it (HTTP with `--auth`): the

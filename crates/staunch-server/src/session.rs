@@ -150,6 +150,7 @@ impl Session {
             st.closed = true;
         }
         self.inner.closed.cancel();
+        self.inner.conn.closed.cancel();
         request::cancel_conn(&self.inner.server, &self.inner.conn, reason);
         self.inner.conn.clear_outgoing();
     }

@@ -328,7 +328,8 @@ pub fn announce(r: &Registered) {
     }
 }
 
-/// With `--isolate`, ends per-session upstreams idle for the session idle time.
+/// With `--isolate`, ends per-session upstreams idle for the session idle time: a backstop,
+/// since a session's upstream ends when the session does ([`staunch_proxy::Pool`]).
 pub fn reap_isolated(r: &Registered, idle: Duration) {
     for pool in r.pools.iter().filter(|p| p.spec().isolate) {
         let pool = pool.clone();

@@ -625,6 +625,85 @@ async fn isolate_gives_each_session_its_own_upstream_process() {
     assert_eq!(pids_with(&marker).len(), 3, "one shared + one per session");
 }
 
+/// Whether `pid` is a live process (a zombie counts as dead).
+fn alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => {
+            let state = stat
+                .rfind(')')
+                .and_then(|i| stat[i + 1..].split_whitespace().next())
+                .unwrap_or("X");
+            state != "Z" && state != "X"
+        }
+        Err(_) => false,
+    }
+}
+
+/// The pids the upstream wrapper wrote into `dir`, one file each.
+fn written_pids(dir: &std::path::Path) -> Vec<u32> {
+    let mut out: Vec<u32> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .filter_map(|e| std::fs::read_to_string(e.path()).ok())
+        .filter_map(|s| s.trim().parse().ok())
+        .collect();
+    out.sort_unstable();
+    out
+}
+
+/// Security review, second pass: with `--isolate`, 12 sessions made 13 upstream processes and
+/// all 13 still ran after the 12 sessions were DELETEd (the only reaper ran after the session
+/// idle time). A session's end stops its upstream at once; the shared one stays.
+#[tokio::test]
+async fn proxy_isolate_stops_upstream_when_session_ends() {
+    const SESSIONS: usize = 4;
+    let pids = tempfile::tempdir().unwrap();
+    // The wrapper writes its pid (kept by `exec`) to a file of its own, then becomes the
+    // upstream.
+    let wrapper = format!(
+        "echo $$ > '{}'/pid.$$ && exec '{BIN}' serve --store :memory: --no-log",
+        pids.path().display()
+    );
+    let proxy = HttpServer::launch("proxy", None, &["--isolate", "--", "sh", "-c", &wrapper]).await;
+    // The shared connection lists the tools at start.
+    let shared = written_pids(pids.path());
+    assert_eq!(shared.len(), 1, "{shared:?}");
+    let mut sessions = Vec::new();
+    for i in 0..SESSIONS {
+        let sid = proxy.initialize().await;
+        let r = answer(
+            &proxy,
+            &sid,
+            &call(json!(1), "echo", json!({"text": format!("s{i}")}), None),
+        )
+        .await;
+        assert_eq!(r["result"]["content"][0]["text"], format!("s{i}"), "{r}");
+        sessions.push(sid);
+    }
+    let all = written_pids(pids.path());
+    assert_eq!(
+        all.len(),
+        SESSIONS + 1,
+        "one shared + one per session: {all:?}"
+    );
+    let own: Vec<u32> = all.into_iter().filter(|p| !shared.contains(p)).collect();
+    assert!(own.iter().all(|p| alive(*p)), "{own:?}");
+    for sid in &sessions {
+        let r = proxy
+            .send("DELETE", &[("mcp-session-id", sid.as_str())], "")
+            .await;
+        assert_eq!(r.status, 200);
+    }
+    // Bounded: stdin closed, then SIGTERM and SIGKILL after their graces (5 s in all).
+    wait_for(
+        "every session's upstream to exit",
+        Duration::from_secs(15),
+        || own.iter().all(|p| !alive(*p)),
+    )
+    .await;
+    assert!(alive(shared[0]), "the shared upstream stays");
+}
+
 /// A client's `mcpServers` JSON moves over in one command: each server an upstream, tools
 /// prefixed with the server's name when there are several.
 #[tokio::test]
