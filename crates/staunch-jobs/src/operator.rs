@@ -1,7 +1,7 @@
 //! What an operator sees of a job (`staunch jobs`, the live page): everything the `get_<tool>`
 //! reply says — status, progress, result or error, and the `next` sentence — plus what only an
-//! operator needs: who owns it, which instance holds its lease, its attempts, who asked for a
-//! cancel, and its age.
+//! operator needs: who owns it, the session that started it (by the hash the lifecycle log
+//! shows), which instance holds its lease, its attempts, who asked for a cancel, and its age.
 
 use serde_json::{Value, json};
 use staunch_store::JobRecord;
@@ -41,12 +41,27 @@ pub fn short_age(ms: i64) -> String {
     }
 }
 
+/// How the operator sees the session that started a job: as the lifecycle log names it
+/// ([`staunch_server::session_hash`]), never by its id, which is a credential. The store keeps
+/// that hash; a row recorded before it did holds the raw id (32 hex digits), hashed here.
+fn shown_session(stored: &str) -> String {
+    let is_hash = stored.len() == 12
+        && stored
+            .bytes()
+            .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+    if is_hash {
+        stored.to_string()
+    } else {
+        staunch_server::session_hash(stored)
+    }
+}
+
 /// The operator's view of a job at `now_ms`: the `get_<tool>` reply (with its `next`
 /// sentence, `poll_ms` as the suggested interval) plus ownership, attempts, cancel and age.
 pub fn operator_view(job: &JobRecord, now_ms: i64, poll_ms: u64) -> Value {
     let mut v = job_view(job, poll_ms);
     v["principal"] = json!(job.principal);
-    v["session_id"] = json!(job.session_id);
+    v["session"] = json!(job.session_id.as_deref().map(shown_session));
     v["arguments"] = serde_json::from_str(&job.args_json).unwrap_or(Value::Null);
     v["idempotency_key"] = json!(job.idem_key);
     v["max_attempts"] = json!(job.max_attempts);
@@ -129,6 +144,22 @@ mod tests {
                 .unwrap()
                 .contains("Cancellation was requested")
         );
+    }
+
+    #[test]
+    fn the_session_is_shown_as_the_log_names_it() {
+        let raw = "0123456789abcdef0123456789abcdef";
+        let hash = staunch_server::session_hash(raw);
+        let mut j = job();
+        j.session_id = Some(hash.clone());
+        assert_eq!(operator_view(&j, 0, 1000)["session"], hash.as_str());
+        // A row recorded before the store kept the hash.
+        j.session_id = Some(raw.into());
+        let v = operator_view(&j, 0, 1000);
+        assert_eq!(v["session"], hash.as_str());
+        assert!(!v.to_string().contains(raw), "{v}");
+        j.session_id = None;
+        assert_eq!(operator_view(&j, 0, 1000)["session"], Value::Null);
     }
 
     #[test]

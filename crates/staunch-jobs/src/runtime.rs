@@ -39,7 +39,9 @@ pub struct Submit {
     /// The owner scope's key ([`OwnerScope::key`]): the principal, a session's scope, or ""
     /// for whoever holds the job's id. Idempotency keys and in-flight dedupe are scoped by it.
     pub principal: String,
-    /// The HTTP session that asked, if any (recorded, not used for access).
+    /// The HTTP session that asked, if any, as the lifecycle log names it
+    /// ([`staunch_server::session_hash`]; the id itself is a credential): recorded so an
+    /// operator can find the session's log lines, not used for access.
     pub session_id: Option<String>,
     /// Retention after the job ends (default: the runtime's `job_ttl`).
     pub ttl: Option<Duration>,

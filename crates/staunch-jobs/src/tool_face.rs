@@ -48,7 +48,11 @@ pub(crate) async fn create(
         // The store scopes keys and dedupe by this, so another scope can neither join this
         // job nor learn its id through a reused key.
         principal: rt.scope_of(ctx).key(),
-        session_id: ctx.owning_session().map(String::from),
+        // As the lifecycle log names it: the id is a credential and stays out of job rows.
+        session_id: ctx
+            .owning_session()
+            .filter(|s| !s.is_empty())
+            .map(staunch_server::session_hash),
         ttl,
         // The request span, when traces are on: the job's attempt spans link to it.
         trace_parent: ctx.traceparent(),

@@ -88,6 +88,8 @@ pub struct JobRecord {
     pub id: String,
     /// The caller the job belongs to; "" when requests carry no identity.
     pub principal: String,
+    /// The HTTP session that started it, as the lifecycle log names it (a hash: the session id
+    /// is a credential). Rows written before staunch recorded the hash hold the raw id.
     pub session_id: Option<String>,
     pub tool: String,
     pub args_json: String,
@@ -135,6 +137,7 @@ pub struct JobRecord {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewJob {
     pub principal: String,
+    /// As [`JobRecord::session_id`]: the log's hash of the session, never the id.
     pub session_id: Option<String>,
     pub tool: String,
     pub args_json: String,

@@ -217,3 +217,52 @@ async fn jobs_command_on_postgres_lists_shows_cancels_and_purges() {
     drop(server);
     common::pg::drop_schema(&url, &schema);
 }
+
+/// Security review, second pass: `staunch jobs --json` printed the raw `Mcp-Session-Id` of the
+/// session that started a job — a credential (without auth, holding it is being that client).
+/// Every face of `staunch jobs` names the session as the lifecycle log does, by its hash.
+#[tokio::test]
+async fn jobs_json_does_not_print_the_session_id() {
+    let server = HttpServer::start(&[]).await;
+    let db = server.dir.path().join("staunch.db").display().to_string();
+    let store = ["--store", db.as_str()];
+    let sid = server.initialize().await;
+    let started = tool_structured(
+        &server,
+        &sid,
+        "start_import_rows",
+        json!({"rows": 2, "delay_ms": 1}),
+    )
+    .await;
+    let id = started["job_id"].as_str().unwrap().to_string();
+    // How the lifecycle log names this session.
+    let is_start = |l: &Value| l["event"] == "request.start" && l["tool"] == "start_import_rows";
+    let lines = server.log_until(|ls| ls.iter().any(is_start)).await;
+    let hash = lines.iter().find(|l| is_start(l)).expect("logged")["session"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_ne!(hash, sid);
+
+    let list = jobs_json(&store, &["list"]).await;
+    let shown = jobs_json(&store, &["show", &id]).await;
+    let (_, table, _) = jobs(&store, &["list"]).await;
+    let (_, details, _) = jobs(&store, &["show", &id]).await;
+    for (face, out) in [
+        ("list --json", list.to_string()),
+        ("show --json", shown.to_string()),
+        ("list", table),
+        ("show", details.clone()),
+    ] {
+        assert!(!out.contains(&sid), "{face} prints the session id: {out}");
+    }
+    let job = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|j| j["job_id"] == id.as_str())
+        .expect("listed");
+    assert_eq!(job["session"], hash.as_str(), "{job:#}");
+    assert_eq!(shown["session"], hash.as_str(), "{shown:#}");
+    assert!(details.contains(&hash), "{details}");
+}

@@ -101,6 +101,7 @@ pub fn job_details(job: &JobRecord, v: &Value) -> String {
             job.principal.clone()
         },
     );
+    kv("session", v["session"].as_str().unwrap_or("-").to_string());
     kv("instance", owning_instance(job).unwrap_or("-").to_string());
     for (k, field) in [
         ("created", "created_at"),
