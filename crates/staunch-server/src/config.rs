@@ -28,9 +28,13 @@ pub struct Config {
     /// Requests in flight across all sessions; one more is answered with a "server busy"
     /// error (-32000) at once instead of queueing.
     pub max_in_flight: usize,
-    /// Requests in flight in one HTTP session; one more gets "server busy" (-32000). Once a
-    /// quarter of `max_in_flight` is left, each busy session is held to an equal share.
+    /// Requests in flight in one HTTP session; one more gets "server busy" (-32000).
     pub max_in_flight_per_session: usize,
+    /// Requests in flight from one HTTP client — its principal when authenticated, else its
+    /// address — in both eras together; one more gets "server busy" (-32000; HTTP 429 for a
+    /// stateless request). Once a quarter of `max_in_flight` is left, each busy client is held
+    /// to an equal share of the rest (see `fair`).
+    pub max_in_flight_per_peer: usize,
     /// How long a handler may run after its cancel before its task is aborted (the future is
     /// dropped at its next await).
     pub cancel_grace: Duration,
@@ -63,6 +67,7 @@ impl Default for Config {
         Self {
             max_in_flight: 1024,
             max_in_flight_per_session: 256,
+            max_in_flight_per_peer: 256,
             cancel_grace: Duration::from_secs(2),
             drain_timeout: Duration::from_secs(5),
             quick_deadline: Duration::from_secs(50),

@@ -49,6 +49,9 @@ pub(crate) struct Conn {
     /// Who the transport authenticated for this connection (HTTP with auth on); `None` on
     /// stdio and without auth.
     pub(crate) principal: Option<Arc<str>>,
+    /// What an HTTP session's requests count against in the fair share ([`crate::fair`]):
+    /// its principal, else the address that opened it; `None` elsewhere.
+    pub(crate) peer: Option<crate::fair::PeerKey>,
     in_flight: AtomicUsize,
     emptied: Notify,
     outgoing: Mutex<HashMap<RequestId, oneshot::Sender<ClientReply>>>,
@@ -76,7 +79,7 @@ impl Conn {
         sink: Arc<dyn Sink>,
         principal: Option<Arc<str>>,
     ) -> Arc<Self> {
-        Self::build(label, sink, false, principal)
+        Self::build(label, sink, false, principal, None)
     }
 
     /// A connection; `owns_work` for an HTTP session (see the field).
@@ -85,6 +88,7 @@ impl Conn {
         sink: Arc<dyn Sink>,
         owns_work: bool,
         principal: Option<Arc<str>>,
+        peer: Option<crate::fair::PeerKey>,
     ) -> Arc<Self> {
         let label: Arc<str> = label.into();
         let log_label = if owns_work {
@@ -99,6 +103,7 @@ impl Conn {
             log_label,
             sink,
             principal,
+            peer,
             in_flight: AtomicUsize::new(0),
             emptied: Notify::new(),
             outgoing: Mutex::new(HashMap::new()),

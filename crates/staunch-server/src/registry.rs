@@ -44,6 +44,9 @@ pub(crate) struct Slot {
     pub(crate) why: WhyCell,
     /// A subscription: at shutdown it ends with a response (graceful closure).
     pub(crate) answers_at_shutdown: bool,
+    /// The request's place in its HTTP client's share of the slots, given back as the slot
+    /// leaves the registry.
+    pub(crate) _peer_slot: Option<crate::fair::PeerSlot>,
 }
 
 /// What a cancel did.

@@ -71,18 +71,21 @@ impl Server {
 
     /// A new session whose messages go to `sink`.
     pub fn session(&self, id: impl Into<String>, sink: Arc<dyn Sink>) -> Session {
-        Session::new(self.inner.clone(), id.into(), sink, false, None)
+        Session::new(self.inner.clone(), id.into(), sink, false, None, None)
     }
 
     /// A new session on a transport many clients share (HTTP), bound to `principal` when the
     /// transport authenticated one: every request of it sees that principal in
     /// [`Context::principal`], and the work its requests start (jobs, tasks) belongs to it —
-    /// to the principal, else to the session ([`Context::owning_session`]).
+    /// to the principal, else to the session ([`Context::owning_session`]). Its requests count
+    /// in the fair share of the server's slots against the principal, else against `peer`,
+    /// the address that opened it.
     pub fn session_for(
         &self,
         id: impl Into<String>,
         sink: Arc<dyn Sink>,
         principal: Option<String>,
+        peer: Option<std::net::IpAddr>,
     ) -> Session {
         Session::new(
             self.inner.clone(),
@@ -90,6 +93,7 @@ impl Server {
             sink,
             true,
             principal.map(Arc::from),
+            peer,
         )
     }
 
@@ -472,7 +476,7 @@ impl ServerBuilder {
                 methods: self.methods,
                 capabilities,
                 limiter: Arc::new(Semaphore::new(self.config.max_in_flight)),
-                fair: crate::fair::FairShare::default(),
+                fair: Arc::default(),
                 config: self.config,
                 log: self.log,
                 shutdown: CancellationToken::new(),

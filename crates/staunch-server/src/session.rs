@@ -64,11 +64,13 @@ impl Session {
         sink: Arc<dyn Sink>,
         owns_work: bool,
         principal: Option<Arc<str>>,
+        peer: Option<std::net::IpAddr>,
     ) -> Self {
+        let key = crate::fair::PeerKey::of(principal.as_deref(), peer);
         Self {
             inner: Arc::new(SessionInner {
                 server,
-                conn: Conn::build(id, sink, owns_work, principal),
+                conn: Conn::build(id, sink, owns_work, principal, key),
                 facts: Arc::new(SessionFacts::new()),
                 closed: CancellationToken::new(),
                 forwarding: AtomicBool::new(false),
@@ -83,6 +85,12 @@ impl Session {
 
     /// The principal the session is bound to (the one that created it, when the transport
     /// authenticates); `None` without auth.
+    /// What the session's requests and its place among sessions count against: its
+    /// principal, else the address that opened it ([`crate::fair`]).
+    pub(crate) fn peer_key(&self) -> Option<&crate::fair::PeerKey> {
+        self.inner.conn.peer.as_ref()
+    }
+
     pub fn principal(&self) -> Option<&str> {
         self.inner.conn.principal.as_deref()
     }

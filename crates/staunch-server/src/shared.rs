@@ -37,8 +37,8 @@ pub(crate) struct ServerInner {
     pub(crate) config: Config,
     pub(crate) log: LifecycleLog,
     pub(crate) limiter: Arc<Semaphore>,
-    /// The HTTP sessions' fair share of the limiter's slots.
-    pub(crate) fair: crate::fair::FairShare,
+    /// The HTTP clients' fair share of the limiter's slots.
+    pub(crate) fair: Arc<crate::fair::FairShare>,
     pub(crate) shutdown: CancellationToken,
     /// Every request in flight, in every era.
     pub(crate) registry: Registry,
@@ -59,6 +59,15 @@ pub(crate) struct ServerInner {
 }
 
 impl ServerInner {
+    /// The caps the fair share applies ([`crate::fair`]).
+    pub(crate) fn fair_caps(&self) -> crate::fair::Caps {
+        crate::fair::Caps {
+            max: self.config.max_in_flight,
+            per_session: self.config.max_in_flight_per_session,
+            per_peer: self.config.max_in_flight_per_peer,
+        }
+    }
+
     /// The tools served right now (a snapshot: an update swaps in a new table).
     pub(crate) fn tool_table(&self) -> Arc<ToolTable> {
         self.tools.read().unwrap_or_else(|p| p.into_inner()).clone()

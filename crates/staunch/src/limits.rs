@@ -16,8 +16,8 @@ pub struct LimitArgs {
     /// used, or gets 503 when every session is in use.
     #[arg(long, default_value_t = 10_000, env = "STAUNCH_MAX_SESSIONS")]
     pub max_sessions: usize,
-    /// HTTP sessions one peer address may hold; past it an `initialize` ends that peer's oldest
-    /// unused session, or gets 429.
+    /// HTTP sessions one client may hold — its principal with --auth, else its IP address;
+    /// past it an `initialize` ends that client's oldest unused session, or gets 429.
     #[arg(long, default_value_t = 1024, env = "STAUNCH_MAX_SESSIONS_PER_PEER")]
     pub max_sessions_per_peer: usize,
     /// Seconds after which a session that sent nothing after `initialize` (but
@@ -28,14 +28,14 @@ pub struct LimitArgs {
     /// a larger one gets 413 with -32602 and nothing is kept.
     #[arg(long, default_value_t = 64 * 1024, env = "STAUNCH_MAX_CLIENT_INFO_BYTES")]
     pub max_client_info_bytes: usize,
-    /// Requests in flight in one HTTP session (JSON and SSE alike); once a quarter of
-    /// --max-in-flight is left, each busy session is held to an equal share.
+    /// Requests in flight in one HTTP session (JSON and SSE alike).
     #[arg(long, default_value_t = 256, env = "STAUNCH_MAX_IN_FLIGHT_PER_SESSION")]
     pub max_in_flight_per_session: usize,
-    /// Stateless (2026-07-28) requests in flight from one peer — its principal with --auth,
-    /// else its IP address; one more gets 429 with Retry-After. Once a quarter of
-    /// --max-in-flight is left, each busy peer (like each busy session) is held to an equal
-    /// share.
+    /// Requests in flight from one HTTP client — its principal with --auth, else its IP
+    /// address — in all its sessions and stateless requests together; one more gets "server
+    /// busy" (429 with Retry-After for a stateless request). Once a quarter of --max-in-flight
+    /// or less is free, a busy client is held to an equal share of the other three quarters:
+    /// the last quarter is kept for clients with nothing in flight.
     #[arg(long, default_value_t = 256, env = "STAUNCH_MAX_IN_FLIGHT_PER_PEER")]
     pub max_in_flight_per_peer: usize,
     /// Open TCP connections; one more is answered 503 and closed.
@@ -58,13 +58,13 @@ impl LimitArgs {
     /// The server-wide part.
     pub fn apply_server(&self, config: &mut Config) {
         config.max_in_flight_per_session = self.max_in_flight_per_session.max(1);
+        config.max_in_flight_per_peer = self.max_in_flight_per_peer.max(1);
     }
 
     /// The HTTP transport's part.
     pub fn apply_http(&self, cfg: &mut HttpConfig) {
         cfg.max_sessions = self.max_sessions.max(1);
         cfg.max_sessions_per_peer = self.max_sessions_per_peer.max(1);
-        cfg.max_in_flight_per_peer = self.max_in_flight_per_peer.max(1);
         cfg.session_unused = Duration::from_secs(self.session_unused_secs);
         cfg.max_client_info_bytes = self.max_client_info_bytes;
         cfg.max_connections = self.max_connections.max(1);

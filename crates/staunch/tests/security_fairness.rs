@@ -232,3 +232,183 @@ async fn imported_rows_answers_only_the_jobs_owner() {
         "another owner's job must look like one that never existed"
     );
 }
+
+/// Opens a 2025 session as the bearer of `token`; its id.
+async fn session_as(s: &HttpServer, token: &str) -> Result<String, Resp> {
+    let bearer = format!("Bearer {token}");
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "test", "version": "0"}}});
+    let r = s
+        .send(
+            "POST",
+            &[
+                ("content-type", "application/json"),
+                ("accept", "application/json, text/event-stream"),
+                ("authorization", bearer.as_str()),
+            ],
+            &init.to_string(),
+        )
+        .await;
+    if r.status != 200 {
+        return Err(r);
+    }
+    let sid = r.header("mcp-session-id").expect("session id");
+    let done = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let n = post_in(s, token, &sid, &done).await;
+    assert_eq!(n.status, 202);
+    Ok(sid)
+}
+
+/// POSTs `msg` in session `sid` as the bearer of `token`.
+async fn post_in(s: &HttpServer, token: &str, sid: &str, msg: &Value) -> Resp {
+    let bearer = format!("Bearer {token}");
+    s.send(
+        "POST",
+        &[
+            ("content-type", "application/json"),
+            ("accept", "application/json, text/event-stream"),
+            ("authorization", bearer.as_str()),
+            ("mcp-session-id", sid),
+            ("mcp-protocol-version", "2025-11-25"),
+        ],
+        &msg.to_string(),
+    )
+    .await
+}
+
+/// A slow call in a session: `Ok(stream)` when admitted (the stream stays open), `Err(message)`
+/// when refused at once.
+async fn slow_call(s: &HttpServer, token: &str, sid: &str, id: i64) -> Result<Resp, String> {
+    let msg = call(
+        json!(id),
+        "slow_count",
+        json!({"steps": 300, "delay_ms": 100}),
+        Some(json!(format!("p{id}"))),
+    );
+    let mut r = post_in(s, token, sid, &msg).await;
+    assert_eq!(r.status, 200);
+    // Admitted: the first progress arrives; refused: the error is the only message.
+    let first = r
+        .next_message(T)
+        .await
+        .unwrap_or_else(|| panic!("call {id}: no message"));
+    match first.get("error") {
+        Some(e) => Err(e["message"].as_str().unwrap_or_default().to_string()),
+        None => Ok(r),
+    }
+}
+
+/// Regression (security review, second pass, finding 2): the fair share split the slots among
+/// holders already busy, so a client alone took every slot (one peer with 5 sessions held all
+/// 1,024; with `--max-in-flight 64` one session took 64) and a newcomer got "server busy".
+/// Now a client — here a principal spread over two sessions — stops at three quarters of the
+/// slots once it is the only busy one, and another client is served.
+#[tokio::test]
+async fn in_flight_fairness_keeps_room_when_one_client_is_alone() {
+    let s = bearer_server(&["--max-in-flight", "8"]).await;
+    let a1 = session_as(&s, ALICE).await.ok().expect("a session");
+    let a2 = session_as(&s, ALICE).await.ok().expect("a session");
+    let mut held = Vec::new();
+    let mut refused = Vec::new();
+    for id in 1..=8 {
+        let sid = if id % 2 == 0 { &a1 } else { &a2 };
+        match slow_call(&s, ALICE, sid, id).await {
+            Ok(stream) => held.push(stream),
+            Err(m) => refused.push(m),
+        }
+    }
+    assert_eq!(
+        held.len(),
+        6,
+        "alice alone holds 3/4 of 8; refused: {refused:?}"
+    );
+    assert!(
+        refused.iter().all(|m| m.contains("fair share")),
+        "{refused:?}"
+    );
+    // Bob, a newcomer, is served from the quarter kept free.
+    let b = session_as(&s, BOB).await.ok().expect("a session");
+    let r = rpc_as(
+        &s,
+        BOB,
+        &b,
+        call(json!(20), "echo", json!({"text": "hi"}), None),
+    )
+    .await;
+    assert_eq!(r["result"]["content"][0]["text"], "hi", "{r}");
+    drop(held);
+}
+
+/// A request in a session as `token`; its answer.
+async fn rpc_as(s: &HttpServer, token: &str, sid: &str, msg: Value) -> Value {
+    let mut r = post_in(s, token, sid, &msg).await;
+    assert_eq!(r.status, 200);
+    if r.header("content-type")
+        .is_some_and(|c| c.starts_with("application/json"))
+    {
+        return r.json().await;
+    }
+    loop {
+        let m = r.next_message(T).await.expect("an answer");
+        if m.get("id").is_some() {
+            return m;
+        }
+    }
+}
+
+/// Regression (finding 2): session traffic had no per-peer cap (stateless traffic had one), so a
+/// client could multiply its share by opening sessions. Now `--max-in-flight-per-peer` counts a
+/// client's requests in all its sessions (and its stateless requests) together.
+#[tokio::test]
+async fn the_per_peer_cap_counts_a_clients_sessions_together() {
+    let s = bearer_server(&["--max-in-flight-per-peer", "3"]).await;
+    let mut held = Vec::new();
+    for id in 1..=3 {
+        let sid = session_as(&s, ALICE).await.ok().expect("a session");
+        held.push(slow_call(&s, ALICE, &sid, id).await.expect("admitted"));
+    }
+    let sid = session_as(&s, ALICE).await.ok().expect("a session");
+    let Err(refused) = slow_call(&s, ALICE, &sid, 4).await else {
+        panic!("a fourth call of alice's was admitted");
+    };
+    assert!(refused.contains("--max-in-flight-per-peer"), "{refused}");
+    // A stateless request of the same principal counts in the same place.
+    let r = call_2026(&s, ALICE, 5, "echo", json!({"text": "x"})).await;
+    assert_eq!(r.status, 429);
+    let bob = session_as(&s, BOB).await.ok().expect("a session");
+    assert!(
+        slow_call(&s, BOB, &bob, 6).await.is_ok(),
+        "bob has his own count"
+    );
+    drop(held);
+}
+
+/// Regression (finding 4): with `--auth`, the session cap counted addresses, so behind a
+/// reverse proxy (one address for everyone) one principal's sessions locked every other
+/// principal out with 429. Now sessions count per principal when authenticated.
+#[tokio::test]
+async fn with_auth_the_session_cap_counts_principals_not_addresses() {
+    let s = bearer_server(&["--max-sessions-per-peer", "3"]).await;
+    for _ in 0..3 {
+        let sid = session_as(&s, ALICE).await.ok().expect("a session");
+        // Used sessions: none of them gives way to a new one.
+        let r = rpc_as(
+            &s,
+            ALICE,
+            &sid,
+            json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}),
+        )
+        .await;
+        assert!(r.get("result").is_some(), "{r}");
+    }
+    let Err(refused) = session_as(&s, ALICE).await else {
+        panic!("a fourth session of alice's was opened");
+    };
+    assert_eq!(refused.status, 429);
+    let body = refused.json().await;
+    let message = body["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("counted by principal"), "{body}");
+    // Bob comes from the same address and is not refused.
+    assert!(session_as(&s, BOB).await.is_ok());
+}

@@ -82,24 +82,43 @@ pub(crate) struct Work {
     pub(crate) make: Make,
 }
 
+/// The fair-share check of an HTTP session's request ([`crate::fair`]): its place in its
+/// peer's count (held by the request's registry slot until it ends), or why it may not start.
+fn admit(
+    server: &Arc<ServerInner>,
+    conn: &Conn,
+) -> Result<Option<crate::fair::PeerSlot>, ErrorObject> {
+    if !conn.owns_work {
+        return Ok(None);
+    }
+    let caps = server.fair_caps();
+    let free = server.limiter.available_permits();
+    let held = conn.in_flight();
+    match &conn.peer {
+        Some(key) => server
+            .fair
+            .admit_peer(key.clone(), Some(held), caps, free)
+            .map(Some),
+        None => server
+            .fair
+            .admit_keyless_session(held, caps, free)
+            .map(|()| None),
+    }
+}
+
 /// Starts a request in its own task. Returns at once.
 pub(crate) fn start(server: &Arc<ServerInner>, origin: &Origin, mut req: Request, work: Work) {
     let key = RequestKey {
         conn: origin.conn.id,
         id: req.id.clone(),
     };
-    if origin.conn.owns_work
-        && let Err(e) = server.fair.admit(
-            crate::fair::Holder::Session,
-            origin.conn.in_flight(),
-            server.config.max_in_flight_per_session,
-            server.config.max_in_flight,
-            server.limiter.available_permits(),
-        )
-    {
-        reject(server, origin, &req, &work, "busy", e);
-        return;
-    }
+    let peer_slot = match admit(server, &origin.conn) {
+        Ok(slot) => slot,
+        Err(e) => {
+            reject(server, origin, &req, &work, "busy", e);
+            return;
+        }
+    };
     let Ok(permit) = server.limiter.clone().try_acquire_owned() else {
         let e = ErrorObject::new(
             codes::SERVER_BUSY,
@@ -135,6 +154,7 @@ pub(crate) fn start(server: &Arc<ServerInner>, origin: &Origin, mut req: Request
             cancel: None,
             why: why.clone(),
             answers_at_shutdown: work.answers_at_shutdown,
+            _peer_slot: peer_slot,
         },
     );
     if !inserted {
@@ -148,8 +168,8 @@ pub(crate) fn start(server: &Arc<ServerInner>, origin: &Origin, mut req: Request
         reject(server, origin, &req, &work, "duplicate_id", e);
         return;
     }
-    if origin.conn.request_started() && origin.conn.owns_work {
-        server.fair.session_busy();
+    if origin.conn.request_started() && origin.conn.owns_work && origin.conn.peer.is_none() {
+        server.fair.keyless_busy();
     }
     let metric_tool = work.tool.as_deref().unwrap_or(&req.method);
     server
@@ -491,8 +511,8 @@ async fn run(
     }
 
     let slot = server.registry.finish(&shared.key);
-    if shared.conn.request_ended() && shared.conn.owns_work {
-        server.fair.session_idle();
+    if shared.conn.request_ended() && shared.conn.owns_work && shared.conn.peer.is_none() {
+        server.fair.keyless_idle();
     }
     let mark = slot.as_ref().and_then(|s| s.cancel.clone());
     // Only with a span to end: the cancel becomes its event (not the request's own deadline,

@@ -20,7 +20,7 @@ use super::auth::Identity;
 use super::head::{Head, SESSION_HEADER};
 use super::session::{Attach, Durability, HttpSession, event_id, parse_event_id, random_hex};
 use super::sse;
-use super::stateless;
+use super::{peer_share, stateless};
 use crate::registry::CancelReason;
 
 /// Events replayed per store round trip.
@@ -379,7 +379,12 @@ async fn post(
         return match msg {
             Message::Request(req) => {
                 // The peer's share of the in-flight slots (a session's is checked in the core).
-                let slot = match state.peer_shares.admit(principal.as_deref(), peer, &req.id) {
+                let slot = match peer_share::admit(
+                    &state.server.inner,
+                    principal.as_deref(),
+                    peer,
+                    &req.id,
+                ) {
                     Ok(slot) => slot,
                     Err(refusal) => return *refusal,
                 };
@@ -596,7 +601,8 @@ async fn initialize(
             Ok(facts) => facts,
             Err(r) => return r,
         };
-    if let Err(r) = make_room(&state, peer).await {
+    let key = crate::fair::PeerKey::of(principal.as_deref(), peer);
+    if let Err(r) = make_room(&state, key.as_ref()).await {
         return r;
     }
     // 128 bits from the OS CSPRNG: unguessable, visible ASCII.
@@ -687,31 +693,35 @@ fn client_facts(params: &serde_json::Value, max: usize) -> Result<(String, Strin
     Ok((info, caps))
 }
 
-/// Room for one more session: under the global and the per-peer limits, making way if need be
-/// by ending the oldest session that was never used (a flood of bare `initialize`s cannot
-/// lock real clients out); 503 or 429 when every session counts.
+/// Room for one more session: under the global and the per-peer limits (a peer is its
+/// principal when authenticated, else its address: behind a reverse proxy every principal
+/// shares one address), making way if need be by ending the oldest session that was never
+/// used (a flood of bare `initialize`s cannot lock real clients out); 503 or 429 when every
+/// session counts.
 #[allow(clippy::result_large_err)]
-async fn make_room(state: &HttpState, peer: Option<std::net::IpAddr>) -> Result<(), Response> {
+async fn make_room(state: &HttpState, peer: Option<&crate::fair::PeerKey>) -> Result<(), Response> {
     let (victim, refusal) = {
         let sessions = state.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        let of_peer = |s: &HttpSession| peer.is_some() && s.session().peer_key() == peer;
         let oldest_unused = |from_peer: bool| {
             sessions
                 .values()
-                .filter(|s| !s.used() && (!from_peer || s.peer() == peer))
+                .filter(|s| !s.used() && (!from_peer || of_peer(s)))
                 .min_by_key(|s| s.created_ms())
                 .map(|s| s.id().to_string())
         };
-        let of_peer = peer.map_or(0, |p| {
-            sessions.values().filter(|s| s.peer() == Some(p)).count()
-        });
-        if peer.is_some() && of_peer >= state.cfg.max_sessions_per_peer {
+        let held = sessions.values().filter(|s| of_peer(s)).count();
+        if let Some(key) = peer
+            && held >= state.cfg.max_sessions_per_peer
+        {
             let refusal = error(
                 StatusCode::TOO_MANY_REQUESTS,
                 codes::SERVER_BUSY,
                 &format!(
-                    "too many sessions from this address (limit {}, --max-sessions-per-peer); \
-                     end one with DELETE or let it expire",
-                    state.cfg.max_sessions_per_peer
+                    "too many sessions from this client (limit {}, --max-sessions-per-peer, \
+                     counted by {}); end one with DELETE or let it expire",
+                    state.cfg.max_sessions_per_peer,
+                    key.counted_by()
                 ),
             );
             (oldest_unused(true), Some(refusal))

@@ -92,13 +92,10 @@ pub struct HttpConfig {
     /// Largest `capabilities` plus `clientInfo` (as JSON) an `initialize` may ask a session to
     /// keep; a larger one is refused with 413 and -32602, and nothing is kept.
     pub max_client_info_bytes: usize,
-    /// Sessions one peer address may hold; past it the peer's oldest session that was never
-    /// used gives way, and without one the `initialize` gets 429.
+    /// Sessions one peer — its principal when authenticated, else its address — may hold;
+    /// past it the peer's oldest session that was never used gives way, and without one the
+    /// `initialize` gets 429.
     pub max_sessions_per_peer: usize,
-    /// Stateless (2026-07-28) requests one peer — its principal when authenticated, else its
-    /// address — may have in flight; one more gets 429 with `Retry-After` (see
-    /// [`peer_share`]). Like a session's cap, with the same fair share under pressure.
-    pub max_in_flight_per_peer: usize,
     /// A session that sent nothing after `initialize` (but `notifications/initialized`) expires
     /// after this long.
     pub session_unused: Duration,
@@ -146,7 +143,6 @@ impl Default for HttpConfig {
             keep_alive_stateless: Duration::from_millis(500),
             max_client_info_bytes: 64 * 1024,
             max_sessions_per_peer: 1024,
-            max_in_flight_per_peer: 256,
             session_unused: Duration::from_secs(60),
             max_connections: 4096,
             header_read_timeout: Duration::from_secs(10),
@@ -172,8 +168,6 @@ pub(crate) struct HttpState {
     pub(crate) batcher: batch::Batcher,
     /// The authenticator, when auth is on.
     pub(crate) auth: Option<Arc<auth::Auth>>,
-    /// Stateless requests in flight per peer.
-    pub(crate) peer_shares: Arc<peer_share::PeerShares>,
 }
 
 impl HttpState {
@@ -248,10 +242,6 @@ impl HttpTransport {
         let metrics = server.metrics().clone();
         Self {
             state: Arc::new(HttpState {
-                peer_shares: peer_share::PeerShares::new(
-                    server.inner.clone(),
-                    cfg.max_in_flight_per_peer,
-                ),
                 server,
                 auth: cfg.auth.clone().map(|a| Arc::new(auth::Auth::new(a))),
                 batcher: batch::Batcher::start(events.clone(), cfg.event_queue_max, metrics),

@@ -216,8 +216,6 @@ pub(crate) struct HttpSession {
     open_connections: AtomicUsize,
     /// Whether the client sent anything after `initialize` but `notifications/initialized`.
     used: AtomicBool,
-    /// The address that initialized it (none when adopted from the store).
-    peer: Option<IpAddr>,
     created_ms: i64,
     /// The `last_seen` the session store was last told.
     synced_ms: AtomicI64,
@@ -237,7 +235,12 @@ impl HttpSession {
     ) -> Arc<Self> {
         let now = now_ms();
         Arc::new_cyclic(|me| Self {
-            session: server.session_for(id.clone(), Arc::new(HttpSink(me.clone())), principal),
+            session: server.session_for(
+                id.clone(),
+                Arc::new(HttpSink(me.clone())),
+                principal,
+                peer,
+            ),
             id,
             batcher,
             tail_cap: usize::try_from(retained).unwrap_or(TAIL).clamp(1, TAIL),
@@ -246,7 +249,6 @@ impl HttpSession {
             last_seen_ms: AtomicI64::new(now),
             open_connections: AtomicUsize::new(0),
             used: AtomicBool::new(false),
-            peer,
             created_ms: now,
             synced_ms: AtomicI64::new(now),
         })
@@ -260,10 +262,6 @@ impl HttpSession {
 
     pub(crate) fn used(&self) -> bool {
         self.used.load(Ordering::Relaxed)
-    }
-
-    pub(crate) fn peer(&self) -> Option<IpAddr> {
-        self.peer
     }
 
     pub(crate) fn created_ms(&self) -> i64 {

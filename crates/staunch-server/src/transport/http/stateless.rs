@@ -44,8 +44,9 @@ use tokio::sync::mpsc;
 
 use super::HttpState;
 use super::batch::Batcher;
-use super::peer_share::{HeldSink, PeerSlot};
+use super::peer_share::HeldSink;
 use super::sse;
+use crate::fair::PeerSlot;
 use crate::outbound::{Outbound, OutboundKind, Sink};
 use crate::server::StatelessRequest;
 
