@@ -96,6 +96,10 @@ pub struct JobConfig {
     /// Jobs one owner scope (principal, session, or the id holders) may have queued or
     /// running at once; one more start is refused. `None`: no limit.
     pub max_active_per_owner: Option<u64>,
+    /// Jobs one owner may have running at once, across the instances sharing the store; its
+    /// next job waits while other owners' jobs are claimed. `None`: three quarters of
+    /// `workers` (at least one), so one owner's long jobs always leave workers for others.
+    pub max_running_per_owner: Option<u64>,
     /// Attempts of a retry-safe tool that does not say otherwise.
     pub retry_attempts: u32,
     /// The polling interval suggested to clients (`poll_after_ms`, task `pollInterval`).
@@ -111,6 +115,18 @@ pub struct JobConfig {
     pub traces: Traces,
 }
 
+impl JobConfig {
+    /// The per-owner cap on running jobs in force: the setting, else three quarters of the
+    /// workers — a quarter (at least one) kept for other owners — and never below one.
+    pub fn running_cap(&self) -> u64 {
+        let workers = u64::try_from(self.workers).unwrap_or(u64::MAX).max(1);
+        let cap = self
+            .max_running_per_owner
+            .unwrap_or_else(|| workers - (workers / 4).max(1).min(workers - 1));
+        cap.max(1)
+    }
+}
+
 impl Default for JobConfig {
     fn default() -> Self {
         Self {
@@ -124,6 +140,7 @@ impl Default for JobConfig {
             cancel_grace: Duration::from_secs(5),
             max_runtime: Duration::from_secs(60 * 60),
             workers: 8,
+            max_running_per_owner: None,
             job_ttl: Duration::from_secs(24 * 60 * 60),
             max_task_ttl: Duration::from_secs(7 * 24 * 60 * 60),
             idempotency_ttl: Duration::from_secs(24 * 60 * 60),
@@ -206,6 +223,30 @@ pub(crate) fn ms(d: Duration) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_running_cap_keeps_a_quarter_of_the_workers_for_other_owners() {
+        let cap = |workers, set| {
+            JobConfig {
+                workers,
+                max_running_per_owner: set,
+                ..JobConfig::default()
+            }
+            .running_cap()
+        };
+        assert_eq!(
+            [
+                cap(1, None),
+                cap(2, None),
+                cap(4, None),
+                cap(8, None),
+                cap(16, None)
+            ],
+            [1, 1, 3, 6, 12]
+        );
+        assert_eq!(cap(8, Some(8)), 8, "the setting wins");
+        assert_eq!(cap(8, Some(0)), 1, "never below one");
+    }
 
     #[test]
     fn defaults_are_valid_and_bad_combinations_are_refused() {

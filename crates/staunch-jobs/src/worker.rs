@@ -48,7 +48,13 @@ pub(crate) async fn claim_loop(inner: Arc<Inner>) {
         let now = inner.config.clock.now_ms();
         match inner
             .store
-            .claim_next(&inner.owner, lease_ms, now, &tools)
+            .claim_next(
+                &inner.owner,
+                lease_ms,
+                now,
+                &tools,
+                inner.config.running_cap(),
+            )
             .await
         {
             Ok(Some(lease)) => {

@@ -358,13 +358,16 @@ pub trait JobStore: Send + Sync + 'static {
     /// Claims a queued job whose tool is in `tools` (an empty slice claims nothing), fair
     /// between owners (the `principal` column): the oldest job of the owner with the fewest
     /// jobs running, then of the owner served longest ago. One owner's backlog cannot hold
-    /// back another owner's job for more than one job per worker slot.
+    /// back another owner's job for more than one job per worker slot. An owner with
+    /// `max_running_per_owner` jobs running (on any instance) gets no more until one ends, so
+    /// one owner's long jobs cannot take every worker while another owner's job waits.
     async fn claim_next(
         &self,
         owner: &str,
         lease_ms: i64,
         now_ms: i64,
         tools: &[String],
+        max_running_per_owner: u64,
     ) -> Result<Option<Lease>, StoreError>;
 
     /// Extends the lease to `now_ms + lease_ms` and stores progress/checkpoint when given

@@ -152,7 +152,10 @@ pub(crate) const FAIR_TRIES: i64 = 4;
 /// recursive `o`), then per owner three index seeks — its oldest claimable job (`head_ms`;
 /// NULL when none of its jobs is of these tools), its running jobs
 /// (`staunch_jobs_owner_running`), its last start (`staunch_jobs_owner_started`).
-pub(crate) fn fair_owners_sql(tool_filter: &str, limit: &str) -> String {
+///
+/// Owners that already run `cap` jobs (the placeholder of the per-owner cap on running jobs)
+/// are left out: the workers they would take are kept for other owners' jobs.
+pub(crate) fn fair_owners_sql(tool_filter: &str, limit: &str, cap: &str) -> String {
     format!(
         "WITH RECURSIVE o(p) AS ( \
            SELECT MIN(principal) FROM staunch_jobs WHERE state = 'queued' \
@@ -167,6 +170,8 @@ pub(crate) fn fair_owners_sql(tool_filter: &str, limit: &str) -> String {
               ORDER BY j.created_ms LIMIT 1) AS head_ms \
            FROM o WHERE o.p IS NOT NULL) \
          SELECT c.principal FROM c WHERE c.head_ms IS NOT NULL \
+           AND (SELECT COUNT(*) FROM staunch_jobs r \
+                WHERE r.state = 'running' AND r.principal = c.principal) < {cap} \
          ORDER BY (SELECT COUNT(*) FROM staunch_jobs r \
                    WHERE r.state = 'running' AND r.principal = c.principal), \
          COALESCE((SELECT MAX(s.started_ms) FROM staunch_jobs s \

@@ -44,7 +44,7 @@ async fn measure(label: &str, stores: &Stores) {
     for i in 0..CLAIMS {
         let l = stores
             .jobs
-            .claim_next("w/1", 60_000, now + i64::from(i), &tools)
+            .claim_next("w/1", 60_000, now + i64::from(i), &tools, u64::MAX)
             .await
             .unwrap();
         assert!(l.is_some(), "claim {i} found nothing");

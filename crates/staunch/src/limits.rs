@@ -52,6 +52,11 @@ pub struct LimitArgs {
     /// more start is refused with a message saying so. 0: no limit.
     #[arg(long, default_value_t = 1000, env = "STAUNCH_JOB_MAX_ACTIVE_PER_OWNER")]
     pub job_max_active_per_owner: u64,
+    /// Jobs one owner may have running at once (across instances sharing the store); its next
+    /// job waits while other owners' jobs run. 0: three quarters of --job-workers (at least
+    /// one), so one owner's long jobs always leave a worker for others.
+    #[arg(long, default_value_t = 0, env = "STAUNCH_JOB_MAX_RUNNING_PER_OWNER")]
+    pub job_max_running_per_owner: u64,
 }
 
 impl LimitArgs {
@@ -76,5 +81,7 @@ impl LimitArgs {
     pub fn apply_jobs(&self, config: &mut JobConfig) {
         config.max_active_per_owner =
             (self.job_max_active_per_owner > 0).then_some(self.job_max_active_per_owner);
+        config.max_running_per_owner =
+            (self.job_max_running_per_owner > 0).then_some(self.job_max_running_per_owner);
     }
 }

@@ -412,3 +412,37 @@ async fn with_auth_the_session_cap_counts_principals_not_addresses() {
     // Bob comes from the same address and is not refused.
     assert!(session_as(&s, BOB).await.is_ok());
 }
+
+/// Regression (security review, second pass, finding 3): fair claiming chose the next job well,
+/// but nothing kept a worker free, so one owner's long jobs filled every worker and another
+/// owner's short job stayed queued until one of them ended (up to `--job-max-runtime-secs`).
+/// Now an owner may run three quarters of the workers: B's job runs while A's backlog waits.
+#[tokio::test]
+async fn one_owner_cannot_hold_every_job_worker() {
+    let mut flags = common::job_flags(&[]);
+    flags.extend(["--job-workers", "4"]);
+    let s = HttpServer::start(&flags).await;
+    let a = s.initialize().await;
+    let b = s.initialize().await;
+    let mut long = Vec::new();
+    // Different arguments, or the in-flight dedupe would join them into one job.
+    for rows in 100..104 {
+        long.push(start_import(&s, &a, json!({"rows": rows, "delay_ms": 400})).await);
+    }
+    let theirs = start_import(&s, &b, json!({"rows": 1, "delay_ms": 0})).await;
+    let done = until_terminal(&s, &b, &theirs).await;
+    assert_eq!(done["status"], "succeeded", "{done}");
+    // A's jobs are still at work: B did not wait for one of them to end.
+    let r = rpc(
+        &s,
+        &a,
+        call(
+            json!("g"),
+            "get_import_rows",
+            json!({"job_id": long[0]}),
+            None,
+        ),
+    )
+    .await;
+    assert_eq!(r["result"]["structuredContent"]["status"], "running", "{r}");
+}

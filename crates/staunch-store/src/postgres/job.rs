@@ -394,11 +394,13 @@ impl JobStore for PgJobStore {
         lease_ms: i64,
         now_ms: i64,
         tools: &[String],
+        max_running_per_owner: u64,
     ) -> Result<Option<Lease>, StoreError> {
         if tools.is_empty() {
             return Ok(None);
         }
         let expires = now_ms.saturating_add(lease_ms);
+        let cap = i64::try_from(max_running_per_owner).unwrap_or(i64::MAX);
         let c = self.pg.client().await?;
         // Fair between owners (see `fair_owners_sql`). The ranking takes no locks; each try
         // is the same single statement as the plain claim with the owner added, so `SKIP
@@ -406,8 +408,8 @@ impl JobStore for PgJobStore {
         // overtook costs fairness at most, never a claim: the last try takes anyone's oldest.
         let owners = query(
             &c,
-            &fair_owners_sql("tool = ANY($1)", "$2"),
-            &[&tools, &FAIR_TRIES],
+            &fair_owners_sql("tool = ANY($1)", "$2", "$3"),
+            &[&tools, &FAIR_TRIES, &cap],
         )
         .await?;
         if owners.is_empty() {
@@ -438,10 +440,12 @@ impl JobStore for PgJobStore {
                     "UPDATE staunch_jobs SET {CLAIM_SET} WHERE id = \
                      (SELECT id FROM staunch_jobs WHERE state = 'queued' \
                       AND cancel_requested_ms IS NULL AND tool = ANY($4) \
+                      AND principal NOT IN (SELECT principal FROM staunch_jobs \
+                        WHERE state = 'running' GROUP BY principal HAVING COUNT(*) >= $5) \
                       ORDER BY created_ms, id LIMIT 1 FOR UPDATE SKIP LOCKED) \
                      AND state = 'queued' RETURNING {JOB_COLS}"
                 ),
-                &[&owner, &now_ms, &expires, &tools],
+                &[&owner, &now_ms, &expires, &tools, &cap],
             )
             .await?,
         )

@@ -330,6 +330,7 @@ impl JobStore for SqliteJobStore {
         lease_ms: i64,
         now_ms: i64,
         tools: &[String],
+        max_running_per_owner: u64,
     ) -> Result<Option<Lease>, StoreError> {
         if tools.is_empty() {
             return Ok(None);
@@ -338,6 +339,7 @@ impl JobStore for SqliteJobStore {
         let tools = serde_json::to_string(tools)
             .map_err(|e| StoreError::InvalidInput(format!("tool names: {e}")))?;
         let expires = now_ms.saturating_add(lease_ms);
+        let cap = i64::try_from(max_running_per_owner).unwrap_or(i64::MAX);
         self.db
             .call(move |conn| {
                 write_tx(conn, |tx| {
@@ -347,8 +349,9 @@ impl JobStore for SqliteJobStore {
                         .prepare_cached(&fair_owners_sql(
                             "tool IN (SELECT value FROM json_each(?1))",
                             "?2",
+                            "?3",
                         ))?
-                        .query_map(params![tools, FAIR_TRIES], |r| r.get::<_, String>(0))?
+                        .query_map(params![tools, FAIR_TRIES, cap], |r| r.get::<_, String>(0))?
                         .collect::<Result<Vec<_>, _>>()?;
                     for principal in owners {
                         let claimed = tx

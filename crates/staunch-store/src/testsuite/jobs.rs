@@ -295,7 +295,7 @@ pub async fn jobs_terminal_states_never_change(h: Harness) {
             .is_none()
     );
     assert!(
-        jobs.claim_next("w/2", LEASE, T0 + 5, &tools(&["t"]))
+        jobs.claim_next("w/2", LEASE, T0 + 5, &tools(&["t"]), u64::MAX)
             .await
             .unwrap()
             .is_none()
@@ -487,7 +487,7 @@ pub async fn jobs_reaper_transitions(h: Harness) {
     // The re-queued job is claimable again with the next fencing token, from any handle.
     let again =
         h.b.jobs
-            .claim_next("w/2", LEASE, T0 + LEASE + 3, &tools(&["t"]))
+            .claim_next("w/2", LEASE, T0 + LEASE + 3, &tools(&["t"]), u64::MAX)
             .await
             .unwrap();
     let again = again.expect("re-queued job is claimable");
@@ -826,26 +826,30 @@ pub async fn jobs_claim_next_order_and_tools(h: Harness) {
     jobs.request_cancel(&c1.id, "alice", T0).await.unwrap();
 
     assert!(
-        jobs.claim_next("w/1", LEASE, T0 + 10, &[])
+        jobs.claim_next("w/1", LEASE, T0 + 10, &[], u64::MAX)
             .await
             .unwrap()
             .is_none(),
         "no tools"
     );
     assert!(
-        jobs.claim_next("w/1", LEASE, T0 + 10, &tools(&["c"]))
+        jobs.claim_next("w/1", LEASE, T0 + 10, &tools(&["c"]), u64::MAX)
             .await
             .unwrap()
             .is_none()
     );
     let ab = tools(&["a", "b"]);
     let order: Vec<String> = [
-        jobs.claim_next("w/1", LEASE, T0 + 10, &ab).await.unwrap(),
-        h.b.jobs
-            .claim_next("w/2", LEASE, T0 + 10, &ab)
+        jobs.claim_next("w/1", LEASE, T0 + 10, &ab, u64::MAX)
             .await
             .unwrap(),
-        jobs.claim_next("w/1", LEASE, T0 + 10, &ab).await.unwrap(),
+        h.b.jobs
+            .claim_next("w/2", LEASE, T0 + 10, &ab, u64::MAX)
+            .await
+            .unwrap(),
+        jobs.claim_next("w/1", LEASE, T0 + 10, &ab, u64::MAX)
+            .await
+            .unwrap(),
     ]
     .into_iter()
     .map(|l| {
@@ -856,11 +860,48 @@ pub async fn jobs_claim_next_order_and_tools(h: Harness) {
     .collect();
     assert_eq!(order, vec![b1.id, a1.id, a2.id], "oldest first");
     assert!(
-        jobs.claim_next("w/1", LEASE, T0 + 10, &ab)
+        jobs.claim_next("w/1", LEASE, T0 + 10, &ab, u64::MAX)
             .await
             .unwrap()
             .is_none()
     );
+}
+
+/// The per-owner cap on running jobs: an owner at the cap gets nothing more, on any handle,
+/// while another owner's queued job is claimed; one of its jobs freed, it is served again.
+pub async fn jobs_claim_next_keeps_workers_for_other_owners(h: Harness) {
+    let jobs = &h.a.jobs;
+    let t = tools(&["t"]);
+    for i in 0..4 {
+        create(jobs, owned_job("alice", "t", &format!("a{i}"), T0 + i)).await;
+    }
+    let claim = |store: &Arc<dyn JobStore>, now: i64| {
+        let store = store.clone();
+        let t = t.clone();
+        async move { store.claim_next("w/1", LEASE, now, &t, 2).await.unwrap() }
+    };
+    let first = claim(jobs, T0 + 10).await.expect("alice's first");
+    claim(&h.b.jobs, T0 + 11).await.expect("alice's second");
+    assert!(claim(jobs, T0 + 12).await.is_none(), "alice is at the cap");
+    assert!(claim(&h.b.jobs, T0 + 12).await.is_none(), "on every handle");
+    let bob = create(jobs, owned_job("bob", "t", "b", T0 + 13)).await;
+    let next = claim(&h.b.jobs, T0 + 14).await.expect("bob's job");
+    assert_eq!(next.job.id, bob.id);
+    jobs.finish(
+        &first.job.id,
+        "w/1",
+        first.token,
+        JobOutcome::Succeeded {
+            result_json: "{}".into(),
+        },
+        T0 + 15,
+    )
+    .await
+    .unwrap();
+    let again = claim(jobs, T0 + 16)
+        .await
+        .expect("alice again, below the cap");
+    assert_eq!(again.job.principal, "alice");
 }
 
 fn owned_job(principal: &str, tool: &str, fingerprint: &str, now: i64) -> NewJob {
@@ -871,7 +912,7 @@ fn owned_job(principal: &str, tool: &str, fingerprint: &str, now: i64) -> NewJob
 
 /// Claims the next job of tool `t` at `now` and returns its id (panics if none).
 async fn claim_next_id(jobs: &Arc<dyn JobStore>, owner: &str, now: i64) -> String {
-    jobs.claim_next(owner, LEASE, now, &tools(&["t"]))
+    jobs.claim_next(owner, LEASE, now, &tools(&["t"]), u64::MAX)
         .await
         .unwrap()
         .expect("a job to claim")
@@ -936,7 +977,7 @@ pub async fn jobs_claim_next_is_fair_between_owners(h: Harness) {
     succeed(a, &b2.id, T0 + 33).await;
     assert_eq!(claim_next_id(a, "w/1", T0 + 34).await, a3.id);
     assert!(
-        a.claim_next("w/1", LEASE, T0 + 35, &tools(&["t"]))
+        a.claim_next("w/1", LEASE, T0 + 35, &tools(&["t"]), u64::MAX)
             .await
             .unwrap()
             .is_none()
@@ -974,7 +1015,7 @@ pub async fn jobs_concurrent_claim_next_claims_each_job_once(h: Harness) {
             let owner = format!("w/{t}");
             let mut mine = Vec::new();
             while let Some(l) = jobs
-                .claim_next(&owner, LEASE, T0 + 100, &tools(&["work"]))
+                .claim_next(&owner, LEASE, T0 + 100, &tools(&["work"]), u64::MAX)
                 .await
                 .unwrap()
             {

@@ -108,6 +108,7 @@ macro_rules! job_store_suite {
             jobs_max_active_per_principal,
             jobs_claim_next_order_and_tools,
             jobs_claim_next_is_fair_between_owners,
+            jobs_claim_next_keeps_workers_for_other_owners,
             jobs_concurrent_claim_next_claims_each_job_once,
             jobs_ttl_purge,
             jobs_success_racing_cancel_is_recorded_as_success,

@@ -195,7 +195,7 @@ pub async fn jobs_trace_parent_round_trips(h: Harness) {
     assert_eq!(with.trace_parent.as_deref(), Some(tp));
     let lease =
         h.b.jobs
-            .claim_next("w/2", LEASE, T0 + 1, &["scan".to_string()])
+            .claim_next("w/2", LEASE, T0 + 1, &["scan".to_string()], u64::MAX)
             .await
             .unwrap()
             .expect("claimable");
