@@ -191,6 +191,7 @@ fn input_rounds(
         method,
         name: name(),
         fingerprint: args_fingerprint,
+        caller: origin.conn.principal.clone(),
     };
     Rounds::from_params(
         &server.state_key,

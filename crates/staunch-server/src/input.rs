@@ -11,16 +11,21 @@
 //! gets further each round. Side effects a handler performs before its last question run once
 //! per round: a handler must ask first and act after (the README says so).
 //!
-//! `requestState` is sealed with HMAC-SHA256 under a key the server gets from its store, so any
-//! instance sharing the store can continue a round, and a client can neither forge answers into
-//! it nor move it to another request (it is bound to the method, the tool or prompt name and the
-//! arguments). A tampered, foreign or expired state is -32602.
+//! `requestState` is sealed — encrypted and authenticated with XChaCha20-Poly1305 under a key
+//! derived from one the server gets from its store — so any instance sharing the store can
+//! continue a round, nobody who holds the state can read the earlier answers in it, and a
+//! client can neither forge answers into it nor move it to another request (it is bound to the
+//! method, the tool or prompt name and the arguments) or to another caller (with auth, the
+//! principal is part of the authenticated data: another principal's replay does not open). A
+//! tampered, foreign or expired state is -32602.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use chacha20poly1305::aead::{Aead, Payload};
+use chacha20poly1305::{XChaCha20Poly1305, XNonce};
 use hmac::{Hmac, KeyInit, Mac};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
@@ -76,13 +81,20 @@ impl StateKey {
         Self(b)
     }
 
-    fn mac(&self, payload: &[u8]) -> Hmac<Sha256> {
+    /// The cipher of `requestState`: its key derived from this one (HMAC-SHA256 of a fixed
+    /// label), so the stored key is never used directly as a cipher key.
+    fn cipher(&self) -> XChaCha20Poly1305 {
         let mut m = <Hmac<Sha256> as KeyInit>::new_from_slice(&self.0)
             .unwrap_or_else(|_| unreachable!("HMAC takes keys of any length"));
-        m.update(payload);
-        m
+        m.update(b"staunch requestState cipher v2");
+        let derived = m.finalize().into_bytes();
+        <XChaCha20Poly1305 as KeyInit>::new_from_slice(&derived)
+            .unwrap_or_else(|_| unreachable!("HMAC-SHA256 gives the 32 bytes the cipher takes"))
     }
 }
+
+/// The prefix of a sealed state of this format.
+const SEALED_PREFIX: &str = "v2.";
 
 /// What the sealed state carries between rounds.
 #[derive(Serialize, Deserialize)]
@@ -109,6 +121,21 @@ pub(crate) struct Binding {
     /// The tool, prompt or resource (shared with the request's other records: no copy).
     pub(crate) name: Arc<str>,
     pub(crate) fingerprint: Fingerprint,
+    /// Who asked: the authenticated principal (`None` without auth, where callers cannot be
+    /// told apart). A state opens only for the same caller.
+    pub(crate) caller: Option<Arc<str>>,
+}
+
+impl Binding {
+    /// The data the seal authenticates besides the state: the caller.
+    fn aad(&self) -> Vec<u8> {
+        let mut aad = b"staunch requestState caller:".to_vec();
+        if let Some(c) = &self.caller {
+            aad.push(b'+');
+            aad.extend_from_slice(c.as_bytes());
+        }
+        aad
+    }
 }
 
 /// The input-required rounds of one stateless request.
@@ -138,7 +165,7 @@ impl Rounds {
             let Value::String(sealed) = state else {
                 return Err(ErrorObject::invalid_params("requestState must be a string"));
             };
-            let st = open(key, sealed)?;
+            let st = open(key, sealed, &binding.aad())?;
             if st.m != binding.method
                 || *st.n != *binding.name
                 || st.f != binding.fingerprint.as_str()
@@ -238,32 +265,46 @@ impl Rounds {
         json!({
             "resultType": result_type::INPUT_REQUIRED,
             "inputRequests": requests,
-            "requestState": seal(key, &st),
+            "requestState": seal(key, &st, &self.binding.aad()),
         })
     }
 }
 
-fn seal(key: &StateKey, st: &State) -> String {
-    let payload = URL_SAFE_NO_PAD.encode(serde_json::to_vec(st).unwrap_or_default());
-    let tag = URL_SAFE_NO_PAD.encode(key.mac(payload.as_bytes()).finalize().into_bytes());
-    format!("{payload}.{tag}")
+/// `v2.` and the base64url of a fresh 24-byte nonce followed by the ciphertext and its tag.
+fn seal(key: &StateKey, st: &State, aad: &[u8]) -> String {
+    let mut nonce = [0u8; 24];
+    if getrandom::fill(&mut nonce).is_err() {
+        panic!("the operating system's random number generator failed");
+    }
+    let plain = serde_json::to_vec(st).unwrap_or_default();
+    let sealed = key
+        .cipher()
+        .encrypt(&XNonce::from(nonce), Payload { msg: &plain, aad })
+        .unwrap_or_else(|_| unreachable!("a state is far below the cipher's length limit"));
+    let mut out = nonce.to_vec();
+    out.extend_from_slice(&sealed);
+    format!("{SEALED_PREFIX}{}", URL_SAFE_NO_PAD.encode(out))
 }
 
-fn open(key: &StateKey, sealed: &str) -> Result<State, ErrorObject> {
-    let tampered = || {
+fn open(key: &StateKey, sealed: &str, aad: &[u8]) -> Result<State, ErrorObject> {
+    let refused = || {
         ErrorObject::invalid_params(
-            "requestState failed its integrity check (it was changed, or sealed by another \
-             server): retry without it",
+            "requestState does not open for this request (it was changed, sealed by another \
+             server, or issued to another caller): retry without it",
         )
     };
-    let (payload, tag) = sealed.split_once('.').ok_or_else(tampered)?;
-    let tag = URL_SAFE_NO_PAD.decode(tag).map_err(|_| tampered())?;
-    // Constant-time comparison.
-    key.mac(payload.as_bytes())
-        .verify_slice(&tag)
-        .map_err(|_| tampered())?;
-    let bytes = URL_SAFE_NO_PAD.decode(payload).map_err(|_| tampered())?;
-    serde_json::from_slice(&bytes).map_err(|_| tampered())
+    let body = sealed.strip_prefix(SEALED_PREFIX).ok_or_else(refused)?;
+    let bytes = URL_SAFE_NO_PAD.decode(body).map_err(|_| refused())?;
+    if bytes.len() < 24 {
+        return Err(refused());
+    }
+    let (nonce, msg) = bytes.split_at(24);
+    let nonce: [u8; 24] = nonce.try_into().map_err(|_| refused())?;
+    let plain = key
+        .cipher()
+        .decrypt(&XNonce::from(nonce), Payload { msg, aad })
+        .map_err(|_| refused())?;
+    serde_json::from_slice(&plain).map_err(|_| refused())
 }
 
 /// The client capability a server→client method needs.
@@ -303,6 +344,7 @@ mod tests {
             method: "tools/call",
             name: "ask".into(),
             fingerprint: Fingerprint::of(&json!("abc")),
+            caller: None,
         }
     }
 
@@ -377,8 +419,47 @@ mod tests {
             Rounds::from_params(&key, binding(), Some(&with(&state)), STATE_MAX_AGE_MS + 1)
                 .is_err()
         );
+        // Issued to no principal (or another one): another caller's replay does not open.
+        let mut b = binding();
+        b.caller = Some("mallory".into());
+        assert!(Rounds::from_params(&key, b, Some(&with(&state)), 1).is_err());
         // Still fine within its age.
         assert!(Rounds::from_params(&key, binding(), Some(&with(&state)), 10).is_ok());
+    }
+
+    #[test]
+    fn a_state_is_bound_to_its_caller_and_its_answers_are_not_readable() {
+        let key = StateKey::random();
+        let alice = || Binding {
+            caller: Some("alice".into()),
+            ..binding()
+        };
+        let answer = json!({"action": "accept", "content": {"name": "who likes teal"}});
+        let r1 = Rounds::from_params(&key, alice(), None, 0).unwrap();
+        ask_once(&r1);
+        let s1 = r1.input_required(&key, 0)["requestState"].clone();
+        let retry = json!({"requestState": s1, "inputResponses": {"name": answer}});
+        let r2 = Rounds::from_params(&key, alice(), Some(&retry), 1).unwrap();
+        r2.answer_or_ask("color", "elicitation/create", &json!({}));
+        let s2 = r2.input_required(&key, 1)["requestState"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        // Nothing of the answer shows in the state, in any decoding.
+        let raw = URL_SAFE_NO_PAD
+            .decode(s2.strip_prefix(SEALED_PREFIX).unwrap())
+            .unwrap();
+        assert!(!String::from_utf8_lossy(&raw).contains("teal"));
+        assert!(!s2.contains("teal"));
+        // Bob replays it: refused. Alice: it opens with her answer.
+        let bob = Binding {
+            caller: Some("bob".into()),
+            ..binding()
+        };
+        let replay = json!({"requestState": s2});
+        assert!(Rounds::from_params(&key, bob, Some(&replay), 2).is_err());
+        let back = Rounds::from_params(&key, alice(), Some(&replay), 2).unwrap();
+        assert_eq!(ask_once(&back).unwrap(), answer);
     }
 
     #[test]

@@ -446,3 +446,59 @@ async fn one_owner_cannot_hold_every_job_worker() {
     .await;
     assert_eq!(r["result"]["structuredContent"]["status"], "running", "{r}");
 }
+
+/// A stateless `greet` as `token`, carrying `state` and `name` as the answer when given.
+async fn greet_2026(s: &HttpServer, token: &str, id: i64, round: Option<(&str, &str)>) -> Value {
+    let mut msg = modern(
+        json!(id),
+        "tools/call",
+        json!({"name": "greet", "arguments": {}}),
+    );
+    msg["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"] =
+        json!({"elicitation": {"form": {}}});
+    if let Some((state, name)) = round {
+        msg["params"]["requestState"] = json!(state);
+        msg["params"]["inputResponses"] =
+            json!({"name": {"action": "accept", "content": {"name": name}}});
+    }
+    let bearer = format!("Bearer {token}");
+    let (_, answer) = s
+        .post_modern_with(&msg, &[("authorization", bearer.as_str())])
+        .await
+        .answer(T)
+        .await;
+    answer
+}
+
+/// Regression (security review, second pass, finding 6): a 2026 `requestState` was signed,
+/// not encrypted, and bound to the request but not to its caller: another principal replayed
+/// it and continued the first caller's round, and whoever held it could read the answers in
+/// it. Now it is encrypted, and another principal's replay does not open.
+#[tokio::test]
+async fn a_request_state_is_bound_to_its_caller_and_unreadable() {
+    use base64::Engine as _;
+    let s = bearer_server(&[]).await;
+    let first = greet_2026(&s, ALICE, 1, None).await;
+    assert_eq!(first["result"]["resultType"], "input_required", "{first}");
+    let state = first["result"]["requestState"].as_str().expect("a state");
+    // Nothing of what it carries can be read (the tool's name, here) in any of its parts.
+    for part in state.split('.') {
+        let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(part)
+            .unwrap_or_default();
+        assert!(
+            !String::from_utf8_lossy(&bytes).contains("greet"),
+            "readable state: {part}"
+        );
+    }
+    let bob = greet_2026(&s, BOB, 2, Some((state, "Mallory"))).await;
+    assert_eq!(
+        bob["error"]["code"], -32602,
+        "bob continued alice's round: {bob}"
+    );
+    let alice = greet_2026(&s, ALICE, 3, Some((state, "Ada"))).await;
+    assert_eq!(
+        alice["result"]["content"][0]["text"], "Hello, Ada!",
+        "{alice}"
+    );
+}
