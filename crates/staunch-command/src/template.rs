@@ -14,8 +14,10 @@
 //! An element with text around placeholders (`--since={since}`) becomes one element; if one
 //! of its arguments is absent, the element disappears. Arrays must stand alone.
 //!
-//! A value starting with `-` still arrives as one literal element, but the program may read it
-//! as an option: put `"--"` before positional placeholders when the program supports it.
+//! A string that starts with `-` in an element of its own would be read by most programs as an
+//! option (`--output=/etc/x`, `-rf`): it is refused, unless a literal `"--"` element comes
+//! before it (the end of options, for programs that support it). Numbers, and text inside a
+//! larger element (`--since={since}`), are never refused.
 
 use std::ffi::OsString;
 
@@ -104,13 +106,24 @@ impl ArgTemplate {
         args: &Map<String, Value>,
         flag_of: &dyn Fn(&str) -> Option<String>,
         out: &mut Vec<OsString>,
+        options_ended: bool,
     ) -> Result<(), String> {
         if let [Piece::Arg(name)] = self.pieces.as_slice() {
+            let whole = |v: &Value| {
+                if !options_ended && matches!(v, Value::String(t) if t.starts_with('-')) {
+                    return Err(format!(
+                        "`{name}` starts with \"-\", which the program would read as an \
+                         option; pass a value that does not (this tool's args put no \"--\" \
+                         before it)"
+                    ));
+                }
+                scalar(name, v)
+            };
             match args.get(name) {
                 None | Some(Value::Null) => {}
                 Some(Value::Array(items)) => {
                     for item in items {
-                        out.push(scalar(name, item)?.into());
+                        out.push(whole(item)?.into());
                     }
                 }
                 Some(Value::Bool(b)) => match flag_of(name) {
@@ -121,7 +134,7 @@ impl ArgTemplate {
                     }
                     None => out.push(b.to_string().into()),
                 },
-                Some(v) => out.push(scalar(name, v)?.into()),
+                Some(v) => out.push(whole(v)?.into()),
             }
             return Ok(());
         }
@@ -161,8 +174,10 @@ pub fn render_all(
     flag_of: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Vec<OsString>, String> {
     let mut out = Vec::with_capacity(templates.len());
+    let mut options_ended = false;
     for t in templates {
-        t.render(args, flag_of, &mut out)?;
+        t.render(args, flag_of, &mut out, options_ended)?;
+        options_ended |= t.pieces == [Piece::Text("--".into())];
     }
     Ok(out)
 }
@@ -210,6 +225,24 @@ mod tests {
         );
         let out = render(&["{verbose}", "--at={missing}"], json!({"verbose": false}));
         assert!(out.is_empty(), "{out:?}");
+    }
+
+    #[test]
+    fn a_leading_dash_is_refused_unless_options_have_ended() {
+        let ts = |ts: &[&str]| -> Vec<ArgTemplate> {
+            ts.iter().map(|t| ArgTemplate::parse(t).unwrap()).collect()
+        };
+        let flag = |_: &str| None;
+        let args = json!({"f": "--output=/etc/passwd", "fs": ["a", "-rf"], "n": -3});
+        let args = args.as_object().unwrap();
+        for t in [&["cat", "{f}"][..], &["cat", "{fs}"]] {
+            let e = render_all(&ts(t), args, &flag).unwrap_err();
+            assert!(e.contains("read as an option"), "{e}");
+        }
+        // After a literal `--`, inside text, and as a number: passed as given.
+        let out = render_all(&ts(&["cat", "--", "{f}", "{fs}"]), args, &flag).unwrap();
+        assert_eq!(out.len(), 5);
+        assert!(render_all(&ts(&["x", "--at={f}", "{n}"]), args, &flag).is_ok());
     }
 
     #[test]

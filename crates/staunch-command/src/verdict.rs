@@ -93,7 +93,7 @@ pub fn judge(tool: &CommandTool, f: &Finished, args: &Map<String, Value>) -> Ver
         ResultMode::File(tpl) => {
             let flag = |n: &str| tool.flag_of(n);
             let mut parts = Vec::new();
-            if let Err(m) = tpl.render(args, &flag, &mut parts) {
+            if let Err(m) = tpl.render(args, &flag, &mut parts, true) {
                 return Verdict::Failed(m);
             }
             let Some(rel) = parts.into_iter().next() else {

@@ -25,7 +25,7 @@ const TOOLS: &str = r#"
 name = "echo_args"
 description = "Prints its arguments as a JSON array."
 program = "{FIX}/argv.py"
-args = ["{value}", "{items}"]
+args = ["--", "{value}", "{items}"]
 params.value.type = "string"
 params.items = { type = "array", required = false }
 
@@ -239,7 +239,7 @@ async fn injection_attempts_arrive_as_literal_argv() {
         .await;
         let text = r["result"]["content"][0]["text"].as_str().unwrap();
         let argv: Vec<String> = serde_json::from_str(text.trim()).unwrap();
-        assert_eq!(argv, [value.as_str(), "-x", "$HOME", "a b"], "{r}");
+        assert_eq!(argv, ["--", value.as_str(), "-x", "$HOME", "a b"], "{r}");
     }
     assert!(!canary.exists(), "a shell ran something");
     assert!(s.config.exists(), "a shell removed files");
@@ -875,4 +875,45 @@ params.out.type = "string"
             "{id}: {text}"
         );
     }
+}
+
+/// Security review (input reaching a process): a client's string in an `args` element of its
+/// own reached the program as an option (`--output=…`, `-rf`) — argv, no shell, but the program
+/// reads a leading `-` as a flag. Now it is refused unless a literal `"--"` comes before it.
+#[tokio::test]
+async fn command_tool_argument_cannot_become_an_option() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("staunch.toml");
+    std::fs::write(
+        &config,
+        r#"
+[[tool]]
+name = "show"
+description = "Prints its argument."
+program = "echo"
+args = ["{text}"]
+params.text.type = "string"
+
+[[tool]]
+name = "show_after_dashes"
+description = "Prints its argument after the end of options."
+program = "echo"
+args = ["--", "{text}"]
+params.text.type = "string"
+"#,
+    )
+    .unwrap();
+    let s = common::http::HttpServer::start(&["--config", config.to_str().unwrap()]).await;
+    let sid = s.initialize().await;
+    let call = |id: &str, tool: &str, text: &str| {
+        common::http::call(json!(id), tool, json!({"text": text}), None)
+    };
+    let r = common::http::rpc(&s, &sid, call("opt", "show", "-n")).await;
+    assert_eq!(r["result"]["isError"], true, "{r}");
+    assert!(r.to_string().contains("read as an option"), "{r}");
+    let r = common::http::rpc(&s, &sid, call("plain", "show", "hello")).await;
+    assert!(r.to_string().contains("hello"), "{r}");
+    let r = common::http::rpc(&s, &sid, call("after", "show_after_dashes", "-n")).await;
+    assert_ne!(r["result"]["isError"], true, "{r}");
+    assert!(r.to_string().contains("-n"), "{r}");
 }

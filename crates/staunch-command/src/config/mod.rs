@@ -488,7 +488,7 @@ fn result_file_stays_inside(
         .map(|n| (n.to_string(), Value::String("x".into())))
         .collect();
     let mut parts = Vec::new();
-    if tpl.render(&plain, &|_| None, &mut parts).is_err() {
+    if tpl.render(&plain, &|_| None, &mut parts, true).is_err() {
         return true;
     }
     let Some(literal) = parts.first().map(Path::new) else {
