@@ -2,7 +2,7 @@
 //! first and fall back to `initialize`, `_meta` on every request, input-required rounds, the
 //! unknown `resultType`, and `notifications/cancelled` as the stdio cancel.
 
-mod fake;
+use crate::fake;
 
 use std::time::Duration;
 

@@ -4,7 +4,7 @@
 //! request is cancelled as if the stream had closed (in this era that *is* the cancel), the
 //! lifecycle log says so, and the server goes on serving others. Over real loopback HTTP.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};

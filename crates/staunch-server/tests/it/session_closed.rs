@@ -1,7 +1,7 @@
 //! [`Context::session_closed`] over real loopback HTTP: it completes when its own session is
 //! DELETEd, and not when another session ends (what a proxy's per-session upstream waits on).
 
-mod http_client;
+use crate::http_client;
 
 use std::future::Future;
 use std::pin::Pin;

@@ -6,7 +6,7 @@
 //! the same plus `resultType: "complete"` and the server's identity in `_meta`, beside any
 //! `_meta` keys the tool set itself (which it keeps, including its own serverInfo).
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -3,7 +3,7 @@
 //! runtime that called `serve`), a cancel sent on another connection — another thread —
 //! still reaches it, and shutdown ends the requests on the workers and returns.
 
-mod http_client;
+use crate::http_client;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -3,7 +3,7 @@
 //! log's cancel line has it (none for the request's own deadline), the request's `_meta` at
 //! the start, and the span's `traceparent` readable by the handler.
 
-mod support;
+use crate::support;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -1,7 +1,7 @@
 //! Timeouts, progress and cancellation against a scripted server on a paused clock: every
 //! duration below is virtual, so the tests are exact and take no real time.
 
-mod fake;
+use crate::fake;
 
 use std::time::Duration;
 

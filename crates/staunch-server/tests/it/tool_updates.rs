@@ -3,7 +3,7 @@
 //! result while a new call of it gets the unknown-tool error, and open 2025 sessions and
 //! 2026-07-28 `subscriptions/listen` streams hear `notifications/tools/list_changed`.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::time::Duration;

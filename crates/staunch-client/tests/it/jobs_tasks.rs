@@ -1,6 +1,6 @@
 //! Job tools and tasks against a scripted server on a paused clock.
 
-mod fake;
+use crate::fake;
 
 use std::time::Duration;
 

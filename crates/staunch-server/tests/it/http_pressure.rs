@@ -2,7 +2,7 @@
 //! offered load (a wrapper that delays every batch), and a client that stops reading its
 //! stream. Both must stay bounded and lose nothing that was promised.
 
-mod http_client;
+use crate::http_client;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! fire, what goes out afterwards (nothing, unless its own deadline stopped it) and what the
 //! lifecycle log says.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::time::Duration;

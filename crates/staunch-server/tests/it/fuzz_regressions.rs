@@ -1,7 +1,7 @@
 //! Regression tests for what the fuzz targets (fuzz/, issue 14) ran into, in process on the
 //! test's paused clock.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -4,7 +4,7 @@
 //! resumable SSE stream, and that a plain answer becomes a stored stream the moment its
 //! handler sends something before the response.
 
-mod http_client;
+use crate::http_client;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

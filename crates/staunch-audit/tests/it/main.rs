@@ -1,0 +1,7 @@
+//! The integration tests of `staunch-audit`, in one test binary (one link instead of one
+//! per file): each former `tests/*.rs` file is a module, and the helpers they share are
+//! declared once here.
+
+mod audit;
+mod interleaving;
+mod robustness;

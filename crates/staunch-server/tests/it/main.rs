@@ -1,0 +1,19 @@
+//! The integration tests of `staunch-server`, in one test binary (one link instead of one
+//! per file): each former `tests/*.rs` file is a module, and the helpers they share are
+//! declared once here.
+
+mod http_client;
+mod support;
+
+mod fuzz_regressions;
+mod http_auth_library;
+mod http_conn_workers;
+mod http_plain_answers;
+mod http_pressure;
+mod lifecycle;
+mod module_graph;
+mod results;
+mod session_closed;
+mod stateless_unread_stream;
+mod tool_updates;
+mod trace_hooks;
