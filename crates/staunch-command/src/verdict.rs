@@ -56,7 +56,10 @@ pub fn judge(tool: &CommandTool, f: &Finished, args: &Map<String, Value>) -> Ver
     }
     match &tool.result {
         ResultMode::Text => {
-            let mut text = String::from_utf8_lossy(&f.stdout.bytes).into_owned();
+            let stdout = String::from_utf8_lossy(&f.stdout.bytes).into_owned();
+            // The model reads the text, so it says what was cut; the structured result keeps
+            // the output as it was, with `stdout_truncated` and the total saying the same.
+            let mut text = stdout.clone();
             if f.stdout.truncated {
                 text.push_str(&format!(
                     "\n[output truncated: kept the first {} of {} bytes]",
@@ -66,8 +69,9 @@ pub fn judge(tool: &CommandTool, f: &Finished, args: &Map<String, Value>) -> Ver
             }
             let value = json!({
                 "exit_code": f.code,
-                "stdout": text,
+                "stdout": stdout,
                 "stdout_truncated": f.stdout.truncated,
+                "stdout_bytes": f.stdout.total,
             });
             Verdict::Done {
                 text,
@@ -147,5 +151,48 @@ fn read_result(path: &Path, max: u64) -> Verdict {
             "cannot read the result file {}: {e}",
             path.display()
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::output::Captured;
+
+    #[test]
+    fn a_truncated_output_is_said_once_in_the_structured_result() {
+        let config = crate::config::parse(
+            "[[tool]]\nname = \"t\"\ndescription = \"d\"\nprogram = \"/bin/echo\"\n",
+            Path::new("/tmp/staunch.toml"),
+        )
+        .expect("a valid config");
+        let finished = Finished {
+            pid: 1,
+            code: Some(0),
+            signal: None,
+            ended_by: EndedBy::Exited,
+            stdout: Captured {
+                bytes: b"abc".to_vec(),
+                total: 10,
+                truncated: true,
+            },
+            stderr_tail: String::new(),
+            progress_lines: 0,
+            elapsed: Duration::ZERO,
+        };
+        let Verdict::Done { text, value, .. } = judge(&config.tools[0], &finished, &Map::new())
+        else {
+            panic!("not done");
+        };
+        assert!(
+            text.ends_with("[output truncated: kept the first 3 of 10 bytes]"),
+            "{text}"
+        );
+        assert_eq!(
+            value,
+            json!({"exit_code": 0, "stdout": "abc", "stdout_truncated": true, "stdout_bytes": 10})
+        );
     }
 }
