@@ -464,6 +464,14 @@ pub trait JobStore: Send + Sync + 'static {
     /// How many jobs are in each state right now (states with none are left out).
     async fn count_by_state(&self) -> Result<Vec<(JobState, u64)>, StoreError>;
 
+    /// The ids of jobs that start with `prefix`, at most `limit`, in id order: how an operator
+    /// names a job by the first characters of its id.
+    async fn ids_starting_with(
+        &self,
+        prefix: &str,
+        limit: usize,
+    ) -> Result<Vec<String>, StoreError>;
+
     /// Deletes terminal jobs that finished before `finished_before_ms`, whatever their
     /// retention, with their questions; queued and running jobs are never touched. Returns
     /// how many jobs were deleted.

@@ -113,6 +113,11 @@ async fn operator_flow(server: &HttpServer, store: &[&str]) {
         shown["next"].as_str().unwrap().contains("get_import_rows"),
         "{shown}"
     );
+    // The first characters of an id name the job, as in the table.
+    let by_prefix = jobs_json(store, &["show", &id[..8]]).await;
+    assert_eq!(by_prefix["job_id"], id.as_str(), "{by_prefix}");
+    let (code, _, err) = jobs(store, &["show", "zzzz"]).await;
+    assert_eq!(code, 1, "{err}");
     let (code, text, _) = jobs(store, &["show", &id]).await;
     assert_eq!(code, 0);
     assert!(

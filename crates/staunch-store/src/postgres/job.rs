@@ -762,6 +762,22 @@ impl JobStore for PgJobStore {
             .collect()
     }
 
+    async fn ids_starting_with(
+        &self,
+        prefix: &str,
+        limit: usize,
+    ) -> Result<Vec<String>, StoreError> {
+        let c = self.pg.client().await?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = query(
+            &c,
+            "SELECT id FROM staunch_jobs WHERE left(id, length($1)) = $1 ORDER BY id LIMIT $2",
+            &[&prefix, &limit],
+        )
+        .await?;
+        rows.iter().map(|r| Ok(r.try_get(0)?)).collect()
+    }
+
     async fn purge_finished_before(&self, finished_before_ms: i64) -> Result<u64, StoreError> {
         let mut c = self.pg.client().await?;
         let tx = c.transaction().await?;

@@ -677,6 +677,26 @@ impl JobStore for SqliteJobStore {
             .await
     }
 
+    async fn ids_starting_with(
+        &self,
+        prefix: &str,
+        limit: usize,
+    ) -> Result<Vec<String>, StoreError> {
+        let prefix = prefix.to_owned();
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.db
+            .call(move |conn| {
+                Ok(conn
+                    .prepare_cached(
+                        "SELECT id FROM staunch_jobs WHERE substr(id, 1, length(?1)) = ?1 \
+                         ORDER BY id LIMIT ?2",
+                    )?
+                    .query_map(params![prefix, limit], |r| r.get::<_, String>(0))?
+                    .collect::<Result<Vec<_>, _>>()?)
+            })
+            .await
+    }
+
     async fn purge_finished_before(&self, finished_before_ms: i64) -> Result<u64, StoreError> {
         self.db
             .call(move |conn| {

@@ -118,6 +118,7 @@ macro_rules! job_store_suite {
             jobs_inputs_asked_by_the_lease_holder_answered_anywhere,
             jobs_operator_list_all_filters,
             jobs_operator_count_by_state,
+            jobs_operator_ids_starting_with,
             jobs_operator_purge_finished_before,
             jobs_trace_parent_round_trips,
         );

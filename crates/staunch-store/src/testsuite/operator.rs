@@ -1,5 +1,5 @@
-//! [`crate::JobStore`] cases for the operator's calls: `list_all`, `count_by_state` and
-//! `purge_finished_before` (`staunch jobs`, metrics, the live page).
+//! [`crate::JobStore`] cases for the operator's calls: `list_all`, `count_by_state`,
+//! `ids_starting_with` and `purge_finished_before` (`staunch jobs`, metrics, the live page).
 
 use std::sync::Arc;
 
@@ -152,6 +152,46 @@ pub async fn jobs_operator_count_by_state(h: Harness) {
             (JobState::Running, 1),
             (JobState::Succeeded, 1),
         ]
+    );
+}
+
+pub async fn jobs_operator_ids_starting_with(h: Harness) {
+    let a = make(&h.a.jobs, "alice", "scan", "1", T0).await;
+    let b = make(&h.a.jobs, "bob", "scan", "2", T0).await;
+    let mut both = [a.id.clone(), b.id.clone()];
+    both.sort();
+    assert_eq!(h.b.jobs.ids_starting_with("", 10).await.unwrap(), both);
+    assert_eq!(h.b.jobs.ids_starting_with("", 1).await.unwrap(), both[..1]);
+    assert_eq!(
+        h.b.jobs.ids_starting_with(&a.id, 10).await.unwrap(),
+        std::slice::from_ref(&a.id)
+    );
+    // The shortest prefix that tells them apart names one.
+    let common =
+        a.id.chars()
+            .zip(b.id.chars())
+            .take_while(|(x, y)| x == y)
+            .count();
+    let ids =
+        h.b.jobs
+            .ids_starting_with(&a.id[..=common], 10)
+            .await
+            .unwrap();
+    assert_eq!(ids, std::slice::from_ref(&a.id));
+    assert!(
+        h.b.jobs
+            .ids_starting_with("zz", 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        h.b.jobs
+            .ids_starting_with("%", 10)
+            .await
+            .unwrap()
+            .is_empty(),
+        "no pattern"
     );
 }
 

@@ -53,13 +53,13 @@ pub enum JobsCommand {
     List(ListArgs),
     /// One job: the record, attempts, progress, error and what to do next.
     Show {
-        /// The job id.
+        /// The job id, or enough of its first characters to name one job.
         id: String,
     },
     /// Cancel a job: a queued one at once, a running one cooperatively (its worker stops at
     /// its next unit of work, on whichever instance runs it).
     Cancel {
-        /// The job id.
+        /// The job id, or enough of its first characters to name one job.
         id: String,
     },
     /// Delete finished (succeeded, failed, cancelled) jobs; queued and running jobs are never
@@ -145,6 +145,11 @@ async fn execute(
             Ok(0)
         }
         JobsCommand::Show { id } => {
+            let id = match resolve(jobs, id).await? {
+                Ok(id) => id,
+                Err(code) => return Ok(code),
+            };
+            let id = id.as_str();
             let Some(job) = jobs.get(id).await.context("reading the job")? else {
                 return not_found(id);
             };
@@ -173,6 +178,11 @@ async fn execute(
             Ok(0)
         }
         JobsCommand::Cancel { id } => {
+            let id = match resolve(jobs, id).await? {
+                Ok(id) => id,
+                Err(code) => return Ok(code),
+            };
+            let id = id.as_str();
             let by = format!("staunch jobs cancel (pid {})", std::process::id());
             let out = jobs
                 .request_cancel(id, &by, now)
@@ -217,6 +227,34 @@ async fn execute(
             Ok(0)
         }
     }
+}
+
+/// The whole id of the one job whose id starts with `given`, or the exit code after saying
+/// why there is none (no such job, or several: then their ids, to pick from).
+async fn resolve(
+    jobs: &std::sync::Arc<dyn staunch_store::JobStore>,
+    given: &str,
+) -> anyhow::Result<Result<String, i32>> {
+    const SHOWN: usize = 5;
+    let ids = jobs
+        .ids_starting_with(given, SHOWN + 1)
+        .await
+        .context("looking the job up")?;
+    Ok(match ids.as_slice() {
+        [one] => Ok(one.clone()),
+        _ if ids.iter().any(|i| i == given) => Ok(given.to_owned()),
+        [] => Err(not_found(given)?),
+        many => {
+            let more = if many.len() > SHOWN { ", …" } else { "" };
+            let shown: Vec<&str> = many.iter().take(SHOWN).map(String::as_str).collect();
+            eprintln!(
+                "staunch jobs: {given:?} is the start of several job ids ({}{more}); give more \
+                 of the id",
+                shown.join(", ")
+            );
+            Err(2)
+        }
+    })
 }
 
 fn not_found(id: &str) -> anyhow::Result<i32> {
