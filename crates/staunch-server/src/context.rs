@@ -404,7 +404,8 @@ impl Context {
 
     /// Asks the client one question: `method` (`elicitation/create`, `sampling/createMessage`,
     /// `roots/list`) with `params`, under `key` when given. A client that did not declare the
-    /// capability the method needs gets -32021 (`requiredCapabilities`) instead.
+    /// capability the method needs gets -32021 (`requiredCapabilities`) in the stateless era,
+    /// and a tool error saying so in the session era (which has no code for it).
     pub async fn ask(
         &self,
         key: Option<&str>,
@@ -426,6 +427,16 @@ impl Context {
             if let Some(cap) = capability_for(method)
                 && !self.shared.peer.has_capability(cap)
             {
+                // The stateless era has a code for it (-32021, `requiredCapabilities`); the
+                // session era has none, and a protocol error there tells the model nothing:
+                // it gets a tool error it can read and pass on.
+                if !self.shared.peer.is_stateless() {
+                    return Err(ToolError::Tool(format!(
+                        "this tool needs to ask the user ({method}), but the client did not \
+                         declare the `{cap}` capability when it connected; use a client that \
+                         supports {cap}, or do without this tool"
+                    )));
+                }
                 return Err(ToolError::Rpc(missing_capability(
                     cap,
                     &format!("this request needs to send {method}"),

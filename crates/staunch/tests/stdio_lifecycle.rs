@@ -551,3 +551,19 @@ async fn malformed_input_gets_the_right_error_codes() {
     p.request(json!("ping"), "ping", json!({})).await;
     assert_eq!(p.response(&json!("ping")).await["result"], json!({}));
 }
+
+/// A 2025 session whose client declared no `elicitation` calls `greet`: the model gets a tool
+/// error it can read, naming what the client lacks — not a protocol error with a code from the
+/// stateless era (-32021), which the session era does not have.
+#[tokio::test]
+async fn a_missing_client_capability_in_the_session_era_is_a_tool_error() {
+    let mut p = Proc::ready(&[]).await;
+    p.call(json!(1), "greet", json!({}), None).await;
+    let r = p.response(&json!(1)).await;
+    assert!(r.get("error").is_none(), "a protocol error: {r}");
+    assert_eq!(r["result"]["isError"], true, "{r}");
+    let text = r["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(text.contains("`elicitation` capability"), "{text}");
+}
