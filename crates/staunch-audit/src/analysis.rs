@@ -77,6 +77,7 @@ pub struct Auditor {
     unknown_count: u64,
     /// Lines the server said it dropped (`log.dropped`).
     dropped_lines: u64,
+    text_lines: u64,
     unknown: Bounded<UnknownCancel>,
     malformed: Malformed,
 }
@@ -102,6 +103,7 @@ impl Auditor {
             starts: Starts::default(),
             unknown_count: 0,
             dropped_lines: 0,
+            text_lines: 0,
             unknown: Bounded::new(opts.examples, unknown_order),
             malformed: Malformed::default(),
         }
@@ -110,6 +112,18 @@ impl Auditor {
     /// Feed the next line (without its line ending). Never fails: a bad line is counted.
     pub fn feed_line(&mut self, bytes: &[u8]) {
         self.lines += 1;
+        // A log line is a JSON object; a line of text that does not even start like JSON is
+        // other output on the same stream (a start banner), not a damaged log line. Bytes that
+        // are not text stay malformed.
+        if bytes
+            .iter()
+            .find(|b| !b.is_ascii_whitespace())
+            .is_some_and(|&b| b != b'{' && b != b'[')
+            && std::str::from_utf8(bytes).is_ok()
+        {
+            self.text_lines += 1;
+            return;
+        }
         match parse_line(bytes) {
             Ok(None) => {}
             Ok(Some(Parsed::Ignored { ts })) => {
@@ -509,6 +523,7 @@ impl Auditor {
                 first_ts: self.first_ts.map(format_ts),
                 last_ts: self.last_ts.map(format_ts),
                 dropped_lines: self.dropped_lines,
+                text_lines: self.text_lines,
             },
             orphaned: groups(std::mem::take(&mut self.orphans)),
             slow_to_stop: groups(std::mem::take(&mut self.slow_stops)),

@@ -92,6 +92,13 @@ impl Report {
         if let (Some(a), Some(b)) = (&s.first_ts, &s.last_ts) {
             let _ = write!(out, ", {a} .. {b}");
         }
+        if s.text_lines > 0 {
+            let _ = write!(
+                out,
+                " ({} not JSON, skipped)",
+                plural(s.text_lines, "line of plain text", "lines of plain text")
+            );
+        }
         out.push('\n');
 
         let problem_clusters = self

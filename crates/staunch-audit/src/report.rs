@@ -75,6 +75,9 @@ pub struct Summary {
     /// Lines the writer said it dropped (`log.dropped`) because it fell behind: the log is
     /// incomplete, so a finding may be missing or spurious, and the report is not clean.
     pub dropped_lines: u64,
+    /// Lines of plain text, not JSON (a server's start banner on the same stream as its log,
+    /// say): skipped, and not counted as malformed.
+    pub text_lines: u64,
 }
 
 /// Findings grouped by tool: the total, and per tool its count and its worst examples.

@@ -217,3 +217,41 @@ async fn a_clean_run_reports_nothing() {
     let (code, _) = audit(&["/nonexistent/log.jsonl"]).await;
     assert_eq!(code, 2);
 }
+
+/// `staunch serve`'s default log is stderr, where its start banner also goes: the banner is
+/// plain text, skipped and counted apart, not reported as malformed log lines.
+#[tokio::test]
+async fn the_start_banner_on_stderr_is_not_a_malformed_line() {
+    use tokio::io::AsyncBufReadExt;
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new(BIN)
+        .args(["serve", "--store", ":memory:", "--http", "127.0.0.1:0"])
+        .env("XDG_STATE_HOME", dir.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut stderr = String::new();
+    let banner = tokio::time::timeout(Duration::from_secs(20), async {
+        while let Some(l) = lines.next_line().await.unwrap() {
+            stderr.push_str(&l);
+            stderr.push('\n');
+            if l.contains("serving MCP") {
+                return;
+            }
+        }
+        panic!("serve exited before its banner: {stderr}");
+    })
+    .await;
+    assert!(banner.is_ok(), "no banner in time: {stderr}");
+    child.kill().await.unwrap();
+    let log = dir.path().join("stderr.log");
+    std::fs::write(&log, &stderr).unwrap();
+    let (code, report) = audit(&[log.to_str().unwrap()]).await;
+    assert_eq!(code, 0, "{report}");
+    assert!(!report.contains("Malformed"), "{report}");
+    assert!(report.contains("plain text not JSON, skipped"), "{report}");
+}

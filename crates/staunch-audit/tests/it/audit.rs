@@ -407,11 +407,14 @@ fn slow_tool_percentiles_are_exact() {
 #[test]
 fn malformed_lines_are_counted_not_fatal() {
     let r = audit("malformed.jsonl");
-    assert_eq!(r.malformed.count, 8);
+    // Line 2 is plain text, not a damaged log line (as a start banner would be): skipped and
+    // counted apart.
+    assert_eq!(r.summary.text_lines, 1);
+    assert_eq!(r.malformed.count, 7);
     let lines: Vec<u64> = r.malformed.examples.iter().map(|m| m.line).collect();
     assert_eq!(
         lines,
-        vec![2, 4, 5, 6, 7],
+        vec![4, 5, 6, 7, 9],
         "first `examples` (5) in line order"
     );
     let errors: Vec<&str> = r
@@ -420,11 +423,10 @@ fn malformed_lines_are_counted_not_fatal() {
         .iter()
         .map(|m| m.error.as_str())
         .collect();
-    assert!(errors[0].starts_with("not JSON"));
-    assert_eq!(errors[1], "not a JSON object");
-    assert_eq!(errors[2], "missing `request_id`");
-    assert!(errors[3].starts_with("`ts` is not RFC 3339"));
-    assert_eq!(errors[4], "`request.end` without `outcome`");
+    assert_eq!(errors[0], "not a JSON object");
+    assert_eq!(errors[1], "missing `request_id`");
+    assert!(errors[2].starts_with("`ts` is not RFC 3339"));
+    assert_eq!(errors[3], "`request.end` without `outcome`");
     // The good start and good end around them still pair up (unknown fields ignored).
     assert_eq!(r.summary.lines, 12);
     assert_eq!((r.summary.requests, r.summary.ended), (1, 1));
@@ -433,9 +435,13 @@ fn malformed_lines_are_counted_not_fatal() {
     // Malformed lines are reported, but do not by themselves make a log unclean.
     assert!(r.is_clean());
     let text = r.render_table();
-    assert!(text.contains("Malformed lines skipped (8)"));
-    assert!(text.contains("  line 2: not JSON"));
-    assert!(text.contains("  ... and 3 more"));
+    assert!(text.contains("Malformed lines skipped (7)"));
+    assert!(
+        text.contains("(1 line of plain text not JSON, skipped)"),
+        "{text}"
+    );
+    assert!(text.contains("  line 4: not a JSON object"), "{text}");
+    assert!(text.contains("  ... and 2 more"));
 }
 
 #[test]
@@ -524,7 +530,7 @@ fn json_shape_is_stable() {
         v["summary"],
         json!({
             "clean": false, "lines": 16, "events": 16, "requests": 5, "ended": 5,
-            "ends_without_start": 0,
+            "ends_without_start": 0, "text_lines": 0,
             "first_ts": "2026-11-29T10:00:00.000Z", "last_ts": "2026-11-29T10:02:32.500Z",
             "dropped_lines": 0
         })
@@ -596,7 +602,7 @@ fn json_shape_is_stable() {
     let v: Value = serde_json::to_value(audit("malformed.jsonl")).unwrap();
     assert_eq!(
         v["malformed"]["examples"][1],
-        json!({"line": 4, "error": "not a JSON object"})
+        json!({"line": 5, "error": "missing `request_id`"})
     );
 }
 
