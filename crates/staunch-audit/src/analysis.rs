@@ -18,6 +18,7 @@ use crate::report::{
     Unended, UnknownCancel, UnknownCancelKind, UnknownCancels, percentile,
 };
 use crate::retry::{Slot, StartRec, Starts};
+use crate::upstream::{Recent, UpstreamAcc};
 use staunch_lifecycle::{Event, Line, Millis, Parsed, RequestId, format_ts, parse_line};
 
 type Key = (Arc<str>, RequestId);
@@ -78,6 +79,9 @@ pub struct Auditor {
     /// Lines the server said it dropped (`log.dropped`).
     dropped_lines: u64,
     text_lines: u64,
+    /// Ended requests that had a cancel, for `upstream.late` lines that come after them.
+    recent_cancelled: Recent,
+    upstream: UpstreamAcc,
     unknown: Bounded<UnknownCancel>,
     malformed: Malformed,
 }
@@ -104,6 +108,8 @@ impl Auditor {
             unknown_count: 0,
             dropped_lines: 0,
             text_lines: 0,
+            recent_cancelled: Recent::default(),
+            upstream: UpstreamAcc::default(),
             unknown: Bounded::new(opts.examples, unknown_order),
             malformed: Malformed::default(),
         }
@@ -250,7 +256,23 @@ impl Auditor {
                 duration_ms,
                 after_cancel_ms,
             ),
-            // A proxy's steps upstream; the downstream request's own lines tell its story.
+            // What an upstream sent after the proxy gave up on the call: orphaned work that the
+            // downstream request's own lines (which end well) cannot show.
+            Event::Upstream {
+                step: staunch_lifecycle::UpstreamStep::Late,
+                upstream,
+                late,
+                ..
+            } => {
+                let known = match self.oldest_in_flight(&key) {
+                    Some(r) => Some((Label::new(r.tool.clone(), r.method.clone()), r.cancel)),
+                    None => self.recent_cancelled.get(&key).cloned(),
+                };
+                let upstream = self.intern(&upstream);
+                self.upstream
+                    .late(key, upstream, late.as_deref(), line.ts, known);
+            }
+            // The other steps upstream: the downstream request's own lines tell its story.
             Event::Upstream { .. } => {}
         }
     }
@@ -385,6 +407,10 @@ impl Auditor {
             _ => Verdict::Fine,
         };
 
+        if had_cancel {
+            self.recent_cancelled
+                .remember(key.clone(), label.clone(), cancel);
+        }
         let acc = self.tools.entry(label.clone()).or_default();
         acc.calls += 1;
         if let Some(d) = duration {
@@ -535,6 +561,7 @@ impl Auditor {
             },
             never_ended,
             malformed: self.malformed,
+            orphaned_upstream: std::mem::take(&mut self.upstream).finish(self.opts.examples),
         };
         report.summary.clean = report.is_clean();
         report

@@ -50,6 +50,7 @@ mod groups;
 mod render;
 pub mod report;
 mod retry;
+mod upstream;
 
 use std::io::{self, BufRead};
 use std::time::Duration;

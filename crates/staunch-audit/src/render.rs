@@ -133,6 +133,11 @@ impl Report {
             );
             add(self.never_ended.len() as u64, "never ended", "never ended");
             add(
+                self.orphaned_upstream.count,
+                "call whose upstream kept working after the cancel",
+                "calls whose upstream kept working after the cancel",
+            );
+            add(
                 self.summary.dropped_lines,
                 "log line dropped by the server (the log is incomplete)",
                 "log lines dropped by the server (the log is incomplete)",
@@ -155,6 +160,7 @@ impl Report {
             ),
             "SLOW",
         );
+        self.render_upstream_orphans(&mut out);
         self.render_clusters(&mut out);
         self.render_unknown_cancels(&mut out);
         self.render_never_ended(&mut out);
@@ -205,6 +211,59 @@ impl Report {
                 "ENDED AT",
             ],
             &[L, R, L, R, L, R, R, L],
+            &rows,
+        );
+    }
+
+    fn render_upstream_orphans(&self, out: &mut String) {
+        let u = &self.orphaned_upstream;
+        if u.count == 0 {
+            return;
+        }
+        let _ = writeln!(
+            out,
+            "\nOrphaned upstream work: the upstream kept working after the proxy gave up on the \
+             call ({}; none of it reached the client)",
+            u.count
+        );
+        let mut rows = Vec::new();
+        for g in &u.by_upstream {
+            for (i, o) in g.worst.iter().enumerate() {
+                let (upstream, tool, count) = if i == 0 {
+                    (
+                        g.upstream.clone(),
+                        name(g.tool.as_deref(), g.method.as_deref()),
+                        g.count.to_string(),
+                    )
+                } else {
+                    (String::new(), String::new(), String::new())
+                };
+                rows.push(vec![
+                    upstream,
+                    tool,
+                    count,
+                    o.session.clone(),
+                    o.request_id.to_string(),
+                    opt_ms(o.after_cancel_ms),
+                    o.progress.to_string(),
+                    if o.response { "yes" } else { "no" }.to_string(),
+                ]);
+            }
+        }
+        table(
+            out,
+            "  ",
+            &[
+                "UPSTREAM",
+                "TOOL",
+                "CALLS",
+                "SESSION",
+                "ID",
+                "WENT ON FOR",
+                "PROGRESS",
+                "RESPONSE",
+            ],
+            &[L, L, R, L, R, R, R, L],
             &rows,
         );
     }

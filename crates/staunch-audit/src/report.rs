@@ -12,6 +12,8 @@ use serde::Serialize;
 
 use staunch_lifecycle::RequestId;
 
+pub use crate::upstream::{UpstreamOrphan, UpstreamOrphanGroup, UpstreamOrphans};
+
 /// Version of the JSON shape below; bumped on any incompatible change.
 pub const FORMAT_VERSION: u32 = 1;
 
@@ -39,6 +41,9 @@ pub struct Report {
     pub never_ended: Vec<Unended>,
     /// Lines that could not be read.
     pub malformed: Malformed,
+    /// Calls whose upstream (behind `staunch proxy`) kept working after the proxy gave up on
+    /// them: what it sent late, which never reached the client (`upstream.late` lines).
+    pub orphaned_upstream: UpstreamOrphans,
 }
 
 /// The options as plain milliseconds, so a JSON reader knows what "slow" and "within" meant.
@@ -288,6 +293,7 @@ impl Report {
             && self.unknown_cancels.count == 0
             && self.never_ended.is_empty()
             && self.summary.dropped_lines == 0
+            && self.orphaned_upstream.count == 0
     }
 
     /// The report as pretty JSON (the `--json` output).

@@ -145,7 +145,12 @@ pub fn parse_line(bytes: &[u8]) -> Result<Option<Parsed>, String> {
     };
     let known = matches!(
         event,
-        names::START | names::CANCEL_RECEIVED | names::CANCEL_IGNORED | names::ABORTED | names::END
+        names::START
+            | names::CANCEL_RECEIVED
+            | names::CANCEL_IGNORED
+            | names::ABORTED
+            | names::END
+            | names::UPSTREAM_LATE
     );
     if !known {
         let ts = obj.get("ts").and_then(Value::as_str).and_then(parse_ts);
@@ -210,6 +215,16 @@ pub fn parse_line(bytes: &[u8]) -> Result<Option<Parsed>, String> {
             why: lenient_str(&obj, "why").map(Cow::Owned),
             panic: lenient_str(&obj, "panic").map(Cow::Owned),
             response_suppressed: obj.get("response_suppressed") == Some(&Value::Bool(true)),
+        },
+        // What an upstream sent after the proxy gave up on the call (`staunch proxy`).
+        names::UPSTREAM_LATE => Event::Upstream {
+            step: crate::UpstreamStep::Late,
+            upstream: Cow::Owned(
+                opt_str(&obj, "upstream")?
+                    .ok_or_else(|| "`upstream.late` without `upstream`".to_owned())?,
+            ),
+            upstream_id: obj.get("upstream_id").and_then(Value::as_i64).unwrap_or(0),
+            late: opt_str(&obj, "late")?.map(Cow::Owned),
         },
         _ => unreachable!("filtered by `known` above"),
     };

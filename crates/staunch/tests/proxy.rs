@@ -241,6 +241,17 @@ async fn python_peer_fails_directly_and_passes_behind_the_proxy() {
             .any(|l| l["event"] == "upstream.late" && l["late"] == "response"),
         "no upstream.late line: {lines:#?}"
     );
+    // `staunch audit` of the proxy's log reports it: the upstream went on past the cancel.
+    let audit = std::process::Command::new(BIN)
+        .args(["audit", "--json", &log])
+        .output()
+        .unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&audit.stdout).unwrap();
+    assert!(
+        report["orphaned_upstream"]["count"].as_u64() >= Some(1),
+        "{report:#}"
+    );
+    assert_eq!(report["summary"]["clean"], false, "{report:#}");
 
     // HTTP, directly: a dropped stream loses the result.
     let peer = peers.py_http().await;

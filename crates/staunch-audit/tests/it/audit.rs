@@ -514,6 +514,7 @@ fn json_shape_is_stable() {
             "never_ended",
             "options",
             "orphaned",
+            "orphaned_upstream",
             "retry_clusters",
             "slow_to_stop",
             "summary",
@@ -682,4 +683,32 @@ fn a_log_whose_writer_dropped_lines_is_not_clean_and_says_so() {
         &AuditOptions::default(),
     );
     assert!(clean.is_clean());
+}
+
+/// Behind `staunch proxy` the downstream request stops cleanly (`cancelled`, 3 ms) while the
+/// upstream goes on: its late progress and response (`upstream.late`) are orphaned work, and
+/// the log is not clean.
+#[test]
+fn upstream_work_after_the_cancel_is_orphaned_work() {
+    let r = audit("upstream_late.jsonl");
+    assert!(
+        r.orphaned.count == 0,
+        "the downstream request itself stopped"
+    );
+    assert_eq!(r.orphaned_upstream.count, 1);
+    let g = &r.orphaned_upstream.by_upstream[0];
+    assert_eq!(g.upstream, "everything");
+    assert_eq!(g.tool.as_deref(), Some("everything_longRunningOperation"));
+    let o = &g.worst[0];
+    assert_eq!((o.progress, o.response), (2, true));
+    assert_eq!(o.after_cancel_ms, Some(5_500));
+    assert_eq!(o.cancel.as_deref(), Some("2026-11-29T17:00:01.000Z"));
+    assert!(!r.is_clean());
+    let text = r.render_table();
+    assert!(
+        text.contains("1 call whose upstream kept working after the cancel"),
+        "{text}"
+    );
+    assert!(text.contains("Orphaned upstream work"), "{text}");
+    assert!(text.contains("5.5 s") || text.contains("5500"), "{text}");
 }
