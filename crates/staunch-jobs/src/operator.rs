@@ -8,12 +8,10 @@ use staunch_store::JobRecord;
 
 use crate::view::{iso, job_view, progress_of};
 
-/// The instance that holds a job's lease: the part of its owner id before the `/`
-/// (`"{instance}/{run}"`), or `None` when nobody holds it.
+/// The instance that runs a job, or for a finished one the instance that ran it last: the part
+/// of its lease owner id before the `/` (`"{instance}/{run}"`); `None` when no instance has
+/// claimed it.
 pub fn owning_instance(job: &JobRecord) -> Option<&str> {
-    if job.state.is_terminal() {
-        return None;
-    }
     let owner = job.lease_owner.as_deref()?;
     Some(
         owner
@@ -147,6 +145,21 @@ mod tests {
     }
 
     #[test]
+    fn a_finished_job_names_the_instance_that_ran_it() {
+        let mut j = job();
+        j.state = JobState::Succeeded;
+        assert_eq!(
+            operator_view(&j, 1_764_000_065_000, 1000)["instance"],
+            "host-a"
+        );
+        j.lease_owner = None;
+        assert_eq!(
+            operator_view(&j, 1_764_000_065_000, 1000)["instance"],
+            Value::Null
+        );
+    }
+
+    #[test]
     fn the_session_is_shown_as_the_log_names_it() {
         let raw = "0123456789abcdef0123456789abcdef";
         let hash = staunch_server::session_hash(raw);
@@ -163,11 +176,8 @@ mod tests {
     }
 
     #[test]
-    fn a_finished_job_has_no_owning_instance() {
+    fn an_owner_without_a_run_part_is_its_instance() {
         let mut j = job();
-        j.state = JobState::Cancelled;
-        assert_eq!(owning_instance(&j), None);
-        j.state = JobState::Running;
         j.lease_owner = Some("plain".into());
         assert_eq!(owning_instance(&j), Some("plain"));
     }

@@ -137,6 +137,8 @@ async fn operator_flow(server: &HttpServer, store: &[&str]) {
         assert!(Instant::now() < end, "the worker never stopped: {v}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
+    // Finished, it still names the instance that ran it.
+    assert_eq!(ended["instance"], listed["instance"], "{ended}");
     assert!(
         ended["cancel_requested_by"]
             .as_str()
