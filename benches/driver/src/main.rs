@@ -128,12 +128,14 @@ struct Args {
     #[arg(long, default_value = "2025-11-25")]
     proxy_upstream_protocol: String,
     /// Flags for `staunch serve`, chosen for the load: room for 10,000 in-flight calls (the
-    /// default limit is 1,024) and for 1,000 SSE connections in one HTTP session (the default
-    /// limit is 256). The lifecycle log stays on (to stderr, which the driver discards) and the
+    /// default limit is 1,024), for 1,000 SSE connections in one HTTP session (the default
+    /// limit is 256), and for all of them from one client (the driver; the default per client
+    /// is 256). The lifecycle log stays on (to stderr, which the driver discards) and the
     /// store is a fresh SQLite file: what users run.
     #[arg(
         long,
-        default_value = "--max-in-flight 20000 --max-streams-per-session 20000",
+        default_value = "--max-in-flight 20000 --max-streams-per-session 20000 \
+                         --max-in-flight-per-session 20000 --max-in-flight-per-peer 20000",
         allow_hyphen_values = true
     )]
     staunch_flags: String,
