@@ -11,7 +11,7 @@ use axum::http::{HeaderMap, HeaderValue, Method, Request, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 use staunch_protocol::modern::has_modern_meta;
-use staunch_protocol::{Message, RequestId, codes, parse_message, version};
+use staunch_protocol::{ErrorObject, Message, RequestId, codes, parse_message, version};
 use staunch_store::{Replay, SessionRecord, now_ms};
 
 use super::HttpState;
@@ -378,6 +378,22 @@ async fn post(
     if stateless {
         return match msg {
             Message::Request(req) => {
+                // A request whose answer can only be a stream, from a client that does not
+                // accept one: refused at once, before it takes a slot (it would otherwise wait,
+                // silent, until the client gave up).
+                if !head.accept.sse && stateless::answers_only_as_a_stream(&req.method) {
+                    return stateless::error_answer(
+                        StatusCode::NOT_ACCEPTABLE,
+                        Some(&req.id),
+                        &ErrorObject::new(
+                            codes::INVALID_REQUEST,
+                            format!(
+                                "{} answers with a stream: Accept must include text/event-stream",
+                                req.method
+                            ),
+                        ),
+                    );
+                }
                 // The peer's share of the in-flight slots (a session's is checked in the core).
                 let slot = match peer_share::admit(
                     &state.server.inner,

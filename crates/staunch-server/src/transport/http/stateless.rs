@@ -441,6 +441,12 @@ fn sse_body(
         .into_response()
 }
 
+/// Whether `method`'s answer can only be an SSE stream (it never ends with a lone response while
+/// the client listens): `subscriptions/listen`.
+pub(crate) fn answers_only_as_a_stream(method: &str) -> bool {
+    method == "subscriptions/listen"
+}
+
 /// A stateless POST that is not a request (a notification or a response): nothing in this era
 /// is sent that way over HTTP; accepted and ignored.
 pub(crate) fn not_a_request() -> Response {
