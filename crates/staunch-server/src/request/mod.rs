@@ -511,9 +511,6 @@ async fn run(
     }
 
     let slot = server.registry.finish(&shared.key);
-    if shared.conn.request_ended() && shared.conn.owns_work && shared.conn.peer.is_none() {
-        server.fair.keyless_idle();
-    }
     let mark = slot.as_ref().and_then(|s| s.cancel.clone());
     // Only with a span to end: the cancel becomes its event (not the request's own deadline,
     // which the log does not call a cancel either: the outcome says it).
@@ -607,6 +604,12 @@ async fn run(
     );
     if let Some(span) = &shared.span {
         end_span(span.as_ref(), outcome, traced_cancel, now, panic.as_deref());
+    }
+    // Counted out last, once its end line is appended: a connection that closes waits for its
+    // requests to reach zero and then flushes the log, so an end counted out before its line
+    // was written could be lost when the process exits right after.
+    if shared.conn.request_ended() && shared.conn.owns_work && shared.conn.peer.is_none() {
+        server.fair.keyless_idle();
     }
 }
 
