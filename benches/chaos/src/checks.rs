@@ -1,7 +1,7 @@
 //! The invariants, checked after a run from what the store, the demo import table and the
 //! instances' lifecycle logs say — not from what the workload believed.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -202,13 +202,42 @@ pub async fn jobs(
     let _ = db.busy_timeout(Duration::from_secs(10));
     let mut jobs = 0;
     let mut terminal = 0;
-    for (key, (_instance, rows, ids)) in &rec.keys {
-        if ids.len() > 1 {
+    for (key, (_instance, rows, told)) in &rec.keys {
+        // The store decides, not the client's memory: a first start whose answer was lost plus
+        // a re-send that made a second job shows only here, and so does a key whose every
+        // start went unanswered but was recorded.
+        // Tasks are recorded under their task id (`task:<id>`): they have no key to look up,
+        // and the job the client was told of is the task itself.
+        let stored = if key.starts_with("task:") {
+            told.iter().cloned().collect()
+        } else {
+            match crate::faults::job_ids_by_key(store, key).await {
+                Ok(ids) => ids,
+                Err(e) => {
+                    out.push(v("check failed", format!("key {key}: {e}")));
+                    continue;
+                }
+            }
+        };
+        if stored.len() > 1 {
             out.push(v(
                 "one key, several jobs",
-                format!("key {key} started {} jobs: {ids:?}", ids.len()),
+                format!(
+                    "key {key}: the store holds {} jobs: {stored:?}",
+                    stored.len()
+                ),
             ));
         }
+        if let Some(id) = told.iter().find(|id| !stored.contains(id)) {
+            out.push(v(
+                "answered job not in the store",
+                format!("key {key}: the client was given job {id}; the store has {stored:?}"),
+            ));
+        }
+        if stored.is_empty() && !told.is_empty() {
+            continue;
+        }
+        let ids: BTreeSet<&String> = stored.iter().chain(told.iter()).collect();
         for id in ids {
             jobs += 1;
             let until = Instant::now() + Duration::from_secs(20);

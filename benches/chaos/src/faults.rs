@@ -56,6 +56,42 @@ pub async fn job_row(store: &StoreKind, id: &str) -> anyhow::Result<Option<JobRo
     }
 }
 
+/// The ids of every job the store holds for idempotency key `key` (whatever its owner):
+/// what the store says, not what the client was told.
+pub async fn job_ids_by_key(store: &StoreKind, key: &str) -> anyhow::Result<Vec<String>> {
+    const BY_KEY: &str = "SELECT id FROM staunch_jobs WHERE idem_key = ";
+    match store {
+        StoreKind::Sqlite(path) => {
+            let (path, key) = (path.clone(), key.to_string());
+            tokio::task::spawn_blocking(move || {
+                let conn = rusqlite::Connection::open_with_flags(
+                    &path,
+                    rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY
+                        | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+                )?;
+                conn.busy_timeout(Duration::from_secs(5))?;
+                let mut st = conn.prepare(&format!("{BY_KEY}?1 ORDER BY id"))?;
+                let ids = st
+                    .query_map([&key], |r| r.get::<_, String>(0))?
+                    .collect::<Result<Vec<_>, _>>()?;
+                Ok(ids)
+            })
+            .await?
+        }
+        StoreKind::Postgres { url, schema } => {
+            let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls).await?;
+            tokio::spawn(conn);
+            client
+                .batch_execute(&format!("SET search_path TO \"{schema}\""))
+                .await?;
+            let rows = client
+                .query(&format!("{BY_KEY}$1 ORDER BY id"), &[&key])
+                .await?;
+            Ok(rows.iter().map(|r| r.get(0)).collect())
+        }
+    }
+}
+
 fn sqlite_row(path: &Path, id: &str) -> anyhow::Result<Option<JobRow>> {
     let conn = rusqlite::Connection::open_with_flags(
         path,
