@@ -34,11 +34,6 @@ impl UpstreamChild {
         self.pgid
     }
 
-    /// How it exited, once it has.
-    pub fn exit_status(&self) -> Option<String> {
-        self.exited.borrow().clone()
-    }
-
     async fn wait_exit(&self, limit: Duration) -> bool {
         let mut rx = self.exited.clone();
         tokio::time::timeout(limit, rx.wait_for(Option::is_some))
