@@ -39,11 +39,12 @@ pub enum JobsError {
     /// The key was used before with other arguments: the call is refused, never attached to
     /// the old job.
     #[error(
-        "idempotency_key_reused: the key {key:?} was already used for job {existing_job_id} \
-         with different arguments"
+        "idempotency_key_reused: the key {key:?} was already used{} with different arguments",
+        for_job(.existing_job_id)
     )]
     KeyReused {
         key: String,
+        /// Empty when the caller may not learn it (a key shared by unauthenticated clients).
         existing_job_id: String,
     },
     /// The caller's owner scope has this many jobs queued or running already; nothing was
@@ -59,4 +60,13 @@ pub enum JobsError {
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+}
+
+/// ` for job <id>`, or nothing when the id is withheld.
+fn for_job(id: &str) -> String {
+    if id.is_empty() {
+        String::new()
+    } else {
+        format!(" for job {id}")
+    }
 }

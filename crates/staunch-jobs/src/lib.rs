@@ -37,7 +37,8 @@
 //! else whoever holds its id. Another scope gets "unknown job" exactly as for an id that never
 //! existed.
 //!
-//! Idempotency: keys are scoped to `(owner scope, tool, key)` and honoured for `idempotency_ttl`
+//! Idempotency: keys are scoped to `(owner scope, tool, key)` (without auth, keyed work is the
+//! server's, whatever the session: see [`OwnerScope`]) and honoured for `idempotency_ttl`
 //! (24 h by default); the fingerprint is the SHA-256 of the canonical normalised arguments;
 //! the same key with the same arguments returns the existing job whatever its state, with
 //! other arguments it is refused (`idempotency_key_reused`). Without a key, an identical call

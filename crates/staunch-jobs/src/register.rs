@@ -40,10 +40,11 @@ fn with_key(mut schema: Value, key_hours: f64) -> Value {
         "maxLength": staunch_store::MAX_IDEM_KEY_CHARS,
         "description": format!(
             "Optional but recommended: a unique string you choose for this piece of work (a \
-             UUID is ideal). If you call again because you got no answer (timeout, dropped \
-             connection, error), send the SAME key: you get the job that is already running or \
-             finished instead of doing the work twice. Use a new key for new work. Keys are \
-             remembered for {key_hours:.0} h."
+             UUID is ideal; a short or guessable key may collide with another caller's). If you \
+             call again because you got no answer (timeout, dropped connection, reconnect, \
+             error), send the SAME key with the same arguments: you get the job that is already \
+             running or finished instead of doing the work twice. Use a new key for new work. \
+             Keys are remembered for {key_hours:.0} h."
         ),
     });
     if !schema.is_object() {

@@ -7,6 +7,12 @@
 //! 3. otherwise — a stateless 2026 request without auth, or stdio — **whoever holds its id**:
 //!    ids are 128 random bits, so holding one is the capability.
 //!
+//! One exception, for idempotency keys: a job an unauthenticated session starts *with a key*
+//! is recorded in scope 3, because such a server cannot tell its clients apart and a client
+//! that lost its session retries in a new one (see `tool_face::create`). The same key with the
+//! same arguments then leads to the job from any session; with other arguments the refusal
+//! names no job.
+//!
 //! The scope's [`OwnerScope::key`] is what the store keeps in the job's `principal` column, so
 //! the store scopes idempotency keys and in-flight dedupe by it without knowing the rule: the
 //! principal itself, `session:` and a hash of the session id (the id is a credential and stays

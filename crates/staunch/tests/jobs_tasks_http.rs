@@ -196,3 +196,90 @@ async fn typescript_sdk_tasks_client_cancels_an_import_and_no_row_follows_the_ca
         "a row was written after the cancel"
     );
 }
+
+/// Regression: without auth, a key was scoped by the 2025 session, so a client that lost its
+/// session (here: the server restarted) and retried with the same key in a new session got a
+/// second job, and the import ran twice. An unauthenticated server cannot tell its clients
+/// apart, so its keys are shared: the retry gets the first job, and the rows are written once.
+#[tokio::test]
+async fn a_retry_with_the_same_key_after_a_restart_runs_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("jobs.db");
+    let store_arg = store.display().to_string();
+    let flags = common::job_flags(&[]);
+    let args = json!({"rows": 3, "delay_ms": 10, "idempotency_key": "import-after-restart"});
+
+    let mut first = HttpServer::start_on(Some(&store_arg), &flags).await;
+    let one = first.initialize().await;
+    let started = rpc(
+        &first,
+        &one,
+        call(json!(1), "start_import_rows", args.clone(), None),
+    )
+    .await;
+    let job = started["result"]["structuredContent"]["job_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{started}"))
+        .to_string();
+    // It finishes before the restart (a side-effecting job cut off by a kill is never re-run
+    // anyway; this shows the retry finds a finished job, not a running one).
+    let end = tokio::time::Instant::now() + T;
+    loop {
+        let got = rpc(
+            &first,
+            &one,
+            call(json!(2), "get_import_rows", json!({"job_id": job}), None),
+        )
+        .await;
+        if got["result"]["structuredContent"]["status"] == "succeeded" {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < end, "not done: {got}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    first.child.kill().await.unwrap();
+    let _ = first.child.wait().await;
+
+    let second = HttpServer::start_on(Some(&store_arg), &flags).await;
+    let two = second.initialize().await;
+    assert_ne!(one, two, "a new session");
+    let retried = rpc(
+        &second,
+        &two,
+        call(json!(3), "start_import_rows", args.clone(), None),
+    )
+    .await;
+    assert_eq!(
+        retried["result"]["structuredContent"]["job_id"], job,
+        "the retry gets the first job: {retried}"
+    );
+    // The new session follows it by its id, and the work ran once.
+    let got = rpc(
+        &second,
+        &two,
+        call(json!(4), "get_import_rows", json!({"job_id": job}), None),
+    )
+    .await;
+    assert_eq!(
+        got["result"]["structuredContent"]["status"], "succeeded",
+        "{got}"
+    );
+    let counted = rpc(
+        &second,
+        &two,
+        call(json!(5), "imported_rows", json!({"job_id": job}), None),
+    )
+    .await;
+    assert_eq!(
+        counted["result"]["structuredContent"]["attempts"], 1,
+        "{counted}"
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let c = rusqlite::Connection::open(&store).unwrap();
+    c.busy_timeout(Duration::from_secs(5)).unwrap();
+    let all: i64 = c
+        .query_row("SELECT COUNT(*) FROM demo_import_rows", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(all, 3, "the rows of one import, written once");
+    assert_eq!(rows(&store, &job), 3);
+}
