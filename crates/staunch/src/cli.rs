@@ -186,6 +186,12 @@ pub struct ServeArgs {
     /// stream (the 2026 cancel) is noticed at the latest one or two intervals after the close.
     #[arg(long, default_value_t = 500, env = "STAUNCH_STATELESS_KEEP_ALIVE_MS")]
     pub stateless_keep_alive_ms: u64,
+    /// 2025 revisions over HTTP: keep-alive interval on open SSE streams (a call's stream, the
+    /// GET stream), in ms. Keeps proxies from closing a silent stream, and notices a client that
+    /// vanished at the latest on the second write after it left, which frees what its stream
+    /// held.
+    #[arg(long, default_value_t = 15_000, env = "STAUNCH_KEEP_ALIVE_MS")]
+    pub keep_alive_ms: u64,
     /// Limits against a hostile client (sessions, connections, timeouts, jobs per owner).
     #[command(flatten)]
     pub limits: crate::limits::LimitArgs,

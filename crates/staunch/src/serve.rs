@@ -288,6 +288,7 @@ async fn serve_http(
         event_max_age: Duration::from_secs(args.event_max_age_secs),
         stateless_hold: Duration::from_millis(args.stateless_hold_ms),
         keep_alive_stateless: Duration::from_millis(args.stateless_keep_alive_ms.max(10)),
+        keep_alive: Duration::from_millis(args.keep_alive_ms.max(10)),
         auth: args.auth.config().await?,
         event_queue_max: args.event_queue_max,
         connection_backlog: args.max_connection_backlog,

@@ -105,3 +105,34 @@ async fn a_vanished_listener_frees_its_slot() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// The 2025 era's long-lived stream: a session's GET stream whose client vanished is noticed by
+/// its keep-alives (`--keep-alive-ms`), so the session may open a new one (one at a time)
+/// within two intervals (and a second), not only when the session ends.
+#[tokio::test]
+async fn a_vanished_get_stream_is_noticed_by_its_keep_alives() {
+    let keep_alive = Duration::from_millis(200);
+    let s = HttpServer::start(&["--keep-alive-ms", "200"]).await;
+    let sid = s.initialize().await;
+    let first = s.get(&sid, None).await;
+    assert_eq!(first.status, 200);
+    let second = s.get(&sid, None).await;
+    assert_eq!(second.status, 409, "one standalone stream per session");
+    drop(second);
+    // The client vanishes without a word.
+    drop(first);
+    let bound = keep_alive * 2 + Duration::from_secs(1);
+    let end = Instant::now() + bound;
+    loop {
+        let r = s.get(&sid, None).await;
+        if r.status == 200 {
+            break;
+        }
+        assert_eq!(r.status, 409);
+        assert!(
+            Instant::now() < end,
+            "the vanished GET stream was not noticed within {bound:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
