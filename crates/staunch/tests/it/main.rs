@@ -1,0 +1,40 @@
+//! The integration tests of `staunch`, in one test binary (one link instead of one
+//! per file): each former `tests/*.rs` file is a module, and the helpers they share are
+//! declared once here.
+
+mod client_support;
+mod common;
+
+mod audit;
+mod call;
+mod call_2026;
+mod call_task_2026;
+mod client_http;
+mod command_tools;
+mod eras;
+mod http_auth;
+mod http_security;
+mod http_stateless;
+mod http_transport;
+mod https;
+mod jobs_cmd;
+mod jobs_stdio;
+mod jobs_tasks_http;
+mod listen_streams;
+mod live_page;
+mod live_page_auth;
+mod metrics;
+mod multi_instance_http;
+mod multi_instance_jobs;
+mod probe;
+mod probe_2026;
+mod proxy;
+mod real_clients_2026;
+mod real_clients_http;
+mod real_clients_stdio;
+mod rmcp_tasks_client;
+mod security_fairness;
+mod stdio_lifecycle;
+mod stdio_unread_stdout;
+mod tasks_2026_http;
+mod traces;

@@ -1,0 +1,76 @@
+//! Two `staunch serve --http` processes on one PostgreSQL database: a session created on one is
+//! served by the other, and a stream that dropped on one is resumed on the other with every
+//! event exactly once.
+
+use crate::common;
+
+use std::time::Duration;
+
+use common::http::{HttpServer, call, ended};
+use serde_json::json;
+
+#[tokio::test]
+async fn a_stream_dropped_on_a_resumes_on_b_exactly_once() {
+    let Some((url, schema)) = common::pg::fresh_schema("multi-instance HTTP resume") else {
+        return;
+    };
+    let flags = ["--store-schema", schema.as_str()];
+    let a = HttpServer::start_on(Some(&url), &flags).await;
+    let b = HttpServer::start_on(Some(&url), &flags).await;
+    let sid = a.initialize().await;
+    let id = json!("x");
+    let mut r = a
+        .post(
+            Some(&sid),
+            &call(
+                id.clone(),
+                "slow_count",
+                json!({"steps": 12, "delay_ms": 40}),
+                Some(json!(1)),
+            ),
+        )
+        .await;
+    let mut seen = Vec::new();
+    while seen.len() < 3 {
+        seen.push(r.next_event(Duration::from_secs(10)).await.expect("event"));
+    }
+    let last = seen.last().unwrap().id.clone().unwrap();
+    drop(r);
+    // B has never seen this session: it adopts it from the shared store and follows the
+    // stream while A's handler keeps running.
+    let mut g = b.get(&sid, Some(&last)).await;
+    assert_eq!(g.status, 200);
+    let rest = g.events_until_end(Duration::from_secs(15)).await;
+    let progress: Vec<i64> = seen
+        .iter()
+        .chain(rest.iter())
+        .map(|e| e.json())
+        .filter(|m| m["method"] == "notifications/progress")
+        .map(|m| m["params"]["progress"].as_i64().unwrap())
+        .collect();
+    assert_eq!(
+        progress,
+        (1..=12).collect::<Vec<_>>(),
+        "every event exactly once"
+    );
+    let responses: Vec<_> = rest
+        .iter()
+        .map(|e| e.json())
+        .filter(|m| m["id"] == id)
+        .collect();
+    assert_eq!(responses.len(), 1);
+    assert_eq!(responses[0]["result"]["content"][0]["text"], "counted 12");
+    // The session works on B for new requests too.
+    let (_, echo) = b
+        .post(
+            Some(&sid),
+            &call(json!(2), "echo", json!({"text": "from b"}), None),
+        )
+        .await
+        .answer(Duration::from_secs(10))
+        .await;
+    assert_eq!(echo["result"]["content"][0]["text"], "from b", "{echo}");
+    assert!(ended(&a.log_lines(), &sid, &id));
+    drop((a, b));
+    common::pg::drop_schema(&url, &schema);
+}

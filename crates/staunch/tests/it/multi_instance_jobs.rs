@@ -1,0 +1,303 @@
+//! Two `staunch serve --http` instances on one PostgreSQL database, as users run them behind a
+//! load balancer: any instance answers for any job. Skipped (with a SKIPPED line) unless
+//! `STAUNCH_TEST_POSTGRES` is set.
+
+use crate::common;
+
+use std::time::Duration;
+
+use common::http::{HttpServer, tool_structured};
+use serde_json::{Value, json};
+use tokio::time::Instant;
+
+const T: Duration = Duration::from_secs(20);
+
+/// Two instances (`a`, `b`) on a fresh schema, sharing one import table file.
+struct Pair {
+    a: HttpServer,
+    b: HttpServer,
+    sa: String,
+    sb: String,
+    url: String,
+    schema: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Pair {
+    async fn start(test: &str, extra: &[&str]) -> Option<Self> {
+        let (url, schema) = common::pg::fresh_schema(test)?;
+        let dir = tempfile::tempdir().unwrap();
+        let import = dir.path().join("import.db").display().to_string();
+        let flags = |name: &'static str| {
+            let mut f = vec![
+                "--store-schema",
+                schema.as_str(),
+                "--instance-name",
+                name,
+                "--import-db",
+                import.as_str(),
+            ];
+            f.extend_from_slice(extra);
+            f.into_iter().map(String::from).collect::<Vec<_>>()
+        };
+        let fa = flags("a");
+        let fb = flags("b");
+        let a = HttpServer::start_on(
+            Some(&url),
+            &fa.iter().map(String::as_str).collect::<Vec<_>>(),
+        )
+        .await;
+        let b = HttpServer::start_on(
+            Some(&url),
+            &fb.iter().map(String::as_str).collect::<Vec<_>>(),
+        )
+        .await;
+        // One client behind a load balancer: its session reaches both instances (B adopts it
+        // from the shared store). Work belongs to the session that created it, so a second
+        // client would not see it at all.
+        let sa = a.initialize().await;
+        let sb = sa.clone();
+        Some(Self {
+            a,
+            b,
+            sa,
+            sb,
+            url,
+            schema,
+            _dir: dir,
+        })
+    }
+}
+
+impl Drop for Pair {
+    fn drop(&mut self) {
+        let _ = self.a.child.start_kill();
+        let _ = self.b.child.start_kill();
+        common::pg::drop_schema(&self.url, &self.schema);
+    }
+}
+
+async fn get_until(
+    s: &HttpServer,
+    sid: &str,
+    job: &str,
+    tool_name: &str,
+    pred: impl Fn(&Value) -> bool,
+) -> Value {
+    let end = Instant::now() + T;
+    loop {
+        let v = tool_structured(s, sid, &format!("get_{tool_name}"), json!({"job_id": job})).await;
+        if pred(&v) {
+            return v;
+        }
+        assert!(Instant::now() < end, "timed out; last: {v}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_job_is_polled_and_cancelled_through_the_instance_that_does_not_run_it() {
+    let Some(p) = Pair::start("cancel across instances", &[]).await else {
+        return;
+    };
+    let mut latencies = Vec::new();
+    for round in 0..5 {
+        let s = tool_structured(
+            &p.a,
+            &p.sa,
+            "start_import_rows",
+            json!({"rows": 100000, "delay_ms": 30}),
+        )
+        .await;
+        let job = s["job_id"].as_str().unwrap().to_string();
+        get_until(&p.b, &p.sb, &job, "import_rows", |v| {
+            v["progress"]["done"].as_i64().unwrap_or(0) >= 3
+        })
+        .await;
+        // Poll and cancel through the instance that does not hold the lease.
+        let runner = lease_owner(&p, &job);
+        let (other, sid) = if runner == "a" {
+            (&p.b, &p.sb)
+        } else {
+            (&p.a, &p.sa)
+        };
+        let t0 = Instant::now();
+        let c = tool_structured(other, sid, "cancel_import_rows", json!({"job_id": job})).await;
+        assert_eq!(c["status"], "cancelling", "{c}");
+        let done = get_until(other, sid, &job, "import_rows", |v| {
+            v["status"] == "cancelled"
+        })
+        .await;
+        latencies.push(t0.elapsed());
+        // The body stopped at its next unit: what it wrote is what it last reported, and
+        // nothing is written afterwards.
+        let counted = tool_structured(other, sid, "imported_rows", json!({"job_id": job})).await;
+        assert_eq!(
+            counted["rows"], done["progress"]["done"],
+            "round {round}: {counted} vs {done}"
+        );
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        let later = tool_structured(other, sid, "imported_rows", json!({"job_id": job})).await;
+        assert_eq!(
+            later["rows"], counted["rows"],
+            "rows written after the cancel"
+        );
+    }
+    latencies.sort();
+    eprintln!(
+        "cross-instance cancel (cancel_x on one instance -> cancelled seen there, job on the other): \
+         median {:?}, max {:?} over {} jobs",
+        latencies[latencies.len() / 2],
+        latencies[latencies.len() - 1],
+        latencies.len()
+    );
+}
+
+/// The instance name holding a job's lease (owner ids are `"{instance}/{random}"`).
+fn lease_owner(p: &Pair, job: &str) -> String {
+    let out = std::process::Command::new("psql")
+        .arg(&p.url)
+        .args(["-tAc"])
+        .arg(format!(
+            "SELECT lease_owner FROM {}.staunch_jobs WHERE id = '{job}'",
+            p.schema
+        ))
+        .output()
+        .expect("psql");
+    let owner = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    owner.split('/').next().unwrap_or_default().to_string()
+}
+
+#[cfg(unix)]
+#[tokio::test]
+async fn sigkill_the_instance_running_a_job_and_the_other_reaper_ends_it_within_the_lease() {
+    let flags = [
+        "--job-lease-ms",
+        "1500",
+        "--job-reap-ms",
+        "300",
+        "--job-heartbeat-ms",
+        "300",
+    ];
+    let Some(mut p) = Pair::start("SIGKILL the runner, the other reaps", &flags).await else {
+        return;
+    };
+    let imp = tool_structured(
+        &p.a,
+        &p.sa,
+        "start_import_rows",
+        json!({"rows": 100000, "delay_ms": 20}),
+    )
+    .await;
+    let imp = imp["job_id"].as_str().unwrap().to_string();
+    let scan = tool_structured(
+        &p.a,
+        &p.sa,
+        "start_long_scan",
+        json!({"steps": 30, "delay_ms": 40}),
+    )
+    .await;
+    let scan = scan["job_id"].as_str().unwrap().to_string();
+    get_until(&p.a, &p.sa, &imp, "import_rows", |v| {
+        v["status"] == "running" && v["progress"]["done"].as_i64().unwrap_or(0) >= 2
+    })
+    .await;
+    get_until(&p.a, &p.sa, &scan, "long_scan", |v| {
+        v["status"] == "running"
+    })
+    .await;
+    // Either instance may have claimed the import (a wake-up reaches both): kill its runner.
+    let runner = lease_owner(&p, &imp);
+    let scan_runner = lease_owner(&p, &scan);
+    assert!(runner == "a" || runner == "b", "owner {runner:?}");
+    let (victim, survivor, sid) = if runner == "a" {
+        (&mut p.a, &p.b, p.sb.clone())
+    } else {
+        (&mut p.b, &p.a, p.sa.clone())
+    };
+    victim.child.start_kill().unwrap();
+    victim.child.wait().await.unwrap();
+    let killed = Instant::now();
+    // Side-effecting: never re-run; the survivor's reaper ends it as failed(lease_lost).
+    let v = get_until(survivor, &sid, &imp, "import_rows", |v| {
+        v["status"] != "running" && v["status"] != "queued"
+    })
+    .await;
+    eprintln!(
+        "import_rows on {runner} resolved by the other instance {:?} after the SIGKILL (lease 1.5 s)",
+        killed.elapsed()
+    );
+    assert_eq!(v["status"], "failed", "{v}");
+    assert_eq!(v["error"]["code"], "lease_lost", "{v}");
+    let counted = tool_structured(survivor, &sid, "imported_rows", json!({"job_id": imp})).await;
+    assert_eq!(
+        counted["attempts"], 1,
+        "a side-effecting job ran twice: {counted}"
+    );
+    // Retry-safe: if it ran on the killed instance it is re-queued and finished by the survivor.
+    let s = get_until(survivor, &sid, &scan, "long_scan", |v| {
+        v["status"] == "succeeded" || v["status"] == "failed"
+    })
+    .await;
+    assert_eq!(s["status"], "succeeded", "{s}");
+    if scan_runner == runner {
+        assert_eq!(s["attempt"], 2, "re-run once by the survivor: {s}");
+    }
+}
+
+#[tokio::test]
+async fn a_hundred_concurrent_starts_with_one_key_over_both_instances_make_one_job() {
+    let Some(p) = Pair::start("100 starts, one key", &[]).await else {
+        return;
+    };
+    let args = json!({"rows": 5, "delay_ms": 10, "idempotency_key": "order-42"});
+    let mut calls = Vec::new();
+    for i in 0..100 {
+        let (s, sid) = if i % 2 == 0 {
+            (&p.a, &p.sa)
+        } else {
+            (&p.b, &p.sb)
+        };
+        calls.push(tool_structured(s, sid, "start_import_rows", args.clone()));
+    }
+    let results = futures_join_all(calls).await;
+    let mut ids: Vec<String> = results
+        .iter()
+        .map(|r| r["job_id"].as_str().unwrap().to_string())
+        .collect();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), 1, "one key, one job: {ids:?}");
+    let job = &ids[0];
+    get_until(&p.a, &p.sa, job, "import_rows", |v| {
+        v["status"] == "succeeded"
+    })
+    .await;
+    let counted = tool_structured(&p.b, &p.sb, "imported_rows", json!({"job_id": job})).await;
+    assert_eq!(counted["rows"], 5, "{counted}");
+    assert_eq!(counted["attempts"], 1, "{counted}");
+}
+
+/// Runs futures concurrently on this task (no extra dependency for join_all).
+async fn futures_join_all<F: std::future::Future<Output = Value>>(futs: Vec<F>) -> Vec<Value> {
+    let futs: Vec<_> = futs.into_iter().map(Box::pin).collect();
+    // The futures borrow the pair, so they cannot be spawned; poll them together instead.
+    let mut out = vec![Value::Null; futs.len()];
+    let mut pending: Vec<_> = futs.into_iter().enumerate().collect();
+    std::future::poll_fn(|cx| {
+        pending.retain_mut(|(i, f)| match f.as_mut().poll(cx) {
+            std::task::Poll::Ready(v) => {
+                out[*i] = v;
+                false
+            }
+            std::task::Poll::Pending => true,
+        });
+        if pending.is_empty() {
+            std::task::Poll::Ready(())
+        } else {
+            std::task::Poll::Pending
+        }
+    })
+    .await;
+    out
+}
