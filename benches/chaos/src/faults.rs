@@ -37,11 +37,7 @@ pub async fn job_row(store: &StoreKind, id: &str) -> anyhow::Result<Option<JobRo
             tokio::task::spawn_blocking(move || sqlite_row(&path, &id)).await?
         }
         StoreKind::Postgres { url, schema } => {
-            let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls).await?;
-            tokio::spawn(conn);
-            client
-                .batch_execute(&format!("SET search_path TO \"{schema}\""))
-                .await?;
+            let client = pg_client(url, schema).await?;
             let row = client
                 .query_opt(&format!("{JOB_ROW}$1"), &[&id])
                 .await?
@@ -79,17 +75,23 @@ pub async fn job_ids_by_key(store: &StoreKind, key: &str) -> anyhow::Result<Vec<
             .await?
         }
         StoreKind::Postgres { url, schema } => {
-            let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls).await?;
-            tokio::spawn(conn);
-            client
-                .batch_execute(&format!("SET search_path TO \"{schema}\""))
-                .await?;
+            let client = pg_client(url, schema).await?;
             let rows = client
                 .query(&format!("{BY_KEY}$1 ORDER BY id"), &[&key])
                 .await?;
             Ok(rows.iter().map(|r| r.get(0)).collect())
         }
     }
+}
+
+/// A connection to the run's PostgreSQL store, its schema on the search path.
+async fn pg_client(url: &str, schema: &str) -> anyhow::Result<tokio_postgres::Client> {
+    let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls).await?;
+    tokio::spawn(conn);
+    client
+        .batch_execute(&format!("SET search_path TO \"{schema}\""))
+        .await?;
+    Ok(client)
 }
 
 fn sqlite_row(path: &Path, id: &str) -> anyhow::Result<Option<JobRow>> {
