@@ -1,5 +1,6 @@
 //! JSON-RPC 2.0 messages: parsing one frame, and serialising what the server sends.
 
+use std::borrow::Cow;
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
@@ -79,11 +80,11 @@ impl ErrorObject {
         Self::new(codes::INVALID_PARAMS, message)
     }
 
-    /// -32601 for `method`.
+    /// -32601 for `method` (named as [`echo_name`] bounds it).
     pub fn method_not_found(method: &str) -> Self {
         Self::new(
             codes::METHOD_NOT_FOUND,
-            format!("method not found: {method}"),
+            format!("method not found: {}", echo_name(method)),
         )
     }
 
@@ -195,6 +196,31 @@ fn invalid(id: Option<RequestId>, reason: impl Into<String>) -> FrameError {
 /// `error` are parsed into values; the rest of the envelope is read in place ([`frame`]).
 ///
 /// [`frame`]: crate::frame
+/// Longest client-chosen name an answer repeats whole ([`echo_name`]).
+const ECHO_MAX_CHARS: usize = 100;
+
+/// A client-chosen name (a method, a tool) as an answer may repeat it: whole when short, else
+/// its first characters and how long it was — an answer, a log line or a stored stream never
+/// grows with what a client chose to send.
+pub fn echo_name(name: &str) -> Cow<'_, str> {
+    match name.char_indices().nth(ECHO_MAX_CHARS) {
+        None => Cow::Borrowed(name),
+        Some((cut, _)) => Cow::Owned(format!("{}… ({} bytes)", &name[..cut], name.len())),
+    }
+}
+
+/// A client-chosen method name as a metric label, span name or log field: the name when it is
+/// short and plain (letters, digits, `/`, `_`, `-`, `.`), else `_OTHER` (OpenTelemetry's word
+/// for a method it does not know).
+pub fn method_label(method: &str) -> &str {
+    let plain = method.len() <= 64
+        && !method.is_empty()
+        && method
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'/' | b'_' | b'-' | b'.'));
+    if plain { method } else { "_OTHER" }
+}
+
 pub fn parse_message(frame: &[u8]) -> Result<Message, FrameError> {
     match crate::frame::read(frame).map_err(|e| FrameError::Parse(e.to_string()))? {
         Frame::Object(env) => classify(env),
@@ -443,5 +469,26 @@ mod tests {
         for m in msgs {
             assert_eq!(parse_message(&m.to_bytes()).unwrap(), m);
         }
+    }
+}
+
+#[cfg(test)]
+mod bounded_names {
+    use super::*;
+
+    #[test]
+    fn client_names_are_bounded_where_they_are_repeated() {
+        assert_eq!(echo_name("tools/list"), "tools/list");
+        let long = "é".repeat(5000);
+        let e = echo_name(&long);
+        assert!(
+            e.starts_with(&"é".repeat(100)) && e.ends_with("… (10000 bytes)"),
+            "{e}"
+        );
+        assert_eq!(method_label("tools/call"), "tools/call");
+        assert_eq!(method_label(&"m".repeat(65)), "_OTHER");
+        assert_eq!(method_label("a b"), "_OTHER");
+        assert_eq!(method_label(""), "_OTHER");
+        assert!(ErrorObject::method_not_found(&long).message.len() < 400);
     }
 }

@@ -21,6 +21,7 @@ pub mod modern;
 pub mod version;
 
 pub use jsonrpc::{
-    ErrorObject, FrameError, Message, Notification, Request, RequestId, Response,
-    error_response_bytes, notification_bytes, parse_message, request_bytes, result_response_bytes,
+    ErrorObject, FrameError, Message, Notification, Request, RequestId, Response, echo_name,
+    error_response_bytes, method_label, notification_bytes, parse_message, request_bytes,
+    result_response_bytes,
 };

@@ -124,6 +124,9 @@ pub(crate) fn dispatch(server: &Arc<ServerInner>, origin: &Origin, mut req: Requ
             }
             None => {
                 let e = ErrorObject::method_not_found(other);
+                // A name the server does not know is the client's choice, of any length: the
+                // log, metrics and traces see it as a bounded label, never as sent.
+                req.method = staunch_protocol::method_label(&req.method).to_owned();
                 request::answer_now(server, origin, &req, Err(e));
             }
         },
@@ -211,7 +214,7 @@ fn tool_call_work(
     let Some(entry) = server.tool_table().by_name.get(&p.name).cloned() else {
         return Err(ErrorObject::invalid_params(format!(
             "unknown tool: {}",
-            p.name
+            staunch_protocol::echo_name(&p.name)
         )));
     };
     // The binding fingerprints the arguments as sent (`null` when absent), the log `{}`.

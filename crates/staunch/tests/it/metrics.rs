@@ -349,3 +349,42 @@ async fn reaper_purges_are_counted() {
         "{text}"
     );
 }
+
+/// Regression (security review, second pass, finding 9): a client's method name was kept at
+/// full length — 60 requests of a 4 MB unknown method took `/metrics` to 240 MB and grew the
+/// log and the store. Now an unknown method is `_OTHER` in metrics, the log and traces, and
+/// an answer repeats at most its first 100 characters; so is an unknown tool's name.
+#[tokio::test]
+async fn long_client_strings_are_bounded_in_metrics_logs_and_answers() {
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let s = HttpServer::start(&["--metrics", &addr]).await;
+    let sid = s.initialize().await;
+    let long = "m".repeat(1 << 20);
+    for id in 0..4 {
+        let msg = json!({"jsonrpc": "2.0", "id": id, "method": format!("{long}{id}")});
+        let r = common::http::rpc(&s, &sid, msg).await;
+        let m = r["error"]["message"].as_str().unwrap_or_default();
+        assert_eq!(r["error"]["code"], -32601, "{r}");
+        assert!(
+            m.len() < 300 && m.contains("bytes)"),
+            "{}",
+            &m[..m.len().min(300)]
+        );
+    }
+    let r = common::http::rpc(&s, &sid, call(json!(9), &long, json!({}), None)).await;
+    let text = r.to_string();
+    assert!(
+        text.len() < 1000 && text.contains("unknown tool"),
+        "{}",
+        &text[..text.len().min(300)]
+    );
+    let (_, _, body) = scrape(port).await;
+    assert!(body.len() < 64 * 1024, "/metrics has {} bytes", body.len());
+    assert!(body.contains("_OTHER"), "no _OTHER label");
+    let lines = s
+        .log_until(|l| l.iter().filter(|x| x["method"] == "_OTHER").count() >= 8)
+        .await;
+    let longest = lines.iter().map(|l| l.to_string().len()).max().unwrap_or(0);
+    assert!(longest < 2048, "a log line of {longest} bytes");
+}
