@@ -72,10 +72,7 @@ pub struct Access {
 
 impl Access {
     fn host_ok(&self, headers: &HeaderMap) -> bool {
-        headers
-            .get(header::HOST)
-            .and_then(|h| h.to_str().ok())
-            .is_some_and(|h| self.allow.host_ok(h))
+        self.allow.host_headers_ok(headers)
     }
 
     /// A state-changing request: same origin, required.

@@ -82,6 +82,19 @@ async fn the_page_refuses_foreign_hosts_origins_and_tokenless_cancels() {
         .0,
         403
     );
+    // Regression (security review, second pass, finding 8): a second Host header got past the
+    // check, which read only the first; the page now checks them as the endpoint does.
+    assert_eq!(
+        raw(
+            s.port,
+            "GET",
+            "/staunch",
+            &[("Host", &host), ("Host", "evil.example")]
+        )
+        .await
+        .0,
+        403
+    );
     // The event stream sends snapshots.
     let (code, _, events) = raw(s.port, "GET", "/staunch/events", &[("Host", &host)]).await;
     assert_eq!(code, 200);

@@ -38,6 +38,16 @@ impl Allow {
         strip_port(host).is_some_and(|n| self.allows_host_name(n))
     }
 
+    /// Checks a request's `Host` headers as the MCP endpoint does: exactly one, and allowed (a
+    /// second `Host` is how a request smuggles a name past a check that reads only the first).
+    pub fn host_headers_ok(&self, headers: &axum::http::HeaderMap) -> bool {
+        let mut hosts = headers.get_all(axum::http::header::HOST).iter();
+        match (hosts.next(), hosts.next()) {
+            (Some(h), None) => h.to_str().is_ok_and(|h| self.host_ok(h)),
+            _ => false,
+        }
+    }
+
     /// Checks an `Origin` header value (`scheme://name[:port]`, or `null`).
     pub fn origin_ok(&self, origin: &str) -> bool {
         let Some(rest) = origin
