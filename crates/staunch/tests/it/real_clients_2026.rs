@@ -47,7 +47,12 @@ async fn check(s: &HttpServer, v: &Value, tag: &str, modern: bool) {
         c["progress_before"].as_u64().unwrap() > 0,
         "no progress before the cancel: {v}"
     );
-    assert_eq!(c["progress_after"], 0, "progress after the cancel: {v}");
+    // At most one that the server sent before the cancel reached it (in flight as the client
+    // closed, read on a loaded machine); the handler's progress stops with the cancel.
+    assert!(
+        c["progress_after"].as_u64().unwrap() <= 1,
+        "progress after the cancel: {v}"
+    );
     // The handler stopped: its side effects stop growing (at most one step that was already
     // under way when the cancel landed; the first reading is 300 ms after the close).
     let at_close = c["steps_at_close"].as_u64().unwrap();
