@@ -31,6 +31,10 @@ fn a_stdio_client_that_stops_reading_stdout_stops_being_read() {
     let child = Command::new(BIN)
         .args(["serve", "--store", ":memory:", "--no-log"])
         .args(["--stdout-queue-max", "65536"])
+        // Once the client reads again, the server reads its backlog faster than a loaded
+        // machine runs the handlers; the in-flight limit (its own test) would then answer
+        // some calls "server busy". Set above the calls sent, so only the queue is tested.
+        .args(["--max-in-flight", "4096"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -134,7 +138,8 @@ fn a_stdio_client_that_stops_reading_stdout_stops_being_read() {
         assert_eq!(
             msg["result"]["content"][0]["text"],
             text.as_str(),
-            "call {id}"
+            "call {id}: {}",
+            serde_json::to_string(&msg["error"]).unwrap_or_default()
         );
         assert!(answered.insert(id), "call {id} answered twice");
     }
