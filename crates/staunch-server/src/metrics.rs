@@ -431,26 +431,6 @@ impl Drop for StreamGuard {
     }
 }
 
-/// Serves `GET /metrics` on `listener` until `shutdown` fires.
-pub async fn serve_metrics(
-    listener: tokio::net::TcpListener,
-    metrics: Metrics,
-    shutdown: tokio_util::sync::CancellationToken,
-) -> std::io::Result<()> {
-    use axum::http::header;
-    use axum::routing::get;
-    let app = axum::Router::new().route(
-        "/metrics",
-        get(move || {
-            let m = metrics.clone();
-            async move { ([(header::CONTENT_TYPE, CONTENT_TYPE)], m.scrape().await) }
-        }),
-    );
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async move { shutdown.cancelled().await })
-        .await
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -38,11 +38,13 @@ pub struct LimitArgs {
     /// the last quarter is kept for clients with nothing in flight.
     #[arg(long, default_value_t = 256, env = "STAUNCH_MAX_IN_FLIGHT_PER_PEER")]
     pub max_in_flight_per_peer: usize,
-    /// Open TCP connections; one more is answered 503 and closed.
+    /// Open TCP connections on each listener (the MCP endpoint, --metrics); one more is
+    /// answered 503 and closed.
     #[arg(long, default_value_t = 4096, env = "STAUNCH_MAX_CONNECTIONS")]
     pub max_connections: usize,
-    /// Milliseconds a connection has to send a whole request head (hyper's header-read
-    /// timeout; it also closes idle keep-alive connections).
+    /// Milliseconds a connection to any listener (the MCP endpoint, --metrics) has to send a
+    /// whole request head (hyper's header-read timeout; it also closes idle keep-alive
+    /// connections).
     #[arg(long, default_value_t = 10_000, env = "STAUNCH_HEADER_READ_TIMEOUT_MS")]
     pub header_read_timeout_ms: u64,
     /// Milliseconds a request body may take to arrive after its head; slower gets 408.

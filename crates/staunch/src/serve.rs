@@ -184,7 +184,13 @@ pub async fn run_with(
     }
     if let Some(addr) = args.metrics {
         let store = stores.as_ref().map(|s| s.jobs.clone());
-        crate::operate::metrics::start(addr, &metrics, store, server.shutdown_token()).await?;
+        let listener = staunch_server::transport::http::ListenerConfig {
+            allow: crate::operate::metrics::allow(addr, &args.allow_hosts),
+            max_connections: args.limits.max_connections.max(1),
+            header_read_timeout: Duration::from_millis(args.limits.header_read_timeout_ms.max(1)),
+        };
+        crate::operate::metrics::start(addr, &metrics, store, listener, server.shutdown_token())
+            .await?;
     }
     crate::release_memory::watch(&server);
     let shutdown = server.shutdown_token();

@@ -11,6 +11,7 @@ mod http_conn_workers;
 mod http_plain_answers;
 mod http_pressure;
 mod lifecycle;
+mod metrics_listener;
 mod module_graph;
 mod results;
 mod session_closed;

@@ -78,6 +78,16 @@ async fn a_scripted_run_shows_up_in_the_scrape() {
     assert!(status.contains("200"), "{status}");
     assert!(ctype.starts_with("application/openmetrics-text"), "{ctype}");
     assert!(text.trim_end().ends_with("# EOF"), "{text}");
+    // The listener checks Host as the MCP endpoint does (DNS rebinding).
+    let mut c = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    c.write_all(b"GET /metrics HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut refused = String::new();
+    c.read_to_string(&mut refused).await.unwrap();
+    assert!(refused.starts_with("HTTP/1.1 403"), "{refused}");
     assert_eq!(must(&text, r#"staunch_jobs{state="running"}"#), 0.0);
 
     // A cancel: a cooperative count stops.

@@ -61,8 +61,29 @@ struct Accepted {
 struct ConnService {
     http: hyper::server::conn::http1::Builder,
     hyper_app: TowerToHyperService<Router>,
-    state: Arc<HttpState>,
+    /// The MCP endpoint's state; `None` on a listener that serves only `hyper_app`.
+    state: Option<Arc<HttpState>>,
     shutdown: CancellationToken,
+}
+
+impl ConnService {
+    fn new(
+        state: Option<Arc<HttpState>>,
+        app: Router,
+        limits: ConnLimits,
+        shutdown: CancellationToken,
+    ) -> Self {
+        let mut http = hyper::server::conn::http1::Builder::new();
+        http.timer(TokioTimer::new())
+            .header_read_timeout(limits.header_read_timeout)
+            .keep_alive(true);
+        ConnService {
+            http,
+            hyper_app: TowerToHyperService::new(app),
+            state,
+            shutdown,
+        }
+    }
 }
 
 impl ConnService {
@@ -89,7 +110,10 @@ impl ConnService {
             // instructions of a 90k echo call, spent on the one path every call takes. The
             // endpoint gets the peer's address as an argument (an extension is a map, three
             // allocations) and hyper's body as it is.
-            if req.uri().path() == state.cfg.endpoint {
+            let endpoint = state
+                .as_ref()
+                .filter(|state| req.uri().path() == state.cfg.endpoint);
+            if let Some(state) = endpoint {
                 let state = state.clone();
                 // Boxed per request: inline, the endpoint's 3 KiB future sized the state of
                 // every connection, and an in-flight 2026 stream (a connection each) cost
@@ -216,21 +240,38 @@ pub(crate) async fn serve(
     shutdown: CancellationToken,
     workers: usize,
 ) -> std::io::Result<Option<ConnWorkers>> {
-    let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
-    let mut http = hyper::server::conn::http1::Builder::new();
-    http.timer(TokioTimer::new())
-        .header_read_timeout(limits.header_read_timeout)
-        .keep_alive(true);
-    let service = ConnService {
-        http,
-        hyper_app: TowerToHyperService::new(app),
-        state,
-        shutdown: shutdown.clone(),
-    };
+    let service = ConnService::new(Some(state), app, limits, shutdown.clone());
     let mut pool = match workers {
         0 => None,
         n => Some(ConnWorkers::start(n, &service)?),
     };
+    accept_until(listener, &service, pool.as_mut(), limits, shutdown).await;
+    Ok(pool)
+}
+
+/// Serves `app` on `listener` until `shutdown` fires, with the endpoint's limits on
+/// connections (header-read timeout, connection cap): a listener other than the MCP endpoint,
+/// such as the metrics listener, is no softer than it.
+pub(crate) async fn serve_router(
+    listener: TcpListener,
+    app: Router,
+    limits: ConnLimits,
+    shutdown: CancellationToken,
+) {
+    let service = ConnService::new(None, app, limits, shutdown.clone());
+    accept_until(listener, &service, None, limits, shutdown).await;
+}
+
+/// Accepts connections until `shutdown`, then waits for the open ones to end. Each is served
+/// on `pool` when given, else as a task of the caller's runtime.
+async fn accept_until(
+    listener: TcpListener,
+    service: &ConnService,
+    mut pool: Option<&mut ConnWorkers>,
+    limits: ConnLimits,
+    shutdown: CancellationToken,
+) {
+    let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
     let connections = TaskTracker::new();
     loop {
         let (tcp, peer) = tokio::select! {
@@ -275,7 +316,6 @@ pub(crate) async fn serve(
     drop(listener);
     connections.close();
     connections.wait().await;
-    Ok(pool)
 }
 
 /// Answers a connection over the limit with a 503 and closes it (at most a second spent).

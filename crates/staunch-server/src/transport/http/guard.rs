@@ -4,6 +4,13 @@
 //! A page on `evil.example` that resolves its name to 127.0.0.1 sends `Host: evil.example` and
 //! `Origin: http://evil.example`; both are refused with 403. Non-browser clients send no
 //! `Origin`, which is fine.
+//!
+//! [`Allow::judge`] is the one decision: the MCP endpoint calls it with the head it has already
+//! read, and [`guarded`] puts it in front of every other listener's router (the metrics
+//! listener), so each answers a foreign or doubled `Host` as the endpoint does.
+
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
 
 /// The allowed host names.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -40,8 +47,8 @@ impl Allow {
 
     /// Checks a request's `Host` headers as the MCP endpoint does: exactly one, and allowed (a
     /// second `Host` is how a request smuggles a name past a check that reads only the first).
-    pub fn host_headers_ok(&self, headers: &axum::http::HeaderMap) -> bool {
-        let mut hosts = headers.get_all(axum::http::header::HOST).iter();
+    pub fn host_headers_ok(&self, headers: &HeaderMap) -> bool {
+        let mut hosts = headers.get_all(header::HOST).iter();
         match (hosts.next(), hosts.next()) {
             (Some(h), None) => h.to_str().is_ok_and(|h| self.host_ok(h)),
             _ => false,
@@ -58,6 +65,116 @@ impl Allow {
         };
         !rest.contains('/') && strip_port(rest).is_some_and(|n| self.allows_host_name(n))
     }
+
+    /// The decision on a request's `Host` and `Origin`, given how many of each it carried and
+    /// the first of each: two values of either leave it open which one a proxy, a browser and
+    /// this check each looked at, so they are refused rather than picked from.
+    pub(crate) fn judge(
+        &self,
+        hosts: usize,
+        host: Option<&HeaderValue>,
+        origins: usize,
+        origin: Option<&HeaderValue>,
+    ) -> Result<(), Refusal> {
+        if hosts > 1 {
+            return Err(Refusal::Twice(header::HOST));
+        }
+        if origins > 1 {
+            return Err(Refusal::Twice(header::ORIGIN));
+        }
+        if !host
+            .and_then(|h| h.to_str().ok())
+            .is_some_and(|h| self.host_ok(h))
+        {
+            return Err(Refusal::Host);
+        }
+        match origin {
+            Some(o) if !o.to_str().is_ok_and(|o| self.origin_ok(o)) => Err(Refusal::Origin),
+            _ => Ok(()),
+        }
+    }
+
+    /// [`Allow::judge`] on a header map.
+    pub(crate) fn judge_headers(&self, headers: &HeaderMap) -> Result<(), Refusal> {
+        let hosts = headers.get_all(header::HOST).iter().count();
+        let origins = headers.get_all(header::ORIGIN).iter().count();
+        self.judge(
+            hosts,
+            headers.get(header::HOST),
+            origins,
+            headers.get(header::ORIGIN),
+        )
+    }
+}
+
+/// Why a request's `Host` or `Origin` was refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Refusal {
+    /// The header came more than once.
+    Twice(HeaderName),
+    /// No `Host`, or one not on the allow-list.
+    Host,
+    /// An `Origin` not on the allow-list.
+    Origin,
+}
+
+impl Refusal {
+    /// Logs the refusal and answers it: 400 for a doubled header, 403 otherwise, with a
+    /// JSON-RPC error body (id null) as every HTTP refusal has.
+    pub(crate) fn answer(
+        &self,
+        host: Option<&HeaderValue>,
+        origin: Option<&HeaderValue>,
+    ) -> Response {
+        let (status, message) = match self {
+            Refusal::Twice(name) => {
+                tracing::warn!(header = %name, "request refused: header sent twice");
+                (
+                    StatusCode::BAD_REQUEST,
+                    format!("bad request: more than one {name} header"),
+                )
+            }
+            Refusal::Host => {
+                tracing::warn!(?host, "request refused: Host not allowed");
+                (StatusCode::FORBIDDEN, "forbidden: Host not allowed".into())
+            }
+            Refusal::Origin => {
+                tracing::warn!(?origin, "request refused: Origin not allowed");
+                (
+                    StatusCode::FORBIDDEN,
+                    "forbidden: Origin not allowed".into(),
+                )
+            }
+        };
+        let body = serde_json::json!({"jsonrpc": "2.0", "id": null, "error": {
+            "code": staunch_protocol::codes::INVALID_REQUEST, "message": message}});
+        (
+            status,
+            [(header::CONTENT_TYPE, "application/json")],
+            body.to_string(),
+        )
+            .into_response()
+    }
+}
+
+/// `router` with every request's `Host` and `Origin` judged by `allow` first: what a listener
+/// other than the MCP endpoint puts in front of its routes.
+pub(crate) fn guarded(router: axum::Router, allow: Allow) -> axum::Router {
+    let allow = std::sync::Arc::new(allow);
+    router.layer(axum::middleware::from_fn(
+        move |req: axum::extract::Request, next: axum::middleware::Next| {
+            let allow = allow.clone();
+            async move {
+                let headers = req.headers();
+                match allow.judge_headers(headers) {
+                    Ok(()) => next.run(req).await,
+                    Err(refusal) => {
+                        refusal.answer(headers.get(header::HOST), headers.get(header::ORIGIN))
+                    }
+                }
+            }
+        },
+    ))
 }
 
 /// `name:port` → `name`; `[v6]:port` → `[v6]`; `None` when malformed.

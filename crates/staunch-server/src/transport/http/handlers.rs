@@ -157,44 +157,17 @@ fn error(status: StatusCode, code: i64, message: &str) -> Response {
 }
 
 fn check_host_and_origin(state: &HttpState, head: &Head) -> Option<Response> {
-    let allow = &state.cfg.allow;
-    // Two values of one of these headers leave it open which one a proxy, a browser and this
-    // check each looked at: refuse rather than pick.
-    for (name, count) in [(header::HOST, head.hosts), (header::ORIGIN, head.origins)] {
-        if count > 1 {
-            tracing::warn!(header = %name, "request refused: header sent twice");
-            return Some(error(
-                StatusCode::BAD_REQUEST,
-                codes::INVALID_REQUEST,
-                &format!("bad request: more than one {name} header"),
-            ));
-        }
-    }
-    let host_ok = head
-        .host
-        .as_ref()
-        .and_then(|h| h.to_str().ok())
-        .is_some_and(|h| allow.host_ok(h));
-    if !host_ok {
-        tracing::warn!(host = ?head.host, "request refused: Host not allowed");
-        return Some(error(
-            StatusCode::FORBIDDEN,
-            codes::INVALID_REQUEST,
-            "forbidden: Host not allowed",
-        ));
-    }
-    if let Some(origin) = &head.origin {
-        let ok = origin.to_str().is_ok_and(|o| allow.origin_ok(o));
-        if !ok {
-            tracing::warn!(?origin, "request refused: Origin not allowed");
-            return Some(error(
-                StatusCode::FORBIDDEN,
-                codes::INVALID_REQUEST,
-                "forbidden: Origin not allowed",
-            ));
-        }
-    }
-    None
+    state
+        .cfg
+        .allow
+        .judge(
+            head.hosts,
+            head.host.as_ref(),
+            head.origins,
+            head.origin.as_ref(),
+        )
+        .err()
+        .map(|refusal| refusal.answer(head.host.as_ref(), head.origin.as_ref()))
 }
 
 /// The RFC 9728 protected-resource metadata (served only with auth on).

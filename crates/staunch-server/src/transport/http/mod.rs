@@ -28,6 +28,7 @@ mod batch;
 mod guard;
 mod handlers;
 mod head;
+mod metrics_listener;
 mod peer_share;
 mod plain;
 mod session;
@@ -52,6 +53,7 @@ pub use auth::{
 };
 pub use batch::EventQueueStats;
 pub use guard::Allow;
+pub use metrics_listener::{ListenerConfig, serve_metrics};
 
 /// Settings of the HTTP transport.
 #[derive(Clone, Debug)]
