@@ -1,35 +1,11 @@
 //! Parsing of the small values the client commands take: durations, tool arguments, headers.
 
-use std::time::Duration;
-
 use anyhow::{Context as _, bail};
 use serde_json::{Map, Value};
 
-/// `250ms`, `1.5s`, `2m`, `1h`, `7d`, or a bare number of seconds.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let (num, scale) = if let Some(n) = s.strip_suffix("ms") {
-        (n, 0.001)
-    } else if let Some(n) = s.strip_suffix('s') {
-        (n, 1.0)
-    } else if let Some(n) = s.strip_suffix('m') {
-        (n, 60.0)
-    } else if let Some(n) = s.strip_suffix('h') {
-        (n, 3600.0)
-    } else if let Some(n) = s.strip_suffix('d') {
-        (n, 86_400.0)
-    } else {
-        (s, 1.0)
-    };
-    let v: f64 = num
-        .trim()
-        .parse()
-        .map_err(|_| format!("{s:?} is not a duration (try 500ms, 30s, 2m)"))?;
-    if !v.is_finite() || v < 0.0 {
-        return Err(format!("{s:?} is not a duration"));
-    }
-    Duration::try_from_secs_f64(v * scale).map_err(|e| e.to_string())
-}
+/// A duration flag: `250ms`, `30s`, `1h30m`, `7d`, or bare seconds — the grammar of
+/// `staunch.toml` too (one definition, in `staunch-command`).
+pub use staunch_command::config::parse_duration;
 
 /// Tool arguments: one JSON object, or `key=value` pairs whose values are read as JSON when
 /// they parse (`steps=5` is a number, `flag=true` a boolean) and as strings otherwise.
@@ -87,16 +63,6 @@ pub fn parse_header(s: &str) -> Result<(String, String), String> {
 mod tests {
     use super::*;
     use serde_json::json;
-
-    #[test]
-    fn durations() {
-        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
-        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
-        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
-        assert_eq!(parse_duration("3"), Ok(Duration::from_secs(3)));
-        assert!(parse_duration("soon").is_err());
-        assert!(parse_duration("-1s").is_err());
-    }
 
     #[test]
     fn tool_args() {

@@ -359,9 +359,10 @@ mod tests {
         assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
         assert_eq!(parse_duration("2h"), Ok(Duration::from_secs(7200)));
         assert_eq!(parse_duration("45"), Ok(Duration::from_secs(45)));
+        assert_eq!(parse_duration("5d"), Ok(Duration::from_secs(5 * 86_400)));
         assert!(parse_duration("soon").is_err());
         assert!(
-            parse_duration("5d")
+            parse_duration("5x")
                 .unwrap_err()
                 .contains("is not a duration")
         );

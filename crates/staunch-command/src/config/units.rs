@@ -5,38 +5,28 @@ use std::time::Duration;
 
 use super::raw::NumOrText;
 
-/// A duration, or a message saying what is accepted.
-/// A duration written as text on a command line: `500ms`, `30s`, `10m`, `2h`, or bare seconds —
-/// the same grammar as in `staunch.toml`.
+/// A duration written as text, on a command line or in `staunch.toml`: humantime's grammar
+/// (`500ms`, `30s`, `10m`, `1h30m`, `7d`, `2h 15m`), or a bare number of seconds (`45`,
+/// `1.5`). The one duration grammar of every staunch command and setting.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    duration(&NumOrText::Text(text.to_string()))
+    let t = text.trim();
+    if let Ok(secs) = t.parse::<f64>() {
+        if !secs.is_finite() || secs < 0.0 {
+            return Err(format!("{t:?} is not a duration"));
+        }
+        return Duration::try_from_secs_f64(secs).map_err(|e| format!("{t:?}: {e}"));
+    }
+    humantime::parse_duration(t).map_err(|e| {
+        format!("{t:?} is not a duration ({e}); write e.g. 500ms, 30s, 10m, 1h30m or 7d")
+    })
 }
 
+/// A duration given as a number of seconds or as text ([`parse_duration`]).
 pub(crate) fn duration(v: &NumOrText) -> Result<Duration, String> {
     match v {
         NumOrText::Num(n) if *n >= 0 => Ok(Duration::from_secs(*n as u64)),
         NumOrText::Num(n) => Err(format!("{n} is negative; durations are like \"30s\"")),
-        NumOrText::Text(s) => {
-            let t = s.trim();
-            let (num, scale) = if let Some(n) = t.strip_suffix("ms") {
-                (n, 0.001)
-            } else if let Some(n) = t.strip_suffix('s') {
-                (n, 1.0)
-            } else if let Some(n) = t.strip_suffix('m') {
-                (n, 60.0)
-            } else if let Some(n) = t.strip_suffix('h') {
-                (n, 3600.0)
-            } else {
-                (t, 1.0)
-            };
-            let v: f64 = num.trim().parse().map_err(|_| {
-                format!("{s:?} is not a duration (write \"500ms\", \"30s\", \"10m\" or \"2h\")")
-            })?;
-            if !v.is_finite() || v < 0.0 {
-                return Err(format!("{s:?} is not a duration"));
-            }
-            Duration::try_from_secs_f64(v * scale).map_err(|e| format!("{s:?}: {e}"))
-        }
+        NumOrText::Text(s) => parse_duration(s),
     }
 }
 
@@ -84,6 +74,17 @@ mod tests {
         assert_eq!(duration(&t("2m")), Ok(Duration::from_secs(120)));
         assert_eq!(duration(&NumOrText::Num(3)), Ok(Duration::from_secs(3)));
         assert!(duration(&t("soon")).is_err());
+        // One grammar for flags and the file: compound, days, bare and fractional seconds.
+        assert_eq!(duration(&t("1h30m")), Ok(Duration::from_secs(5400)));
+        assert_eq!(duration(&t("1d")), Ok(Duration::from_secs(86_400)));
+        assert_eq!(duration(&t("7d")), Ok(Duration::from_secs(7 * 86_400)));
+        assert_eq!(duration(&t("45")), Ok(Duration::from_secs(45)));
+        assert_eq!(duration(&t("1.5")), Ok(Duration::from_millis(1500)));
+        assert!(duration(&t("-1")).is_err());
+        assert!(duration(&t("-1s")).is_err());
+        assert!(duration(&t("")).is_err());
+        let said = duration(&t("soon")).unwrap_err();
+        assert!(said.contains("1h30m"), "{said}");
         assert_eq!(size(&t("64KiB")), Ok(65536));
         assert_eq!(size(&t("1MB")), Ok(1_000_000));
         assert_eq!(size(&NumOrText::Num(10)), Ok(10));
