@@ -78,7 +78,20 @@ pub async fn open(spec: &str) -> Result<Stores, StoreError> {
             jobs: sqlite::open_memory_jobs().await?,
         });
     }
-    let path = spec.strip_prefix("sqlite:").unwrap_or(spec);
+    let path = spec
+        .strip_prefix("sqlite://")
+        .or_else(|| spec.strip_prefix("sqlite:"))
+        .unwrap_or(spec);
+    if let Some((scheme, _)) = path.split_once("://") {
+        // `mysql://…` opened as a file name would make a directory called `mysql:`.
+        return Err(StoreError::InvalidSpec {
+            spec: spec.to_owned(),
+            reason: format!(
+                "{scheme}:// is not a store staunch supports; use a SQLite file path, :memory:, \
+                 or a postgres:// URL"
+            ),
+        });
+    }
     if path.is_empty() {
         return Err(StoreError::InvalidSpec {
             spec: spec.to_owned(),
@@ -107,4 +120,31 @@ pub(crate) fn random_hex(bytes: usize) -> String {
 /// A new job id: 128 random bits.
 pub(crate) fn new_job_id() -> String {
     random_hex(16)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn unsupported_schemes_are_refused_by_name() {
+        for (spec, scheme) in [
+            ("mysql://root@127.0.0.1/db", "mysql://"),
+            ("redis://127.0.0.1", "redis://"),
+            ("sqlite:mongodb://x", "mongodb://"),
+        ] {
+            let err = open(spec).await.expect_err(spec).to_string();
+            assert!(err.contains(scheme), "{spec}: {err}");
+            assert!(err.contains("postgres://"), "says what works: {err}");
+            assert!(!std::path::Path::new("mysql:").exists(), "no file was made");
+        }
+    }
+
+    #[tokio::test]
+    async fn sqlite_urls_name_a_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("s.db");
+        open(&format!("sqlite://{}", file.display())).await.unwrap();
+        assert!(file.exists());
+    }
 }

@@ -90,8 +90,11 @@ pub struct ServeArgs {
     /// non-loopback address only if you mean it, and add its name with --allow-host.
     #[arg(long, env = "STAUNCH_HTTP")]
     pub http: Option<std::net::SocketAddr>,
-    /// Where durable state lives: a SQLite file, `:memory:`, or a postgres:// URL.
-    #[arg(long, default_value = "staunch.db", env = "STAUNCH_STORE")]
+    /// Where durable state lives: a SQLite file, `:memory:`, or a postgres:// URL. By default
+    /// a file in the user's state directory (else `~/.local/state/staunch/`), created 0700 —
+    /// not the working directory, which for a server an MCP client starts is wherever the
+    /// client runs.
+    #[arg(long, default_value = crate::state_dir::DEFAULT_STORE, env = "STAUNCH_STORE")]
     pub store: String,
     /// With a postgres:// store: keep staunch's tables in this schema (created if missing), so
     /// several deployments or test runs can share one database.
@@ -141,7 +144,7 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, env = "STAUNCH_DEDUPE_INFLIGHT")]
     pub dedupe_inflight: bool,
     /// The SQLite file `import_rows` writes its rows to (default: the store's own file; for a
-    /// PostgreSQL store, staunch-import.db in the working directory; for :memory:, memory).
+    /// PostgreSQL store, staunch-import.db in the state directory; for :memory:, memory).
     #[arg(long, env = "STAUNCH_IMPORT_DB")]
     pub import_db: Option<PathBuf>,
     /// HTTP path of the MCP endpoint.

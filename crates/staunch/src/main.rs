@@ -19,6 +19,7 @@ mod probe;
 mod proxy_cmd;
 mod release_memory;
 mod serve;
+mod state_dir;
 mod tools;
 
 use clap::Parser;

@@ -142,6 +142,10 @@ pub async fn run_with(
     // Fails early on auth flags without --http (stdio has no auth).
     args.auth.check_transport(args.http.is_some())?;
     let stores = if with_jobs || args.http.is_some() {
+        if args.store == crate::state_dir::DEFAULT_STORE {
+            args.store = crate::state_dir::resolve_store(&args.store, true)?;
+            eprintln!("staunch: store {}", args.store);
+        }
         Some(open_store(&args).await?)
     } else {
         None
@@ -257,7 +261,8 @@ fn job_runtime(
 }
 
 /// Where `import_rows` writes: `--import-db`, else the store's own SQLite file (a separate
-/// table), else (PostgreSQL) a file in the working directory; in memory with a `:memory:` store.
+/// table), else (PostgreSQL) `staunch-import.db` in the state directory (in memory without one);
+/// in memory with a `:memory:` store.
 fn import_db_path(args: &ServeArgs) -> Option<std::path::PathBuf> {
     if let Some(p) = &args.import_db {
         return Some(p.clone());
@@ -266,7 +271,9 @@ fn import_db_path(args: &ServeArgs) -> Option<std::path::PathBuf> {
         return None;
     }
     if args.store.starts_with("postgres://") || args.store.starts_with("postgresql://") {
-        return Some("staunch-import.db".into());
+        // The demo's rows stay on this machine, in the state directory (not the caller's).
+        let beside = crate::state_dir::resolve_store(crate::state_dir::DEFAULT_STORE, true).ok()?;
+        return Some(std::path::Path::new(&beside).with_file_name("staunch-import.db"));
     }
     let file = args.store.strip_prefix("sqlite:").unwrap_or(&args.store);
     Some(file.into())

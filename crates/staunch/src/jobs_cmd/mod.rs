@@ -33,7 +33,7 @@ pub struct JobsArgs {
     #[arg(
         long,
         global = true,
-        default_value = "staunch.db",
+        default_value = crate::state_dir::DEFAULT_STORE,
         env = "STAUNCH_STORE"
     )]
     pub store: String,
@@ -102,7 +102,11 @@ fn ms(d: Duration) -> i64 {
 
 /// Runs the command; returns the exit code.
 pub async fn run(args: JobsArgs) -> anyhow::Result<i32> {
-    let stores = match open_store(&args.store, args.store_schema.as_deref()).await {
+    let opened = match crate::state_dir::resolve_store(&args.store, false) {
+        Ok(store) => open_store(&store, args.store_schema.as_deref()).await,
+        Err(e) => Err(e),
+    };
+    let stores = match opened {
         Ok(s) => s,
         Err(e) => {
             eprintln!("staunch jobs: {e:#}");
