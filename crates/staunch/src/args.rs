@@ -7,6 +7,29 @@ use serde_json::{Map, Value};
 /// `staunch.toml` too (one definition, in `staunch-command`).
 pub use staunch_command::config::parse_duration;
 
+/// An address to listen on: `127.0.0.1:8080`, `[::1]:8080`, or a host name with a port
+/// (`localhost:8080`), resolved once at start; a name with IPv4 and IPv6 addresses binds the
+/// IPv4 one.
+pub fn parse_listen_addr(s: &str) -> Result<std::net::SocketAddr, String> {
+    if let Ok(addr) = s.parse() {
+        return Ok(addr);
+    }
+    if !s.contains(':') {
+        return Err(format!(
+            "{s:?} has no port; write HOST:PORT, e.g. 127.0.0.1:8080 or localhost:8080"
+        ));
+    }
+    let addrs: Vec<std::net::SocketAddr> = std::net::ToSocketAddrs::to_socket_addrs(s)
+        .map_err(|e| format!("{s:?} is not an address to listen on ({e}); write HOST:PORT"))?
+        .collect();
+    addrs
+        .iter()
+        .find(|a| a.is_ipv4())
+        .or(addrs.first())
+        .copied()
+        .ok_or_else(|| format!("{s:?} resolves to no address"))
+}
+
 /// Tool arguments: one JSON object, or `key=value` pairs whose values are read as JSON when
 /// they parse (`steps=5` is a number, `flag=true` a boolean) and as strings otherwise.
 pub fn parse_tool_args(words: &[String]) -> anyhow::Result<Value> {
@@ -63,6 +86,26 @@ pub fn parse_header(s: &str) -> Result<(String, String), String> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn listen_addresses_take_names() {
+        assert_eq!(
+            parse_listen_addr("127.0.0.1:8080").unwrap(),
+            "127.0.0.1:8080".parse().unwrap()
+        );
+        assert_eq!(
+            parse_listen_addr("[::1]:9").unwrap(),
+            "[::1]:9".parse().unwrap()
+        );
+        let local = parse_listen_addr("localhost:8097").unwrap();
+        assert!(local.ip().is_loopback() && local.port() == 8097, "{local}");
+        assert!(
+            parse_listen_addr("localhost")
+                .unwrap_err()
+                .contains("no port")
+        );
+        assert!(parse_listen_addr("localhost:99999").is_err());
+    }
 
     #[test]
     fn tool_args() {

@@ -86,9 +86,10 @@ pub struct ServeArgs {
     /// until the client reads them (a client that does not read gets no more work).
     #[arg(long, default_value_t = 16 * 1024 * 1024, env = "STAUNCH_STDOUT_QUEUE_MAX")]
     pub stdout_queue_max: usize,
-    /// Serve Streamable HTTP on this address (e.g. 127.0.0.1:8080) instead of stdio. Bind a
-    /// non-loopback address only if you mean it, and add its name with --allow-host.
-    #[arg(long, env = "STAUNCH_HTTP")]
+    /// Serve Streamable HTTP on this address (e.g. 127.0.0.1:8080 or localhost:8080) instead
+    /// of stdio. Bind a non-loopback address only if you mean it, and add its name with
+    /// --allow-host.
+    #[arg(long, env = "STAUNCH_HTTP", value_parser = crate::args::parse_listen_addr)]
     pub http: Option<std::net::SocketAddr>,
     /// Where durable state lives: a SQLite file, `:memory:`, or a postgres:// URL. By default
     /// a file in the user's state directory (else `~/.local/state/staunch/`), created 0700 —
@@ -200,7 +201,7 @@ pub struct ServeArgs {
     pub limits: crate::limits::LimitArgs,
     /// Serve Prometheus metrics (OpenMetrics text) at http://ADDR/metrics, e.g.
     /// 127.0.0.1:9464. Off when absent.
-    #[arg(long, env = "STAUNCH_METRICS")]
+    #[arg(long, env = "STAUNCH_METRICS", value_parser = crate::args::parse_listen_addr)]
     pub metrics: Option<std::net::SocketAddr>,
     /// Export OpenTelemetry traces (a span per request and per job attempt) over OTLP/HTTP
     /// protobuf to this collector, e.g. http://127.0.0.1:4318 or https://collector:4318

@@ -2,7 +2,8 @@
 //! starts `staunch serve` wherever it runs — here a directory nobody may write to — and the
 //! store still opens, in `$XDG_STATE_HOME/staunch/` (created 0700); `staunch jobs`, run from
 //! elsewhere, finds the same jobs without flags. An explicit `--store` wins, and a store
-//! scheme staunch does not support is refused by name.
+//! scheme staunch does not support is refused by name, in the one error style (one line, the
+//! cause once, no backtrace even with `RUST_BACKTRACE=1`).
 
 use crate::common;
 
@@ -15,6 +16,8 @@ fn run(cwd: &std::path::Path, state: &std::path::Path, args: &[&str]) -> Output 
         .current_dir(cwd)
         .env("XDG_STATE_HOME", state)
         .env_remove("STAUNCH_STORE")
+        // Set by many for panics: a user's mistake must still read as one line, no backtrace.
+        .env("RUST_BACKTRACE", "1")
         .output()
         .expect("run staunch")
 }
