@@ -11,6 +11,7 @@ mod call_2026;
 mod call_task_2026;
 mod client_http;
 mod command_tools;
+mod doc_examples;
 mod eras;
 mod http_auth;
 mod http_security;
