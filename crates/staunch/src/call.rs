@@ -47,7 +47,8 @@ Protocol: by default `server/discover` (2026-07-28, stateless) is tried first an
 Exit status:
   0    the tool succeeded (the job succeeded, the task completed)
   1    the tool reported an error (isError), or the job/task failed or was cancelled
-  2    usage error, or the server could not be reached or broke the protocol
+  2    usage error (an unknown tool too: the server's tools are listed), or the server
+       could not be reached or broke the protocol
   124  --timeout (without progress) or --max-total expired; the call was cancelled on the wire
   130  interrupted (Ctrl-C); the call, job or task was cancelled on the wire";
 
@@ -227,7 +228,12 @@ pub async fn run(args: CallArgs) -> anyhow::Result<i32> {
             )
             .await;
         view.finish();
-        finish_call(r, args.json)
+        match &r {
+            Err(ClientError::Rpc(e)) if is_unknown_tool(e, tool) => {
+                unknown_tool(&client, tool, &opts).await
+            }
+            _ => finish_call(r, args.json),
+        }
     };
     watcher.abort();
     client.close().await;
@@ -260,6 +266,46 @@ async fn answer_from(
         }
     }
     Ok(out)
+}
+
+/// Whether the server refused the call because it has no tool of that name (servers say it
+/// in the message of an invalid-params error; the code alone also covers bad arguments).
+fn is_unknown_tool(e: &staunch_protocol::ErrorObject, tool: &str) -> bool {
+    let m = e.message.to_ascii_lowercase();
+    e.code == staunch_protocol::codes::INVALID_PARAMS
+        && (m.contains("unknown tool") || m.contains("tool not found") || m.contains("no tool"))
+        && e.message.contains(tool)
+}
+
+/// Says which tools the server has, with the closest name first when one is near: a usage
+/// error (exit 2), not a tool error — nothing ran.
+async fn unknown_tool(client: &Client, tool: &str, opts: &CallOptions) -> i32 {
+    let names: Vec<String> = match client.list_tools(opts).await {
+        Ok(tools) => tools
+            .iter()
+            .filter_map(|t| t["name"].as_str().map(str::to_owned))
+            .collect(),
+        Err(_) => Vec::new(),
+    };
+    eprintln!("staunch call: the server has no tool {tool:?}");
+    if let Some(near) = closest(tool, &names) {
+        eprintln!("  did you mean {near:?}?");
+    }
+    if !names.is_empty() {
+        eprintln!("  its tools: {}", names.join(", "));
+    }
+    EXIT_USAGE
+}
+
+/// The name nearest to `given`, if it is near enough to be a slip (Jaro–Winkler, as clap
+/// suggests subcommands).
+fn closest<'a>(given: &str, names: &'a [String]) -> Option<&'a str> {
+    names
+        .iter()
+        .map(|n| (strsim::jaro_winkler(given, n), n.as_str()))
+        .filter(|(score, _)| *score > 0.8)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, n)| n)
 }
 
 fn usage(msg: &str) -> anyhow::Result<i32> {
@@ -449,5 +495,18 @@ async fn run_task(
             EXIT_TOOL_ERROR
         }
         Err(e) => exit_for_error(&e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_slip_is_matched_to_its_tool() {
+        let names = ["echo", "slow_count", "start_import_rows"].map(String::from);
+        assert_eq!(closest("ecoh", &names), Some("echo"));
+        assert_eq!(closest("slow_cuont", &names), Some("slow_count"));
+        assert_eq!(closest("zzzz", &names), None);
     }
 }

@@ -105,7 +105,24 @@ async fn exit_codes_for_errors_and_usage() {
         ":memory:",
     ])
     .await;
-    assert_eq!(o.status.code(), Some(1), "JSON-RPC error: {}", stderr(&o));
+    // Nothing ran: a usage error (2) that names the tool and lists the server's.
+    assert_eq!(o.status.code(), Some(2), "unknown tool: {}", stderr(&o));
+    assert!(
+        stderr(&o).contains("no tool \"no_such_tool\""),
+        "{}",
+        stderr(&o)
+    );
+    assert!(stderr(&o).contains("its tools: echo"), "{}", stderr(&o));
+    let o = call(&[
+        "ecoh", "text=hi", "--", BIN, "serve", "--no-log", "--store", ":memory:",
+    ])
+    .await;
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("did you mean \"echo\"?"),
+        "{}",
+        stderr(&o)
+    );
     let o = call(&["slow_count", "not-a-pair", "--", BIN, "serve", "--no-log"]).await;
     assert_eq!(o.status.code(), Some(2));
     let o = call(&["slow_count"]).await;
