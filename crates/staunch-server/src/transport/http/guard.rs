@@ -48,11 +48,9 @@ impl Allow {
     /// Checks a request's `Host` headers as the MCP endpoint does: exactly one, and allowed (a
     /// second `Host` is how a request smuggles a name past a check that reads only the first).
     pub fn host_headers_ok(&self, headers: &HeaderMap) -> bool {
-        let mut hosts = headers.get_all(header::HOST).iter();
-        match (hosts.next(), hosts.next()) {
-            (Some(h), None) => h.to_str().is_ok_and(|h| self.host_ok(h)),
-            _ => false,
-        }
+        let hosts = headers.get_all(header::HOST).iter().count();
+        self.judge(hosts, headers.get(header::HOST), 0, None)
+            .is_ok()
     }
 
     /// Checks an `Origin` header value (`scheme://name[:port]`, or `null`).
