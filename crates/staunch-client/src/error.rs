@@ -27,7 +27,7 @@ pub enum ClientError {
     #[error("connection failed: {0}")]
     Connect(String),
     /// The server answered with an HTTP error status (and no JSON-RPC error).
-    #[error("HTTP {status}: {body}")]
+    #[error("{}", http_message(*.status, body))]
     Http {
         /// The status code.
         status: u16,
@@ -90,6 +90,28 @@ fn input_message(result: &serde_json::Value) -> String {
             keys.join(", ")
         }
     )
+}
+
+/// An HTTP error status, with what it most likely means for an MCP endpoint and the start of
+/// the body when there is one.
+fn http_message(status: u16, body: &str) -> String {
+    let meaning = match status {
+        404 => " (Not Found): no MCP endpoint at this URL — check the path (staunch serves /mcp)",
+        405 => " (Method Not Allowed): this URL does not take MCP's POST — check the path",
+        401 => {
+            " (Unauthorized): the server wants credentials, e.g. --header 'Authorization: Bearer …'"
+        }
+        403 => " (Forbidden): the server refused this client or its Host/Origin",
+        406 => " (Not Acceptable): the server cannot answer in a form this client accepts",
+        415 => " (Unsupported Media Type): the server does not take JSON at this URL",
+        _ => "",
+    };
+    let body = body.trim();
+    if body.is_empty() {
+        format!("HTTP {status}{meaning}")
+    } else {
+        format!("HTTP {status}{meaning}: {body}")
+    }
 }
 
 fn timeout_message(elapsed: Duration, ceiling: bool) -> String {
