@@ -14,6 +14,8 @@ use staunch_server::transport::http::{
     AuthConfig, AuthMethod, JwksSource, OAuthConfig, StaticTokens,
 };
 
+use crate::cli::heading::AUTH;
+
 /// The variable that may hold the static tokens themselves (same format as the file).
 pub const TOKENS_ENV: &str = "STAUNCH_AUTH_TOKENS";
 
@@ -30,42 +32,83 @@ pub enum AuthKind {
 /// Authentication options of `staunch serve` (HTTP only).
 #[derive(Debug, Args)]
 pub struct AuthArgs {
-    /// Authenticate every HTTP request: `bearer` (static tokens) or `oauth` (JWTs from an
-    /// authorization server). Off by default.
-    #[arg(long, value_enum, default_value = "none", env = "STAUNCH_AUTH")]
+    /// Authenticate every HTTP request: `bearer` (static tokens) or `oauth` (JWTs).
+    ///
+    /// `oauth` takes JWT access tokens from an authorization server (--issuer, --audience).
+    /// Off by default.
+    #[arg(long, value_enum, default_value = "none", env = "STAUNCH_AUTH", help_heading = AUTH)]
     pub auth: AuthKind,
-    /// --auth bearer: file of `TOKEN PRINCIPAL [SCOPE ...]` lines (or set STAUNCH_AUTH_TOKENS
-    /// to the same text, entries separated by newlines or `;`).
-    #[arg(long, env = "STAUNCH_AUTH_TOKENS_FILE")]
+    /// --auth bearer: file of `TOKEN PRINCIPAL [SCOPE ...]` lines.
+    ///
+    /// Or set STAUNCH_AUTH_TOKENS to the same text, entries separated by newlines or `;`.
+    #[arg(
+        long,
+        env = "STAUNCH_AUTH_TOKENS_FILE",
+        value_name = "FILE",
+        help_heading = AUTH
+    )]
     pub auth_tokens: Option<PathBuf>,
     /// --auth oauth: the authorization server's issuer identifier (tokens' `iss`).
-    #[arg(long, env = "STAUNCH_AUTH_ISSUER")]
+    #[arg(long, env = "STAUNCH_AUTH_ISSUER", value_name = "URL", help_heading = AUTH)]
     pub issuer: Option<String>,
-    /// This server's public MCP URL (RFC 8707 resource): the JWT audience, and the `resource`
-    /// of the protected-resource metadata (default with bearer: http://{Host}{endpoint}).
-    #[arg(long, env = "STAUNCH_AUTH_AUDIENCE")]
+    /// This server's public MCP URL: the JWT audience and the protected resource.
+    ///
+    /// The RFC 8707 `resource` of the protected-resource metadata (default with bearer:
+    /// http://{Host}{endpoint}).
+    #[arg(long, env = "STAUNCH_AUTH_AUDIENCE", value_name = "URL", help_heading = AUTH)]
     pub audience: Option<String>,
-    /// --auth oauth: where the signing keys are — an https:// or http:// URL, or a file
-    /// (default: the `jwks_uri` of the issuer's metadata). https trusts the system's roots or
-    /// SSL_CERT_FILE.
-    #[arg(long, env = "STAUNCH_AUTH_JWKS_URL")]
+    /// --auth oauth: where the signing keys are (default: the issuer's `jwks_uri`).
+    ///
+    /// An https:// or http:// URL, or a file. https trusts the system's roots or SSL_CERT_FILE.
+    #[arg(
+        long,
+        env = "STAUNCH_AUTH_JWKS_URL",
+        value_name = "URL",
+        hide_short_help = true,
+        help_heading = AUTH
+    )]
     pub jwks_url: Option<String>,
     /// --auth oauth: seconds of clock skew tolerated on `exp` and `nbf`.
-    #[arg(long, default_value_t = 30, env = "STAUNCH_AUTH_LEEWAY_SECS")]
+    #[arg(
+        long,
+        default_value_t = 30,
+        env = "STAUNCH_AUTH_LEEWAY_SECS",
+        value_name = "SECS",
+        hide_short_help = true,
+        help_heading = AUTH
+    )]
     pub auth_leeway_secs: u64,
-    /// --auth oauth: least seconds between two JWKS fetches (a token with an unknown key id
-    /// triggers one: key rotation).
-    #[arg(long, default_value_t = 10, env = "STAUNCH_JWKS_MIN_REFRESH_SECS")]
+    /// --auth oauth: least seconds between two JWKS fetches.
+    ///
+    /// A token with an unknown key id triggers one (key rotation).
+    #[arg(
+        long,
+        default_value_t = 10,
+        env = "STAUNCH_JWKS_MIN_REFRESH_SECS",
+        value_name = "SECS",
+        hide_short_help = true,
+        help_heading = AUTH
+    )]
     pub jwks_min_refresh_secs: u64,
     /// --auth oauth: seconds the JWKS is cached before it is fetched again.
-    #[arg(long, default_value_t = 3600, env = "STAUNCH_JWKS_MAX_AGE_SECS")]
+    #[arg(
+        long,
+        default_value_t = 3600,
+        env = "STAUNCH_JWKS_MAX_AGE_SECS",
+        value_name = "SECS",
+        hide_short_help = true,
+        help_heading = AUTH
+    )]
     pub jwks_max_age_secs: u64,
-    /// Scopes a tool needs, `TOOL=SCOPE[ SCOPE…]`; repeat per tool. A token without them
-    /// gets 403 insufficient_scope when it calls the tool.
+    /// Scopes a tool needs, `TOOL=SCOPE[ SCOPE…]`; repeat per tool.
+    ///
+    /// A token without them gets 403 insufficient_scope when it calls the tool.
     #[arg(
         long = "tool-scope",
         env = "STAUNCH_TOOL_SCOPES",
-        value_delimiter = ','
+        value_delimiter = ',',
+        value_name = "TOOL=SCOPES",
+        help_heading = AUTH
     )]
     pub tool_scopes: Vec<String>,
 }

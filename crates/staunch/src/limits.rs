@@ -9,55 +9,138 @@ use staunch_jobs::JobConfig;
 use staunch_server::Config;
 use staunch_server::transport::http::HttpConfig;
 
+use crate::cli::heading::LIMITS;
+
 /// Limits against a hostile or broken client.
 #[derive(Debug, Args)]
 pub struct LimitArgs {
-    /// HTTP sessions at once; past it an `initialize` ends the oldest session that was never
-    /// used, or gets 503 when every session is in use.
-    #[arg(long, default_value_t = 10_000, env = "STAUNCH_MAX_SESSIONS")]
+    /// HTTP sessions at once; past it `initialize` ends the oldest unused session, or gets 503.
+    #[arg(
+        long,
+        default_value_t = 10_000,
+        env = "STAUNCH_MAX_SESSIONS",
+        value_name = "N",
+        help_heading = LIMITS
+    )]
     pub max_sessions: usize,
-    /// HTTP sessions one client may hold — its principal with --auth, else its IP address;
-    /// past it an `initialize` ends that client's oldest unused session, or gets 429.
-    #[arg(long, default_value_t = 1024, env = "STAUNCH_MAX_SESSIONS_PER_PEER")]
+    /// HTTP sessions one client (principal with --auth, else IP address) may hold.
+    ///
+    /// Past it an `initialize` ends that client's oldest unused session, or gets 429.
+    #[arg(
+        long,
+        default_value_t = 1024,
+        env = "STAUNCH_MAX_SESSIONS_PER_PEER",
+        value_name = "N",
+        hide_short_help = true,
+        help_heading = LIMITS
+    )]
     pub max_sessions_per_peer: usize,
-    /// Seconds after which a session that sent nothing after `initialize` (but
-    /// `notifications/initialized`) expires.
-    #[arg(long, default_value_t = 60, env = "STAUNCH_SESSION_UNUSED_SECS")]
+    /// Seconds after which a session that sent nothing after `initialize` expires.
+    ///
+    /// `notifications/initialized` does not count as something.
+    #[arg(
+        long,
+        default_value_t = 60,
+        env = "STAUNCH_SESSION_UNUSED_SECS",
+        value_name = "SECS",
+        hide_short_help = true,
+        help_heading = LIMITS
+    )]
     pub session_unused_secs: u64,
-    /// Largest `capabilities` + `clientInfo` (JSON bytes) a session keeps from `initialize`;
-    /// a larger one gets 413 with -32602 and nothing is kept.
-    #[arg(long, default_value_t = 64 * 1024, env = "STAUNCH_MAX_CLIENT_INFO_BYTES")]
+    /// Largest `capabilities` + `clientInfo` (JSON bytes) a session keeps from `initialize`.
+    ///
+    /// A larger one gets 413 with -32602 and nothing is kept.
+    #[arg(
+        long,
+        default_value_t = 64 * 1024,
+        env = "STAUNCH_MAX_CLIENT_INFO_BYTES",
+        value_name = "BYTES",
+        hide_short_help = true,
+        help_heading = LIMITS
+    )]
     pub max_client_info_bytes: usize,
     /// Requests in flight in one HTTP session (JSON and SSE alike).
-    #[arg(long, default_value_t = 256, env = "STAUNCH_MAX_IN_FLIGHT_PER_SESSION")]
+    #[arg(
+        long,
+        default_value_t = 256,
+        env = "STAUNCH_MAX_IN_FLIGHT_PER_SESSION",
+        value_name = "N",
+        hide_short_help = true,
+        help_heading = LIMITS
+    )]
     pub max_in_flight_per_session: usize,
-    /// Requests in flight from one HTTP client — its principal with --auth, else its IP
-    /// address — in all its sessions and stateless requests together; one more gets "server
+    /// Requests in flight from one HTTP client (principal with --auth, else IP address).
+    ///
+    /// Counted over all its sessions and stateless requests together; one more gets "server
     /// busy" (429 with Retry-After for a stateless request). Once a quarter of --max-in-flight
     /// or less is free, a busy client is held to an equal share of the other three quarters:
     /// the last quarter is kept for clients with nothing in flight.
-    #[arg(long, default_value_t = 256, env = "STAUNCH_MAX_IN_FLIGHT_PER_PEER")]
+    #[arg(
+        long,
+        default_value_t = 256,
+        env = "STAUNCH_MAX_IN_FLIGHT_PER_PEER",
+        value_name = "N",
+        help_heading = LIMITS
+    )]
     pub max_in_flight_per_peer: usize,
-    /// Open TCP connections on each listener (the MCP endpoint, --metrics); one more is
-    /// answered 503 and closed.
-    #[arg(long, default_value_t = 4096, env = "STAUNCH_MAX_CONNECTIONS")]
+    /// Open TCP connections on each listener (the MCP endpoint, --metrics).
+    ///
+    /// One more is answered 503 and closed.
+    #[arg(
+        long,
+        default_value_t = 4096,
+        env = "STAUNCH_MAX_CONNECTIONS",
+        value_name = "N",
+        help_heading = LIMITS
+    )]
     pub max_connections: usize,
-    /// Milliseconds a connection to any listener (the MCP endpoint, --metrics) has to send a
-    /// whole request head (hyper's header-read timeout; it also closes idle keep-alive
-    /// connections).
-    #[arg(long, default_value_t = 10_000, env = "STAUNCH_HEADER_READ_TIMEOUT_MS")]
+    /// Milliseconds a connection to any listener has to send a whole request head.
+    ///
+    /// hyper's header-read timeout, on the MCP endpoint and --metrics alike; it also closes
+    /// idle keep-alive connections.
+    #[arg(
+        long,
+        default_value_t = 10_000,
+        env = "STAUNCH_HEADER_READ_TIMEOUT_MS",
+        value_name = "MS",
+        hide_short_help = true,
+        help_heading = LIMITS
+    )]
     pub header_read_timeout_ms: u64,
     /// Milliseconds a request body may take to arrive after its head; slower gets 408.
-    #[arg(long, default_value_t = 30_000, env = "STAUNCH_BODY_READ_TIMEOUT_MS")]
+    #[arg(
+        long,
+        default_value_t = 30_000,
+        env = "STAUNCH_BODY_READ_TIMEOUT_MS",
+        value_name = "MS",
+        hide_short_help = true,
+        help_heading = LIMITS
+    )]
     pub body_read_timeout_ms: u64,
-    /// Jobs one owner (principal, session, or the id holders) may have queued or running; one
-    /// more start is refused with a message saying so. 0: no limit.
-    #[arg(long, default_value_t = 1000, env = "STAUNCH_JOB_MAX_ACTIVE_PER_OWNER")]
+    /// Jobs one owner may have queued or running (0: no limit).
+    ///
+    /// The owner is the principal, the session, or the id holders; one more start is refused
+    /// with a message saying so.
+    #[arg(
+        long,
+        default_value_t = 1000,
+        env = "STAUNCH_JOB_MAX_ACTIVE_PER_OWNER",
+        value_name = "N",
+        help_heading = LIMITS
+    )]
     pub job_max_active_per_owner: u64,
-    /// Jobs one owner may have running at once (across instances sharing the store); its next
-    /// job waits while other owners' jobs run. 0: three quarters of --job-workers (at least
-    /// one), so one owner's long jobs always leave a worker for others.
-    #[arg(long, default_value_t = 0, env = "STAUNCH_JOB_MAX_RUNNING_PER_OWNER")]
+    /// Jobs one owner may have running at once, across instances sharing the store.
+    ///
+    /// Its next job waits while other owners' jobs run. 0: three quarters of --job-workers (at
+    /// least one), so one owner's long jobs always leave a worker for others.
+    #[arg(
+        long,
+        default_value_t = 0,
+        env = "STAUNCH_JOB_MAX_RUNNING_PER_OWNER",
+        value_name = "N",
+        hide_short_help = true,
+        help_heading = LIMITS
+    )]
     pub job_max_running_per_owner: u64,
 }
 

@@ -21,6 +21,7 @@ mod release_memory;
 mod serve;
 mod state_dir;
 mod tools;
+mod tools_cmd;
 
 use clap::Parser;
 

@@ -16,53 +16,81 @@ use staunch_server::Shape;
 
 use crate::cli::ServeArgs;
 
+/// The heading of the proxy's own flags in `--help` (the rest are `serve`'s).
+const UPSTREAM: &str = "Upstream";
+
+/// Examples and exit codes under `staunch proxy --help`.
+pub const PROXY_AFTER_HELP: &str = "\
+Examples:
+  staunch proxy -- python server.py               a stdio server, served on stdio
+  staunch proxy --tool export=job -- npx -y some-mcp-server
+                                                  one of its tools as a durable job
+  staunch proxy --upstream https://mcp.example/mcp --http 127.0.0.1:8080
+                                                  an HTTP server, served over HTTP
+  staunch proxy --mcp-servers claude_desktop_config.json
+                                                  every server of a client's config
+
+The upstream command goes after `--`; the proxy's own flags and every `serve` flag before it.
+
+Exit status:
+  0  shut down cleanly (stdin closed, SIGTERM, Ctrl-C)
+  1  failed at start (upstream unreachable, bad value, store unreachable, port in use)
+  2  usage error";
+
 /// How often idle per-session upstreams (`--isolate`) are looked for.
 const REAP_EVERY: Duration = Duration::from_secs(30);
 
 #[derive(Debug, Args)]
 pub struct ProxyArgs {
-    /// A Streamable HTTP upstream (either protocol era, http:// or https://), instead of a
-    /// command after `--`. https trusts the system's roots or SSL_CERT_FILE.
-    #[arg(long, value_name = "URL", env = "STAUNCH_UPSTREAM")]
+    /// A Streamable HTTP upstream (either protocol era), instead of a command after `--`.
+    ///
+    /// http:// or https://; https trusts the system's roots or SSL_CERT_FILE.
+    #[arg(long, value_name = "URL", env = "STAUNCH_UPSTREAM", help_heading = UPSTREAM)]
     pub upstream: Option<String>,
-    /// A header sent to the HTTP upstream with every request (`Name: value`; repeatable), e.g.
-    /// its credentials. Values are never logged.
-    #[arg(long = "header", value_name = "NAME: VALUE")]
+    /// A header sent to the HTTP upstream with every request (`Name: value`; repeatable).
+    ///
+    /// E.g. its credentials. Values are never logged.
+    #[arg(long = "header", value_name = "NAME: VALUE", help_heading = UPSTREAM)]
     pub headers: Vec<String>,
     /// The upstream's name in logs and errors.
-    #[arg(long = "name", default_value = "upstream")]
+    #[arg(long = "name", default_value = "upstream", value_name = "NAME", help_heading = UPSTREAM)]
     pub name: String,
     /// Prepended to every upstream tool and prompt name.
-    #[arg(long, default_value = "")]
+    #[arg(long, default_value = "", value_name = "PREFIX", help_heading = UPSTREAM)]
     pub prefix: String,
-    /// The shape of upstream tools without a `--tool` rule: quick (deadline
-    /// --quick-deadline-ms, shorter than a client's usual 60 s timeout), streaming, atomic
-    /// (cancels never forwarded) or job (durable; needs the store).
-    #[arg(long, default_value = "quick", value_parser = parse_shape)]
+    /// The shape of upstream tools without a `--tool` rule: quick, streaming, atomic or job.
+    ///
+    /// quick: deadline --quick-deadline-ms, shorter than a client's usual 60 s timeout;
+    /// atomic: cancels never forwarded; job: durable, needs the store.
+    #[arg(long, default_value = "quick", value_parser = parse_shape, value_name = "SHAPE", help_heading = UPSTREAM)]
     pub default_shape: Shape,
-    /// A rule for one upstream tool: `NAME=SHAPE[:DEADLINE]` (`export=job`,
-    /// `search=streaming:10m`, `write_row=atomic`); with --mcp-servers,
-    /// `SERVER/NAME=…`. Repeatable.
-    #[arg(long = "tool", value_name = "NAME=SHAPE[:DEADLINE]")]
+    /// A rule for one upstream tool, e.g. `export=job`, `search=streaming:10m`. Repeatable.
+    ///
+    /// `NAME=SHAPE[:DEADLINE]` (`write_row=atomic`); with --mcp-servers, `SERVER/NAME=…`.
+    #[arg(long = "tool", value_name = "NAME=SHAPE[:DEADLINE]", help_heading = UPSTREAM)]
     pub tools: Vec<String>,
-    /// The tools given with --tool are safe to run again (`retry_safe`): a job-shaped one
-    /// runs again after an instance died instead of ending `failed(lease_lost)`; any other
-    /// is served with `idempotentHint` (its token-less 2025 answers go out as plain JSON,
-    /// not on a stored, resumable stream).
-    #[arg(long)]
+    /// The tools given with --tool are safe to run again (`retry_safe`).
+    ///
+    /// A job-shaped one runs again after an instance died instead of ending
+    /// `failed(lease_lost)`; any other is served with `idempotentHint` (its token-less 2025
+    /// answers go out as plain JSON, not on a stored, resumable stream).
+    #[arg(long, help_heading = UPSTREAM)]
     pub retry_safe: bool,
     /// One upstream connection (process) per downstream session instead of one shared.
-    #[arg(long)]
+    #[arg(long, help_heading = UPSTREAM)]
     pub isolate: bool,
-    /// The protocol spoken to the upstream: auto (`server/discover`, then `initialize` for
-    /// a server that does not speak 2026-07-28), a session-era version (2025-11-25 …) or
-    /// 2026-07-28. Both eras are served downstream either way.
-    #[arg(long, value_name = "PROTOCOL", default_value = "auto", value_parser = parse_protocol)]
+    /// The protocol spoken to the upstream: auto, a session-era version, or 2026-07-28.
+    ///
+    /// auto: `server/discover`, then `initialize` for a server that does not speak
+    /// 2026-07-28. A session-era version is 2025-11-25 or an earlier one. Both eras are
+    /// served downstream either way.
+    #[arg(long, value_name = "PROTOCOL", default_value = "auto", value_parser = parse_protocol, help_heading = UPSTREAM)]
     pub upstream_protocol: String,
-    /// Import a client's `mcpServers` JSON (Claude Desktop, Cursor, VS Code style): every
-    /// server in it becomes an upstream; with several, each server's tools get the prefix
-    /// `NAME_`.
-    #[arg(long, value_name = "FILE")]
+    /// Import a client's `mcpServers` JSON: every server in it becomes an upstream.
+    ///
+    /// Claude Desktop, Cursor and VS Code style; with several servers, each server's tools get
+    /// the prefix `NAME_`.
+    #[arg(long, value_name = "FILE", help_heading = UPSTREAM)]
     pub mcp_servers: Option<PathBuf>,
     #[command(flatten)]
     pub serve: ServeArgs,

@@ -31,6 +31,12 @@ pub use report::{Check, ProbeReport, Status};
 use crate::call::Target;
 
 const HELP: &str = "\
+Examples:
+  staunch probe -- staunch serve
+  staunch probe http://127.0.0.1:8080/mcp
+  staunch probe --tool my_slow_tool --steps-arg n -- python my_server.py
+  staunch probe --json --protocol 2025-11-25 http://127.0.0.1:8080/mcp
+
 Protocol: by default server/discover (2026-07-28) is tried first and initialize (2025) when
 the server does not speak 2026; --protocol forces one. Run it once per era to compare.
 
@@ -57,7 +63,10 @@ Checks (each PASS, WARN, FAIL or SKIP, with the evidence):
 The slow tool must take a step count (--steps-arg) and report progress per step when asked;
 staunch's slow_count {steps, delay_ms} and the SDK peers' slow_count do.
 
-Exit status: 0 no FAIL, 1 at least one FAIL, 2 usage error or the server cannot be reached.";
+Exit status:
+  0  no check failed
+  1  at least one check failed
+  2  usage error, or the server cannot be reached";
 
 /// Options of `staunch probe`.
 #[derive(Debug, Args)]
