@@ -7,6 +7,37 @@ use serde_json::{Map, Value};
 /// `staunch.toml` too (one definition, in `staunch-command`).
 pub use staunch_command::config::parse_duration;
 
+/// A `*-ms` flag: a bare number is milliseconds (the unit in the flag's name); anything else is
+/// a duration in the one grammar (`1.5s`, `2m`, `1h30m`).
+pub fn parse_millis(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    if let Ok(n) = t.parse::<u64>() {
+        return Ok(n);
+    }
+    if t.parse::<f64>().is_ok() {
+        return Err(format!(
+            "{t:?}: a bare number here is whole milliseconds; for a fraction write a duration \
+             such as 1.5s"
+        ));
+    }
+    let d = parse_duration(t)?;
+    u64::try_from(d.as_millis()).map_err(|_| format!("{t:?} is too long"))
+}
+
+/// A `*-secs` flag: a bare number is seconds (the unit in the flag's name); anything else is a
+/// duration in the one grammar (`90m`, `7d`), in whole seconds.
+pub fn parse_secs(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    if let Ok(n) = t.parse::<u64>() {
+        return Ok(n);
+    }
+    let d = parse_duration(t)?;
+    if d.subsec_nanos() != 0 {
+        return Err(format!("{t:?} is not a whole number of seconds"));
+    }
+    Ok(d.as_secs())
+}
+
 /// An address to listen on: `127.0.0.1:8080`, `[::1]:8080`, or a host name with a port
 /// (`localhost:8080`), resolved once at start; a name with IPv4 and IPv6 addresses binds the
 /// IPv4 one.
@@ -86,6 +117,28 @@ pub fn parse_header(s: &str) -> Result<(String, String), String> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn unit_flags_take_a_bare_number_in_their_unit_or_any_duration() {
+        assert_eq!(parse_millis("2000"), Ok(2000));
+        assert_eq!(parse_millis("2s"), Ok(2000));
+        assert_eq!(parse_millis("1.5s"), Ok(1500));
+        assert_eq!(parse_millis("1m30s"), Ok(90_000));
+        assert!(
+            parse_millis("1.5")
+                .unwrap_err()
+                .contains("whole milliseconds")
+        );
+        assert!(parse_millis("soon").unwrap_err().contains("1h30m"));
+        assert_eq!(parse_secs("3600"), Ok(3600));
+        assert_eq!(parse_secs("7d"), Ok(7 * 86_400));
+        assert_eq!(parse_secs("1h30m"), Ok(5400));
+        assert!(
+            parse_secs("1500ms")
+                .unwrap_err()
+                .contains("whole number of seconds")
+        );
+    }
 
     #[test]
     fn listen_addresses_take_names() {

@@ -75,7 +75,8 @@ pub struct AuthArgs {
         env = "STAUNCH_AUTH_LEEWAY_SECS",
         value_name = "SECS",
         hide_short_help = true,
-        help_heading = AUTH
+        help_heading = AUTH,
+        value_parser = crate::args::parse_secs
     )]
     pub auth_leeway_secs: u64,
     /// --auth oauth: least seconds between two JWKS fetches.
@@ -87,7 +88,8 @@ pub struct AuthArgs {
         env = "STAUNCH_JWKS_MIN_REFRESH_SECS",
         value_name = "SECS",
         hide_short_help = true,
-        help_heading = AUTH
+        help_heading = AUTH,
+        value_parser = crate::args::parse_secs
     )]
     pub jwks_min_refresh_secs: u64,
     /// --auth oauth: seconds the JWKS is cached before it is fetched again.
@@ -97,7 +99,8 @@ pub struct AuthArgs {
         env = "STAUNCH_JWKS_MAX_AGE_SECS",
         value_name = "SECS",
         hide_short_help = true,
-        help_heading = AUTH
+        help_heading = AUTH,
+        value_parser = crate::args::parse_secs
     )]
     pub jwks_max_age_secs: u64,
     /// Scopes a tool needs, `TOOL=SCOPE[ SCOPE…]`; repeat per tool.

@@ -68,7 +68,8 @@ Examples:
                                                   one of several instances on one store
 
 Every flag has an environment variable (shown); a flag wins over its variable, which wins
-over the [serve] table of --config. `-h` shows the common flags, `--help` all of them.
+over the [serve] table of --config. A flag in MS or SECS takes a bare number in that unit or
+a duration (1.5s, 10m, 1h30m, 7d). `-h` shows the common flags, `--help` all of them.
 
 Exit status:
   0  shut down cleanly (stdin closed, SIGTERM, Ctrl-C)
@@ -202,7 +203,8 @@ pub struct ServeArgs {
         default_value_t = 2000,
         env = "STAUNCH_CANCEL_GRACE_MS",
         value_name = "MS",
-        help_heading = heading::REQUESTS
+        help_heading = heading::REQUESTS,
+        value_parser = crate::args::parse_millis
     )]
     pub cancel_grace_ms: u64,
     /// Milliseconds in-flight requests get to wind down when the session closes.
@@ -211,7 +213,8 @@ pub struct ServeArgs {
         default_value_t = 5000,
         env = "STAUNCH_DRAIN_TIMEOUT_MS",
         value_name = "MS",
-        help_heading = heading::REQUESTS
+        help_heading = heading::REQUESTS,
+        value_parser = crate::args::parse_millis
     )]
     pub drain_timeout_ms: u64,
     /// Deadline of `quick` tools, in milliseconds (under a client's usual 60 s timeout).
@@ -220,7 +223,8 @@ pub struct ServeArgs {
         default_value_t = 50_000,
         env = "STAUNCH_QUICK_DEADLINE_MS",
         value_name = "MS",
-        help_heading = heading::REQUESTS
+        help_heading = heading::REQUESTS,
+        value_parser = crate::args::parse_millis
     )]
     pub quick_deadline_ms: u64,
     /// Deadline of `streaming` tools, in milliseconds.
@@ -229,7 +233,8 @@ pub struct ServeArgs {
         default_value_t = 300_000,
         env = "STAUNCH_STREAMING_DEADLINE_MS",
         value_name = "MS",
-        help_heading = heading::REQUESTS
+        help_heading = heading::REQUESTS,
+        value_parser = crate::args::parse_millis
     )]
     pub streaming_deadline_ms: u64,
     /// Progress notifications that may go out back to back per request.
@@ -271,7 +276,8 @@ pub struct ServeArgs {
         env = "STAUNCH_JOB_LEASE_MS",
         value_name = "MS",
         hide_short_help = true,
-        help_heading = heading::JOBS
+        help_heading = heading::JOBS,
+        value_parser = crate::args::parse_millis
     )]
     pub job_lease_ms: u64,
     /// How often a running job renews its lease and learns about cancels, in ms.
@@ -282,7 +288,8 @@ pub struct ServeArgs {
         env = "STAUNCH_JOB_HEARTBEAT_MS",
         value_name = "MS",
         hide_short_help = true,
-        help_heading = heading::JOBS
+        help_heading = heading::JOBS,
+        value_parser = crate::args::parse_millis
     )]
     pub job_heartbeat_ms: Option<u64>,
     /// How often the reaper ends jobs with expired leases and purges old jobs, in ms.
@@ -292,7 +299,8 @@ pub struct ServeArgs {
         env = "STAUNCH_JOB_REAP_MS",
         value_name = "MS",
         hide_short_help = true,
-        help_heading = heading::JOBS
+        help_heading = heading::JOBS,
+        value_parser = crate::args::parse_millis
     )]
     pub job_reap_ms: u64,
     /// How often idle workers look for queued jobs, in ms.
@@ -304,7 +312,8 @@ pub struct ServeArgs {
         env = "STAUNCH_JOB_CLAIM_POLL_MS",
         value_name = "MS",
         hide_short_help = true,
-        help_heading = heading::JOBS
+        help_heading = heading::JOBS,
+        value_parser = crate::args::parse_millis
     )]
     pub job_claim_poll_ms: u64,
     /// The polling interval suggested to clients (`poll_after_ms`, task `pollInterval`), in ms.
@@ -314,7 +323,8 @@ pub struct ServeArgs {
         env = "STAUNCH_JOB_POLL_AFTER_MS",
         value_name = "MS",
         hide_short_help = true,
-        help_heading = heading::JOBS
+        help_heading = heading::JOBS,
+        value_parser = crate::args::parse_millis
     )]
     pub job_poll_after_ms: u64,
     /// How long a job body may run after its cancel before it is aborted, in ms.
@@ -323,7 +333,8 @@ pub struct ServeArgs {
         default_value_t = 5000,
         env = "STAUNCH_JOB_CANCEL_GRACE_MS",
         value_name = "MS",
-        help_heading = heading::JOBS
+        help_heading = heading::JOBS,
+        value_parser = crate::args::parse_millis
     )]
     pub job_cancel_grace_ms: u64,
     /// Longest a job may run per attempt, in seconds.
@@ -332,7 +343,8 @@ pub struct ServeArgs {
         default_value_t = 3600,
         env = "STAUNCH_JOB_MAX_RUNTIME_SECS",
         value_name = "SECS",
-        help_heading = heading::JOBS
+        help_heading = heading::JOBS,
+        value_parser = crate::args::parse_secs
     )]
     pub job_max_runtime_secs: u64,
     /// Job bodies this instance runs at once.
@@ -350,7 +362,8 @@ pub struct ServeArgs {
         default_value_t = 86_400,
         env = "STAUNCH_JOB_TTL_SECS",
         value_name = "SECS",
-        help_heading = heading::JOBS
+        help_heading = heading::JOBS,
+        value_parser = crate::args::parse_secs
     )]
     pub job_ttl_secs: u64,
     /// How long idempotency keys are honoured, in seconds.
@@ -359,7 +372,8 @@ pub struct ServeArgs {
         default_value_t = 86_400,
         env = "STAUNCH_IDEMPOTENCY_TTL_SECS",
         value_name = "SECS",
-        help_heading = heading::JOBS
+        help_heading = heading::JOBS,
+        value_parser = crate::args::parse_secs
     )]
     pub idempotency_ttl_secs: u64,
     /// Join an identical running call of a side-effecting job tool that carries no key.
@@ -396,7 +410,8 @@ pub struct ServeArgs {
         env = "STAUNCH_SSE_RETRY_MS",
         value_name = "MS",
         hide_short_help = true,
-        help_heading = heading::HTTP
+        help_heading = heading::HTTP,
+        value_parser = crate::args::parse_millis
     )]
     pub sse_retry_ms: u64,
     /// SEP-1699 polling: close a running call's SSE connection after this many ms.
@@ -407,7 +422,8 @@ pub struct ServeArgs {
         env = "STAUNCH_POLL_AFTER_MS",
         value_name = "MS",
         hide_short_help = true,
-        help_heading = heading::HTTP
+        help_heading = heading::HTTP,
+        value_parser = crate::args::parse_millis
     )]
     pub poll_after_ms: Option<u64>,
     /// Seconds without activity after which an HTTP session expires (its requests cancelled).
@@ -416,7 +432,8 @@ pub struct ServeArgs {
         default_value_t = 1800,
         env = "STAUNCH_SESSION_IDLE_SECS",
         value_name = "SECS",
-        help_heading = heading::HTTP
+        help_heading = heading::HTTP,
+        value_parser = crate::args::parse_secs
     )]
     pub session_idle_secs: u64,
     /// Open SSE connections per HTTP session.
@@ -446,7 +463,8 @@ pub struct ServeArgs {
         env = "STAUNCH_EVENT_MAX_AGE_SECS",
         value_name = "SECS",
         hide_short_help = true,
-        help_heading = heading::HTTP
+        help_heading = heading::HTTP,
+        value_parser = crate::args::parse_secs
     )]
     pub event_max_age_secs: u64,
     /// Keep-alive interval on open 2025-era SSE streams (a call's, the GET stream), in ms.
@@ -459,7 +477,8 @@ pub struct ServeArgs {
         env = "STAUNCH_KEEP_ALIVE_MS",
         value_name = "MS",
         hide_short_help = true,
-        help_heading = heading::HTTP
+        help_heading = heading::HTTP,
+        value_parser = crate::args::parse_millis
     )]
     pub keep_alive_ms: u64,
     /// Answer every 2025 session request with a resumable SSE stream.
@@ -483,7 +502,8 @@ pub struct ServeArgs {
         env = "STAUNCH_LIST_TTL_MS",
         value_name = "MS",
         hide_short_help = true,
-        help_heading = heading::STATELESS
+        help_heading = heading::STATELESS,
+        value_parser = crate::args::parse_millis
     )]
     pub list_ttl_ms: u64,
     /// How long a silent call's answer waits before it becomes a kept-alive SSE stream, in ms.
@@ -496,7 +516,8 @@ pub struct ServeArgs {
         env = "STAUNCH_STATELESS_HOLD_MS",
         value_name = "MS",
         hide_short_help = true,
-        help_heading = heading::STATELESS
+        help_heading = heading::STATELESS,
+        value_parser = crate::args::parse_millis
     )]
     pub stateless_hold_ms: u64,
     /// Keep-alive interval on a silent call's stream, in ms.
@@ -509,7 +530,8 @@ pub struct ServeArgs {
         env = "STAUNCH_STATELESS_KEEP_ALIVE_MS",
         value_name = "MS",
         hide_short_help = true,
-        help_heading = heading::STATELESS
+        help_heading = heading::STATELESS,
+        value_parser = crate::args::parse_millis
     )]
     pub stateless_keep_alive_ms: u64,
 
@@ -670,6 +692,28 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn unit_flags_take_durations() {
+        let cli = Cli::try_parse_from([
+            "staunch",
+            "serve",
+            "--cancel-grace-ms",
+            "1.5s",
+            "--job-ttl-secs",
+            "7d",
+            "--header-read-timeout-ms",
+            "250",
+        ])
+        .unwrap();
+        let Command::Serve(args) = cli.command else {
+            panic!("serve")
+        };
+        assert_eq!(args.cancel_grace_ms, 1500);
+        assert_eq!(args.job_ttl_secs, 7 * 86_400);
+        assert_eq!(args.limits.header_read_timeout_ms, 250);
+        assert_eq!(args.job_lease_ms, 30_000, "defaults still parse");
     }
 
     #[test]

@@ -44,7 +44,8 @@ pub struct LimitArgs {
         env = "STAUNCH_SESSION_UNUSED_SECS",
         value_name = "SECS",
         hide_short_help = true,
-        help_heading = LIMITS
+        help_heading = LIMITS,
+        value_parser = crate::args::parse_secs
     )]
     pub session_unused_secs: u64,
     /// Largest `capabilities` + `clientInfo` (JSON bytes) a session keeps from `initialize`.
@@ -104,7 +105,8 @@ pub struct LimitArgs {
         env = "STAUNCH_HEADER_READ_TIMEOUT_MS",
         value_name = "MS",
         hide_short_help = true,
-        help_heading = LIMITS
+        help_heading = LIMITS,
+        value_parser = crate::args::parse_millis
     )]
     pub header_read_timeout_ms: u64,
     /// Milliseconds a request body may take to arrive after its head; slower gets 408.
@@ -114,7 +116,8 @@ pub struct LimitArgs {
         env = "STAUNCH_BODY_READ_TIMEOUT_MS",
         value_name = "MS",
         hide_short_help = true,
-        help_heading = LIMITS
+        help_heading = LIMITS,
+        value_parser = crate::args::parse_millis
     )]
     pub body_read_timeout_ms: u64,
     /// Jobs one owner may have queued or running (0: no limit).
