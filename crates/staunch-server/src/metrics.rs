@@ -248,11 +248,6 @@ impl Metrics {
         Self(Some(Arc::new(f)))
     }
 
-    /// Whether metrics are collected.
-    pub fn is_enabled(&self) -> bool {
-        self.0.is_some()
-    }
-
     /// A request was admitted.
     pub fn request_started(&self, tool: &str, era: Era) {
         if let Some(f) = &self.0 {
@@ -327,13 +322,6 @@ impl Metrics {
     pub fn store_write(&self, took: Duration, queued: usize) {
         if let Some(f) = &self.0 {
             f.store_write.observe(took.as_secs_f64());
-            f.queue_depth.set(i64::try_from(queued).unwrap_or(i64::MAX));
-        }
-    }
-
-    /// The write-behind queue's depth right now.
-    pub fn write_behind_depth(&self, queued: usize) {
-        if let Some(f) = &self.0 {
             f.queue_depth.set(i64::try_from(queued).unwrap_or(i64::MAX));
         }
     }

@@ -1,6 +1,8 @@
-//! Streamable HTTP (protocol 2025-03-26 … 2025-11-25) where a dropped stream loses nothing.
+//! Streamable HTTP, both protocol eras on one endpoint, decided per request: 2025 sessions
+//! (2025-03-26 … 2025-11-25) where a dropped stream loses nothing, and 2026-07-28 stateless
+//! requests where closing a request's stream is its cancel ([`stateless`]).
 //!
-//! One endpoint (default `/mcp`): POST carries one client message (a request is answered with an
+//! In the session era, one endpoint (default `/mcp`): POST carries one client message (a request is answered with an
 //! SSE stream whose first event primes the client with an id and a `retry`), GET opens the
 //! standalone stream or resumes any stream with `Last-Event-ID`, DELETE ends the session and
 //! cancels its requests.
@@ -12,10 +14,6 @@
 //! connection — or whose call finishes while it is away — gets everything after its last
 //! event id when it comes back, exactly once. A disconnect is never a cancel in these
 //! versions: only `notifications/cancelled`, DELETE or session expiry are.
-//!
-//! Protocol 2026-07-28 (stateless; disconnect = cancel) is not served yet; the version of each
-//! session is kept (`HttpSession::version`) so that the era can select the behaviour per
-//! request without reshaping this module.
 //!
 //! Modules: [`auth`] (bearer tokens, OAuth JWTs, RFC 9728 metadata; off by default),
 //! [`guard`] (Host/Origin allow-list), [`session`] (per-session routing and the
