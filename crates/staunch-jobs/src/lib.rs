@@ -59,6 +59,7 @@ mod register;
 mod runtime;
 mod scope;
 mod signals;
+mod task_errors;
 mod tasks;
 mod tasks_ext;
 mod tool_face;

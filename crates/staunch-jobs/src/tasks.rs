@@ -19,8 +19,8 @@ use staunch_server::protocol::{ErrorObject, codes};
 use staunch_server::{Context, MethodHandler, ToolError};
 use staunch_store::{CancelOutcome, JobRecord};
 
-use crate::error::JobsError;
 use crate::runtime::{JobRuntime, Waited};
+use crate::task_errors::{key_of_another_owner, refused_start, rpc, unknown_task};
 use crate::tool_face::create;
 use crate::view::{task_object, task_status, task_terminal, tool_result};
 
@@ -39,17 +39,6 @@ pub(crate) fn capability(rt: &JobRuntime) -> Value {
         caps["list"] = json!({});
     }
     caps
-}
-
-fn rpc(code: i64, message: impl Into<String>) -> ToolError {
-    ToolError::Rpc(ErrorObject::new(code, message))
-}
-
-fn unknown_task(id: &str) -> ToolError {
-    rpc(
-        codes::INVALID_PARAMS,
-        format!("unknown task {id:?} (it never existed, expired, or belongs to another session)"),
-    )
 }
 
 fn task_id(params: &Option<Value>) -> Result<String, ToolError> {
@@ -95,26 +84,13 @@ pub(crate) fn create_task(
             .get("ttl")
             .and_then(Value::as_u64)
             .map(|t| Duration::from_millis(t).max(MIN_TASK_TTL).min(max));
-        let sub = match create(&rt, &tool, &ctx, args, ttl).await {
-            Ok(s) => s,
-            Err(e @ (JobsError::InvalidArguments(_) | JobsError::InvalidKey(_))) => {
-                return Err(rpc(codes::INVALID_PARAMS, e.to_string()));
-            }
-            Err(e @ JobsError::KeyReused { .. }) => {
-                return Err(rpc(codes::INVALID_PARAMS, e.to_string()));
-            }
-            Err(e @ (JobsError::ShuttingDown | JobsError::TooManyActive { .. })) => {
-                return Err(rpc(codes::SERVER_BUSY, e.to_string()));
-            }
-            Err(e) => return Err(rpc(codes::INTERNAL_ERROR, e.to_string())),
-        };
+        let sub = create(&rt, &tool, &ctx, args, ttl)
+            .await
+            .map_err(refused_start)?;
         // A replayed key may point at a job another session created; handing it out would
         // give this session a task it cannot read.
         if !rt.task_visible(&sub.job, &ctx) {
-            return Err(rpc(
-                codes::INVALID_PARAMS,
-                "the idempotency key is bound to a task of another session; use a new key",
-            ));
+            return Err(key_of_another_owner());
         }
         rt.watch_task(&sub.job.id, ctx.notifier());
         // The request's progress token stays valid until the task is terminal (2025-11-25):

@@ -27,29 +27,15 @@
 
 use futures_util::future::BoxFuture;
 use serde_json::{Map, Value, json};
-use staunch_server::protocol::{ErrorObject, codes};
+use staunch_server::protocol::codes;
 use staunch_server::{Context, MethodHandler, ToolError, declares_tasks, missing_tasks_extension};
 use staunch_store::{JobInput, JobRecord, JobState, REASON_LEASE_LOST};
 
 use crate::error::JobsError;
 use crate::runtime::JobRuntime;
+use crate::task_errors::{internal, key_of_another_owner, refused_start, rpc, unknown_task};
 use crate::tool_face::create;
 use crate::view::{REASON_PANIC, error_of, iso, progress_of, tool_result};
-
-fn rpc(code: i64, message: impl Into<String>) -> ToolError {
-    ToolError::Rpc(ErrorObject::new(code, message))
-}
-
-fn unknown_task(id: &str) -> ToolError {
-    rpc(
-        codes::INVALID_PARAMS,
-        format!("unknown task {id:?} (it never existed, expired, or is not yours)"),
-    )
-}
-
-fn internal(what: &str, e: impl std::fmt::Display) -> ToolError {
-    rpc(codes::INTERNAL_ERROR, format!("{what}: {e}"))
-}
 
 /// -32021 unless the request declared the extension.
 pub(crate) fn require_extension(ctx: &Context) -> Result<(), ToolError> {
@@ -208,25 +194,12 @@ impl JobRuntime {
         args: Value,
     ) -> Result<Value, ToolError> {
         require_extension(ctx)?;
-        let sub = match create(self, tool, ctx, args, None).await {
-            Ok(s) => s,
-            Err(e @ (JobsError::InvalidArguments(_) | JobsError::InvalidKey(_))) => {
-                return Err(rpc(codes::INVALID_PARAMS, e.to_string()));
-            }
-            Err(e @ JobsError::KeyReused { .. }) => {
-                return Err(rpc(codes::INVALID_PARAMS, e.to_string()));
-            }
-            Err(e @ (JobsError::ShuttingDown | JobsError::TooManyActive { .. })) => {
-                return Err(rpc(codes::SERVER_BUSY, e.to_string()));
-            }
-            Err(e) => return Err(internal("recording the task failed", e)),
-        };
+        let sub = create(self, tool, ctx, args, None)
+            .await
+            .map_err(refused_start)?;
         // A replayed key may point at a job of a 2025 session, which this caller cannot read.
         if !self.ext_visible(&sub.job, ctx) {
-            return Err(rpc(
-                codes::INVALID_PARAMS,
-                "the idempotency key is bound to a task of another session; use a new key",
-            ));
+            return Err(key_of_another_owner());
         }
         // No result, error or questions here (they live on tasks/get): a replayed key reports
         // the job's status only.
