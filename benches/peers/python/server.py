@@ -18,6 +18,12 @@ Tools:
                                  `ctx.report_progress(step+1, steps)` (a no-op when
                                  the request carried no progressToken); returns
                                  text `counted N`.
+  stubborn_count(steps, delay_ms, tag?)
+                              -> like slow_count, but the loop runs in a shielded
+                                 cancel scope: a cancel does not stop it (a server
+                                 that ignores cancels, for the probe and the proxy's
+                                 orphaned-work reports); its steps count under `tag`
+                                 as slow_count's do.
   slow_count_status(tag?)     -> {"tag","steps","last_step_unix_ms"} as structured
                                  content (and JSON text): did the work go on after a
                                  cancel?
@@ -72,6 +78,18 @@ def build_server(port: int = 8000) -> FastMCP:
             entry[0] += 1
             entry[1] = int(time.time() * 1000)
             await ctx.report_progress(step + 1, steps)
+        return f"counted {steps}"
+
+    @mcp.tool()
+    async def stubborn_count(steps: int, delay_ms: int, ctx: Context, tag: str | None = None) -> str:
+        """Like slow_count, but ignores cancellation (a fixture for orphaned-work checks)."""
+        entry = STEPS.setdefault(tag or "", [0, 0])
+        with anyio.CancelScope(shield=True):
+            for step in range(steps):
+                await anyio.sleep(delay_ms / 1000)
+                entry[0] += 1
+                entry[1] = int(time.time() * 1000)
+                await ctx.report_progress(step + 1, steps)
         return f"counted {steps}"
 
     @mcp.tool()

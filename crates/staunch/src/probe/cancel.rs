@@ -1,19 +1,34 @@
 //! The seed's question, asked from outside: after `notifications/cancelled`, does the work
 //! stop (its progress stops), and does the request go unanswered, as the spec says it should?
+//!
+//! Progress alone can hide work that goes on: a server may stop reporting but keep working,
+//! and a proxy keeps its client clean while its upstream goes on. When the server has the
+//! status tool (`slow_count_status {tag}`), the steps done after the cancel are read too, and
+//! work that went on is reported even when no progress showed it.
 
 use std::time::Duration;
 
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
+use super::status::{new_tag, read_status};
 use super::watch::{Watch, ms, progress_in};
 use super::{Check, Probe, Status};
 
 pub async fn checks(p: &Probe) -> Vec<Check> {
     const ROUTED: &str = "cancel.routed";
     const NO_RESPONSE: &str = "cancel.no_response";
+    let tag = new_tag(p);
+    let mut args = p.arguments(p.long_steps());
+    if let (Some(t), Some(obj)) = (&tag, args.as_object_mut()) {
+        obj.insert("tag".into(), json!(t));
+    }
     let mut w = Watch::new(&p.client);
-    let pending = match p.start_call(p.long_steps(), true) {
+    let pending = match p.client.start_request(
+        "tools/call",
+        Some(json!({"name": p.tool, "arguments": args})),
+        true,
+    ) {
         Ok(x) => x,
         Err(e) => {
             let ev = format!("could not call: {e}");
@@ -36,8 +51,20 @@ pub async fn checks(p: &Probe) -> Vec<Check> {
     let window = (p.step * 8).clamp(Duration::from_millis(800), Duration::from_secs(4));
     let t_cancel = Instant::now();
     p.client.cancel(&id, "staunch probe: cancel check");
+    // Steps done when the cancel went out (one may still be in flight), and at the window's end.
+    let at_cancel = match &tag {
+        Some(t) => read_status(p, Some(t)).await.ok(),
+        None => None,
+    };
     w.pump_until(t_cancel + window).await;
     drop(pending);
+    let at_end = match (&tag, at_cancel) {
+        (Some(t), Some(_)) => read_status(p, Some(t)).await.ok(),
+        _ => None,
+    };
+    let steps_after = at_cancel
+        .zip(at_end)
+        .map(|((c, _), (e, _))| e.saturating_sub(c));
     let prog = token
         .as_ref()
         .map(|t| w.progress_for(t))
@@ -68,6 +95,9 @@ pub async fn checks(p: &Probe) -> Vec<Check> {
         "progress_after_cancel": after.len(),
         "cancel_to_last_progress_ms": last_after.map(|d| d.as_secs_f64() * 1000.0),
         "ping_after_cancel_ok": ping.is_ok(),
+        "status_tool": tag.as_ref().map(|_| p.status_tool.as_str()),
+        "tag": tag,
+        "steps_after_cancel": steps_after,
     });
 
     let routed = if before == 0 {
@@ -136,6 +166,24 @@ pub async fn checks(p: &Probe) -> Vec<Check> {
                 data.clone(),
             ),
         }
+    };
+
+    let routed = match steps_after {
+        // More than the step in flight when the cancel went out: the work went on.
+        Some(n) if n > 2 && routed.status != Status::Fail => Check::new(
+            ROUTED,
+            Status::Warn,
+            format!(
+                "no progress reached this client after the cancel, but the work went on: {n} \
+                 more steps in the {} after it ({} {}); behind a proxy this is its upstream's \
+                 orphaned work (staunch audit on the proxy's log lists it)",
+                ms(window),
+                p.status_tool,
+                tag.as_deref().unwrap_or_default()
+            ),
+            routed.data.clone(),
+        ),
+        _ => routed,
     };
 
     let late = p.client.late_responses().into_iter().find(|l| l.id == id);

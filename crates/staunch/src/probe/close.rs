@@ -8,12 +8,12 @@
 //! (`slow_count_status {tag}` → `{steps, last_step_unix_ms}`) show how many steps ran after the
 //! close and when the last one ran. Without the status tool the verdict is "unknown".
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use serde_json::{Value, json};
-use staunch_client::CallOptions;
 use tokio::time::{Instant, sleep};
 
+use super::status::{new_tag, read_status, unix_ms};
 use super::watch::{Watch, ms, progress_in};
 use super::{Check, Probe, Status};
 
@@ -27,42 +27,9 @@ struct Sample {
     last_step_unix_ms: u64,
 }
 
-fn unix_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-}
-
-async fn read_status(p: &Probe, tag: Option<&str>) -> Result<(u64, u64), String> {
-    let opts = CallOptions::default()
-        .timeout(Duration::from_secs(5))
-        .max_total(Duration::from_secs(5))
-        .progress(false);
-    let args = match tag {
-        Some(t) => json!({"tag": t}),
-        None => json!({}),
-    };
-    let r = p
-        .client
-        .call_tool(&p.status_tool, args, &opts, |_| {})
-        .await
-        .map_err(|e| e.to_string())?;
-    let v = staunch_client::result::payload(&r)
-        .ok_or_else(|| format!("{} returned no JSON object", p.status_tool))?;
-    let steps = v["steps"]
-        .as_u64()
-        .ok_or_else(|| format!("{} returned no `steps`: {v}", p.status_tool))?;
-    Ok((steps, v["last_step_unix_ms"].as_u64().unwrap_or(0)))
-}
-
 pub async fn stream_close(p: &Probe) -> Check {
     let has_status = p.has_tool(&p.status_tool);
-    let tag = p.takes_arg(&p.tool, "tag").then(|| {
-        format!(
-            "staunch-probe-{}",
-            &staunch_client::jobs::new_idempotency_key()[..8]
-        )
-    });
+    let tag = new_tag(p);
     let baseline = if has_status {
         read_status(p, tag.as_deref()).await.ok()
     } else {

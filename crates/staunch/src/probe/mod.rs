@@ -13,6 +13,7 @@ mod http;
 mod load;
 mod progress;
 mod report;
+mod status;
 mod tasks;
 mod watch;
 

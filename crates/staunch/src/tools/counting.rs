@@ -5,7 +5,7 @@
 //! - `stubborn_count` (quick) never looks at its cancel: the runtime stops its progress at the
 //!   cancel and aborts it after the grace period.
 //! - `cpu_count` (quick) burns CPU in `Context::blocking`, checking between units.
-//! - `slow_count_status {tag?}` reads what the counters did: each step of a tagged count is a
+//! - `slow_count_status {tag?}` reads what slow_count and stubborn_count did: each step of a tagged count is a
 //!   side effect recorded here (steps so far, time of the last one), so a client that closed
 //!   a stream can ask later whether the work really stopped. `staunch probe` and the peers in
 //!   `benches/peers` share this convention.
@@ -67,6 +67,7 @@ impl Steps {
 pub fn register(b: ServerBuilder) -> ServerBuilder {
     let steps = Steps::default();
     let counted = steps.clone();
+    let stubborn = steps.clone();
     b.tool(
         ToolSpec::streaming(
             "slow_count",
@@ -79,8 +80,8 @@ pub fn register(b: ServerBuilder) -> ServerBuilder {
     .tool(
         ToolSpec::quick(
             "slow_count_status",
-            "How many steps `slow_count` calls with this `tag` have done, and when the last \
-             one happened (unix ms): whether work continued after a cancel.",
+            "How many steps `slow_count` (or `stubborn_count`) calls with this `tag` have done, \
+             and when the last one happened (unix ms): whether work continued after a cancel.",
         )
         .annotations(serde_json::json!({"readOnlyHint": true})),
         move |_ctx, a: StatusArgs| {
@@ -103,7 +104,7 @@ pub fn register(b: ServerBuilder) -> ServerBuilder {
              runtime aborting a handler after the grace period).",
         )
         .annotations(serde_json::json!({"readOnlyHint": true})),
-        |ctx, a: CountArgs| stubborn_count(ctx, a),
+        move |ctx, a: CountArgs| stubborn_count(ctx, a, stubborn.clone()),
     )
     .tool(
         ToolSpec::quick(
@@ -127,11 +128,16 @@ async fn slow_count(ctx: Context, a: CountArgs, steps: Steps) -> Result<CallTool
     Ok(CallToolResult::text(format!("counted {}", a.steps)))
 }
 
-async fn stubborn_count(ctx: Context, a: CountArgs) -> Result<CallToolResult, ToolError> {
+async fn stubborn_count(
+    ctx: Context,
+    a: CountArgs,
+    steps: Steps,
+) -> Result<CallToolResult, ToolError> {
     let total = f64::from(a.steps);
     for step in 1..=a.steps {
         // Deliberately not ctx.sleep / ctx.check: this handler does not listen.
         tokio::time::sleep(Duration::from_millis(a.delay_ms)).await;
+        steps.record(a.tag.as_deref());
         ctx.progress(f64::from(step), Some(total), None);
     }
     Ok(CallToolResult::text(format!("counted {}", a.steps)))

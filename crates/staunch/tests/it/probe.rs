@@ -222,3 +222,58 @@ async fn usage_and_connection_errors_exit_2() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no tool"));
 }
+
+/// An upstream written with the Python SDK that ignores cancels (`stubborn_count`): directly
+/// the probe fails it (its progress goes on); behind `staunch proxy` the client sees nothing
+/// late, yet the probe still says the work went on (read from the upstream's
+/// `slow_count_status`), and `staunch audit` of the proxy's log lists the orphaned work.
+#[tokio::test]
+async fn an_sdk_upstream_that_ignores_cancels_is_reported_through_the_proxy() {
+    let Some(peers) = Peers::find("an_sdk_upstream_that_ignores_cancels_is_reported") else {
+        return;
+    };
+    let upstream = peers.py_stdio();
+    let mut direct = vec!["--tool", "stubborn_count", "--"];
+    direct.extend(upstream.iter().map(String::as_str));
+    let (_, report) = probe(&direct).await;
+    let routed = check(&report, "cancel.routed");
+    assert_eq!(routed["status"], "FAIL", "{routed:#}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("proxy.jsonl");
+    let log_arg = log.display().to_string();
+    let mut proxied = vec![
+        "--tool",
+        "stubborn_count",
+        "--",
+        BIN,
+        "proxy",
+        "--store",
+        ":memory:",
+        "--log-file",
+        &log_arg,
+        "--",
+    ];
+    proxied.extend(upstream.iter().map(String::as_str));
+    let (code, report) = probe(&proxied).await;
+    let routed = check(&report, "cancel.routed");
+    assert_eq!(routed["status"], "WARN", "{routed:#}");
+    assert_eq!(routed["data"]["progress_after_cancel"], 0, "{routed:#}");
+    assert!(
+        routed["data"]["steps_after_cancel"].as_u64() > Some(2),
+        "{routed:#}"
+    );
+    assert_eq!(status(&report, "cancel.no_response"), "PASS");
+    assert_eq!(code, 0, "a WARN is not a failure");
+
+    let audit = tokio::process::Command::new(BIN)
+        .args(["audit", "--json", &log_arg])
+        .output()
+        .await
+        .unwrap();
+    let audit: Value = serde_json::from_slice(&audit.stdout).expect("audit --json");
+    assert!(
+        audit["orphaned_upstream"]["count"].as_u64() >= Some(1),
+        "{audit:#}"
+    );
+}
