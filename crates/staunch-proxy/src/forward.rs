@@ -115,7 +115,7 @@ async fn forward(
             Err(e) => return Outcome::Failed(gone(up.name(), &e)),
         };
         let tracked = match (ctx, pending.id()) {
-            (Some(ctx), RequestId::Number(n)) => Some(up.calls().track(*n, ctx)),
+            (Some(ctx), RequestId::Number(n)) => Some(up.calls().track(*n, ctx, tool)),
             _ => None,
         };
         let r = pending

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use serde_json::Value;
 use staunch_client::{CallOptions, ConnectOptions};
 use staunch_jobs::{JobRuntime, JobTool, JobsExt};
-use staunch_server::{ServerBuilder, Shape, ToolSpec};
+use staunch_server::{Metrics, ServerBuilder, Shape, ToolSpec};
 
 use crate::ProxyError;
 use crate::forward::{ForwardTool, UpstreamJob};
@@ -69,18 +69,20 @@ pub(crate) fn names_of(name: &str, shape: Shape) -> Vec<String> {
     v
 }
 
-/// Connects every upstream, lists its tools and adds them to `builder`.
+/// Connects every upstream, lists its tools and adds them to `builder`; what an upstream
+/// sends after a cancel is counted in `metrics`.
 pub async fn register(
     mut builder: ServerBuilder,
     specs: Vec<UpstreamSpec>,
     jobs: Option<&JobRuntime>,
     opts: &ConnectOptions,
+    metrics: &Metrics,
 ) -> Result<(ServerBuilder, Registered), ProxyError> {
     let mut pools = Vec::new();
     let mut served: Vec<(String, String, String, Shape)> = Vec::new();
     let mut claimed: HashMap<String, String> = HashMap::new();
     for spec in specs {
-        let pool = Pool::start(spec, opts).await?;
+        let pool = Pool::start(spec, opts, metrics).await?;
         pools.push(pool.clone());
         let spec = pool.spec();
         let listed = list_tools(&pool).await?;

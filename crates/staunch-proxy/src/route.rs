@@ -12,15 +12,18 @@ use serde_json::Value;
 use staunch_client::{Late, ServerRequest, ServerRequestHandler};
 use staunch_protocol::mcp::ProgressToken;
 use staunch_protocol::{ErrorObject, RequestId, codes};
-use staunch_server::{Context, LifecycleEvent, ToolError, UpstreamStep};
+use staunch_server::{Context, LifecycleEvent, Metrics, ToolError, UpstreamStep};
 
 /// Abandoned calls remembered for `upstream.late` lines.
 const MAX_ABANDONED: usize = 4096;
 
+/// A call's downstream request and the upstream's own name of its tool.
+type CallOf = (Context, Arc<str>);
+
 #[derive(Default)]
 struct Table {
-    live: HashMap<i64, Context>,
-    abandoned: HashMap<i64, Context>,
+    live: HashMap<i64, CallOf>,
+    abandoned: HashMap<i64, CallOf>,
     abandoned_order: VecDeque<i64>,
 }
 
@@ -28,6 +31,7 @@ struct Table {
 #[derive(Default)]
 pub struct Calls {
     upstream: String,
+    metrics: Metrics,
     table: Mutex<Table>,
 }
 
@@ -40,10 +44,11 @@ impl std::fmt::Debug for Calls {
 }
 
 impl Calls {
-    /// The table of upstream `upstream`.
-    pub fn new(upstream: &str) -> Arc<Self> {
+    /// The table of upstream `upstream`; late work is counted in `metrics`.
+    pub fn new(upstream: &str, metrics: Metrics) -> Arc<Self> {
         Arc::new(Self {
             upstream: upstream.to_string(),
+            metrics,
             table: Mutex::default(),
         })
     }
@@ -52,9 +57,10 @@ impl Calls {
         self.table.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Starts tracking upstream call `id` of downstream request `ctx`; the guard ends it.
-    pub fn track(self: &Arc<Self>, id: i64, ctx: &Context) -> Tracked {
-        self.lock().live.insert(id, ctx.clone());
+    /// Starts tracking upstream call `id` of `tool` for downstream request `ctx`; the guard
+    /// ends it.
+    pub fn track(self: &Arc<Self>, id: i64, ctx: &Context, tool: &str) -> Tracked {
+        self.lock().live.insert(id, (ctx.clone(), Arc::from(tool)));
         ctx.log_event(&LifecycleEvent::Upstream {
             step: UpstreamStep::Sent,
             upstream: self.upstream.as_str().into(),
@@ -79,11 +85,11 @@ impl Calls {
     fn owner(&self, req: &ServerRequest) -> Result<Context, ErrorObject> {
         let t = self.lock();
         if let Some(RequestId::Number(n)) = &req.on_stream_of
-            && let Some(ctx) = t.live.get(n)
+            && let Some((ctx, _)) = t.live.get(n)
         {
             return Ok(ctx.clone());
         }
-        let mut sessions = t.live.values().map(|c| c.session_id());
+        let mut sessions = t.live.values().map(|(c, _)| c.session_id());
         let Some(first) = sessions.next() else {
             return Err(ErrorObject::new(
                 codes::INVALID_REQUEST,
@@ -104,7 +110,11 @@ impl Calls {
             ));
         }
         // The most recent call of that session.
-        let newest = t.live.iter().max_by_key(|(id, _)| **id).map(|(_, c)| c);
+        let newest = t
+            .live
+            .iter()
+            .max_by_key(|(id, _)| **id)
+            .map(|(_, (c, _))| c);
         Ok(newest
             .cloned()
             .unwrap_or_else(|| unreachable!("live is not empty")))
@@ -157,15 +167,18 @@ impl Calls {
         }
     }
 
-    fn log_late_id(&self, id: i64, what: &str) {
-        let ctx = self.lock().abandoned.get(&id).cloned();
-        match ctx {
-            Some(ctx) => ctx.log_event(&LifecycleEvent::Upstream {
-                step: UpstreamStep::Late,
-                upstream: self.upstream.as_str().into(),
-                upstream_id: id,
-                late: Some(what.into()),
-            }),
+    fn log_late_id(&self, id: i64, what: &'static str) {
+        let call = self.lock().abandoned.get(&id).cloned();
+        match call {
+            Some((ctx, tool)) => {
+                self.metrics.upstream_late(&self.upstream, &tool, what);
+                ctx.log_event(&LifecycleEvent::Upstream {
+                    step: UpstreamStep::Late,
+                    upstream: self.upstream.as_str().into(),
+                    upstream_id: id,
+                    late: Some(what.into()),
+                });
+            }
             None => {
                 tracing::debug!(upstream = %self.upstream, id, what, "upstream.late for a forgotten call")
             }
@@ -190,9 +203,10 @@ impl Tracked {
 impl Drop for Tracked {
     fn drop(&mut self) {
         let mut t = self.calls.lock();
-        let Some(ctx) = t.live.remove(&self.id) else {
+        let Some(call) = t.live.remove(&self.id) else {
             return;
         };
+        let ctx = &call.0;
         if self.answered {
             return;
         }
@@ -202,7 +216,7 @@ impl Drop for Tracked {
             upstream_id: self.id,
             late: None,
         });
-        t.abandoned.insert(self.id, ctx);
+        t.abandoned.insert(self.id, call);
         t.abandoned_order.push_back(self.id);
         while t.abandoned_order.len() > MAX_ABANDONED {
             if let Some(old) = t.abandoned_order.pop_front() {

@@ -15,7 +15,7 @@ use staunch_client::{
     Client, ConnectOptions, Era, NotificationHandler, PendingRequest, StderrMode,
 };
 use staunch_protocol::modern::methods::SUBSCRIPTIONS_LISTEN;
-use staunch_server::Context;
+use staunch_server::{Context, Metrics};
 use tokio::time::Instant;
 
 use crate::ProxyError;
@@ -98,8 +98,9 @@ impl Upstream {
     pub async fn connect(
         spec: Arc<UpstreamSpec>,
         base: &ConnectOptions,
+        metrics: &Metrics,
     ) -> Result<Arc<Self>, ProxyError> {
-        let calls = Calls::new(&spec.name);
+        let calls = Calls::new(&spec.name, metrics.clone());
         let mut opts = base.clone();
         opts.server_requests = Some(calls.server_request_handler());
         opts.stderr = StderrMode::Inherit;
@@ -299,6 +300,7 @@ type PerSession = Mutex<HashMap<String, (Arc<Upstream>, Instant)>>;
 pub struct Pool {
     spec: Arc<UpstreamSpec>,
     opts: ConnectOptions,
+    metrics: Metrics,
     /// The shared connection; with `isolate`, the one that listed the tools at start (and
     /// serves stateless requests, which have no session).
     shared: Arc<Upstream>,
@@ -307,12 +309,17 @@ pub struct Pool {
 
 impl Pool {
     /// Connects the first (shared) upstream of `spec`.
-    pub async fn start(spec: UpstreamSpec, opts: &ConnectOptions) -> Result<Arc<Self>, ProxyError> {
+    pub async fn start(
+        spec: UpstreamSpec,
+        opts: &ConnectOptions,
+        metrics: &Metrics,
+    ) -> Result<Arc<Self>, ProxyError> {
         let spec = Arc::new(spec);
-        let shared = Upstream::connect(spec.clone(), opts).await?;
+        let shared = Upstream::connect(spec.clone(), opts, metrics).await?;
         Ok(Arc::new(Self {
             spec,
             opts: opts.clone(),
+            metrics: metrics.clone(),
             shared,
             per_session: Arc::default(),
         }))
@@ -345,7 +352,7 @@ impl Pool {
         if let Some(up) = found {
             return Ok(up);
         }
-        let up = Upstream::connect(self.spec.clone(), &self.opts).await?;
+        let up = Upstream::connect(self.spec.clone(), &self.opts, &self.metrics).await?;
         // Another call of the same session may have connected meanwhile: keep the first.
         let chosen = {
             let mut map = self.per_session.lock().unwrap_or_else(|p| p.into_inner());

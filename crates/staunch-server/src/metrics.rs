@@ -23,6 +23,7 @@
 //! | `staunch_job_lease_losses_total` | counter | — |
 //! | `staunch_job_reaper_actions_total` | counter | `action` (`requeued`, `failed`, `cancelled`, `purged`) |
 //! | `staunch_idempotency_hits_total` | counter | — |
+//! | `staunch_upstream_late_total` | counter | `upstream`, `tool`, `kind` (`progress`, `response`): what a proxied upstream sent after its call was cancelled — work that went on |
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -97,6 +98,13 @@ struct Action {
     action: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct UpstreamLate {
+    upstream: String,
+    tool: String,
+    kind: &'static str,
+}
+
 /// Runs before every scrape (e.g. reads jobs by state from the store).
 pub type ScrapeHook = Arc<dyn Fn(Metrics) -> BoxFuture<'static, ()> + Send + Sync>;
 
@@ -116,6 +124,7 @@ struct Families {
     lease_losses: Counter,
     reaper: Family<Action, Counter>,
     idempotency_hits: Counter,
+    upstream_late: Family<UpstreamLate, Counter>,
     hooks: Mutex<Vec<ScrapeHook>>,
     /// Method names seen on requests answered inline: a client chooses them (an unknown
     /// method is answered inline too), so their number is capped to keep series bounded.
@@ -169,6 +178,7 @@ impl Metrics {
             lease_losses: Counter::default(),
             reaper: Family::default(),
             idempotency_hits: Counter::default(),
+            upstream_late: Family::default(),
             hooks: Mutex::new(Vec::new()),
             inline_methods: Mutex::new(std::collections::HashSet::new()),
         };
@@ -244,6 +254,11 @@ impl Metrics {
             "staunch_idempotency_hits",
             "Job starts answered with an existing job (idempotency key or in-flight dedupe).",
             f.idempotency_hits.clone(),
+        );
+        r.register(
+            "staunch_upstream_late",
+            "What a proxied upstream sent after its call was cancelled (its work went on).",
+            f.upstream_late.clone(),
         );
         Self(Some(Arc::new(f)))
     }
@@ -355,6 +370,21 @@ impl Metrics {
             && n > 0
         {
             f.reaper.get_or_create(&Action { action }).inc_by(n);
+        }
+    }
+
+    /// A proxied upstream sent `kind` (`progress` or `response`) for a call of `tool` after the
+    /// call was cancelled: orphaned upstream work. Upstream names come from the configuration
+    /// and tools from the upstream's own list, so the series stay bounded.
+    pub fn upstream_late(&self, upstream: &str, tool: &str, kind: &'static str) {
+        if let Some(f) = &self.0 {
+            f.upstream_late
+                .get_or_create(&UpstreamLate {
+                    upstream: upstream.to_string(),
+                    tool: tool.to_string(),
+                    kind,
+                })
+                .inc();
         }
     }
 

@@ -49,7 +49,7 @@ pub async fn build_server(
     let mut builder = Server::builder("staunch", env!("CARGO_PKG_VERSION"))
         .config(config)
         .lifecycle_log(log)
-        .metrics(metrics)
+        .metrics(metrics.clone())
         .traces(traces);
     if let Some(key) = state_key {
         builder = builder.state_key(key);
@@ -81,6 +81,7 @@ pub async fn build_server(
             upstreams,
             runtime,
             &crate::proxy_cmd::connect_options(),
+            &metrics,
         )
         .await?;
         crate::proxy_cmd::announce(&r);

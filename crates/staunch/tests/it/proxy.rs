@@ -260,7 +260,13 @@ async fn python_peer_fails_directly_and_passes_behind_the_proxy() {
     assert_eq!(status(&report, "cancel.no_response"), "FAIL");
     // HTTP, behind the proxy (2025 sessions downstream, the peer's URL upstream).
     let up = peer.url();
-    let proxy = HttpServer::launch("proxy", None, &["--upstream", &up]).await;
+    let metrics = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .to_string();
+    let proxy =
+        HttpServer::launch("proxy", None, &["--upstream", &up, "--metrics", &metrics]).await;
     let (_, report) = probe(&["--protocol", "2025-11-25", &proxy.url()]).await;
     for id in [
         "http.resume",
@@ -275,6 +281,31 @@ async fn python_peer_fails_directly_and_passes_behind_the_proxy() {
             check(&report, id)
         );
     }
+    // The late answer is counted per upstream and tool, where operators look.
+    let scrape = http_get(&metrics, "/metrics");
+    assert!(
+        scrape
+            .lines()
+            .any(|l| l.starts_with("staunch_upstream_late_total{")
+                && l.contains("upstream=\"upstream\"")
+                && l.contains("tool=\"slow_count\"")
+                && l.contains("kind=\"response\"")),
+        "{scrape}"
+    );
+}
+
+/// A plain HTTP/1.1 GET over loopback; the whole answer as text.
+fn http_get(addr: &str, path: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
 }
 
 /// The TypeScript SDK 1.32 peer serves a foreign Origin (createMcpExpressApp checks only
