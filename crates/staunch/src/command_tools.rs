@@ -9,7 +9,8 @@ use clap::CommandFactory;
 use clap::parser::ValueSource;
 use staunch_command::{CommandConfig, CommandTools};
 
-use crate::cli::{Cli, ServeArgs};
+use crate::cli::Cli;
+use crate::serve_args::ServeArgs;
 
 /// How often the orphan sweep runs while serving.
 const SWEEP_EVERY: Duration = Duration::from_secs(30);

@@ -19,6 +19,7 @@ mod probe;
 mod proxy_cmd;
 mod release_memory;
 mod serve;
+mod serve_args;
 mod state_dir;
 mod tools;
 mod tools_cmd;

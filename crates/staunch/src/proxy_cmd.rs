@@ -14,7 +14,7 @@ use staunch_command::config::parse_duration;
 use staunch_proxy::{Registered, Target, ToolRule, UpstreamSpec};
 use staunch_server::Shape;
 
-use crate::cli::ServeArgs;
+use crate::serve_args::ServeArgs;
 
 /// The heading of the proxy's own flags in `--help` (the rest are `serve`'s).
 const UPSTREAM: &str = "Upstream";

@@ -9,7 +9,7 @@ use staunch_server::{
     Config, LifecycleLog, Metrics, ProgressRate, Server, StateKey, Traces, transport,
 };
 
-use crate::cli::ServeArgs;
+use crate::serve_args::ServeArgs;
 use crate::tools::jobs::ImportDb;
 
 /// Builds the configured server; the demo profile gets the job tools, the conformance profile
