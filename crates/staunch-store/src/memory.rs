@@ -215,6 +215,15 @@ impl SessionStore for MemorySessionStore {
             .is_some())
     }
 
+    async fn missing(&self, ids: &[String]) -> Result<Vec<String>, StoreError> {
+        let held = lock(&self.sessions);
+        Ok(ids
+            .iter()
+            .filter(|i| !held.contains_key(*i))
+            .cloned()
+            .collect())
+    }
+
     async fn update_log_level(&self, id: &str, level: Option<&str>) -> Result<bool, StoreError> {
         Ok(lock(&self.sessions)
             .get_mut(id)

@@ -42,6 +42,10 @@ pub trait SessionStore: Send + Sync + 'static {
     /// Returns true if a session was removed.
     async fn delete(&self, id: &str) -> Result<bool, StoreError>;
 
+    /// Of `ids`, the sessions the store no longer holds (a DELETE or an expiry on another
+    /// instance removed them), so that an instance still holding one ends it too.
+    async fn missing(&self, ids: &[String]) -> Result<Vec<String>, StoreError>;
+
     /// Removes sessions not seen for more than `idle_ms` and returns their ids.
     async fn expire_idle(&self, now_ms: i64, idle_ms: i64) -> Result<Vec<String>, StoreError>;
 

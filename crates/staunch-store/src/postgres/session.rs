@@ -90,6 +90,21 @@ impl SessionStore for PgSessionStore {
         Ok(n == 1)
     }
 
+    async fn missing(&self, ids: &[String]) -> Result<Vec<String>, StoreError> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let c = self.pg.client().await?;
+        let rows = query(
+            &c,
+            "SELECT id FROM staunch_sessions WHERE id = ANY($1)",
+            &[&ids],
+        )
+        .await?;
+        let held: std::collections::HashSet<String> = rows.iter().map(|r| r.get(0)).collect();
+        Ok(ids.iter().filter(|i| !held.contains(*i)).cloned().collect())
+    }
+
     async fn delete(&self, id: &str) -> Result<bool, StoreError> {
         let c = self.pg.client().await?;
         Ok(execute(&c, "DELETE FROM staunch_sessions WHERE id = $1", &[&id]).await? == 1)

@@ -102,6 +102,26 @@ impl SessionStore for SqliteSessionStore {
             .await
     }
 
+    async fn missing(&self, ids: &[String]) -> Result<Vec<String>, StoreError> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let list =
+            serde_json::to_string(ids).map_err(|e| StoreError::InvalidInput(e.to_string()))?;
+        let ids = ids.to_vec();
+        self.db
+            .call(move |conn| {
+                let mut stmt = conn.prepare_cached(
+                    "SELECT id FROM staunch_sessions WHERE id IN (SELECT value FROM json_each(?1))",
+                )?;
+                let held: std::collections::HashSet<String> = stmt
+                    .query_map([&list], |r| r.get(0))?
+                    .collect::<Result<_, _>>()?;
+                Ok(ids.into_iter().filter(|i| !held.contains(i)).collect())
+            })
+            .await
+    }
+
     async fn delete(&self, id: &str) -> Result<bool, StoreError> {
         let id = id.to_owned();
         self.db

@@ -83,6 +83,7 @@ macro_rules! session_store_suite {
     ($fixture:path) => {
         $crate::store_cases!($fixture =>
             sessions_crud,
+            sessions_missing_after_a_delete_elsewhere,
             shared_secret_first_writer_wins,
             sessions_expire_idle,
         );

@@ -103,3 +103,22 @@ pub async fn shared_secret_first_writer_wins(h: Harness) {
             .unwrap();
     assert_eq!(other, "cccc", "names are independent");
 }
+
+/// A session deleted through one handle is reported missing through another; held ones and
+/// an empty list are not.
+pub async fn sessions_missing_after_a_delete_elsewhere(h: Harness) {
+    for id in ["keep", "gone"] {
+        h.a.sessions.create(record(id, T0)).await.unwrap();
+    }
+    let ids = vec!["keep".to_string(), "gone".to_string(), "never".to_string()];
+    assert_eq!(
+        h.b.sessions.missing(&ids).await.unwrap(),
+        vec!["never".to_string()]
+    );
+    assert!(h.a.sessions.delete("gone").await.unwrap());
+    assert_eq!(
+        h.b.sessions.missing(&ids).await.unwrap(),
+        vec!["gone".to_string(), "never".to_string()]
+    );
+    assert!(h.b.sessions.missing(&[]).await.unwrap().is_empty());
+}

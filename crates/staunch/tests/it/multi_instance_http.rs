@@ -74,3 +74,68 @@ async fn a_stream_dropped_on_a_resumes_on_b_exactly_once() {
     drop((a, b));
     common::pg::drop_schema(&url, &schema);
 }
+
+/// A DELETE that lands on B ends the session that A holds: A cancels the session's work and
+/// answers its next request 404, within one maintenance tick — not at the idle timeout.
+#[tokio::test]
+async fn a_delete_on_b_ends_the_session_on_a() {
+    let Some((url, schema)) = common::pg::fresh_schema("multi-instance HTTP delete") else {
+        return;
+    };
+    // A short unused-session time makes the maintenance tick short (a quarter of it).
+    let flags = [
+        "--store-schema",
+        schema.as_str(),
+        "--session-unused-secs",
+        "2",
+    ];
+    let a = HttpServer::start_on(Some(&url), &flags).await;
+    let b = HttpServer::start_on(Some(&url), &flags).await;
+    let sid = a.initialize().await;
+    let id = json!("slow");
+    let mut r = a
+        .post(
+            Some(&sid),
+            &call(
+                id.clone(),
+                "slow_count",
+                json!({"steps": 600, "delay_ms": 50}),
+                Some(json!(1)),
+            ),
+        )
+        .await;
+    r.next_event(Duration::from_secs(10))
+        .await
+        .expect("the call runs on A");
+    let deleted = b
+        .send("DELETE", &[("mcp-session-id", sid.as_str())], "")
+        .await;
+    assert_eq!(deleted.status, 200, "B deletes a session it never held");
+    let t0 = std::time::Instant::now();
+    loop {
+        let r = a
+            .post(
+                Some(&sid),
+                &call(json!(2), "echo", json!({"text": "still here?"}), None),
+            )
+            .await;
+        if r.status == 404 {
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(15),
+            "A still serves the session B deleted"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // A's running call was cancelled with the session, not left to run its 30 s.
+    let lines = a.log_lines();
+    assert!(
+        lines.iter().any(|l| l["event"] == "request.end"
+            && l["request_id"] == id
+            && l["outcome"] == "cancelled"),
+        "{lines:#?}"
+    );
+    drop((a, b));
+    common::pg::drop_schema(&url, &schema);
+}

@@ -363,6 +363,39 @@ impl HttpTransport {
     }
 }
 
+/// How old a session must be before its absence from the store means it was deleted: its row
+/// is written just after it is registered here, so a younger one may simply not be there yet.
+const STORE_CHECK_MIN_AGE_MS: i64 = 2_000;
+
+/// Ends the sessions held here that the store no longer has: a DELETE (or an expiry) that
+/// another instance sharing the store handled. One query per maintenance tick, so a session
+/// deleted elsewhere ends here within one tick (at most 10 s) — its requests cancelled, its
+/// next request answered 404.
+async fn end_sessions_gone_from_the_store(state: &HttpState, now: i64) {
+    let held: Vec<String> = {
+        let sessions = state.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        sessions
+            .values()
+            .filter(|s| now - s.created_ms() >= STORE_CHECK_MIN_AGE_MS)
+            .map(|s| s.id().to_string())
+            .collect()
+    };
+    if held.is_empty() {
+        return;
+    }
+    match state.sessions_store.missing(&held).await {
+        Ok(gone) => {
+            for id in gone {
+                tracing::info!(session = %crate::session_hash(&id), "session ended elsewhere");
+                state
+                    .end_session(&id, CancelReason::SessionClosed("session deleted"))
+                    .await;
+            }
+        }
+        Err(e) => tracing::warn!(error = %e, "could not check sessions against the store"),
+    }
+}
+
 /// Expires idle and unused sessions (here and in the shared store), tells the store which
 /// sessions are still in use, and applies event retention, every few seconds.
 async fn maintenance(state: Arc<HttpState>) {
@@ -416,6 +449,7 @@ async fn maintenance(state: Arc<HttpState>) {
                 tracing::warn!(error = %e, "could not record session activity");
             }
         }
+        end_sessions_gone_from_the_store(&state, now).await;
         // Sessions no instance has seen for the idle period, including those of instances
         // that are gone.
         match state.sessions_store.expire_idle(now, idle_ms).await {
