@@ -14,7 +14,7 @@ use staunch_server::transport::http::{
     AuthConfig, AuthMethod, JwksSource, OAuthConfig, StaticTokens,
 };
 
-use crate::serve_args::heading::AUTH;
+use crate::help_heading::AUTH;
 
 /// The variable that may hold the static tokens themselves (same format as the file).
 pub const TOKENS_ENV: &str = "STAUNCH_AUTH_TOKENS";

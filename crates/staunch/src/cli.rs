@@ -1,7 +1,8 @@
 //! The command line: `staunch serve | proxy | tools | call | probe | audit | jobs | check`, each
 //! command's flags in its own module (`serve`'s in `serve_args`).
 
-use clap::{Parser, Subcommand};
+use clap::parser::ValueSource;
+use clap::{CommandFactory, Parser, Subcommand};
 
 use crate::serve_args::{SERVE_AFTER_HELP, ServeArgs};
 
@@ -46,21 +47,39 @@ pub enum Command {
 /// Runs the command; returns the process exit code.
 pub async fn run(cli: Cli) -> anyhow::Result<i32> {
     match cli.command {
-        Command::Serve(args) => crate::serve::run(*args).await,
+        Command::Serve(args) => crate::serve::run(*args, &explicit()).await,
         Command::Call(args) => crate::call::run(args).await,
         Command::Tools(args) => crate::tools_cmd::run(args).await,
         Command::Probe(args) => crate::probe::run(args).await,
         Command::Audit(args) => crate::audit_cmd::run(args),
         Command::Jobs(args) => crate::jobs_cmd::run(args).await,
         Command::Check(args) => crate::check_cmd::run(args),
-        Command::Proxy(args) => crate::proxy_cmd::run(*args).await,
+        Command::Proxy(args) => crate::proxy_cmd::run(*args, &explicit()).await,
+    }
+}
+
+/// Which `serve` flags were given on the command line or in the environment (they win over
+/// the file).
+fn explicit() -> impl Fn(&str) -> bool {
+    let matches = Cli::command()
+        .try_get_matches_from(std::env::args_os())
+        .ok();
+    move |id: &str| {
+        matches
+            .as_ref()
+            .and_then(|m| {
+                m.subcommand_matches("serve")
+                    .or_else(|| m.subcommand_matches("proxy"))
+            })
+            .and_then(|m| m.value_source(id))
+            .is_some_and(|s| s != ValueSource::DefaultValue)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::serve_args::heading;
+    use crate::help_heading as heading;
     use clap::CommandFactory;
 
     fn sub(name: &str) -> clap::Command {

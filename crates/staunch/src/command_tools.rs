@@ -5,11 +5,8 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use clap::CommandFactory;
-use clap::parser::ValueSource;
 use staunch_command::{CommandConfig, CommandTools};
 
-use crate::cli::Cli;
 use crate::serve_args::ServeArgs;
 
 /// How often the orphan sweep runs while serving.
@@ -31,15 +28,19 @@ impl Loaded {
     }
 }
 
-/// Loads `--config` (refusing an invalid file) and applies its `[serve]` table.
-pub fn prepare(args: &mut ServeArgs) -> anyhow::Result<Option<Loaded>> {
+/// Loads `--config` (refusing an invalid file) and applies its `[serve]` table to the flags
+/// `given` does not name (a flag given on the command line or in the environment wins).
+pub fn prepare(
+    args: &mut ServeArgs,
+    given: &dyn Fn(&str) -> bool,
+) -> anyhow::Result<Option<Loaded>> {
     let Some(path) = args.config.clone() else {
         return Ok(None);
     };
     let config = staunch_command::load(&path).map_err(|e| {
         anyhow::anyhow!("{e}\nstaunch serve: refusing to start with an invalid configuration")
     })?;
-    apply_serve_table(args, &config.serve);
+    apply_serve_table(args, &config.serve, given);
     let demo_tools = args.demo_tools || config.serve.demo_tools.unwrap_or(false);
     Ok(Some(Loaded {
         path,
@@ -48,26 +49,11 @@ pub fn prepare(args: &mut ServeArgs) -> anyhow::Result<Option<Loaded>> {
     }))
 }
 
-/// Which `serve` flags were given on the command line or in the environment (they win over
-/// the file).
-fn explicit() -> impl Fn(&str) -> bool {
-    let matches = Cli::command()
-        .try_get_matches_from(std::env::args_os())
-        .ok();
-    move |id: &str| {
-        matches
-            .as_ref()
-            .and_then(|m| {
-                m.subcommand_matches("serve")
-                    .or_else(|| m.subcommand_matches("proxy"))
-            })
-            .and_then(|m| m.value_source(id))
-            .is_some_and(|s| s != ValueSource::DefaultValue)
-    }
-}
-
-fn apply_serve_table(args: &mut ServeArgs, s: &staunch_command::config::ServeSettings) {
-    let given = explicit();
+fn apply_serve_table(
+    args: &mut ServeArgs,
+    s: &staunch_command::config::ServeSettings,
+    given: &dyn Fn(&str) -> bool,
+) {
     macro_rules! set {
         ($field:ident, $value:expr) => {
             if !given(stringify!($field))

@@ -9,7 +9,7 @@ use staunch_jobs::JobConfig;
 use staunch_server::Config;
 use staunch_server::transport::http::HttpConfig;
 
-use crate::serve_args::heading::LIMITS;
+use crate::help_heading::LIMITS;
 
 /// Limits against a hostile or broken client.
 #[derive(Debug, Args)]

@@ -12,6 +12,7 @@ mod call_view;
 mod check_cmd;
 mod cli;
 mod command_tools;
+mod help_heading;
 mod jobs_cmd;
 mod limits;
 mod operate;
@@ -23,6 +24,7 @@ mod serve_args;
 mod state_dir;
 mod tools;
 mod tools_cmd;
+mod upstreams;
 
 use clap::Parser;
 

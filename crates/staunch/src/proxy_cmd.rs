@@ -4,20 +4,16 @@
 
 use std::ffi::OsString;
 use std::path::PathBuf;
-use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use clap::Args;
 use serde_json::Value;
-use staunch_client::ConnectOptions;
 use staunch_command::config::parse_duration;
-use staunch_proxy::{Registered, Target, ToolRule, UpstreamSpec};
+use staunch_proxy::{Target, ToolRule, UpstreamSpec};
 use staunch_server::Shape;
 
+use crate::help_heading::UPSTREAM;
 use crate::serve_args::ServeArgs;
-
-/// The heading of the proxy's own flags in `--help` (the rest are `serve`'s).
-const UPSTREAM: &str = "Upstream";
 
 /// Examples and exit codes under `staunch proxy --help`.
 pub const PROXY_AFTER_HELP: &str = "\
@@ -36,9 +32,6 @@ Exit status:
   0  shut down cleanly (stdin closed, SIGTERM, Ctrl-C)
   1  failed at start (upstream unreachable, bad value, store unreachable, port in use)
   2  usage error";
-
-/// How often idle per-session upstreams (`--isolate`) are looked for.
-const REAP_EVERY: Duration = Duration::from_secs(30);
 
 #[derive(Debug, Args)]
 pub struct ProxyArgs {
@@ -225,43 +218,6 @@ pub fn specs(args: &ProxyArgs) -> anyhow::Result<Vec<UpstreamSpec>> {
     Ok(specs)
 }
 
-/// An `[[upstream]]` of `staunch.toml` as the proxy runs it.
-pub fn spec_from_config(u: &staunch_command::config::UpstreamConfig) -> UpstreamSpec {
-    use staunch_command::config::UpstreamTarget;
-    let target = match &u.target {
-        UpstreamTarget::Command { argv, env, cwd } => Target::Stdio {
-            program: argv[0].clone().into(),
-            args: argv[1..].iter().map(OsString::from).collect(),
-            env: env
-                .iter()
-                .map(|(k, v)| (OsString::from(k), OsString::from(v)))
-                .collect(),
-            cwd: cwd.clone(),
-        },
-        UpstreamTarget::Url { url, headers } => Target::Http {
-            url: url.clone(),
-            headers: headers.clone(),
-        },
-    };
-    let mut spec = UpstreamSpec::new(u.name.clone(), target);
-    spec.prefix = u.prefix.clone();
-    spec.default_shape = u.default_shape;
-    spec.isolate = u.isolate;
-    spec.protocol = u.protocol.clone();
-    for (name, r) in &u.tools {
-        spec.tools.insert(
-            name.clone(),
-            ToolRule {
-                shape: r.shape,
-                deadline: r.deadline,
-                retry_safe: r.retry_safe,
-                side_effects: r.side_effects,
-            },
-        );
-    }
-    spec
-}
-
 /// The `mcpServers` object of a client configuration file.
 fn import_mcp_servers(file: &std::path::Path) -> anyhow::Result<Vec<UpstreamSpec>> {
     let text =
@@ -331,54 +287,16 @@ fn import_mcp_servers(file: &std::path::Path) -> anyhow::Result<Vec<UpstreamSpec
     Ok(out)
 }
 
-/// How the proxy connects upstream: it offers to forward sampling and elicitation to the
-/// downstream client that caused them.
-pub fn connect_options() -> ConnectOptions {
-    ConnectOptions {
-        client_name: "staunch-proxy".into(),
-        capabilities: serde_json::json!({"sampling": {}, "elicitation": {}}),
-        ..ConnectOptions::default()
-    }
-}
-
-/// One line per upstream on stderr: what is served.
-pub fn announce(r: &Registered) {
-    for pool in &r.pools {
-        let up = pool.shared();
-        let n = r.tools.iter().filter(|t| t.1 == up.name()).count();
-        eprintln!(
-            "staunch proxy: {} tools from {:?} ({}, protocol {})",
-            n,
-            up.name(),
-            pool.spec().target.display(),
-            up.protocol_version().unwrap_or_default()
-        );
-    }
-}
-
-/// With `--isolate`, ends per-session upstreams idle for the session idle time: a backstop,
-/// since a session's upstream ends when the session does ([`staunch_proxy::Pool`]).
-pub fn reap_isolated(r: &Registered, idle: Duration) {
-    for pool in r.pools.iter().filter(|p| p.spec().isolate) {
-        let pool = pool.clone();
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(REAP_EVERY);
-            loop {
-                tick.tick().await;
-                pool.reap_idle(idle).await;
-            }
-        });
-    }
-}
-
-pub async fn run(args: ProxyArgs) -> anyhow::Result<i32> {
+/// `proxy`; `given` as for [`crate::serve::run`].
+pub async fn run(args: ProxyArgs, given: &dyn Fn(&str) -> bool) -> anyhow::Result<i32> {
     let specs = specs(&args)?;
-    crate::serve::run_with(args.serve, specs).await
+    crate::serve::run_with(args.serve, specs, given).await
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     #[test]
     fn durations_take_units_and_refuse_the_rest() {

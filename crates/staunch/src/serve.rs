@@ -80,11 +80,11 @@ pub async fn build_server(
             builder,
             upstreams,
             runtime,
-            &crate::proxy_cmd::connect_options(),
+            &crate::upstreams::connect_options(),
             &metrics,
         )
         .await?;
-        crate::proxy_cmd::announce(&r);
+        crate::upstreams::announce(&r);
         (b, Some(r))
     };
     Ok(Built {
@@ -112,22 +112,25 @@ pub struct Built {
     pub proxied: Option<staunch_proxy::Registered>,
 }
 
-pub async fn run(args: ServeArgs) -> anyhow::Result<i32> {
-    run_with(args, Vec::new()).await
+/// `serve`; `given` names the flags given on the command line or in the environment (they
+/// win over the `[serve]` table of `--config`).
+pub async fn run(args: ServeArgs, given: &dyn Fn(&str) -> bool) -> anyhow::Result<i32> {
+    run_with(args, Vec::new(), given).await
 }
 
 /// `serve`, with the tools of `upstreams` (`staunch proxy`) beside or instead of the others.
 pub async fn run_with(
     mut args: ServeArgs,
     mut upstreams: Vec<staunch_proxy::UpstreamSpec>,
+    given: &dyn Fn(&str) -> bool,
 ) -> anyhow::Result<i32> {
-    let commands = crate::command_tools::prepare(&mut args)?;
+    let commands = crate::command_tools::prepare(&mut args, given)?;
     if let Some(c) = &commands {
         upstreams.extend(
             c.config
                 .upstreams
                 .iter()
-                .map(crate::proxy_cmd::spec_from_config),
+                .map(crate::upstreams::spec_from_config),
         );
     }
     // Job tools keep their state in the store, so stdio needs it too when they are served.
@@ -177,7 +180,7 @@ pub async fn run_with(
     )
     .await?;
     if let Some(p) = &proxied {
-        crate::proxy_cmd::reap_isolated(p, Duration::from_secs(args.session_idle_secs));
+        crate::upstreams::reap_isolated(p, Duration::from_secs(args.session_idle_secs));
         staunch_proxy::follow_tool_changes(p, server.clone());
     }
     if let (Some(c), Some(tools)) = (&commands, command_tools) {
