@@ -20,7 +20,7 @@ use std::fmt;
 use serde::de::{self, Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
-use crate::jsonrpc::RequestId;
+use crate::request_id::RequestId;
 
 /// What the top level of a frame was.
 pub(crate) enum Frame {

@@ -8,44 +8,7 @@ use serde_json::Value;
 
 use crate::codes;
 use crate::frame::{Envelope, Frame, IdField};
-
-/// A request id: a string or an integer, kept exactly as sent (`5` and `"5"` differ).
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(untagged)]
-pub enum RequestId {
-    /// An integer id.
-    Number(i64),
-    /// A string id.
-    String(String),
-}
-
-impl RequestId {
-    /// Reads an id from JSON; `None` for null, floats, objects and the like.
-    pub fn from_value(v: &Value) -> Option<Self> {
-        match v {
-            Value::String(s) => Some(Self::String(s.clone())),
-            Value::Number(n) => n.as_i64().map(Self::Number),
-            _ => None,
-        }
-    }
-
-    /// The id as a JSON value.
-    pub fn to_value(&self) -> Value {
-        match self {
-            Self::Number(n) => Value::from(*n),
-            Self::String(s) => Value::from(s.as_str()),
-        }
-    }
-}
-
-impl fmt::Display for RequestId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Number(n) => write!(f, "{n}"),
-            Self::String(s) => write!(f, "{s:?}"),
-        }
-    }
-}
+pub use crate::request_id::RequestId;
 
 /// A JSON-RPC error object.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

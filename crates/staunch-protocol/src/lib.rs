@@ -18,6 +18,7 @@ mod frame;
 mod jsonrpc;
 pub mod mcp;
 pub mod modern;
+mod request_id;
 pub mod version;
 
 pub use jsonrpc::{

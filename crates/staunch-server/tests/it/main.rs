@@ -5,6 +5,7 @@
 mod http_client;
 mod support;
 
+mod crate_dependencies;
 mod fuzz_regressions;
 mod http_auth_library;
 mod http_conn_workers;
@@ -12,7 +13,6 @@ mod http_plain_answers;
 mod http_pressure;
 mod lifecycle;
 mod metrics_listener;
-mod module_graph;
 mod results;
 mod session_closed;
 mod stateless_unread_stream;

@@ -355,7 +355,7 @@ async fn post(
                 // accept one: refused at once, before it takes a slot (it would otherwise wait,
                 // silent, until the client gave up).
                 if !head.accept.sse && stateless::answers_only_as_a_stream(&req.method) {
-                    return stateless::error_answer(
+                    return sse::error_answer(
                         StatusCode::NOT_ACCEPTABLE,
                         Some(&req.id),
                         &ErrorObject::new(

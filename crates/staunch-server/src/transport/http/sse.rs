@@ -78,6 +78,15 @@ pub(crate) fn body(
         .into_response()
 }
 
+/// A JSON-RPC error as the whole answer, with its id.
+pub(crate) fn error_answer(
+    status: StatusCode,
+    id: Option<&staunch_protocol::RequestId>,
+    e: &staunch_protocol::ErrorObject,
+) -> Response {
+    json_body(status, staunch_protocol::error_response_bytes(id, e))
+}
+
 /// A whole JSON answer with `status`. Built directly: axum's `(headers, body)` tuples copy
 /// each header value and set the body's content type twice.
 pub(crate) fn json_body(status: StatusCode, body: impl Into<Bytes>) -> Response {

@@ -39,7 +39,7 @@ use axum::response::{IntoResponse, Response};
 use futures_util::stream;
 use serde_json::json;
 use staunch_protocol::modern::{RequestMeta, decode_header_value, expected_name, header_mismatch};
-use staunch_protocol::{ErrorObject, Request, RequestId, codes, error_response_bytes};
+use staunch_protocol::{ErrorObject, Request, codes};
 use tokio::sync::mpsc;
 
 use super::HttpState;
@@ -147,15 +147,6 @@ fn status_for(code: i64) -> StatusCode {
         | codes::UNSUPPORTED_PROTOCOL_VERSION => StatusCode::BAD_REQUEST,
         _ => StatusCode::OK,
     }
-}
-
-/// A JSON-RPC error as the whole answer, with its id.
-pub(crate) fn error_answer(
-    status: StatusCode,
-    id: Option<&RequestId>,
-    e: &ErrorObject,
-) -> Response {
-    sse::json_body(status, error_response_bytes(id, e))
 }
 
 fn header_value<'h>(
@@ -309,7 +300,7 @@ pub(crate) async fn post(
         Ok(m) => m,
         Err((status, e)) => {
             tracing::info!(method = %req.method, code = e.code, error = %e.message, "stateless request refused");
-            return error_answer(status, Some(&req.id), &e);
+            return sse::error_answer(status, Some(&req.id), &e);
         }
     };
     // Checked: the headers are not held for as long as the request runs.

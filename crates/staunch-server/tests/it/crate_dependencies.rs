@@ -1,0 +1,95 @@
+//! Crates depend on each other in one direction only (ARCHITECTURE.md, "Crates, and what each
+//! may not use"): a crate's `[dependencies]` never name a staunch crate above it. Import
+//! circles between modules inside a crate, at every depth, are `scripts/module-graph`'s.
+
+use std::path::Path;
+
+/// The staunch crates each crate may not depend on (ARCHITECTURE.md, "Crates, and what each
+/// may not use"): dependencies point one way, from the protocol up to the binary.
+const FORBIDDEN: &[(&str, &[&str])] = &[
+    ("staunch-protocol", &["staunch-"]),
+    ("staunch-lifecycle", &["staunch-"]),
+    ("staunch-store", &["staunch-"]),
+    ("staunch-net", &["staunch-"]),
+    (
+        "staunch-server",
+        &[
+            "staunch-jobs",
+            "staunch-command",
+            "staunch-proxy",
+            "staunch-client",
+            "staunch-audit",
+        ],
+    ),
+    (
+        "staunch-jobs",
+        &[
+            "staunch-command",
+            "staunch-proxy",
+            "staunch-client",
+            "staunch-audit",
+        ],
+    ),
+    (
+        "staunch-client",
+        &["staunch-server", "staunch-store", "staunch-jobs"],
+    ),
+    ("staunch-command", &["staunch-proxy", "staunch-client"]),
+    (
+        "staunch-audit",
+        &["staunch-server", "staunch-store", "staunch-jobs"],
+    ),
+    (
+        "staunch-otel",
+        &["staunch-jobs", "staunch-command", "staunch-proxy"],
+    ),
+];
+
+/// The staunch crates named in a crate's `[dependencies]` (not its dev-dependencies).
+fn staunch_dependencies(manifest: &str) -> Vec<String> {
+    let mut in_deps = false;
+    let mut out = Vec::new();
+    for line in manifest.lines() {
+        let line = line.trim();
+        if line.starts_with('[') {
+            in_deps = line == "[dependencies]";
+            continue;
+        }
+        if in_deps && line.starts_with("staunch") {
+            let name = line.split(['.', ' ', '=']).next().unwrap_or_default();
+            out.push(name.to_string());
+        }
+    }
+    out
+}
+
+#[test]
+fn crate_dependencies_point_one_way() {
+    let crates = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut wrong = Vec::new();
+    for (krate, forbidden) in FORBIDDEN {
+        let manifest = std::fs::read_to_string(crates.join(krate).join("Cargo.toml"))
+            .unwrap_or_else(|e| panic!("{krate}/Cargo.toml: {e}"));
+        let deps = staunch_dependencies(&manifest);
+        assert!(
+            *krate != "staunch-server" || deps.iter().any(|d| d == "staunch-protocol"),
+            "the manifest reader found nothing: {deps:?}"
+        );
+        for d in deps {
+            if forbidden.iter().any(|f| d.starts_with(f)) {
+                wrong.push(format!("{krate} depends on {d}"));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "dependencies against ARCHITECTURE.md: {wrong:?}"
+    );
+}
+
+#[test]
+fn the_dependency_check_finds_a_forbidden_dependency() {
+    let manifest = "[package]\nname = \"x\"\n\n[dependencies]\nstaunch-jobs.workspace = true\n\
+                    serde = \"1\"\n\n[dev-dependencies]\nstaunch-proxy.workspace = true\n";
+    assert_eq!(staunch_dependencies(manifest), ["staunch-jobs"]);
+}
