@@ -35,11 +35,8 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tokio_util::task::task_tracker::TaskTrackerToken;
 
+use super::head::PeerAddr;
 use super::{HttpState, handlers};
-
-/// The address a request's connection came from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct PeerAddr(pub(crate) SocketAddr);
 
 /// Limits on connections.
 #[derive(Clone, Copy, Debug)]

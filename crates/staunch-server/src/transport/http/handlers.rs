@@ -15,9 +15,8 @@ use staunch_protocol::{ErrorObject, Message, RequestId, codes, parse_message, ve
 use staunch_store::{Replay, SessionRecord, now_ms};
 
 use super::HttpState;
-use super::accept::PeerAddr;
 use super::auth::Identity;
-use super::head::{Head, SESSION_HEADER};
+use super::head::{Head, PeerAddr, SESSION_HEADER};
 use super::session::{Attach, Durability, HttpSession, event_id, parse_event_id, random_hex};
 use super::sse;
 use super::{peer_share, stateless};
@@ -449,43 +448,12 @@ async fn post(
         return super::plain::answer(&state, &session, msg, req_id).await;
     }
     let Ok((stream_id, rx)) = session.open_request_stream(&req_id, Durability::Stored) else {
-        return already_in_flight(&req_id);
+        return sse::already_in_flight(&req_id);
     };
     let guard = session.connection_guard();
     session.session().handle(msg);
     state.server.metrics().http_answer("stream");
-    request_stream(&state, stream_id, None, rx, guard)
-}
-
-/// A request's SSE answer: the priming event (the id a dropped client resumes from), `taken`
-/// (an event already received from the stream), then the live connection.
-pub(super) fn request_stream(
-    state: &HttpState,
-    stream_id: Arc<str>,
-    taken: Option<Bytes>,
-    rx: super::session::LiveRx,
-    guard: super::session::ConnectionGuard,
-) -> Response {
-    let mut first = vec![sse::priming(&event_id(&stream_id, 0), state.cfg.sse_retry)];
-    first.extend(taken);
-    sse::body(
-        stream_id,
-        first,
-        Some(rx),
-        state.cfg.poll_after,
-        state.cfg.keep_alive,
-        guard,
-        state.server.metrics().sse_stream_opened(),
-    )
-}
-
-/// 409: the session already has a request with this id in flight.
-pub(super) fn already_in_flight(req_id: &RequestId) -> Response {
-    error(
-        StatusCode::CONFLICT,
-        codes::INVALID_REQUEST,
-        &format!("request id {req_id} is already in flight in this session"),
-    )
+    sse::request_stream(&state, stream_id, None, rx, guard)
 }
 
 /// The event store is too far behind to take a new request (see [`super::batch`]).
@@ -516,7 +484,7 @@ async fn json_answer(
     req_id: RequestId,
 ) -> Response {
     let Ok((stream_id, mut rx)) = session.open_request_stream(&req_id, Durability::Stored) else {
-        return already_in_flight(&req_id);
+        return sse::already_in_flight(&req_id);
     };
     let _guard = session.connection_guard();
     session.session().handle(msg);

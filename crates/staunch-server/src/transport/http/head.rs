@@ -9,6 +9,11 @@
 use axum::http::{HeaderMap, HeaderValue};
 use staunch_protocol::version;
 
+/// The address a request's connection came from (set by the acceptor on every request, for
+/// the per-peer limits).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct PeerAddr(pub(crate) std::net::SocketAddr);
+
 pub(crate) const SESSION_HEADER: &str = "mcp-session-id";
 pub(crate) const VERSION_HEADER: &str = "mcp-protocol-version";
 pub(crate) const LAST_EVENT_ID: &str = "last-event-id";

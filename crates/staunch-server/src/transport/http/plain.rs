@@ -22,7 +22,6 @@ use staunch_protocol::mcp::{ProgressToken, methods};
 use staunch_protocol::{Message, Request, RequestId};
 
 use super::HttpState;
-use super::handlers::{already_in_flight, request_stream};
 use super::session::{Durability, HttpSession, SseItem};
 use super::sse;
 use crate::server::Server;
@@ -67,7 +66,7 @@ pub(crate) async fn answer(
     let Ok((stream_id, mut rx)) =
         session.open_request_stream(&req_id, Durability::UntilFirstMessage)
     else {
-        return already_in_flight(&req_id);
+        return sse::already_in_flight(&req_id);
     };
     let guard = session.connection_guard();
     // This task only waits for the answer: the request's first step may run here, and an
@@ -86,7 +85,7 @@ pub(crate) async fn answer(
         Some(SseItem::Event { seq, data, .. }) => {
             state.server.metrics().http_answer("upgraded");
             let first = sse::event_at(&stream_id, seq, &data);
-            request_stream(state, stream_id, Some(first), rx, guard)
+            sse::request_stream(state, stream_id, Some(first), rx, guard)
         }
         // Cancelled (or the session closed) before anything was sent: no response is due.
         Some(SseItem::Close) | None => StatusCode::ACCEPTED.into_response(),

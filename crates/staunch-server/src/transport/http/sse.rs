@@ -13,7 +13,8 @@ use axum::response::{IntoResponse, Response};
 use futures_util::stream;
 use tokio::time::Instant;
 
-use super::session::{ConnectionGuard, LiveRx, SseItem};
+use super::HttpState;
+use super::session::{ConnectionGuard, LiveRx, SseItem, event_id};
 
 struct State {
     /// The stream the live events belong to (their ids are `{stream}:{seq}`).
@@ -76,6 +77,40 @@ pub(crate) fn body(
         Body::from_stream(frames),
     )
         .into_response()
+}
+
+/// A request's SSE answer: the priming event (the id a dropped client resumes from), `taken`
+/// (an event already received from the stream), then the live connection.
+pub(super) fn request_stream(
+    state: &HttpState,
+    stream_id: Arc<str>,
+    taken: Option<Bytes>,
+    rx: LiveRx,
+    guard: ConnectionGuard,
+) -> Response {
+    let mut first = vec![priming(&event_id(&stream_id, 0), state.cfg.sse_retry)];
+    first.extend(taken);
+    body(
+        stream_id,
+        first,
+        Some(rx),
+        state.cfg.poll_after,
+        state.cfg.keep_alive,
+        guard,
+        state.server.metrics().sse_stream_opened(),
+    )
+}
+
+/// 409: the session already has a request with this id in flight.
+pub(super) fn already_in_flight(req_id: &staunch_protocol::RequestId) -> Response {
+    error_answer(
+        StatusCode::CONFLICT,
+        None,
+        &staunch_protocol::ErrorObject::new(
+            staunch_protocol::codes::INVALID_REQUEST,
+            format!("request id {req_id} is already in flight in this session"),
+        ),
+    )
 }
 
 /// A JSON-RPC error as the whole answer, with its id.
