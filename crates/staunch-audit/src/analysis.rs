@@ -12,7 +12,8 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use crate::AuditOptions;
-use crate::groups::{Bounded, GroupAcc, Label, groups, orphan_order, unknown_order};
+use crate::groups::{Bounded, GroupAcc, groups, orphan_order, unknown_order};
+use crate::label::{Label, non_negative};
 use crate::report::{
     FORMAT_VERSION, Malformed, MalformedLine, OptionsUsed, Orphan, Report, Summary, ToolStats,
     Unended, UnknownCancel, UnknownCancelKind, UnknownCancels, percentile,
@@ -573,12 +574,6 @@ enum Verdict {
     Fine,
     Orphaned,
     SlowToStop,
-}
-
-pub(crate) fn non_negative(ms: Millis) -> u64 {
-    // Lines from different threads can carry timestamps a hair out of order; a negative gap
-    // means "no time at all", not a huge unsigned number.
-    u64::try_from(ms).unwrap_or(0)
 }
 
 fn millis(d: std::time::Duration) -> u64 {

@@ -3,35 +3,9 @@
 
 use std::cmp::{Ordering, Reverse};
 use std::collections::HashMap;
-use std::sync::Arc;
 
+use crate::label::Label;
 use crate::report::{Orphan, OrphanGroup, OrphanGroups, UnknownCancel};
-
-/// What a request is grouped under: its tool, or its method when it is not a tool call.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub(crate) struct Label {
-    tool: Option<Arc<str>>,
-    method: Option<Arc<str>>,
-}
-
-impl Label {
-    pub(crate) fn new(tool: Option<Arc<str>>, method: Option<Arc<str>>) -> Self {
-        match tool {
-            Some(t) => Self {
-                tool: Some(t),
-                method: None,
-            },
-            None => Self { tool: None, method },
-        }
-    }
-
-    pub(crate) fn parts(&self) -> (Option<String>, Option<String>) {
-        (
-            self.tool.as_deref().map(str::to_owned),
-            self.method.as_deref().map(str::to_owned),
-        )
-    }
-}
 
 /// Keeps the `cap` smallest items under `cmp`, in bounded memory and independent of the order
 /// they arrive in (so the examples do not depend on how sessions interleave).

@@ -47,6 +47,7 @@
 
 mod analysis;
 mod groups;
+mod label;
 mod render;
 pub mod report;
 mod retry;

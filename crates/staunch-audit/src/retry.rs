@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::analysis::non_negative;
+use crate::label::non_negative;
 use crate::report::{ClusterKind, ClusterMember, RetryCluster};
 use staunch_lifecycle::{Millis, RequestId, format_ts};
 

@@ -12,8 +12,8 @@ use std::sync::Arc;
 use serde::Serialize;
 use staunch_lifecycle::{Millis, RequestId, format_ts};
 
-use crate::analysis::non_negative;
-use crate::groups::Label;
+use crate::label::Label;
+use crate::label::non_negative;
 
 type Key = (Arc<str>, RequestId);
 
