@@ -13,39 +13,67 @@ use staunch_protocol::modern::keys;
 use staunch_protocol::version;
 
 use crate::era::{Era, EraChoice, ResultType, fallback_reason, meta_for};
+use crate::inbox::Inbox;
+use crate::server_info::ServerInfo;
 use crate::session::Client;
+use crate::transport::Transport;
+use crate::transport::http::{HttpEndpoint, HttpTransport};
+use crate::transport::stdio::{StdioCommand, StdioTransport};
 use crate::{CallOptions, ClientError, ConnectOptions};
+use tokio::io::{AsyncRead, AsyncWrite};
 
-/// What the server said about itself in `initialize` or `server/discover`.
-#[derive(Debug, Clone)]
-pub struct ServerInfo {
-    /// The protocol version in use: negotiated by `initialize`, or the stateless version every
-    /// request names.
-    pub protocol_version: String,
-    /// The era the connection speaks.
-    pub era: Era,
-    /// `server/discover`'s `supportedVersions` (empty in the session era).
-    pub supported_versions: Vec<String>,
-    /// Why `server/discover` was not used, when the client fell back to `initialize`.
-    pub fallback: Option<String>,
-    /// `serverInfo.name`.
-    pub name: String,
-    /// `serverInfo.version`.
-    pub version: String,
-    /// `capabilities` as sent.
-    pub capabilities: Value,
-    /// `instructions`, if any.
-    pub instructions: Option<String>,
-}
+/// How a client comes to be: a transport, then the handshake.
+impl Client {
+    /// Spawns `cmd` and does the handshake over its stdio.
+    pub async fn connect_stdio(
+        cmd: &StdioCommand,
+        opts: &ConnectOptions,
+    ) -> Result<Self, ClientError> {
+        let inbox = Inbox::default();
+        let t = StdioTransport::spawn(cmd, opts.stderr, inbox.clone())?;
+        Self::start(Transport::Stdio(Box::new(t)), inbox, opts).await
+    }
 
-impl ServerInfo {
-    /// Whether the server accepts `tools/call` as a task (2025-11-25 `capabilities.tasks`).
-    pub fn supports_tool_tasks(&self) -> bool {
-        self.era == Era::Session
-            && self
-                .capabilities
-                .pointer("/tasks/requests/tools/call")
-                .is_some()
+    /// Connects to a Streamable HTTP endpoint and does the handshake.
+    pub async fn connect_http(url: &str, opts: &ConnectOptions) -> Result<Self, ClientError> {
+        let ep = HttpEndpoint::with_headers(url, &opts.http.headers)?;
+        let inbox = Inbox::default();
+        let t = HttpTransport::new(ep, opts.http.clone(), inbox.clone());
+        Self::start(Transport::Http(t), inbox, opts).await
+    }
+
+    /// Speaks newline-delimited JSON-RPC over any byte streams (in-memory pipes in tests, a
+    /// socket) and does the handshake.
+    pub async fn connect_io<R, W>(
+        reader: R,
+        writer: W,
+        opts: &ConnectOptions,
+    ) -> Result<Self, ClientError>
+    where
+        R: AsyncRead + Unpin + Send + 'static,
+        W: AsyncWrite + Unpin + Send + 'static,
+    {
+        let inbox = Inbox::default();
+        let t = StdioTransport::from_io(reader, writer, inbox.clone(), None);
+        Self::start(Transport::Stdio(Box::new(t)), inbox, opts).await
+    }
+
+    async fn start(
+        transport: Transport,
+        inbox: Inbox,
+        opts: &ConnectOptions,
+    ) -> Result<Self, ClientError> {
+        let client = Self::unconnected(transport, &inbox, opts);
+        match handshake(&client, opts).await {
+            Ok(info) => {
+                client.set_server(info);
+                Ok(client)
+            }
+            Err(e) => {
+                client.close().await;
+                Err(e)
+            }
+        }
     }
 }
 

@@ -9,7 +9,13 @@
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use crate::router::Inbound;
-use crate::session::Inner;
+
+/// What an inbox hands its items to: the client (`session`), which implements it. A trait
+/// here, so that transports and the inbox do not depend on the client that owns them.
+pub(crate) trait Route: Send + Sync {
+    /// Routes one item, on the task that read it.
+    fn route_item(self: Arc<Self>, item: Inbound);
+}
 
 /// A transport's way to the client's router. Cheap to clone.
 #[derive(Clone, Default)]
@@ -18,7 +24,7 @@ pub(crate) struct Inbox(Arc<State>);
 #[derive(Default)]
 struct State {
     /// Set once every queued item was routed, so an item seen after it follows them.
-    client: OnceLock<Weak<Inner>>,
+    client: OnceLock<Weak<dyn Route>>,
     early: Mutex<Vec<Inbound>>,
 }
 
@@ -41,8 +47,8 @@ impl Inbox {
             }
         };
         match weak.upgrade() {
-            Some(inner) => {
-                inner.route(item);
+            Some(client) => {
+                client.route_item(item);
                 true
             }
             None => false,
@@ -50,11 +56,12 @@ impl Inbox {
     }
 
     /// Connects the inbox to its client, routing what came early first.
-    pub fn attach(&self, inner: &Arc<Inner>) {
+    pub fn attach<R: Route + 'static>(&self, client: &Arc<R>) {
         let mut early = self.0.early.lock().unwrap_or_else(|p| p.into_inner());
         for item in early.drain(..) {
-            inner.route(item);
+            client.clone().route_item(item);
         }
-        let _ = self.0.client.set(Arc::downgrade(inner));
+        let weak: Weak<dyn Route> = Arc::downgrade(client) as Weak<dyn Route>;
+        let _ = self.0.client.set(weak);
     }
 }

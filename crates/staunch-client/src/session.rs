@@ -8,16 +8,14 @@ use serde_json::{Map, Value, json};
 use staunch_protocol::mcp::{ProgressToken, methods};
 use staunch_protocol::modern::expected_name;
 use staunch_protocol::{RequestId, notification_bytes, request_bytes};
-use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
-use crate::connect::ServerInfo;
 use crate::era::{Era, ResultType};
-use crate::inbox::Inbox;
+use crate::inbox::{Inbox, Route};
 use crate::router::{Answer, Inbound, Registration, Router};
-use crate::transport::http::{HttpEndpoint, HttpTransport};
-use crate::transport::stdio::{StdioCommand, StdioTransport};
+use crate::server_info::ServerInfo;
+use crate::transport::http::HttpEndpoint;
 use crate::transport::{Outgoing, Transport};
 use crate::{CallOptions, ClientError, ConnectOptions, LateResponse, Observed, Progress};
 
@@ -28,6 +26,35 @@ pub(crate) struct Inner {
     pub(crate) server: OnceLock<ServerInfo>,
     /// The `_meta` every request carries in the stateless era; `None` in the session era.
     stateless_meta: RwLock<Option<Value>>,
+}
+
+impl crate::timeout::Waiting for PendingRequest {
+    fn sent_at(&self) -> Instant {
+        PendingRequest::sent_at(self)
+    }
+
+    fn channels(
+        &mut self,
+    ) -> (
+        &mut oneshot::Receiver<Result<Value, ClientError>>,
+        Option<&mut mpsc::UnboundedReceiver<Progress>>,
+    ) {
+        (&mut self.reply, self.progress.as_mut())
+    }
+
+    fn mark_answered(&mut self) {
+        self.finished = true;
+    }
+
+    fn cancel_now(&mut self, reason: &str) {
+        PendingRequest::cancel_now(self, reason);
+    }
+}
+
+impl Route for Inner {
+    fn route_item(self: Arc<Self>, item: Inbound) {
+        self.route(item);
+    }
 }
 
 impl Inner {
@@ -133,45 +160,8 @@ impl std::fmt::Debug for Client {
 }
 
 impl Client {
-    /// Spawns `cmd` and does the handshake over its stdio.
-    pub async fn connect_stdio(
-        cmd: &StdioCommand,
-        opts: &ConnectOptions,
-    ) -> Result<Self, ClientError> {
-        let inbox = Inbox::default();
-        let t = StdioTransport::spawn(cmd, opts.stderr, inbox.clone())?;
-        Self::start(Transport::Stdio(Box::new(t)), inbox, opts).await
-    }
-
-    /// Connects to a Streamable HTTP endpoint and does the handshake.
-    pub async fn connect_http(url: &str, opts: &ConnectOptions) -> Result<Self, ClientError> {
-        let ep = HttpEndpoint::with_headers(url, &opts.http.headers)?;
-        let inbox = Inbox::default();
-        let t = HttpTransport::new(ep, opts.http.clone(), inbox.clone());
-        Self::start(Transport::Http(t), inbox, opts).await
-    }
-
-    /// Speaks newline-delimited JSON-RPC over any byte streams (in-memory pipes in tests, a
-    /// socket) and does the handshake.
-    pub async fn connect_io<R, W>(
-        reader: R,
-        writer: W,
-        opts: &ConnectOptions,
-    ) -> Result<Self, ClientError>
-    where
-        R: AsyncRead + Unpin + Send + 'static,
-        W: AsyncWrite + Unpin + Send + 'static,
-    {
-        let inbox = Inbox::default();
-        let t = StdioTransport::from_io(reader, writer, inbox.clone(), None);
-        Self::start(Transport::Stdio(Box::new(t)), inbox, opts).await
-    }
-
-    async fn start(
-        transport: Transport,
-        inbox: Inbox,
-        opts: &ConnectOptions,
-    ) -> Result<Self, ClientError> {
+    /// A client on `transport` before its handshake: the inbox routes to it from now on.
+    pub(crate) fn unconnected(transport: Transport, inbox: &Inbox, opts: &ConnectOptions) -> Self {
         let inner = Arc::new(Inner {
             router: Router::new(opts.server_requests.clone(), opts.notifications.clone()),
             transport,
@@ -180,17 +170,12 @@ impl Client {
             stateless_meta: RwLock::new(None),
         });
         inbox.attach(&inner);
-        let client = Self { inner };
-        match crate::connect::handshake(&client, opts).await {
-            Ok(info) => {
-                let _ = client.inner.server.set(info);
-                Ok(client)
-            }
-            Err(e) => {
-                client.close().await;
-                Err(e)
-            }
-        }
+        Self { inner }
+    }
+
+    /// Keeps what the handshake learned about the server.
+    pub(crate) fn set_server(&self, info: ServerInfo) {
+        let _ = self.inner.server.set(info);
     }
 
     pub(crate) fn inner(&self) -> &Inner {
@@ -465,19 +450,6 @@ impl PendingRequest {
     /// Cancels it now (`notifications/cancelled` with `reason`).
     pub fn cancel(mut self, reason: &str) {
         self.cancel_now(reason);
-    }
-
-    pub(crate) fn channels(
-        &mut self,
-    ) -> (
-        &mut oneshot::Receiver<Result<Value, ClientError>>,
-        Option<&mut mpsc::UnboundedReceiver<Progress>>,
-    ) {
-        (&mut self.reply, self.progress.as_mut())
-    }
-
-    pub(crate) fn mark_answered(&mut self) {
-        self.finished = true;
     }
 
     pub(crate) fn cancel_now(&mut self, reason: &str) {

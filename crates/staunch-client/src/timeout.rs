@@ -7,8 +7,27 @@ use std::future::pending;
 use serde_json::Value;
 use tokio::time::{Instant, sleep_until};
 
-use crate::session::PendingRequest;
+use tokio::sync::{mpsc, oneshot};
+
 use crate::{CallOptions, ClientError, Progress};
+
+/// A request waiting for its answer, as the wait sees it (the client's pending request
+/// implements it; a trait so that this module does not depend on the client).
+pub(crate) trait Waiting {
+    /// When it was sent.
+    fn sent_at(&self) -> Instant;
+    /// Where its answer and its progress arrive.
+    fn channels(
+        &mut self,
+    ) -> (
+        &mut oneshot::Receiver<Result<Value, ClientError>>,
+        Option<&mut mpsc::UnboundedReceiver<Progress>>,
+    );
+    /// The answer arrived: nothing to cancel any more.
+    fn mark_answered(&mut self);
+    /// Gives up: `notifications/cancelled` (or the era's cancel) with `reason`.
+    fn cancel_now(&mut self, reason: &str);
+}
 
 enum Event {
     Reply(Result<Value, ClientError>),
@@ -19,7 +38,7 @@ enum Event {
 
 /// Waits for `p`'s answer under `opts`, calling `on_progress` for each notification.
 pub(crate) async fn wait(
-    p: &mut PendingRequest,
+    p: &mut impl Waiting,
     opts: &CallOptions,
     on_progress: &mut (dyn FnMut(&Progress) + Send),
 ) -> Result<Value, ClientError> {
