@@ -15,17 +15,24 @@
 //! event id when it comes back, exactly once. A disconnect is never a cancel in these
 //! versions: only `notifications/cancelled`, DELETE or session expiry are.
 //!
-//! Modules: [`auth`] (bearer tokens, OAuth JWTs, RFC 9728 metadata; off by default),
-//! [`guard`] (Host/Origin allow-list), [`session`] (per-session routing and the
-//! writer), [`handlers`] (POST/GET/DELETE), [`sse`] (the event streams), [`peer_share`] (the
-//! stateless requests' in-flight share per peer).
+//! Modules: `accept` (connections, their cap and header timeout), `guard` (Host/Origin
+//! allow-list), [`auth`] (bearer tokens, OAuth JWTs, RFC 9728 metadata; off by default),
+//! `handlers` (the endpoint: POST and DELETE, dispatch), `lookup` (the session a request
+//! names, adopted from the store), `initialize`, `get` (standalone streams and resumes),
+//! `json_answer` and `plain` (answers without SSE), `stateless` (2026-07-28 requests),
+//! `session` (per-session routing and the writer), `sse` (event streams and error bodies),
+//! `batch` (the write-behind queue), `peer_share` (stateless in-flight shares per peer).
 
 mod accept;
 pub mod auth;
 mod batch;
+mod get;
 mod guard;
 mod handlers;
 mod head;
+mod initialize;
+mod json_answer;
+mod lookup;
 mod metrics_listener;
 mod peer_share;
 mod plain;

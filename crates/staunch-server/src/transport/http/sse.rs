@@ -113,6 +113,17 @@ pub(super) fn already_in_flight(req_id: &staunch_protocol::RequestId) -> Respons
     )
 }
 
+/// A JSON-RPC error with no id (the request could not be read, or is refused as a whole).
+pub(super) fn error(status: StatusCode, code: i64, message: &str) -> Response {
+    let body = serde_json::json!({"jsonrpc": "2.0", "id": null, "error": {"code": code, "message": message}});
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
+}
+
 /// A JSON-RPC error as the whole answer, with its id.
 pub(crate) fn error_answer(
     status: StatusCode,
