@@ -42,6 +42,11 @@ pub enum Command {
     /// Put any MCP server (a command, or a URL) behind staunch's guarantees.
     #[command(after_help = crate::proxy_cmd::PROXY_AFTER_HELP)]
     Proxy(Box<crate::proxy_cmd::ProxyArgs>),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell) on stdout.
+    Completions(crate::generate::CompletionsArgs),
+    /// Write man pages for every command into a directory (for packagers).
+    #[command(hide = true)]
+    Man(crate::generate::ManArgs),
 }
 
 /// Runs the command; returns the process exit code.
@@ -55,6 +60,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Jobs(args) => crate::jobs_cmd::run(args).await,
         Command::Check(args) => crate::check_cmd::run(args),
         Command::Proxy(args) => crate::proxy_cmd::run(*args, &explicit()).await,
+        Command::Completions(args) => crate::generate::completions(args),
+        Command::Man(args) => crate::generate::man(args),
     }
 }
 

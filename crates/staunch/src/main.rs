@@ -12,6 +12,7 @@ mod call_view;
 mod check_cmd;
 mod cli;
 mod command_tools;
+mod generate;
 mod help_heading;
 mod jobs_cmd;
 mod limits;
