@@ -96,7 +96,9 @@ impl<'a> Errors<'a> {
         });
     }
 
-    pub(crate) fn into_errors(self, path: &Path) -> ConfigErrors {
+    /// The mistakes in the order they appear in the file.
+    pub(crate) fn into_errors(mut self, path: &Path) -> ConfigErrors {
+        self.list.sort_by_key(|e| (e.line, e.column));
         ConfigErrors {
             path: path.to_path_buf(),
             errors: self.list,
@@ -107,10 +109,7 @@ impl<'a> Errors<'a> {
         if self.list.is_empty() {
             Ok(())
         } else {
-            Err(ConfigErrors {
-                path: path.to_path_buf(),
-                errors: self.list,
-            })
+            Err(self.into_errors(path))
         }
     }
 }

@@ -5,6 +5,7 @@
 //! is documented in the README ("Command tools") and in `examples/`.
 
 mod error;
+mod keys;
 mod model;
 mod raw;
 mod units;
@@ -60,11 +61,18 @@ pub fn parse(source: &str, path: &Path) -> Result<CommandConfig, ConfigErrors> {
     let raw: RawFile = match toml::from_str(source) {
         Ok(r) => r,
         Err(e) => {
-            let span = e.span().unwrap_or(0..0);
-            errors.at(span, "", e.message().to_string());
+            // The reader stops at its first problem. The key pass still names every unknown
+            // key, and a missing required key with its table's path, which says it better
+            // than the reader's "missing field"; any other problem is the reader's to say.
+            let found = keys::report_unknown(source, &mut errors);
+            if found == 0 || !e.message().starts_with("missing field") {
+                let span = e.span().unwrap_or(0..0);
+                errors.at(span, "", e.message().to_string());
+            }
             return Err(errors.into_errors(path));
         }
     };
+    keys::report_unknown(source, &mut errors);
     let base = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())

@@ -1,6 +1,6 @@
 //! The file as written: serde types over `staunch.toml`, every field wrapped in
-//! [`Spanned`] so that validation can name the line of each mistake. Unknown keys are refused
-//! by the parser itself (with their line), which catches typos such as `dealine`.
+//! [`Spanned`] so that validation can name the line of each mistake. Unknown keys are
+//! ignored here and reported, all of them, by `keys` (a typo such as `dealine` included).
 
 use std::collections::BTreeMap;
 
@@ -9,7 +9,6 @@ use toml::Spanned;
 
 /// The whole file.
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct RawFile {
     /// Format version; only 1 exists.
     pub version: Option<Spanned<i64>>,
@@ -26,7 +25,6 @@ pub struct RawFile {
 /// `[serve]`: flags of `staunch serve`. A flag given on the command line (or in its
 /// environment variable) wins over the file.
 #[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct RawServe {
     pub http: Option<Spanned<String>>,
     pub store: Option<Spanned<String>>,
@@ -51,7 +49,6 @@ pub enum NumOrText {
 
 /// One `[[tool]]`.
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct RawTool {
     pub name: Spanned<String>,
     pub title: Option<Spanned<String>>,
@@ -85,7 +82,6 @@ pub struct RawTool {
 
 /// `[tool.env]`: what the command's environment holds (it starts empty).
 #[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct RawEnv {
     /// Variables passed through from staunch's own environment, when set.
     #[serde(default)]
@@ -101,7 +97,6 @@ pub struct RawEnv {
 
 /// `[tool.params.NAME]`.
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct RawParam {
     #[serde(rename = "type")]
     pub kind: Spanned<String>,

@@ -16,9 +16,10 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         }
         return Duration::try_from_secs_f64(secs).map_err(|e| format!("{t:?}: {e}"));
     }
-    humantime::parse_duration(t).map_err(|e| {
-        format!("{t:?} is not a duration ({e}); write e.g. 500ms, 30s, 10m, 1h30m or 7d")
-    })
+    // humantime's own message ("expected number at 0") says where its parser stopped, not
+    // what to write.
+    humantime::parse_duration(t)
+        .map_err(|_| format!("{t:?} is not a duration; write e.g. 500ms, 30s, 10m, 1h30m or 7d"))
 }
 
 /// A duration given as a number of seconds or as text ([`parse_duration`]).

@@ -30,7 +30,6 @@ use super::units;
 
 /// One `[[upstream]]` as written.
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct RawUpstream {
     pub name: Spanned<String>,
     pub command: Option<Spanned<Vec<String>>>,
@@ -52,7 +51,6 @@ pub struct RawUpstream {
 
 /// `[upstream.tools.NAME]` as written.
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct RawUpstreamTool {
     pub shape: Option<Spanned<String>>,
     pub deadline: Option<Spanned<NumOrText>>,

@@ -62,6 +62,106 @@ env.secrets = { TOKEN = "STAUNCH_TEST_SURELY_UNSET_VARIABLE" }
     has(&errs, 20, "STAUNCH_TEST_SURELY_UNSET_VARIABLE is not set");
 }
 
+/// Unknown keys do not hide the other mistakes: each one is reported where it is, with the
+/// tool's path and the nearest known key, and the rest of the file is still checked.
+#[test]
+fn unknown_keys_are_reported_with_every_other_mistake() {
+    let src = r#"verison = 1
+
+[serve]
+htp = "127.0.0.1:8080"
+
+[[tool]]
+name = "export"
+description = "Exports."
+program = "/bin/echo"
+dedline = "10m"
+deadline = "soon"
+params.rows = { type = "integer", minimun = 1 }
+env.alow = ["HOME"]
+
+[[tool]]
+name = "second"
+description = "Second."
+program = "no-such-program-anywhere"
+
+[[upstream]]
+name = "py"
+command = ["python3", "server.py"]
+isolated = true
+tools.search = { shape = "streaming", dedline = "1m" }
+"#;
+    let errs = errors(src);
+    has(&errs, 1, "verison: unknown key; did you mean \"version\"?");
+    has(&errs, 4, "serve.htp: unknown key; did you mean \"http\"?");
+    has(
+        &errs,
+        10,
+        "tool[0] \"export\".dedline: unknown key; did you mean \"deadline\"?",
+    );
+    has(&errs, 11, "tool[0] \"export\".deadline");
+    has(
+        &errs,
+        12,
+        "tool[0] \"export\".params.rows.minimun: unknown key; did you mean \"minimum\"?",
+    );
+    has(
+        &errs,
+        13,
+        "tool[0] \"export\".env.alow: unknown key; did you mean \"allow\"?",
+    );
+    has(&errs, 18, "not found");
+    has(
+        &errs,
+        23,
+        "upstream[0] \"py\".isolated: unknown key; did you mean \"isolate\"?",
+    );
+    has(
+        &errs,
+        24,
+        "upstream[0] \"py\".tools.search.dedline: unknown key",
+    );
+    assert_eq!(errs.len(), 9, "{errs:#?}");
+    // In the order they appear in the file.
+    let lines: Vec<usize> = errs
+        .iter()
+        .map(|e| e.split(':').next().unwrap().parse().unwrap())
+        .collect();
+    assert!(lines.windows(2).all(|w| w[0] <= w[1]), "{lines:?}");
+    // A key nothing is close to lists what the table takes.
+    let errs = errors(
+        "[serve]
+zzz = 1
+",
+    );
+    has(
+        &errs,
+        2,
+        "serve.zzz: unknown key (this table takes: http, store",
+    );
+}
+
+/// A tool without a required key is named with its path, beside the unknown keys — not as a
+/// bare "missing field" at the top of the file.
+#[test]
+fn missing_required_keys_are_named_with_their_table() {
+    let src = "[[tool]]\nname = \"export\"\nprogram = \"/bin/echo\"\ndedline = \"1m\"\n\n\
+               [[tool]]\nname = \"b\"\ndescription = \"B.\"\nprogram = \"/bin/echo\"\n\
+               params.n = { minimum = 1 }\n";
+    let errs = errors(src);
+    has(
+        &errs,
+        1,
+        "tool[0] \"export\".description: missing; every tool needs a description",
+    );
+    has(&errs, 4, "tool[0] \"export\".dedline: unknown key");
+    has(&errs, 10, "tool[1] \"b\".params.n.type: missing");
+    assert!(
+        !errs.iter().any(|e| e.contains("missing field")),
+        "{errs:#?}"
+    );
+}
+
 #[test]
 fn job_faces_may_not_collide_with_other_tools() {
     let src = r#"

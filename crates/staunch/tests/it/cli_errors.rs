@@ -67,7 +67,8 @@ async fn every_row_of_the_error_table_is_what_the_binary_says() {
     assert_eq!(code, 0, "{out}");
     std::fs::write(
         cwd.join("bad.toml"),
-        "[[tool]]\nname = \"export\"\nprogram = \"./export.sh\"\ndeadline = \"soon\"\n",
+        "[[tool]]\nname = \"export\"\ndescription = \"Exports.\"\nprogram = \"./export.sh\"\n\
+         dedline = \"1m\"\ndeadline = \"soon\"\n",
     )
     .unwrap();
     let server = Server::staunch(&[]).await;
@@ -110,7 +111,11 @@ async fn every_row_of_the_error_table_is_what_the_binary_says() {
             "refusing to start with an invalid configuration",
             1,
         ),
-        row(&["check", "--config", "bad.toml"], "1 mistake", 1),
+        row(
+            &["check", "--config", "bad.toml"],
+            "tool[0] \"export\".dedline: unknown key; did you mean \"deadline\"?",
+            1,
+        ),
         row(
             &["jobs", "--store", "nowhere.db", "list"],
             "no store at \"nowhere.db\" (pass the --store that staunch serve uses)",
