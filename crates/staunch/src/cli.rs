@@ -128,6 +128,20 @@ mod tests {
         }
     }
 
+    /// One definition per setting: each key of staunch.toml's `[serve]` table is the id of a
+    /// `serve` flag (what `--help`, the variable and the generated reference describe), so a
+    /// key cannot name a setting the flags do not have.
+    #[test]
+    fn every_serve_table_key_is_a_serve_flag() {
+        let serve = sub("serve");
+        for key in staunch_command::config::serve_keys() {
+            assert!(
+                serve.get_arguments().any(|a| a.get_id() == key),
+                "[serve] {key} names no serve flag"
+            );
+        }
+    }
+
     #[test]
     fn unit_flags_take_durations() {
         let cli = Cli::try_parse_from([

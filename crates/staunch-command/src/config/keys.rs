@@ -152,7 +152,7 @@ fn labelled(kind: &str, i: usize, t: &DeTable<'_>) -> String {
 }
 
 /// The keys a struct's `Deserialize` reads: the field list serde hands the deserializer.
-fn fields_of<'de, T: Deserialize<'de>>() -> &'static [&'static str] {
+pub(crate) fn fields_of<'de, T: Deserialize<'de>>() -> &'static [&'static str] {
     let mut fields: &'static [&'static str] = &[];
     let _ = T::deserialize(FieldNames(&mut fields));
     fields

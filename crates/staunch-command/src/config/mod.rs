@@ -45,6 +45,12 @@ pub const DEFAULT_CONCURRENCY: usize = 8;
 /// Default interval of elapsed-time progress.
 pub const DEFAULT_ELAPSED_PROGRESS: Duration = Duration::from_secs(2);
 
+/// The keys the `[serve]` table takes — each one a `staunch serve` flag's name with `_` for
+/// `-` — so that the binary can check that every key names a flag it has.
+pub fn serve_keys() -> &'static [&'static str] {
+    keys::fields_of::<RawServe>()
+}
+
 /// Reads and validates the file at `path`.
 pub fn load(path: &Path) -> Result<CommandConfig, LoadError> {
     let source = std::fs::read_to_string(path).map_err(|source| LoadError::Read {
