@@ -621,6 +621,8 @@ pub struct WireFigures {
     pub late_raced: u64,
     /// Of those, in an incarnation that was killed before it logged the request's end.
     pub late_in_killed: u64,
+    /// Of those, on stateless requests (read as the stream that is their cancel closed).
+    pub late_stateless: u64,
     /// Progress that arrived after the client gave up on a request.
     pub late_progress: u64,
 }
@@ -630,8 +632,9 @@ pub struct WireFigures {
 const PROGRESS_AFTER_CANCEL: Duration = Duration::from_millis(1500);
 
 /// What the clients received for requests they had cancelled (session era: the stream stays
-/// open for a while after `notifications/cancelled`), matched with the server's own account
-/// of each request: an answer is allowed only when the server sent it before it received the
+/// open for a while after `notifications/cancelled`; a stateless request's cancel closes its
+/// stream, so nothing can come after it), matched with the server's own account of each
+/// request: an answer is allowed only when the server sent it before it received the
 /// cancel (a race the result won); an answer to a request the server had seen cancelled is a
 /// violation, whatever its log says. Progress more than 1.5 s after the cancel is orphaned
 /// work.
@@ -658,7 +661,13 @@ pub fn wire(
             continue;
         }
         fig.late_responses += 1;
-        let label = l.session.as_deref().map(session_hash).unwrap_or_default();
+        let Some(session) = l.session.as_deref() else {
+            // A stateless request: closing its stream is the cancel, so what still arrived
+            // was read from it before it closed, sent before the server could know.
+            fig.late_stateless += 1;
+            continue;
+        };
+        let label = session_hash(session);
         let id = l.request_id.clone().unwrap_or_default();
         match seen.get(&(label.clone(), id.clone())) {
             Some(r) if r.answered && !r.cancel_before_end => fig.late_raced += 1,
