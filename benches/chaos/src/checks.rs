@@ -625,6 +625,8 @@ pub struct WireFigures {
     pub late_stateless: u64,
     /// Progress that arrived after the client gave up on a request.
     pub late_progress: u64,
+    /// Of those, cancelled while their instance was paused (a lease fault).
+    pub late_progress_after_pause: u64,
 }
 
 /// How long after a client gave up on a request its progress may still arrive: the servers'
@@ -637,18 +639,28 @@ const PROGRESS_AFTER_CANCEL: Duration = Duration::from_millis(1500);
 /// request: an answer is allowed only when the server sent it before it received the
 /// cancel (a race the result won); an answer to a request the server had seen cancelled is a
 /// violation, whatever its log says. Progress more than 1.5 s after the cancel is orphaned
-/// work.
+/// work, unless the instance was paused (a lease fault) when the cancel was sent.
 pub fn wire(
     rec: &Record,
     seen: &HashMap<(String, String), Logged>,
     killed: &[usize],
+    faults: &Faults,
     out: &mut Vec<Violation>,
 ) -> WireFigures {
     let mut fig = WireFigures::default();
     for l in &rec.late {
         if !l.response {
             fig.late_progress += 1;
-            if l.since_abandoned > PROGRESS_AFTER_CANCEL {
+            // A cancel sent while its instance was paused (a lease fault) is read only when it
+            // resumes: what it had sent before comes then.
+            let gave_up = l.at.checked_sub(l.since_abandoned).unwrap_or(l.at);
+            let paused = faults
+                .stalls
+                .iter()
+                .any(|s| s.instance == l.instance && gave_up <= s.to && s.from <= l.at);
+            if paused {
+                fig.late_progress_after_pause += 1;
+            } else if l.since_abandoned > PROGRESS_AFTER_CANCEL {
                 out.push(v(
                     "orphaned work (on the wire)",
                     format!(

@@ -108,6 +108,7 @@ struct RunFigures {
     late_in_killed: u64,
     late_stateless: u64,
     late_progress: u64,
+    late_progress_after_pause: u64,
     rss_checked: u64,
     failures_explained_by_kill: u64,
     failures_explained_by_pg_kill: u64,
@@ -370,7 +371,7 @@ async fn run(args: &Args, run_no: u32, seconds: u64, soak: bool) -> anyhow::Resu
         .filter(|i| i.kills > 0)
         .map(|i| i.index)
         .collect();
-    let wf = checks::wire(&rec, &lf.seen, &killed, &mut violations);
+    let wf = checks::wire(&rec, &lf.seen, &killed, &faults, &mut violations);
     // Memory back near its baseline: every instance that lived through the run, held to the
     // baseline of its last incarnation (measured once it settled after its start or restart).
     fig.rss_start_kib = instances
@@ -430,6 +431,7 @@ async fn run(args: &Args, run_no: u32, seconds: u64, soak: bool) -> anyhow::Resu
     fig.late_in_killed = wf.late_in_killed;
     fig.late_stateless = wf.late_stateless;
     fig.late_progress = wf.late_progress;
+    fig.late_progress_after_pause = wf.late_progress_after_pause;
     fig.failures_explained_by_kill = explained.by_kill;
     fig.failures_explained_by_pg_kill = explained.by_pg_kill;
     fig.store_errors_after_pg_kill = explained.store_errors_after_pg_kill;
@@ -466,7 +468,7 @@ fn print(run_no: u32, f: &RunFigures) {
          {} keys ({} unanswered but found by key, {} unanswered without a job), {} jobs ({} succeeded, \
          {} cancelled by the client, {} failed(lease_lost) under a fault of their instance or the store), \
          {} units read back; wire: {} answers after a cancel ({} sent before the cancel arrived, \
-         {} in killed incarnations, {} read as a stateless stream closed), {} progress after a cancel; failures explained: {} by a kill, {} by a PostgreSQL kill, {} by a lease fault, \
+         {} in killed incarnations, {} read as a stateless stream closed), {} progress after a cancel ({} cancelled while the instance was paused); failures explained: {} by a kill, {} by a PostgreSQL kill, {} by a lease fault, \
          {} by a PostgreSQL restart; \
          {} store errors after a PostgreSQL kill or restart (re-sent with the key); log: {} requests, {} cancels, \
          {} cancels that raced completion (ended <= 100 ms after), {} atomic responses suppressed, \
@@ -504,6 +506,7 @@ fn print(run_no: u32, f: &RunFigures) {
         f.late_in_killed,
         f.late_stateless,
         f.late_progress,
+        f.late_progress_after_pause,
         f.failures_explained_by_kill,
         f.failures_explained_by_pg_kill,
         f.failures_explained_by_stall,
@@ -541,7 +544,7 @@ fn to_json(f: &RunFigures) -> serde_json::Value {
         "jobs": {"checked": f.jobs, "succeeded": f.jobs_succeeded, "cancelled": f.jobs_cancelled,
                  "lease_lost_explained": f.jobs_lease_lost_explained, "units": f.units},
         "wire": {"late_responses": f.late_responses, "late_raced": f.late_raced,
-                 "late_in_killed": f.late_in_killed, "late_stateless": f.late_stateless, "late_progress": f.late_progress},
+                 "late_in_killed": f.late_in_killed, "late_stateless": f.late_stateless, "late_progress": f.late_progress, "late_progress_after_pause": f.late_progress_after_pause},
         "rss_checked": f.rss_checked,
         "explained": {"by_kill": f.failures_explained_by_kill, "by_pg_kill": f.failures_explained_by_pg_kill,
                       "store_errors_after_pg_kill": f.store_errors_after_pg_kill,

@@ -91,8 +91,9 @@ pub struct LateSeen {
     pub session: Option<String>,
     /// The request's id (responses only).
     pub request_id: Option<String>,
-    /// How long after the client gave up.
+    /// How long after the client gave up, and when it arrived.
     pub since_abandoned: Duration,
+    pub at: Instant,
     /// A response (else a progress notification).
     pub response: bool,
 }
@@ -265,6 +266,7 @@ fn drain_late(
                 session: session.clone(),
                 request_id: Some(r.id.to_string()),
                 since_abandoned: r.since_abandoned,
+                at: r.at.into_std(),
                 response: true,
             },
             staunch_client::Late::Progress { at, .. } => {
@@ -275,6 +277,7 @@ fn drain_late(
                     session: session.clone(),
                     request_id: None,
                     since_abandoned: gave_up.map_or(Duration::ZERO, |a| at - a),
+                    at,
                     response: false,
                 }
             }
