@@ -1,4 +1,4 @@
-//! The invariants, checked after a run from what the store, the demo import table and the
+//! The invariants, checked after a run from what the store, the demo import table, the wire and the
 //! instances' lifecycle logs say — not from what the workload believed.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
