@@ -1,4 +1,4 @@
-//! The invariants, checked after a run from what the store, the demo import table and the
+//! The invariants, checked after a run from what the store, the demo import table, the wire and the
 //! instances' lifecycle logs say — not from what the workload believed.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -23,11 +23,18 @@ fn v(kind: &'static str, detail: String) -> Violation {
     Violation { kind, detail }
 }
 
+/// A SIGKILL of an instance: when, and when it listened again.
+#[derive(Debug, Clone, Copy)]
+pub struct Kill {
+    pub instance: usize,
+    pub at: Instant,
+    pub back: Instant,
+}
+
 /// Faults injected, with when, so failures can be explained.
-#[derive(Default, Debug)]
+#[derive(Debug)]
 pub struct Faults {
-    /// (instance, when) of each SIGKILL; the instance is back some time after.
-    pub kills: Vec<(usize, Instant)>,
+    pub kills: Vec<Kill>,
     pub pg_kills: Vec<Instant>,
     pub pg_backends_killed: u64,
     pub sqlite_busy: Vec<Instant>,
@@ -35,7 +42,48 @@ pub struct Faults {
     pub stalls: Vec<crate::faults::Stall>,
     /// PostgreSQL restarts: from the restart command to the server accepting again.
     pub pg_restarts: Vec<(Instant, Instant)>,
+    /// A moment on both clocks, to compare the store's times (ms since the epoch) with these.
+    pub base: (Instant, i64),
 }
+
+impl Default for Faults {
+    fn default() -> Self {
+        Self {
+            kills: Vec::new(),
+            pg_kills: Vec::new(),
+            pg_backends_killed: 0,
+            sqlite_busy: Vec::new(),
+            stalls: Vec::new(),
+            pg_restarts: Vec::new(),
+            base: (Instant::now(), epoch_ms_now()),
+        }
+    }
+}
+
+fn epoch_ms_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+impl Faults {
+    /// `t` in the store's clock (ms since the epoch).
+    pub fn epoch_ms(&self, t: Instant) -> i64 {
+        let (i, e) = self.base;
+        if t >= i {
+            e + i64::try_from((t - i).as_millis()).unwrap_or(i64::MAX / 2)
+        } else {
+            e - i64::try_from((i - t).as_millis()).unwrap_or(i64::MAX / 2)
+        }
+    }
+}
+
+/// How long after a kill's restart, a stall's end or a store fault a failure may still be
+/// blamed on it (the clients notice their session is gone, a pooled connection is dead).
+const AFTER_KILL: Duration = Duration::from_millis(250);
+const AFTER_STORE_FAULT: Duration = Duration::from_secs(1);
+/// How long after a call ended its failure is still its own (the error reaching the worker).
+const AFTER_CALL: Duration = Duration::from_millis(100);
 
 /// What explained the failures that are not violations.
 #[derive(Default, Debug)]
@@ -47,29 +95,63 @@ pub struct Explained {
     pub by_pg_restart: u64,
 }
 
-/// Client-side failures: each one must fall in the window of a kill of its instance (or of a
-/// PostgreSQL connection kill); any other is a violation.
-pub fn failures(rec: &Record, faults: &Faults, out: &mut Vec<Violation>) -> Explained {
+/// The instance whose worker holds or held job `id` (its `lease_owner`, `chaos-<i>/…`).
+pub async fn runner(store: &StoreKind, id: &str) -> Option<usize> {
+    let row = crate::faults::job_row(store, id).await.ok()??;
+    instance_of_owner(row.lease_owner.as_deref()?)
+}
+
+pub fn instance_of_owner(owner: &str) -> Option<usize> {
+    owner
+        .strip_prefix("chaos-")?
+        .split('/')
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// Client-side failures: each one must overlap a fault of the instance it talked to (or, for a
+/// job that lost its lease, of the instance that ran it) — a kill from the SIGKILL until the
+/// instance listened again, a lease fault's pause — or a store fault (PostgreSQL backends
+/// terminated, a PostgreSQL restart), with a short margin after; any other is a violation.
+pub async fn failures(
+    rec: &Record,
+    faults: &Faults,
+    store: &StoreKind,
+    out: &mut Vec<Violation>,
+) -> Explained {
     let mut ex = Explained::default();
     for f in &rec.failures {
-        let near = |t: Instant| {
-            t + Duration::from_secs(3) >= f.started && t <= f.ended + Duration::from_millis(100)
-        };
+        let mut mine = vec![f.instance];
+        if let Some(job) = &f.job
+            && let Some(r) = runner(store, job).await
+        {
+            mine.push(r);
+        }
+        let during = |a: Instant, b: Instant| a <= f.ended + AFTER_CALL && f.started <= b;
         if faults
             .kills
             .iter()
-            .any(|(i, t)| (*i == f.instance || f.anywhere) && near(*t))
+            .any(|k| mine.contains(&k.instance) && during(k.at, k.back + AFTER_KILL))
         {
             ex.by_kill += 1;
-        } else if faults.pg_kills.iter().any(|t| near(*t)) {
-            ex.by_pg_kill += 1;
         } else if faults
             .stalls
             .iter()
-            .any(|s| (s.instance == f.instance || f.anywhere) && overlaps(f, s.from, s.to))
+            .any(|s| mine.contains(&s.instance) && during(s.from, s.to + AFTER_KILL))
         {
             ex.by_stall += 1;
-        } else if faults.pg_restarts.iter().any(|(a, b)| overlaps(f, *a, *b)) {
+        } else if faults
+            .pg_kills
+            .iter()
+            .any(|t| during(*t, *t + AFTER_STORE_FAULT))
+        {
+            ex.by_pg_kill += 1;
+        } else if faults
+            .pg_restarts
+            .iter()
+            .any(|(a, b)| during(*a, *b + AFTER_STORE_FAULT))
+        {
             ex.by_pg_restart += 1;
         } else {
             out.push(v(
@@ -102,12 +184,6 @@ pub fn failures(rec: &Record, faults: &Faults, out: &mut Vec<Violation>) -> Expl
         out.push(v("wrong answer", w.clone()));
     }
     ex
-}
-
-/// Whether failure `f` overlaps a fault that lasted from `a` to `b` (with the same 3 s of
-/// slack before as a kill, and after for the clients to notice the server is back).
-fn overlaps(f: &crate::workload::Failure, a: Instant, b: Instant) -> bool {
-    f.ended + Duration::from_millis(100) >= a && f.started <= b + Duration::from_secs(3)
 }
 
 /// Lease faults: the job a paused worker held ended once — terminal when first seen after the
@@ -144,50 +220,58 @@ pub async fn stalls(faults: &Faults, store: &StoreKind, out: &mut Vec<Violation>
     taken_over
 }
 
-/// A job's status as the store has it, through `staunch jobs show` (the operator's view): the
-/// job tools answer only the job's owner, and the sessions that started these jobs are gone.
-async fn store_status(bin: &std::path::Path, store: &StoreKind, id: &str) -> String {
-    let mut c = tokio::process::Command::new(bin);
-    c.args(["jobs", "show", id, "--json", "--store"]);
-    match store {
-        StoreKind::Sqlite(p) => {
-            c.arg(p);
-        }
-        StoreKind::Postgres { url, schema } => {
-            c.arg(url).arg("--store-schema").arg(schema);
-        }
-    }
-    match tokio::time::timeout(Duration::from_secs(10), c.output()).await {
-        Ok(Ok(o)) if o.status.success() => serde_json::from_slice::<Value>(&o.stdout)
-            .ok()
-            .and_then(|v| v["status"].as_str().map(str::to_string))
-            .unwrap_or_else(|| "error: unreadable `staunch jobs show` output".into()),
-        Ok(Ok(o)) => format!("error: {}", String::from_utf8_lossy(&o.stderr).trim()),
-        Ok(Err(e)) => format!("error: {e}"),
-        Err(_) => "error: `staunch jobs show` timed out".into(),
-    }
+/// What the keyed jobs came to, for the figures.
+#[derive(Default, Debug)]
+pub struct JobFigures {
+    pub keys: u64,
+    /// Keys whose every start went unanswered, and whose job the store holds all the same.
+    pub unanswered_found_by_key: u64,
+    /// Keys with no job and no answer (each start's failure explained by a fault).
+    pub unanswered_without_job: u64,
+    pub jobs: u64,
+    pub succeeded: u64,
+    pub cancelled: u64,
+    /// `failed(lease_lost)` while a fault of the instance running it (or of the store) lasted.
+    pub lease_lost_explained: u64,
+    /// Units (rows) read back from the import table.
+    pub units: u64,
 }
 
-/// Rows the demo import wrote for `job`, and in how many attempts, read from its table
-/// directly: `imported_rows` answers only the job's owner, and the sessions that started these
-/// jobs are gone. `(-1, -1)` when the table cannot be read.
-fn import_counts(db: &rusqlite::Connection, job: &str) -> (i64, i64) {
-    db.query_row(
-        "SELECT COUNT(*), COUNT(DISTINCT attempt) FROM demo_import_rows WHERE job_id = ?1",
-        [job],
-        |r| Ok((r.get(0)?, r.get(1)?)),
-    )
-    .unwrap_or((-1, -1))
+/// Units the demo import wrote for `job`: (attempt, unit, times written), read from its table
+/// directly (`imported_rows` answers only the job's owner, and the sessions that started
+/// these jobs are gone).
+fn units_of(db: &rusqlite::Connection, job: &str) -> rusqlite::Result<Vec<(i64, i64, i64)>> {
+    let mut st = db.prepare_cached(
+        "SELECT attempt, unit, COUNT(*) FROM demo_import_rows WHERE job_id = ?1 \
+         GROUP BY attempt, unit ORDER BY attempt, unit",
+    )?;
+    st.query_map([job], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+        .collect()
 }
 
-/// Per idempotency key: one job; every job terminal; its side effects done once.
+/// Whether a fault that lasted from `a` to `b` (ms since the epoch) fell while the job ran.
+fn while_running(job: &crate::faults::JobRow, a: i64, b: i64) -> bool {
+    let (Some(s), Some(f)) = (job.started_ms, job.finished_ms) else {
+        return false;
+    };
+    a <= f && s <= b + 100
+}
+
+/// Per idempotency key, from the store: exactly one job (a doubled start shows as two rows,
+/// a lost one as none); every start answered or its job found by key; every job terminal, in a
+/// state that what happened explains — `succeeded`; `cancelled` only when the client
+/// cancelled it; `failed(lease_lost)` only when the instance running it was killed or paused,
+/// or the store failed, while it ran; nothing else. From the import table: each unit written
+/// at most once and in one attempt (the import is never re-run), units within the rows asked,
+/// no gap, and all of them when the job succeeded.
 pub async fn jobs(
     import_db: &std::path::Path,
-    bin: &std::path::Path,
     store: &StoreKind,
     rec: &Record,
+    faults: &Faults,
     out: &mut Vec<Violation>,
-) -> (u64, u64) {
+) -> JobFigures {
+    let mut fig = JobFigures::default();
     let db = match rusqlite::Connection::open_with_flags(
         import_db,
         rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
@@ -195,82 +279,192 @@ pub async fn jobs(
         Ok(db) => db,
         Err(e) => {
             out.push(v("check failed", format!("opening the import table: {e}")));
-            return (0, 0);
+            return fig;
         }
     };
     // The instances may still hold the write lock for a moment.
     let _ = db.busy_timeout(Duration::from_secs(10));
-    let mut jobs = 0;
-    let mut terminal = 0;
-    for (key, (_instance, rows, told)) in &rec.keys {
+    for (key, k) in &rec.keys {
+        fig.keys += 1;
         // The store decides, not the client's memory: a first start whose answer was lost plus
         // a re-send that made a second job shows only here, and so does a key whose every
         // start went unanswered but was recorded.
-        // Tasks are recorded under their task id (`task:<id>`): they have no key to look up,
-        // and the job the client was told of is the task itself.
-        let stored = if key.starts_with("task:") {
-            told.iter().cloned().collect()
-        } else {
-            match crate::faults::job_ids_by_key(store, key).await {
-                Ok(ids) => ids,
-                Err(e) => {
-                    out.push(v("check failed", format!("key {key}: {e}")));
-                    continue;
-                }
+        let stored = match crate::faults::job_ids_by_key(store, key).await {
+            Ok(ids) => ids,
+            Err(e) => {
+                out.push(v("check failed", format!("key {key}: {e}")));
+                continue;
             }
         };
         if stored.len() > 1 {
             out.push(v(
                 "one key, several jobs",
                 format!(
-                    "key {key}: the store holds {} jobs: {stored:?}",
+                    "key {key} ({} on instance {}, {} start(s) sent): the store holds {} jobs: \
+                     {stored:?}",
+                    if k.task { "task" } else { "start_import_rows" },
+                    k.instance,
+                    k.sent,
                     stored.len()
                 ),
             ));
         }
-        if let Some(id) = told.iter().find(|id| !stored.contains(id)) {
+        if let Some(id) = k.told.iter().find(|id| !stored.contains(id)) {
             out.push(v(
                 "answered job not in the store",
                 format!("key {key}: the client was given job {id}; the store has {stored:?}"),
             ));
         }
-        if stored.is_empty() && !told.is_empty() {
-            continue;
+        if !k.answered && k.sent > 0 {
+            // Every start went unanswered: the job is found by key, or none was made — then
+            // each start failed or was given up on, which the failure checks hold to a fault.
+            if stored.is_empty() {
+                fig.unanswered_without_job += 1;
+            } else {
+                fig.unanswered_found_by_key += 1;
+            }
         }
-        let ids: BTreeSet<&String> = stored.iter().chain(told.iter()).collect();
+        let ids: BTreeSet<&String> = stored.iter().chain(k.told.iter()).collect();
         for id in ids {
-            jobs += 1;
+            fig.jobs += 1;
             let until = Instant::now() + Duration::from_secs(20);
-            let status = loop {
-                let s = store_status(bin, store, id).await;
-                if matches!(s.as_str(), "succeeded" | "failed" | "cancelled")
-                    || Instant::now() > until
-                {
-                    break s;
+            let row = loop {
+                match crate::faults::job_row(store, id).await {
+                    Ok(Some(r)) if r.terminal() => break Ok(Some(r)),
+                    Ok(r) if Instant::now() > until => break Ok(r),
+                    Err(e) if Instant::now() > until => break Err(e),
+                    _ => tokio::time::sleep(Duration::from_millis(200)).await,
                 }
-                tokio::time::sleep(Duration::from_millis(200)).await;
             };
-            if !matches!(status.as_str(), "succeeded" | "failed" | "cancelled") {
-                out.push(v("job not terminal", format!("job {id}: {status}")));
+            let row = match row {
+                Ok(Some(r)) => r,
+                Ok(None) => {
+                    out.push(v("answered job not in the store", format!("job {id}")));
+                    continue;
+                }
+                Err(e) => {
+                    out.push(v("check failed", format!("job {id}: {e}")));
+                    continue;
+                }
+            };
+            if !row.terminal() {
+                out.push(v("job not terminal", format!("job {id}: {}", row.state)));
                 continue;
             }
-            terminal += 1;
-            let (written, attempts) = import_counts(&db, id);
-            if attempts > 1 || written > i64::from(*rows) {
+            terminal_explained(id, &row, k, faults, &mut fig, out);
+            let units = match units_of(&db, id) {
+                Ok(u) => u,
+                Err(e) => {
+                    out.push(v("check failed", format!("units of job {id}: {e}")));
+                    continue;
+                }
+            };
+            fig.units += units.iter().map(|u| u.2).sum::<i64>().unsigned_abs();
+            units_checked(id, &row, k.rows, &units, out);
+        }
+    }
+    fig
+}
+
+/// The job's terminal state must be one that what happened explains.
+fn terminal_explained(
+    id: &str,
+    row: &crate::faults::JobRow,
+    k: &crate::workload::KeyRec,
+    faults: &Faults,
+    fig: &mut JobFigures,
+    out: &mut Vec<Violation>,
+) {
+    match (row.state.as_str(), row.error_reason.as_deref()) {
+        ("succeeded", _) => fig.succeeded += 1,
+        ("cancelled", _) if k.cancel_sent => fig.cancelled += 1,
+        ("cancelled", why) => out.push(v(
+            "cancelled without a cancel",
+            format!("job {id} ended cancelled ({why:?}); the client never cancelled it"),
+        )),
+        ("failed", Some("lease_lost")) => {
+            let ran_on = row.lease_owner.as_deref().and_then(instance_of_owner);
+            let ms = |t: Instant| faults.epoch_ms(t);
+            let explained =
+                faults.kills.iter().any(|kl| {
+                    Some(kl.instance) == ran_on && while_running(row, ms(kl.at), ms(kl.back))
+                }) || faults.stalls.iter().any(|s| {
+                    Some(s.instance) == ran_on && while_running(row, ms(s.from), ms(s.to))
+                }) || faults
+                    .pg_kills
+                    .iter()
+                    .any(|t| while_running(row, ms(*t), ms(*t + AFTER_STORE_FAULT)))
+                    || faults
+                        .pg_restarts
+                        .iter()
+                        .any(|(a, b)| while_running(row, ms(*a), ms(*b + AFTER_STORE_FAULT)));
+            if explained {
+                fig.lease_lost_explained += 1;
+            } else {
                 out.push(v(
-                    "side effect executed twice",
-                    format!("job {id}: {written} rows in {attempts} attempts for {rows} asked"),
-                ));
-            }
-            if status == "succeeded" && written != i64::from(*rows) {
-                out.push(v(
-                    "succeeded without its rows",
-                    format!("job {id}: {written} of {rows} rows"),
+                    "failed without a fault",
+                    format!(
+                        "job {id} failed(lease_lost) on {:?}, and no fault of that instance or \
+                         the store fell while it ran",
+                        row.lease_owner
+                    ),
                 ));
             }
         }
+        (state, why) => out.push(v(
+            "failed without a fault",
+            format!("job {id} ended {state} ({why:?}): nothing injected explains it"),
+        )),
     }
-    (jobs, terminal)
+}
+
+/// The import's units: each written at most once, in one attempt, within the rows asked,
+/// in order (no gap), all of them when the job succeeded.
+fn units_checked(
+    id: &str,
+    row: &crate::faults::JobRow,
+    rows: u32,
+    units: &[(i64, i64, i64)],
+    out: &mut Vec<Violation>,
+) {
+    let attempts: BTreeSet<i64> = units.iter().map(|u| u.0).collect();
+    if attempts.len() > 1 {
+        out.push(v(
+            "side effect executed twice",
+            format!("job {id}: units written in attempts {attempts:?} (it is never re-run)"),
+        ));
+    }
+    for (attempt, unit, n) in units {
+        if *n > 1 {
+            out.push(v(
+                "unit written twice",
+                format!("job {id}: unit {unit} written {n} times in attempt {attempt}"),
+            ));
+        }
+        if *unit < 0 || *unit >= i64::from(rows) {
+            out.push(v(
+                "unit out of range",
+                format!("job {id}: unit {unit} of {rows}"),
+            ));
+        }
+    }
+    let distinct: BTreeSet<i64> = units.iter().map(|u| u.1).collect();
+    let want = if row.state == "succeeded" {
+        i64::from(rows)
+    } else {
+        // Written in order, a cancel or a lost lease stopping it: a prefix.
+        distinct.last().map_or(0, |l| l + 1)
+    };
+    let missing: Vec<i64> = (0..want).filter(|u| !distinct.contains(u)).collect();
+    if !missing.is_empty() {
+        out.push(v(
+            "unit missing",
+            format!(
+                "job {id} ({}): units {missing:?} of {rows} never written",
+                row.state
+            ),
+        ));
+    }
 }
 
 /// From the lifecycle logs: no response after a cancel (an `ok`/`error` end after
@@ -290,11 +484,25 @@ pub fn logs(logs: &[(PathBuf, bool)], out: &mut Vec<Violation>) -> LogFigures {
                 continue;
             };
             let raw: Value = serde_json::from_str(line).unwrap_or(Value::Null);
-            let key = (l.session.clone(), format!("{:?}", l.request_id));
+            let key = (l.session.clone(), l.request_id.to_string());
             match &l.event {
-                Event::Start { .. } => fig.requests += 1,
+                Event::Start { .. } => {
+                    fig.requests += 1;
+                    fig.seen.insert(
+                        key,
+                        Logged {
+                            killed: *killed,
+                            ..Logged::default()
+                        },
+                    );
+                }
                 Event::CancelReceived { .. } => {
                     fig.cancels += 1;
+                    if let Some(r) = fig.seen.get_mut(&key)
+                        && !r.ended
+                    {
+                        r.cancel_before_end = true;
+                    }
                     cancelled.insert(key);
                 }
                 Event::End {
@@ -321,6 +529,10 @@ pub fn logs(logs: &[(PathBuf, bool)], out: &mut Vec<Violation>) -> LogFigures {
                     let suppressed = raw["response_suppressed"] == Value::Bool(true);
                     if suppressed {
                         fig.suppressed += 1;
+                    }
+                    if let Some(r) = fig.seen.get_mut(&key) {
+                        r.ended = true;
+                        r.answered = matches!(outcome.as_ref(), "ok" | "error") && !suppressed;
                     }
                     if cancelled.contains(&key)
                         && matches!(outcome.as_ref(), "ok" | "error")
@@ -364,8 +576,22 @@ pub fn logs(logs: &[(PathBuf, bool)], out: &mut Vec<Violation>) -> LogFigures {
     fig
 }
 
+/// A request as its instance's lifecycle log tells it.
+#[derive(Default, Debug, Clone, Copy)]
+pub struct Logged {
+    /// `request.cancel_received` came before its end.
+    pub cancel_before_end: bool,
+    pub ended: bool,
+    /// It ended with an answer the server says it sent (`ok`/`error`, not suppressed).
+    pub answered: bool,
+    /// In the log of an incarnation that was killed.
+    pub killed: bool,
+}
+
 #[derive(Default, Debug)]
 pub struct LogFigures {
+    /// Every request logged, by (log label, request id).
+    pub seen: HashMap<(String, String), Logged>,
     pub requests: u64,
     /// Atomic calls that finished after their cancel with the response suppressed.
     pub suppressed: u64,
@@ -383,4 +609,104 @@ pub fn by_kind(vs: &[Violation]) -> HashMap<&'static str, usize> {
         *m.entry(x.kind).or_insert(0) += 1;
     }
     m
+}
+
+/// What the wire showed for cancelled requests, for the figures.
+#[derive(Default, Debug)]
+pub struct WireFigures {
+    /// Answers that arrived after the client gave up on the request.
+    pub late_responses: u64,
+    /// Of those, answers the server sent before it received the cancel (the race won by the
+    /// result, the cancel still in flight).
+    pub late_raced: u64,
+    /// Of those, in an incarnation that was killed before it logged the request's end.
+    pub late_in_killed: u64,
+    /// Of those, on stateless requests (read as the stream that is their cancel closed).
+    pub late_stateless: u64,
+    /// Progress that arrived after the client gave up on a request.
+    pub late_progress: u64,
+    /// Of those, cancelled while their instance was paused (a lease fault).
+    pub late_progress_after_pause: u64,
+}
+
+/// How long after a client gave up on a request its progress may still arrive: the servers'
+/// cancel grace (500 ms) and some transit.
+const PROGRESS_AFTER_CANCEL: Duration = Duration::from_millis(1500);
+
+/// What the clients received for requests they had cancelled (session era: the stream stays
+/// open for a while after `notifications/cancelled`; a stateless request's cancel closes its
+/// stream, so nothing can come after it), matched with the server's own account of each
+/// request: an answer is allowed only when the server sent it before it received the
+/// cancel (a race the result won); an answer to a request the server had seen cancelled is a
+/// violation, whatever its log says. Progress more than 1.5 s after the cancel is orphaned
+/// work, unless the instance was paused (a lease fault) when the cancel was sent.
+pub fn wire(
+    rec: &Record,
+    seen: &HashMap<(String, String), Logged>,
+    killed: &[usize],
+    faults: &Faults,
+    out: &mut Vec<Violation>,
+) -> WireFigures {
+    let mut fig = WireFigures::default();
+    for l in &rec.late {
+        if !l.response {
+            fig.late_progress += 1;
+            // A cancel sent while its instance was paused (a lease fault) is read only when it
+            // resumes: what it had sent before comes then.
+            let gave_up = l.at.checked_sub(l.since_abandoned).unwrap_or(l.at);
+            let paused = faults
+                .stalls
+                .iter()
+                .any(|s| s.instance == l.instance && gave_up <= s.to && s.from <= l.at);
+            if paused {
+                fig.late_progress_after_pause += 1;
+            } else if l.since_abandoned > PROGRESS_AFTER_CANCEL {
+                out.push(v(
+                    "orphaned work (on the wire)",
+                    format!(
+                        "instance {}: progress {} ms after the client cancelled",
+                        l.instance,
+                        l.since_abandoned.as_millis()
+                    ),
+                ));
+            }
+            continue;
+        }
+        fig.late_responses += 1;
+        let Some(session) = l.session.as_deref() else {
+            // A stateless request: closing its stream is the cancel, so what still arrived
+            // was read from it before it closed, sent before the server could know.
+            fig.late_stateless += 1;
+            continue;
+        };
+        let label = session_hash(session);
+        let id = l.request_id.clone().unwrap_or_default();
+        match seen.get(&(label.clone(), id.clone())) {
+            Some(r) if r.answered && !r.cancel_before_end => fig.late_raced += 1,
+            Some(r) if r.killed && !r.ended => fig.late_in_killed += 1,
+            // A killed incarnation may not have written its last lines.
+            None if killed.contains(&l.instance) => fig.late_in_killed += 1,
+            r => out.push(v(
+                "response after a cancel (on the wire)",
+                format!(
+                    "instance {}: session {label} request {id} answered {} ms after the client \
+                     cancelled it; the server's log: {r:?}",
+                    l.instance,
+                    l.since_abandoned.as_millis()
+                ),
+            )),
+        }
+    }
+    fig
+}
+
+/// How the lifecycle log names an HTTP session: the first 12 hex digits of the SHA-256 of its
+/// id (the id is a credential).
+fn session_hash(id: &str) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(id.as_bytes())
+        .iter()
+        .take(6)
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }

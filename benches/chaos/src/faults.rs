@@ -18,6 +18,7 @@ pub struct JobRow {
     pub lease_owner: Option<String>,
     pub error_reason: Option<String>,
     pub finished_ms: Option<i64>,
+    pub started_ms: Option<i64>,
 }
 
 impl JobRow {
@@ -26,8 +27,7 @@ impl JobRow {
     }
 }
 
-const JOB_ROW: &str =
-    "SELECT state, lease_owner, error_reason, finished_ms FROM staunch_jobs WHERE id = ";
+const JOB_ROW: &str = "SELECT state, lease_owner, error_reason, finished_ms, started_ms FROM staunch_jobs WHERE id = ";
 
 /// Reads job `id` from the store (read-only; SQLite waits for a writer).
 pub async fn job_row(store: &StoreKind, id: &str) -> anyhow::Result<Option<JobRow>> {
@@ -46,6 +46,7 @@ pub async fn job_row(store: &StoreKind, id: &str) -> anyhow::Result<Option<JobRo
                     lease_owner: r.get(1),
                     error_reason: r.get(2),
                     finished_ms: r.get(3),
+                    started_ms: r.get(4),
                 });
             Ok(row)
         }
@@ -110,6 +111,7 @@ fn sqlite_row(path: &Path, id: &str) -> anyhow::Result<Option<JobRow>> {
         lease_owner: r.get(1)?,
         error_reason: r.get(2)?,
         finished_ms: r.get(3)?,
+        started_ms: r.get(4)?,
     }))
 }
 

@@ -35,6 +35,8 @@ pub struct Instance {
     /// Lifecycle logs, one per incarnation, with whether that incarnation was killed.
     pub logs: Vec<(PathBuf, bool)>,
     pub kills: u32,
+    /// RSS of the current incarnation once it settled (the baseline its memory is held to).
+    pub rss_base_kib: Option<u64>,
 }
 
 /// A free loopback port (bound, then released for the instance to take).
@@ -61,6 +63,7 @@ impl Instance {
             import_db: import_db.to_path_buf(),
             logs: Vec::new(),
             kills: 0,
+            rss_base_kib: None,
         };
         me.spawn().await?;
         Ok(me)
@@ -138,7 +141,11 @@ impl Instance {
         }
         self.kills += 1;
         tokio::time::sleep(down_for).await;
-        self.spawn().await
+        self.spawn().await?;
+        // The new incarnation's baseline, once it settled, like the first one's.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        self.rss_base_kib = self.rss_kib();
+        Ok(())
     }
 
     pub fn pid(&self) -> Option<u32> {

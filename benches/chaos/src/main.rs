@@ -95,8 +95,21 @@ struct RunFigures {
     tasks_cancel_sent: u64,
     tasks_cancel_honoured: u64,
     tasks_cancel_raced: u64,
+    keys: u64,
+    keys_unanswered_found_by_key: u64,
+    keys_unanswered_without_job: u64,
     jobs: u64,
-    jobs_terminal: u64,
+    jobs_succeeded: u64,
+    jobs_cancelled: u64,
+    jobs_lease_lost_explained: u64,
+    units: u64,
+    late_responses: u64,
+    late_raced: u64,
+    late_in_killed: u64,
+    late_stateless: u64,
+    late_progress: u64,
+    late_progress_after_pause: u64,
+    rss_checked: u64,
     failures_explained_by_kill: u64,
     failures_explained_by_pg_kill: u64,
     store_errors_after_pg_kill: u64,
@@ -211,10 +224,10 @@ async fn run(args: &Args, run_no: u32, seconds: u64, soak: bool) -> anyhow::Resu
         instances.push(Instance::start(i, &args.bin, dir.path(), &store, &import_db).await?);
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let mut fig = RunFigures {
-        rss_start_kib: instances.iter().filter_map(Instance::rss_kib).collect(),
-        ..RunFigures::default()
-    };
+    for inst in &mut instances {
+        inst.rss_base_kib = inst.rss_kib();
+    }
+    let mut fig = RunFigures::default();
 
     let shared: workload::Shared = Arc::new(Mutex::new(Record::default()));
     let stop = Instant::now() + Duration::from_secs(seconds);
@@ -259,10 +272,16 @@ async fn run(args: &Args, run_no: u32, seconds: u64, soak: bool) -> anyhow::Resu
                 };
                 if !candidates.is_empty() {
                     let i = candidates[rng.below(candidates.len() as u64) as usize];
-                    faults.kills.push((i, Instant::now()));
-                    instances[i]
+                    let at = Instant::now();
+                    let restarted = instances[i]
                         .kill_and_restart(Duration::from_millis(300))
-                        .await?;
+                        .await;
+                    faults.kills.push(checks::Kill {
+                        instance: i,
+                        at,
+                        back: Instant::now(),
+                    });
+                    restarted?;
                 }
             }
             2 => {
@@ -317,17 +336,18 @@ async fn run(args: &Args, run_no: u32, seconds: u64, soak: bool) -> anyhow::Resu
 
     let mut violations = Vec::new();
     let rec = std::mem::take(&mut *shared.lock().unwrap_or_else(|p| p.into_inner()));
-    let explained = checks::failures(&rec, &faults, &mut violations);
+    let explained = checks::failures(&rec, &faults, &store, &mut violations).await;
     let mut rec = rec;
     // The lease faults' jobs are checked like every other keyed job (one job, terminal, side
     // effects once), and for a second terminal state.
     for s in &faults.stalls {
-        rec.keys.insert(
-            s.key.clone(),
-            (s.instance, s.rows, std::iter::once(s.job.clone()).collect()),
-        );
+        let mut k = workload::KeyRec::new(s.instance, s.rows, false);
+        k.told.insert(s.job.clone());
+        k.sent = 1;
+        k.answered = true;
+        rec.keys.insert(s.key.clone(), k);
     }
-    let (jobs, terminal) = checks::jobs(&import_db, &args.bin, &store, &rec, &mut violations).await;
+    let jf = checks::jobs(&import_db, &store, &rec, &faults, &mut violations).await;
     fig.stalls_taken_over = checks::stalls(&faults, &store, &mut violations).await;
     // Work resumes after a PostgreSQL restart.
     for (_, back) in &faults.pg_restarts {
@@ -340,20 +360,37 @@ async fn run(args: &Args, run_no: u32, seconds: u64, soak: bool) -> anyhow::Resu
         }
     }
     tokio::time::sleep(Duration::from_secs(1)).await;
-    fig.rss_end_kib = instances.iter().filter_map(Instance::rss_kib).collect();
+    fig.rss_end_kib = instances.iter().map(|i| i.rss_kib().unwrap_or(0)).collect();
     for inst in &mut instances {
         inst.stop().await;
     }
     let logs: Vec<(PathBuf, bool)> = instances.iter().flat_map(|i| i.logs.clone()).collect();
     let lf = checks::logs(&logs, &mut violations);
-    // Memory back near its baseline: instances that were never killed.
+    let killed: Vec<usize> = instances
+        .iter()
+        .filter(|i| i.kills > 0)
+        .map(|i| i.index)
+        .collect();
+    let wf = checks::wire(&rec, &lf.seen, &killed, &faults, &mut violations);
+    // Memory back near its baseline: every instance that lived through the run, held to the
+    // baseline of its last incarnation (measured once it settled after its start or restart).
+    fig.rss_start_kib = instances
+        .iter()
+        .map(|i| i.rss_base_kib.unwrap_or(0))
+        .collect();
     for (i, inst) in instances.iter().enumerate() {
-        if inst.kills > 0 {
+        let (Some(s), Some(&e)) = (
+            inst.rss_base_kib,
+            fig.rss_end_kib.get(i).filter(|e| **e > 0),
+        ) else {
+            violations.push(checks::Violation {
+                kind: "memory not measured",
+                detail: format!("instance {i}: no RSS at its start or at the end"),
+            });
             continue;
-        }
-        if let (Some(s), Some(e)) = (fig.rss_start_kib.get(i), fig.rss_end_kib.get(i))
-            && *e > s * 2 + 64 * 1024
-        {
+        };
+        fig.rss_checked += 1;
+        if e > s * 2 + 64 * 1024 {
             violations.push(checks::Violation {
                 kind: "memory not back near baseline",
                 detail: format!("instance {i}: RSS {s} KiB at start, {e} KiB at the end"),
@@ -381,8 +418,20 @@ async fn run(args: &Args, run_no: u32, seconds: u64, soak: bool) -> anyhow::Resu
     fig.tasks_cancel_raced = rec.tasks_cancel_raced;
     fig.failures_explained_by_stall = explained.by_stall;
     fig.failures_explained_by_pg_restart = explained.by_pg_restart;
-    fig.jobs = jobs;
-    fig.jobs_terminal = terminal;
+    fig.keys = jf.keys;
+    fig.keys_unanswered_found_by_key = jf.unanswered_found_by_key;
+    fig.keys_unanswered_without_job = jf.unanswered_without_job;
+    fig.jobs = jf.jobs;
+    fig.jobs_succeeded = jf.succeeded;
+    fig.jobs_cancelled = jf.cancelled;
+    fig.jobs_lease_lost_explained = jf.lease_lost_explained;
+    fig.units = jf.units;
+    fig.late_responses = wf.late_responses;
+    fig.late_raced = wf.late_raced;
+    fig.late_in_killed = wf.late_in_killed;
+    fig.late_stateless = wf.late_stateless;
+    fig.late_progress = wf.late_progress;
+    fig.late_progress_after_pause = wf.late_progress_after_pause;
     fig.failures_explained_by_kill = explained.by_kill;
     fig.failures_explained_by_pg_kill = explained.by_pg_kill;
     fig.store_errors_after_pg_kill = explained.store_errors_after_pg_kill;
@@ -416,11 +465,15 @@ fn print(run_no: u32, f: &RunFigures) {
          {} re-sent with the same key, {} stream resumes; {} tasks ({} completed, {} cancelled with tasks/cancel: \
          {} stayed cancelled, {} completed first); faults: {} SIGKILL+restart, {} PostgreSQL kills ({} backends), \
          {} SQLite busy, {} lease faults (SIGSTOP past the lease; {} jobs taken over), {} PostgreSQL restarts; \
-         {} jobs ({} terminal); failures explained: {} by a kill, {} by a PostgreSQL kill, {} by a lease fault, \
+         {} keys ({} unanswered but found by key, {} unanswered without a job), {} jobs ({} succeeded, \
+         {} cancelled by the client, {} failed(lease_lost) under a fault of their instance or the store), \
+         {} units read back; wire: {} answers after a cancel ({} sent before the cancel arrived, \
+         {} in killed incarnations, {} read as a stateless stream closed), {} progress after a cancel ({} cancelled while the instance was paused); failures explained: {} by a kill, {} by a PostgreSQL kill, {} by a lease fault, \
          {} by a PostgreSQL restart; \
          {} store errors after a PostgreSQL kill or restart (re-sent with the key); log: {} requests, {} cancels, \
          {} cancels that raced completion (ended <= 100 ms after), {} atomic responses suppressed, \
-         {} unended in killed incarnations; RSS KiB start {:?} end {:?}; violations: {}",
+         {} unended in killed incarnations; RSS KiB (last incarnation's baseline) {:?} end {:?}, {} instances checked; \
+         violations: {}",
         f.calls,
         f.answered,
         f.timed_out,
@@ -440,8 +493,20 @@ fn print(run_no: u32, f: &RunFigures) {
         f.stalls,
         f.stalls_taken_over,
         f.pg_restarts,
+        f.keys,
+        f.keys_unanswered_found_by_key,
+        f.keys_unanswered_without_job,
         f.jobs,
-        f.jobs_terminal,
+        f.jobs_succeeded,
+        f.jobs_cancelled,
+        f.jobs_lease_lost_explained,
+        f.units,
+        f.late_responses,
+        f.late_raced,
+        f.late_in_killed,
+        f.late_stateless,
+        f.late_progress,
+        f.late_progress_after_pause,
         f.failures_explained_by_kill,
         f.failures_explained_by_pg_kill,
         f.failures_explained_by_stall,
@@ -454,6 +519,7 @@ fn print(run_no: u32, f: &RunFigures) {
         f.unended_explained_by_kill,
         f.rss_start_kib,
         f.rss_end_kib,
+        f.rss_checked,
         f.violations.len()
     );
     for v in f.violations.iter().take(20) {
@@ -473,7 +539,13 @@ fn to_json(f: &RunFigures) -> serde_json::Value {
         "tasks": {"created": f.tasks, "completed": f.tasks_completed,
                   "cancel_sent": f.tasks_cancel_sent, "cancel_honoured": f.tasks_cancel_honoured,
                   "cancel_raced_completion": f.tasks_cancel_raced},
-        "jobs": f.jobs, "jobs_terminal": f.jobs_terminal,
+        "keys": {"used": f.keys, "unanswered_found_by_key": f.keys_unanswered_found_by_key,
+                 "unanswered_without_job": f.keys_unanswered_without_job},
+        "jobs": {"checked": f.jobs, "succeeded": f.jobs_succeeded, "cancelled": f.jobs_cancelled,
+                 "lease_lost_explained": f.jobs_lease_lost_explained, "units": f.units},
+        "wire": {"late_responses": f.late_responses, "late_raced": f.late_raced,
+                 "late_in_killed": f.late_in_killed, "late_stateless": f.late_stateless, "late_progress": f.late_progress, "late_progress_after_pause": f.late_progress_after_pause},
+        "rss_checked": f.rss_checked,
         "explained": {"by_kill": f.failures_explained_by_kill, "by_pg_kill": f.failures_explained_by_pg_kill,
                       "store_errors_after_pg_kill": f.store_errors_after_pg_kill,
                       "by_lease_stall": f.failures_explained_by_stall,

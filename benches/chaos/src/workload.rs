@@ -40,14 +40,62 @@ impl Rng {
 /// A call that failed, for the checks to explain or report.
 #[derive(Clone, Debug)]
 pub struct Failure {
+    /// The instance the client talked to.
     pub instance: usize,
     pub started: Instant,
     pub ended: Instant,
     pub what: String,
     pub error: String,
-    /// The work ran wherever a worker claimed it (a job), so a fault of any instance may
-    /// explain it, not only of the one the client talked to.
-    pub anywhere: bool,
+    /// A job whose worker lost its lease: the instance that ran it (its `lease_owner` in the
+    /// store) may explain the failure too, besides the one the client talked to.
+    pub job: Option<String>,
+}
+
+/// One idempotency key the workload used, and what the client saw of its starts.
+#[derive(Clone, Debug)]
+pub struct KeyRec {
+    /// The instance the starts went to.
+    pub instance: usize,
+    pub rows: u32,
+    /// Job (task) ids the answered starts returned.
+    pub told: BTreeSet<String>,
+    /// Starts sent with this key, and whether one was answered.
+    pub sent: u32,
+    pub answered: bool,
+    /// The client cancelled the job (`tasks/cancel`): `cancelled` is an explained end.
+    pub cancel_sent: bool,
+    /// An MCP task (else a `start_import_rows` job).
+    pub task: bool,
+}
+
+impl KeyRec {
+    pub fn new(instance: usize, rows: u32, task: bool) -> Self {
+        Self {
+            instance,
+            rows,
+            told: BTreeSet::new(),
+            sent: 0,
+            answered: false,
+            cancel_sent: false,
+            task,
+        }
+    }
+}
+
+/// Something a client received about a request it had given up on (a session-era cancel:
+/// `notifications/cancelled`, the stream kept open a while to see what still comes).
+#[derive(Clone, Debug)]
+pub struct LateSeen {
+    pub instance: usize,
+    /// The session the client held (the lifecycle log names it by its hash).
+    pub session: Option<String>,
+    /// The request's id (responses only).
+    pub request_id: Option<String>,
+    /// How long after the client gave up, and when it arrived.
+    pub since_abandoned: Duration,
+    pub at: Instant,
+    /// A response (else a progress notification).
+    pub response: bool,
 }
 
 /// Everything the workers saw.
@@ -65,8 +113,10 @@ pub struct Record {
     /// Wrong answers (a result that is not the one asked for).
     pub wrong: Vec<String>,
     pub failures: Vec<Failure>,
-    /// Idempotency key → (instance that started it, rows asked, job ids the starts returned).
-    pub keys: BTreeMap<String, (usize, u32, BTreeSet<String>)>,
+    /// Every idempotency key used (job starts and tasks).
+    pub keys: BTreeMap<String, KeyRec>,
+    /// What arrived on the wire for requests the clients had given up on.
+    pub late: Vec<LateSeen>,
     /// Latency of quick calls, ms, with when they ended.
     pub quick_ms: Vec<(Instant, f64)>,
     /// Stream resumptions the clients made (dropped streams resumed).
@@ -91,8 +141,16 @@ fn record(shared: &Shared) -> std::sync::MutexGuard<'_, Record> {
     shared.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// How long a session-era client keeps a cancelled request's stream open to see whether
+/// anything still comes for it (longer than the servers' cancel grace of 500 ms).
+const LINGER: Duration = Duration::from_secs(3);
+
 async fn connect(url: &str, session_era: bool) -> Result<Client, ClientError> {
     let opts = ConnectOptions {
+        http: staunch_client::HttpOptions {
+            linger_after_cancel: LINGER,
+            ..staunch_client::HttpOptions::default()
+        },
         era: if session_era {
             EraChoice::Session
         } else {
@@ -126,6 +184,9 @@ pub async fn worker(
     let mut rng = Rng::new(seed ^ (id as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15));
     let session_era = id.is_multiple_of(2);
     let mut client: Option<Client> = None;
+    // What arrives for requests the client gave up on, and when it gave up on them.
+    let mut late: Option<(Option<String>, LateFeed)> = None;
+    let mut abandons: Vec<Instant> = Vec::new();
     let mut n = 0u64;
     while Instant::now() < stop {
         n += 1;
@@ -134,6 +195,8 @@ pub async fn worker(
             None => match connect(&url, session_era).await {
                 Ok(c) => {
                     client = Some(c.clone());
+                    drain_late(&shared, instance, late.as_mut(), &abandons);
+                    late = Some((c.session_id(), c.late_feed()));
                     c
                 }
                 Err(_) => {
@@ -148,8 +211,8 @@ pub async fn worker(
         let outcome = match op {
             0..=3 => quick(&c, &shared, id, n, started).await,
             4..=5 => streaming(&c, &shared, &mut rng).await,
-            6..=7 => cancel_race(&c, &shared, &mut rng).await,
-            8..=9 => job_with_key(&c, &shared, &mut rng, instance).await,
+            6..=7 => cancel_race(&c, &shared, &mut rng, &mut abandons).await,
+            8..=9 => job_with_key(&c, &shared, &mut rng, instance, &mut abandons).await,
             _ => task(&c, &shared, &mut rng, instance, session_era).await,
         };
         record(&shared).calls += 1;
@@ -168,7 +231,7 @@ pub async fn worker(
                 ended: Instant::now(),
                 what,
                 error: e.to_string(),
-                anywhere: false,
+                job: None,
             });
             if lost_connection && let Some(c) = client.take() {
                 record(&shared).resumes += c.resumes();
@@ -177,8 +240,49 @@ pub async fn worker(
         }
     }
     if let Some(c) = client {
+        // Past the linger: whatever was still to come for a cancelled request has come.
+        tokio::time::sleep(LINGER + Duration::from_millis(200)).await;
         record(&shared).resumes += c.resumes();
         c.close().await;
+    }
+    drain_late(&shared, instance, late.as_mut(), &abandons);
+}
+
+type LateFeed = tokio::sync::mpsc::UnboundedReceiver<staunch_client::Late>;
+
+/// Records what a client's late feed holds: answers to requests it gave up on, and progress
+/// for none in flight (timed from the last time the client gave up on a request before it).
+fn drain_late(
+    shared: &Shared,
+    instance: usize,
+    feed: Option<&mut (Option<String>, LateFeed)>,
+    abandons: &[Instant],
+) {
+    let Some((session, rx)) = feed else { return };
+    while let Ok(l) = rx.try_recv() {
+        let seen = match l {
+            staunch_client::Late::Response(r) => LateSeen {
+                instance,
+                session: session.clone(),
+                request_id: Some(r.id.to_string()),
+                since_abandoned: r.since_abandoned,
+                at: r.at.into_std(),
+                response: true,
+            },
+            staunch_client::Late::Progress { at, .. } => {
+                let at = at.into_std();
+                let gave_up = abandons.iter().rev().find(|a| **a <= at).copied();
+                LateSeen {
+                    instance,
+                    session: session.clone(),
+                    request_id: None,
+                    since_abandoned: gave_up.map_or(Duration::ZERO, |a| at - a),
+                    at,
+                    response: false,
+                }
+            }
+        };
+        record(shared).late.push(seen);
     }
 }
 
@@ -233,12 +337,19 @@ async fn streaming(c: &Client, shared: &Shared, rng: &mut Rng) -> OpResult {
 }
 
 /// A call whose timeout lands about when it would finish: the cancel races the completion.
-async fn cancel_race(c: &Client, shared: &Shared, rng: &mut Rng) -> OpResult {
+async fn cancel_race(
+    c: &Client,
+    shared: &Shared,
+    rng: &mut Rng,
+    abandons: &mut Vec<Instant>,
+) -> OpResult {
     let steps = 4 + rng.below(8);
     let expected = steps * 15;
     let timeout = expected * (70 + rng.below(60)) / 100;
+    // With progress: work that goes on after the cancel shows on the wire.
     let opts = CallOptions::default()
         .timeout(Duration::from_millis(timeout.max(1)))
+        .progress(true)
         .reset_on_progress(false);
     record(shared).cancel_races += 1;
     match c
@@ -257,6 +368,7 @@ async fn cancel_race(c: &Client, shared: &Shared, rng: &mut Rng) -> OpResult {
             Ok(())
         }
         Err(ClientError::Timeout { .. }) => {
+            abandons.push(Instant::now());
             record(shared).timed_out += 1;
             Ok(())
         }
@@ -266,16 +378,26 @@ async fn cancel_race(c: &Client, shared: &Shared, rng: &mut Rng) -> OpResult {
 
 /// `start_import_rows` with a key; the first start often gets a timeout so short that it is
 /// given up on (and cancelled), and is re-sent — new request id, same key — until answered.
-async fn job_with_key(c: &Client, shared: &Shared, rng: &mut Rng, instance: usize) -> OpResult {
+async fn job_with_key(
+    c: &Client,
+    shared: &Shared,
+    rng: &mut Rng,
+    instance: usize,
+    abandons: &mut Vec<Instant>,
+) -> OpResult {
     let key = staunch_client::jobs::new_idempotency_key();
     let rows = 3 + rng.below(5) as u32;
     let args = json!({"rows": rows, "delay_ms": 20, "idempotency_key": key});
     record(shared)
         .keys
-        .insert(key.clone(), (instance, rows, BTreeSet::new()));
+        .insert(key.clone(), KeyRec::new(instance, rows, false));
     let mut timeout = Duration::from_millis(1 + rng.below(20));
+    let started = Instant::now();
     for attempt in 0..6 {
         let opts = CallOptions::default().timeout(timeout);
+        if let Some(k) = record(shared).keys.get_mut(&key) {
+            k.sent += 1;
+        }
         match c
             .call_tool("start_import_rows", args.clone(), &opts, |_| {})
             .await
@@ -306,7 +428,8 @@ async fn job_with_key(c: &Client, shared: &Shared, rng: &mut Rng, instance: usiz
                 match job {
                     Some(j) => {
                         if let Some(k) = rec.keys.get_mut(&key) {
-                            k.2.insert(j);
+                            k.told.insert(j);
+                            k.answered = true;
                         }
                     }
                     None => rec.wrong.push(format!("start_import_rows answered {r}")),
@@ -314,6 +437,7 @@ async fn job_with_key(c: &Client, shared: &Shared, rng: &mut Rng, instance: usiz
                 return Ok(());
             }
             Err(ClientError::Timeout { .. }) => {
+                abandons.push(Instant::now());
                 let mut rec = record(shared);
                 rec.timed_out += 1;
                 if attempt > 0 || timeout < Duration::from_secs(1) {
@@ -324,6 +448,16 @@ async fn job_with_key(c: &Client, shared: &Shared, rng: &mut Rng, instance: usiz
             Err(e) => return Err(("start_import_rows".into(), e)),
         }
     }
+    // Never answered: the store says whether a job was made (checked by key), and a fault
+    // must explain why six starts went unanswered.
+    record(shared).failures.push(Failure {
+        instance,
+        started,
+        ended: Instant::now(),
+        what: format!("start_import_rows with key {key}"),
+        error: "six starts with the same key, none answered".into(),
+        job: None,
+    });
     Ok(())
 }
 
@@ -343,6 +477,11 @@ async fn task(
     // same import share one task (and one's cancel end the other's).
     let key = staunch_client::jobs::new_idempotency_key();
     let args = json!({"rows": rows, "delay_ms": 20, "idempotency_key": key});
+    {
+        let mut k = KeyRec::new(instance, rows, true);
+        k.sent = 1;
+        record(shared).keys.insert(key.clone(), k);
+    }
     let cancel = CancellationToken::new();
     let cancel_after = (rng.below(3) == 0).then(|| Duration::from_millis(10 + rng.below(60)));
     let mut opts = CallOptions::default()
@@ -402,13 +541,18 @@ async fn task(
         a.abort();
     }
     let id = created.lock().unwrap_or_else(|p| p.into_inner()).clone();
-    if let Some(id) = &id {
+    {
         let mut rec = record(shared);
-        rec.tasks += 1;
-        rec.keys.insert(
-            format!("task:{id}"),
-            (instance, rows, std::iter::once(id.clone()).collect()),
-        );
+        if id.is_some() {
+            rec.tasks += 1;
+        }
+        let cancel_sent = acked.load(std::sync::atomic::Ordering::SeqCst)
+            || matches!(outcome, Err(ClientError::Cancelled));
+        if let Some(k) = rec.keys.get_mut(&key) {
+            k.told.extend(id.clone());
+            k.answered = id.is_some();
+            k.cancel_sent = cancel_sent;
+        }
     }
     match outcome {
         Ok(TaskOutcome::Finished { task, result }) => {
@@ -507,7 +651,7 @@ async fn follow_cancelled(
                     ended: Instant::now(),
                     what: format!("task {id} (cancelled)"),
                     error: "failed after tasks/cancel".into(),
-                    anywhere: true,
+                    job: Some(id.to_string()),
                 });
                 return Ok(());
             }
@@ -532,6 +676,6 @@ fn lease_lost(rec: &mut Record, instance: usize, started: Instant, id: &str) {
         ended: Instant::now(),
         what: format!("task {id}"),
         error: "failed: lease_lost".into(),
-        anywhere: true,
+        job: Some(id.to_string()),
     });
 }

@@ -293,8 +293,22 @@ impl JobRuntime {
                 .unwrap_or(cfg.dedupe_inflight && tool.side_effects);
         job.idem_key = s.idempotency_key.clone();
         job.max_active = cfg.max_active_per_owner;
+        // Fault injection, debug builds only (compiled out of release builds): a keyed start
+        // records a second job for its key (under another owner, which the store's unique
+        // index allows), so that the chaos driver can be shown to report a doubled start
+        // (benches/chaos/tests/detects.rs).
+        #[cfg(debug_assertions)]
+        let double = (job.idem_key.is_some() && staunch_server::fault_injected("double_start"))
+            .then(|| NewJob {
+                principal: format!("{}#injected-double", job.principal),
+                ..job.clone()
+            });
         match self.inner.store.create(job).await? {
             CreateOutcome::Created(job) => {
+                #[cfg(debug_assertions)]
+                if let Some(double) = double {
+                    let _ = self.inner.store.create(double).await;
+                }
                 tracing::info!(job_id = %job.id, tool = %job.tool, "job.created");
                 self.inner.wake.notify_one();
                 Ok(Submitted { job, created: true })

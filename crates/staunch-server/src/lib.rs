@@ -71,3 +71,21 @@ pub use tool::{
 };
 pub use toolset::{ToolUpdate, ToolsChanged};
 pub use trace::Traces;
+
+/// Whether the defect named `name` is to be injected (`STAUNCH_INJECT_FAULT=name`, read once).
+///
+/// Debug builds only: the function and every call of it are compiled out of release builds, so
+/// a shipped binary cannot be made to misbehave by its environment. The faults exist to prove
+/// that the chaos driver's checks can fail (`benches/chaos/tests/detects.rs`): `double_start`
+/// (a keyed job start records a second job for its key, `staunch-jobs`), `drop_unit`
+/// (`import_rows` skips one unit's write and still succeeds, the `staunch` demo tools) and
+/// `answer_after_cancel` (the request core answers a request after its cancel).
+#[cfg(debug_assertions)]
+#[doc(hidden)]
+pub fn fault_injected(name: &str) -> bool {
+    static FAULT: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    FAULT
+        .get_or_init(|| std::env::var("STAUNCH_INJECT_FAULT").ok())
+        .as_deref()
+        == Some(name)
+}

@@ -385,7 +385,10 @@ pub(crate) fn cancel(
         log_cancel(server, &conn.log_label, id, text.as_deref(), routed);
     });
     match result {
-        // No response will follow: the request's stream (HTTP) can end now.
+        // No response will follow: the request's stream (HTTP) can end now. (Not with the
+        // injected `answer_after_cancel`, whose answer goes out on it: see `run`.)
+        #[cfg(debug_assertions)]
+        CancelResult::Routed if crate::fault_injected("answer_after_cancel") => {}
         CancelResult::Routed => conn.sink.end_stream(id),
         CancelResult::Repeated => {}
         CancelResult::Unknown => {
@@ -539,6 +542,15 @@ async fn run(
             // answer. The stream ends here whatever fired the token (a shutdown cancels
             // without a connection at hand to end it).
             shared.progress.close();
+            // Fault injection, debug builds only (compiled out of release builds): it breaks
+            // the rule above on purpose (the stream was left open at the cancel for it), so
+            // that the chaos driver's wire check can be shown to report an answer after a
+            // cancel (benches/chaos/tests/detects.rs).
+            #[cfg(debug_assertions)]
+            if crate::fault_injected("answer_after_cancel") {
+                let e = ErrorObject::internal("injected fault: an answer after the cancel");
+                respond(&server, &origin, &shared.id, &end.method, Err(e));
+            }
             shared.conn.sink.end_stream(&shared.id);
             let since = now.duration_since(mark.at);
             after_cancel_ms = Some(ms(since));

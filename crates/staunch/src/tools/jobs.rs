@@ -161,8 +161,18 @@ async fn import_rows(
         // written.
         ctx.check()?;
         let (db, job, attempt) = (db.clone(), ctx.job_id().to_string(), ctx.attempt());
+        // Fault injection, debug builds only (compiled out of release builds): unit 1 is not
+        // written, and the job still succeeds, so that the chaos driver can be shown to report
+        // a missing unit (benches/chaos/tests/detects.rs).
+        #[cfg(debug_assertions)]
+        let dropped = unit == 1 && staunch_server::fault_injected("drop_unit");
+        #[cfg(not(debug_assertions))]
+        let dropped = false;
         ctx.blocking(move |u| {
             u.check()?;
+            if dropped {
+                return Ok(());
+            }
             lock(&db)
                 .execute(
                     &format!(
