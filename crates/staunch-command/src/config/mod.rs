@@ -32,7 +32,8 @@ pub use upstream::{UpstreamConfig, UpstreamTarget, UpstreamToolRule};
 use crate::params::{DEFAULT_MAX_ITEMS, DEFAULT_MAX_STRING, Kind, Param, Params};
 use crate::template::ArgTemplate;
 use error::Errors;
-use raw::{NumOrText, RawFile, RawParam, RawServe, RawTool};
+use raw::{RawFile, RawParam, RawServe, RawTool};
+use units::NumOrText;
 
 /// Default grace between SIGTERM and SIGKILL.
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(5);

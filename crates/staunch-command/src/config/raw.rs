@@ -7,6 +7,8 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use toml::Spanned;
 
+use super::units::NumOrText;
+
 /// The whole file.
 #[derive(Debug, Deserialize)]
 pub struct RawFile {
@@ -37,14 +39,6 @@ pub struct RawServe {
     pub endpoint: Option<Spanned<String>>,
     pub allow_hosts: Option<Spanned<Vec<String>>>,
     pub job_workers: Option<Spanned<i64>>,
-}
-
-/// A number or a string with a unit (`"30s"`, `"1MiB"`).
-#[derive(Debug, Clone, Deserialize)]
-#[serde(untagged)]
-pub enum NumOrText {
-    Num(i64),
-    Text(String),
 }
 
 /// One `[[tool]]`.

@@ -3,7 +3,15 @@
 
 use std::time::Duration;
 
-use super::raw::NumOrText;
+use serde::Deserialize;
+
+/// A number or a string with a unit (`"30s"`, `"1MiB"`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum NumOrText {
+    Num(i64),
+    Text(String),
+}
 
 /// A duration written as text, on a command line or in `staunch.toml`: humantime's grammar
 /// (`500ms`, `30s`, `10m`, `1h30m`, `7d`, `2h 15m`), or a bare number of seconds (`45`,

@@ -25,8 +25,8 @@ use staunch_server::Shape;
 use toml::Spanned;
 
 use super::error::Errors;
-use super::raw::NumOrText;
 use super::units;
+use super::units::NumOrText;
 
 /// One `[[upstream]]` as written.
 #[derive(Debug, Deserialize)]
