@@ -47,6 +47,7 @@
 
 #![forbid(unsafe_code)]
 
+mod call_start;
 mod config;
 mod context;
 mod declare;
@@ -59,7 +60,9 @@ mod register;
 mod runtime;
 mod scope;
 mod signals;
+mod state;
 mod task_errors;
+mod task_view;
 mod tasks;
 mod tasks_ext;
 mod tool_face;
@@ -72,11 +75,12 @@ pub use declare::{JobBody, JobTool};
 pub use error::{JobError, JobsError};
 pub use idempotency::{ARG_KEY, META_KEY, canonical_json, fingerprint};
 pub use operator::{operator_view, owning_instance, progress_fraction, short_age};
+pub use reaper::ReapReport;
 pub use register::JobsExt;
-pub use runtime::{JobRuntime, ReapReport, Submit, Submitted};
+pub use runtime::{JobRuntime, Submit, Submitted};
 pub use scope::OwnerScope;
+pub use task_view::{detailed_task, ext_status};
 pub use tasks::RELATED_TASK;
-pub use tasks_ext::{detailed_task, ext_status};
 pub use view::{
     REASON_ERROR, REASON_MAX_RUNTIME, REASON_PANIC, iso, job_view, next_step, progress_of,
     task_object, task_status,

@@ -5,10 +5,19 @@
 
 use std::sync::Arc;
 
-use staunch_store::JobState;
+use staunch_store::{JobState, ReapedJob};
 
 use crate::error::JobsError;
-use crate::runtime::{Inner, ReapReport};
+use crate::state::Inner;
+
+/// What one reaper pass did.
+#[derive(Debug, Clone, Default)]
+pub struct ReapReport {
+    /// Jobs whose lease had expired, and where each went.
+    pub reaped: Vec<ReapedJob>,
+    /// Finished jobs deleted after their retention.
+    pub purged: u64,
+}
 
 /// Upper bound of reaper statements per pass, so one pass cannot monopolise the store.
 const MAX_BATCHES: usize = 50;

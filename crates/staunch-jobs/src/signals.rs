@@ -8,7 +8,7 @@ use std::sync::Arc;
 use staunch_store::Signal;
 use tokio::sync::broadcast::error::RecvError;
 
-use crate::runtime::Inner;
+use crate::state::Inner;
 
 pub(crate) async fn route_signals(inner: Arc<Inner>) {
     let mut rx = inner.store.subscribe_signals();

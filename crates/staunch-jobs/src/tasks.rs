@@ -19,9 +19,10 @@ use staunch_server::protocol::{ErrorObject, codes};
 use staunch_server::{Context, MethodHandler, ToolError};
 use staunch_store::{CancelOutcome, JobRecord};
 
-use crate::runtime::{JobRuntime, Waited};
+use crate::call_start::create;
+use crate::runtime::JobRuntime;
+use crate::state::Waited;
 use crate::task_errors::{key_of_another_owner, refused_start, rpc, unknown_task};
-use crate::tool_face::create;
 use crate::view::{task_object, task_status, task_terminal, tool_result};
 
 /// The `_meta` key that ties a message to its task.

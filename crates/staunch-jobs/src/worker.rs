@@ -29,7 +29,7 @@ use crate::config::ms;
 use crate::context::{JobContext, LeaseRef, RunShared, StopReason};
 use crate::declare::JobTool;
 use crate::error::JobError;
-use crate::runtime::Inner;
+use crate::state::Inner;
 use crate::view::{REASON_ERROR, REASON_MAX_RUNTIME, REASON_PANIC};
 
 /// Claims queued jobs of this runtime's tools while a slot is free; sleeps until a wake-up
