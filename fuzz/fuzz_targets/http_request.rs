@@ -7,7 +7,9 @@
 //! Input: requests separated by a line `===`. In each, the first line is the method, then
 //! `Name: value` header lines up to an empty line, then the body. In header values `$SID` is
 //! replaced by the last `Mcp-Session-Id` the server gave and `$EID` by the last SSE event id
-//! it sent.
+//! it sent. An input whose first byte is odd runs on the SQLite stores (a file in the
+//! process's temporary directory, as `--store` opens it), an even one on the memory stores:
+//! the fuzzer reaches the real write-behind, replay and session paths of both.
 #![no_main]
 
 use std::sync::Arc;
@@ -20,7 +22,7 @@ use libfuzzer_sys::fuzz_target;
 use serde::Deserialize;
 use staunch_server::transport::http::{HttpConfig, HttpTransport};
 use staunch_server::{CallToolResult, Config, Context, Server, ToolError, ToolSpec};
-use staunch_store::{MemoryEventStore, MemorySessionStore};
+use staunch_store::{EventStore, MemoryEventStore, MemorySessionStore, SessionStore};
 use tower::ServiceExt;
 
 #[derive(Deserialize, schemars::JsonSchema)]
@@ -47,6 +49,24 @@ fn server() -> Server {
             },
         )
         .build()
+}
+
+/// The stores the endpoint runs on for one input: memory, or SQLite in a file shared by the
+/// process's inputs (opened as `staunch serve --store FILE` opens it).
+async fn stores(sqlite: bool) -> (Arc<dyn EventStore>, Arc<dyn SessionStore>) {
+    if !sqlite {
+        return (
+            Arc::new(MemoryEventStore::new()),
+            Arc::new(MemorySessionStore::new()),
+        );
+    }
+    let dir = std::env::temp_dir().join(format!("staunch-fuzz-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a temporary directory");
+    let path = dir.join("store.db");
+    let s = staunch_store::open(path.to_str().expect("a UTF-8 temporary path"))
+        .await
+        .expect("the SQLite store opens");
+    (s.events, s.sessions)
 }
 
 struct Parsed<'a> {
@@ -116,12 +136,8 @@ fuzz_target!(|data: &[u8]| {
             max_body_bytes: 64 * 1024,
             ..HttpConfig::default()
         };
-        let transport = HttpTransport::new(
-            server(),
-            Arc::new(MemoryEventStore::new()),
-            Arc::new(MemorySessionStore::new()),
-            cfg,
-        );
+        let (events, sessions) = stores(data.first().is_some_and(|b| b % 2 == 1)).await;
+        let transport = HttpTransport::new(server(), events, sessions, cfg);
         let mut sid = String::new();
         let mut eid = String::new();
         for chunk in split_requests(data).into_iter().take(8) {
