@@ -135,6 +135,33 @@ impl Target {
     }
 }
 
+/// How `call` and `tools` connect: the protocol asked for, the headers given, and a spawned
+/// server's stderr kept (and shown on failure) or passed through.
+pub fn connect_options(
+    protocol: &(EraChoice, Option<String>),
+    headers: &[(String, String)],
+    server_stderr: bool,
+) -> ConnectOptions {
+    let (era, session_version) = protocol.clone();
+    let mut connect = ConnectOptions {
+        era,
+        stderr: if server_stderr {
+            StderrMode::Inherit
+        } else {
+            StderrMode::Capture
+        },
+        http: HttpOptions {
+            headers: headers.to_vec(),
+            ..HttpOptions::default()
+        },
+        ..ConnectOptions::default()
+    };
+    if let Some(v) = session_version {
+        connect.protocol_version = v;
+    }
+    connect
+}
+
 /// Splits `words`/`command` into a target and the rest.
 pub fn target_of<'a>(
     words: &'a [String],
@@ -163,7 +190,6 @@ pub async fn run(args: CallArgs) -> anyhow::Result<i32> {
         Ok(a) => a,
         Err(e) => return usage(&format!("{e:#}")),
     };
-    let (era, session_version) = args.protocol.clone();
     // Only a caller with answers declares that it can be asked: a server then asks (2026
     // input-required rounds) instead of refusing with -32021.
     let capabilities = if args.inputs.is_empty() {
@@ -171,23 +197,8 @@ pub async fn run(args: CallArgs) -> anyhow::Result<i32> {
     } else {
         serde_json::json!({"elicitation": {}, "sampling": {}, "roots": {}})
     };
-    let mut connect = ConnectOptions {
-        era,
-        capabilities,
-        stderr: if args.server_stderr {
-            StderrMode::Inherit
-        } else {
-            StderrMode::Capture
-        },
-        http: HttpOptions {
-            headers: args.headers.clone(),
-            ..HttpOptions::default()
-        },
-        ..ConnectOptions::default()
-    };
-    if let Some(v) = session_version {
-        connect.protocol_version = v;
-    }
+    let mut connect = connect_options(&args.protocol, &args.headers, args.server_stderr);
+    connect.capabilities = capabilities;
     let client = match target.connect(&connect).await {
         Ok(c) => c,
         Err(e) => {

@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use clap::Args;
 use serde_json::Value;
-use staunch_client::{CallOptions, ConnectOptions, EraChoice, HttpOptions, StderrMode};
+use staunch_client::{CallOptions, EraChoice};
 
-use crate::call::{EXIT_OK, EXIT_USAGE, Target, target_of};
+use crate::call::{EXIT_OK, EXIT_USAGE, Target, connect_options, target_of};
 
 const EXAMPLES_AND_EXIT: &str = "\
 Examples:
@@ -63,23 +63,7 @@ pub async fn run(args: ToolsArgs) -> anyhow::Result<i32> {
             rest.join(" ")
         )));
     }
-    let (era, session_version) = args.protocol.clone();
-    let mut connect = ConnectOptions {
-        era,
-        stderr: if args.server_stderr {
-            StderrMode::Inherit
-        } else {
-            StderrMode::Capture
-        },
-        http: HttpOptions {
-            headers: args.headers.clone(),
-            ..HttpOptions::default()
-        },
-        ..ConnectOptions::default()
-    };
-    if let Some(v) = session_version {
-        connect.protocol_version = v;
-    }
+    let connect = connect_options(&args.protocol, &args.headers, args.server_stderr);
     let client = match Target::connect(&target, &connect).await {
         Ok(c) => c,
         Err(e) => {
