@@ -2,11 +2,17 @@
 //!
 //! Every mistake is reported with its line, column and field (`tool[1] "export".deadline`),
 //! and validation goes on after the first one, so `staunch check` lists them all. The format
-//! is documented in the README ("Command tools") and in `examples/`.
+//! is documented in the book ("Command tools") and in `examples/`.
+//!
+//! Modules: `raw` (the file as written), `keys` (unknown and missing keys), `units` (durations
+//! and sizes), `process` (a tool's program and environment), `param_check` (its parameters),
+//! `upstream` (the `[[upstream]]` tables), `model` (the validated result), `error`.
 
 mod error;
 mod keys;
 mod model;
+mod param_check;
+mod process;
 mod raw;
 mod units;
 mod upstream;
@@ -29,10 +35,12 @@ pub use model::{
 pub use units::parse_duration;
 pub use upstream::{UpstreamConfig, UpstreamTarget, UpstreamToolRule};
 
-use crate::params::{DEFAULT_MAX_ITEMS, DEFAULT_MAX_STRING, Kind, Param, Params};
+use crate::params::Kind;
 use crate::template::ArgTemplate;
 use error::Errors;
-use raw::{RawFile, RawParam, RawServe, RawTool};
+use param_check::params;
+use process::{env, program};
+use raw::{RawFile, RawServe, RawTool};
 use units::NumOrText;
 
 /// Default grace between SIGTERM and SIGKILL.
@@ -529,247 +537,4 @@ fn result_file_stays_inside(
         ),
     );
     false
-}
-
-fn program(
-    p: &Spanned<String>,
-    field: &str,
-    base: &Path,
-    errors: &mut Errors<'_>,
-) -> Option<PathBuf> {
-    let name = p.get_ref();
-    let found = if name.contains('/') {
-        let path = base.join(name);
-        path.is_file().then_some(path)
-    } else if name.is_empty() {
-        None
-    } else {
-        std::env::var_os("PATH").and_then(|paths| {
-            std::env::split_paths(&paths)
-                .map(|d| d.join(name))
-                .find(|c| c.is_file())
-        })
-    };
-    let Some(path) = found else {
-        errors.at(
-            p.span(),
-            field,
-            format!(
-                "{name:?} not found ({})",
-                if name.contains('/') {
-                    format!("looked at {}", base.join(name).display())
-                } else {
-                    "looked in PATH; give a path with a / to use one relative to this file".into()
-                }
-            ),
-        );
-        return None;
-    };
-    if !is_executable(&path) {
-        errors.at(
-            p.span(),
-            field,
-            format!("{} is not executable (chmod +x it)", path.display()),
-        );
-        return None;
-    }
-    Some(path)
-}
-
-fn is_executable(p: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(p).is_ok_and(|m| m.permissions().mode() & 0o111 != 0)
-}
-
-fn env_name_ok(n: &str) -> bool {
-    !n.is_empty() && !n.contains(['=', '\0']) && !n.starts_with("STAUNCH_")
-}
-
-fn env(t: &RawTool, label: &str, errors: &mut Errors<'_>) -> EnvPolicy {
-    let mut out = EnvPolicy::default();
-    let Some(e) = &t.env else {
-        return out;
-    };
-    let bad = "not a variable name (no = or NUL; STAUNCH_* is reserved for staunch)";
-    for a in &e.allow {
-        if env_name_ok(a.get_ref()) {
-            out.allow.push(a.get_ref().clone());
-        } else {
-            errors.at(a.span(), format!("{label}.env.allow"), bad);
-        }
-    }
-    for (k, v) in &e.set {
-        if !env_name_ok(k.get_ref()) || v.get_ref().contains('\0') {
-            errors.at(k.span(), format!("{label}.env.set.{}", k.get_ref()), bad);
-        } else {
-            out.set.push((k.get_ref().clone(), v.get_ref().clone()));
-        }
-    }
-    for (k, from) in &e.secrets {
-        let field = format!("{label}.env.secrets.{}", k.get_ref());
-        if !env_name_ok(k.get_ref()) {
-            errors.at(k.span(), field, bad);
-        } else if std::env::var_os(from.get_ref()).is_none() {
-            // Named, never shown: the value is nobody's business, its absence is.
-            errors.at(
-                from.span(),
-                field,
-                format!(
-                    "the secret's source variable {} is not set in staunch's environment",
-                    from.get_ref()
-                ),
-            );
-        } else {
-            out.secrets
-                .push((k.get_ref().clone(), from.get_ref().clone()));
-        }
-    }
-    out
-}
-
-fn params(t: &RawTool, label: &str, errors: &mut Errors<'_>) -> Option<Params> {
-    match (&t.params, &t.input_schema) {
-        (Some(_), Some(s)) => {
-            errors.at(
-                s.span(),
-                format!("{label}.input_schema"),
-                "give params or input_schema, not both",
-            );
-            None
-        }
-        (None, None) => Some(Params::Typed(Vec::new())),
-        (None, Some(s)) => {
-            let field = format!("{label}.input_schema");
-            let v: Value = match s.get_ref() {
-                toml::Value::String(text) => match serde_json::from_str(text) {
-                    Ok(v) => v,
-                    Err(e) => {
-                        errors.at(s.span(), field, format!("not JSON: {e}"));
-                        return None;
-                    }
-                },
-                other => match serde_json::to_value(other) {
-                    Ok(v) => v,
-                    Err(e) => {
-                        errors.at(s.span(), field, format!("cannot be JSON: {e}"));
-                        return None;
-                    }
-                },
-            };
-            if v.get("type").and_then(Value::as_str) != Some("object") {
-                errors.at(
-                    s.span(),
-                    field,
-                    "an input schema must have type = \"object\"",
-                );
-                return None;
-            }
-            Some(Params::Schema(v))
-        }
-        (Some(ps), None) => {
-            let before = errors.list.len();
-            let mut out = Vec::new();
-            for (name, p) in ps {
-                let field = format!("{label}.params.{}", name.get_ref());
-                if let Some(param) = param(name, p.get_ref(), &field, errors) {
-                    out.push(param);
-                }
-            }
-            (errors.list.len() == before).then_some(Params::Typed(out))
-        }
-    }
-}
-
-fn param(
-    name: &Spanned<String>,
-    p: &RawParam,
-    field: &str,
-    errors: &mut Errors<'_>,
-) -> Option<Param> {
-    let n = name.get_ref();
-    if n.is_empty()
-        || !n
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-    {
-        errors.at(name.span(), field, "a parameter name is A-Z a-z 0-9 _ -");
-        return None;
-    }
-    if n == staunch_jobs::ARG_KEY {
-        errors.at(
-            name.span(),
-            field,
-            "idempotency_key is staunch's own argument of job tools",
-        );
-        return None;
-    }
-    let Some(kind) = Kind::parse(p.kind.get_ref()) else {
-        errors.at(
-            p.kind.span(),
-            format!("{field}.type"),
-            format!(
-                "{:?} is not a type: string, integer, number, boolean or array (of strings)",
-                p.kind.get_ref()
-            ),
-        );
-        return None;
-    };
-    let json = |v: &toml::Value| serde_json::to_value(v).unwrap_or(Value::Null);
-    let default = p.default.as_ref().map(|d| (json(d.get_ref()), d.span()));
-    if let Some((d, span)) = &default
-        && !kind.admits(d)
-    {
-        errors.at(
-            span.clone(),
-            format!("{field}.default"),
-            format!("{d} is not of type {}", p.kind.get_ref()),
-        );
-    }
-    if let Some(flag) = &p.flag
-        && kind != Kind::Boolean
-    {
-        errors.at(
-            flag.span(),
-            format!("{field}.flag"),
-            "only a boolean has a flag",
-        );
-    }
-    let choices = p
-        .choices
-        .as_ref()
-        .map(|c| c.get_ref().iter().map(json).collect::<Vec<_>>());
-    if let (Some(c), Some(span)) = (&choices, p.choices.as_ref().map(|c| c.span()))
-        && (c.is_empty() || c.iter().any(|v| !kind.admits(v)))
-    {
-        errors.at(
-            span,
-            format!("{field}.enum"),
-            format!("every choice must be of type {}", p.kind.get_ref()),
-        );
-    }
-    let count = |v: &Option<Spanned<i64>>, sub: &str, dflt: usize, errors: &mut Errors<'_>| match v
-    {
-        None => dflt,
-        Some(v) if *v.get_ref() >= 1 => *v.get_ref() as usize,
-        Some(v) => {
-            errors.at(v.span(), format!("{field}.{sub}"), "must be at least 1");
-            dflt
-        }
-    };
-    Some(Param {
-        name: n.clone(),
-        kind,
-        description: p.description.as_ref().map(|d| d.get_ref().clone()),
-        required: p
-            .required
-            .as_ref()
-            .map_or(default.is_none(), |r| *r.get_ref()),
-        default: default.map(|(d, _)| d),
-        choices,
-        minimum: p.minimum.as_ref().map(|v| *v.get_ref()),
-        maximum: p.maximum.as_ref().map(|v| *v.get_ref()),
-        max_length: count(&p.max_length, "max_length", DEFAULT_MAX_STRING, errors),
-        max_items: count(&p.max_items, "max_items", DEFAULT_MAX_ITEMS, errors),
-        flag: p.flag.as_ref().map(|f| f.get_ref().clone()),
-    })
 }
