@@ -14,6 +14,7 @@ use std::task::{Context as TaskContext, Poll};
 use futures_util::future::BoxFuture;
 use serde_json::Value;
 use staunch_protocol::mcp::CallToolResult;
+use staunch_protocol::{ErrorObject, codes};
 
 use crate::context::Context;
 use crate::error::ToolError;
@@ -86,6 +87,24 @@ impl Future for HandlerFuture {
                 Err(ToolError::Tool(m)) => Ok(Answer::Tool(CallToolResult::error(m))),
                 Err(e) => Err(e),
             }),
+        }
+    }
+}
+
+/// A handler's error as the JSON-RPC error its request is answered with.
+pub(crate) fn error_object(e: ToolError) -> ErrorObject {
+    match e {
+        ToolError::Rpc(e) => e,
+        ToolError::Tool(m) => ErrorObject::invalid_params(m),
+        ToolError::Internal(m) => ErrorObject::internal(m),
+        // Only reached when the runtime itself did not cancel: the handler gave up on its own.
+        ToolError::Cancelled => ErrorObject::internal("the handler stopped as if cancelled"),
+        ToolError::DeadlineExceeded => {
+            ErrorObject::new(codes::DEADLINE_EXCEEDED, "deadline exceeded")
+        }
+        // Asked outside a stateless request's rounds (cannot happen through Context).
+        ToolError::InputRequired => {
+            ErrorObject::internal("the handler needs input from the client but cannot ask it")
         }
     }
 }

@@ -8,9 +8,9 @@
 //!   the abort; panics caught; the deadline), waits for its cleanups, and decides from the
 //!   Registry's record of *why* its token fired whether a response goes out — a request
 //!   cancelled for any reason but its own deadline never gets one;
-//! - [`cancel`] (and [`cancel_conn`], [`cancel_everything`]) are the only ways a request's token
-//!   fires; each records its reason and writes `request.cancel_received` under the Registry's
-//!   lock, so the cancel line always precedes the end line;
+//! - [`cancel`] (and [`cancel_conn`], [`cancel_everything`], in `cancel.rs`) are the only ways
+//!   a request's token fires; each records its reason and writes `request.cancel_received`
+//!   under the Registry's lock, so the cancel line always precedes the end line;
 //! - [`answer_now`] answers cheap methods inline, logged like the rest.
 //!
 //! A request needs no session: it needs a connection to answer on ([`Conn`]) and what it knows
@@ -18,6 +18,7 @@
 //! ([`respond`]): `resultType`, `serverInfo` in `_meta`, caching hints, the era's error codes.
 
 mod answer;
+mod cancel;
 mod eager;
 mod respond;
 mod span;
@@ -27,13 +28,15 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::Value;
-use staunch_lifecycle::{Event, IgnoredWhy, Outcome};
+use staunch_lifecycle::{Event, Outcome};
 use staunch_protocol::mcp::{CallToolResult, ProgressToken};
-use staunch_protocol::{ErrorObject, Request, RequestId, codes};
+use staunch_protocol::{ErrorObject, Request, codes};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use answer::error_object;
 pub(crate) use answer::{Answer, Make};
+pub(crate) use cancel::{cancel, cancel_conn, cancel_everything, cancel_quietly};
 pub(crate) use respond::respond;
 
 use crate::conn::{Conn, RequestKey};
@@ -44,7 +47,7 @@ use crate::input::Rounds;
 use crate::metrics::Era;
 use crate::peer::Peer;
 use crate::progress::Progress;
-use crate::registry::{CancelReason, CancelResult, Routed, Slot};
+use crate::registry::{CancelReason, Slot};
 use crate::shared::ServerInner;
 use crate::supervise::{Ended, supervise};
 use crate::tool::Shape;
@@ -367,124 +370,6 @@ fn reject(
     respond(server, origin, &req.id, &req.method, Err(e));
 }
 
-/// Cancels one request of a connection for `reason`; logs what happened. Unknown ids are
-/// ignored (and logged as such).
-pub(crate) fn cancel(
-    server: &ServerInner,
-    conn: &Conn,
-    id: &RequestId,
-    reason: CancelReason,
-    not_cancellable: bool,
-) -> CancelResult {
-    let key = RequestKey {
-        conn: conn.id,
-        id: id.clone(),
-    };
-    let text = reason.log_text().map(str::to_owned);
-    let result = server.registry.cancel(&key, reason, |routed| {
-        log_cancel(server, &conn.log_label, id, text.as_deref(), routed);
-    });
-    match result {
-        // No response will follow: the request's stream (HTTP) can end now. (Not with the
-        // injected `answer_after_cancel`, whose answer goes out on it: see `run`.)
-        #[cfg(debug_assertions)]
-        CancelResult::Routed if crate::fault_injected("answer_after_cancel") => {}
-        CancelResult::Routed => conn.sink.end_stream(id),
-        CancelResult::Repeated => {}
-        CancelResult::Unknown => {
-            let why = if not_cancellable {
-                IgnoredWhy::NotCancellable
-            } else {
-                IgnoredWhy::UnknownId
-            };
-            tracing::info!(conn = %conn.log_label, request_id = %id, why = why.as_str(), "cancel ignored");
-            server.log.event(
-                &conn.log_label,
-                id,
-                &Event::CancelIgnored {
-                    why: Some(why.as_str().into()),
-                    reason: text.as_deref().map(Into::into),
-                },
-            );
-        }
-    }
-    result
-}
-
-/// Cancels a request if it is still in flight, saying nothing when it is not (a stream that
-/// closed right after its response).
-pub(crate) fn cancel_quietly(
-    server: &ServerInner,
-    conn: &Conn,
-    id: &RequestId,
-    reason: CancelReason,
-) {
-    let key = RequestKey {
-        conn: conn.id,
-        id: id.clone(),
-    };
-    let text = reason.log_text().map(str::to_owned);
-    if server.registry.cancel(&key, reason, |routed| {
-        log_cancel(server, &conn.log_label, id, text.as_deref(), routed);
-    }) == CancelResult::Routed
-    {
-        conn.sink.end_stream(id);
-    }
-}
-
-/// Cancels every request of connection `conn` (its session or transport closed).
-pub(crate) fn cancel_conn(server: &ServerInner, conn: &Conn, reason: CancelReason) {
-    let text = reason.log_text().map(str::to_owned);
-    let mut routed_ids = Vec::new();
-    server.registry.cancel_conn(conn.id, reason, |id, routed| {
-        log_cancel(server, &conn.log_label, id, text.as_deref(), routed);
-        routed_ids.push(id.clone());
-    });
-    for id in routed_ids {
-        conn.sink.end_stream(&id);
-    }
-}
-
-/// Cancels everything in flight (the server is shutting down). Returns how many requests it
-/// reached. Their connections end their streams when the requests end.
-pub(crate) fn cancel_everything(server: &ServerInner) -> usize {
-    let mut n = 0;
-    server
-        .registry
-        .cancel_all(CancelReason::Shutdown, |key, label, routed| {
-            n += 1;
-            log_cancel(server, label, &key.id, Some("server shutdown"), routed);
-        });
-    n
-}
-
-fn log_cancel(
-    server: &ServerInner,
-    label: &str,
-    id: &RequestId,
-    reason: Option<&str>,
-    routed: Routed,
-) {
-    server.log.event(
-        label,
-        id,
-        &Event::CancelReceived {
-            reason: reason.map(Into::into),
-            since_start_ms: Some(ms(routed.since_start)),
-        },
-    );
-    if routed.ignored {
-        server.log.event(
-            label,
-            id,
-            &Event::CancelIgnored {
-                why: Some(IgnoredWhy::Atomic.as_str().into()),
-                reason: reason.map(Into::into),
-            },
-        );
-    }
-}
-
 struct EndInfo {
     method: String,
     tool: Option<Arc<str>>,
@@ -697,23 +582,6 @@ fn deadline_response(shared: &RequestShared, end: &EndInfo) -> Result<Answer, Er
         Ok(Answer::Tool(CallToolResult::error(msg)))
     } else {
         Err(ErrorObject::new(codes::DEADLINE_EXCEEDED, msg))
-    }
-}
-
-fn error_object(e: ToolError) -> ErrorObject {
-    match e {
-        ToolError::Rpc(e) => e,
-        ToolError::Tool(m) => ErrorObject::invalid_params(m),
-        ToolError::Internal(m) => ErrorObject::internal(m),
-        // Only reached when the runtime itself did not cancel: the handler gave up on its own.
-        ToolError::Cancelled => ErrorObject::internal("the handler stopped as if cancelled"),
-        ToolError::DeadlineExceeded => {
-            ErrorObject::new(codes::DEADLINE_EXCEEDED, "deadline exceeded")
-        }
-        // Asked outside a stateless request's rounds (cannot happen through Context).
-        ToolError::InputRequired => {
-            ErrorObject::internal("the handler needs input from the client but cannot ask it")
-        }
     }
 }
 
