@@ -58,8 +58,8 @@ impl Inner {
         {
             self.wake.notify_one();
         }
-        if !report.reaped.is_empty() {
-            self.bump_changed();
+        for r in &report.reaped {
+            self.job_changed(&r.id).await;
         }
         report.purged = self.store.purge(now).await?;
         self.config.metrics.job_reaped("purged", report.purged);

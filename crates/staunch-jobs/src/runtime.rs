@@ -132,6 +132,7 @@ impl JobRuntime {
                 slots: Arc::new(Semaphore::new(workers)),
                 watchers: Mutex::new(HashMap::new()),
                 listen: Mutex::new(None),
+                announcing: tokio::sync::Mutex::new(()),
             }),
         })
     }

@@ -53,6 +53,8 @@ pub(crate) struct Inner {
     /// Where task changes go to `subscriptions/listen` streams (`notifications/tasks`), once
     /// the runtime is registered on a server.
     pub(crate) listen: Mutex<Option<ListenHub>>,
+    /// Held while a task is read and announced (see `announce_task`).
+    pub(crate) announcing: tokio::sync::Mutex<()>,
 }
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -96,9 +98,19 @@ impl Inner {
         self.changed.send_modify(|n| *n = n.wrapping_add(1));
     }
 
-    /// A job changed in this process: wake waiters, and tell a watching session if its task
-    /// reached a terminal status.
+    /// A job changed in this process: wake waiters, tell listen streams and a watching
+    /// session, and tell the other instances (on PostgreSQL), whose listeners re-read it.
     pub(crate) async fn job_changed(&self, id: &str) {
+        self.follow_change(id).await;
+        if let Err(e) = self.store.notify_changed(id, &self.owner).await {
+            // A hint only: other instances still see the change when they poll.
+            tracing::debug!(job_id = %id, error = %e, "job change not signalled");
+        }
+    }
+
+    /// A job changed (here, or on the instance a [`staunch_store::Signal::Changed`] came
+    /// from): wake waiters, and re-read it for listen streams and a watching session.
+    pub(crate) async fn follow_change(&self, id: &str) {
         self.bump_changed();
         self.announce_task(id).await;
         let Some(notifier) = lock(&self.watchers).get(id).cloned() else {
@@ -109,12 +121,28 @@ impl Inner {
         }
     }
 
+    /// Re-reads every task a listen stream or a session watches: signals may have been
+    /// missed (the store's signal connection came back, or this receiver lagged).
+    pub(crate) async fn reread_watched(&self) {
+        let watched = lock(&self.listen)
+            .as_ref()
+            .map(ListenHub::watched_tasks)
+            .unwrap_or_default();
+        for id in watched {
+            self.announce_task(&id).await;
+        }
+        self.sweep_watchers().await;
+    }
+
     /// `notifications/tasks` with the task's `DetailedTask`, for listen streams that asked for
-    /// it (changes made in this process; other instances announce their own).
+    /// it; the hub passes on only what differs from what it last announced.
     async fn announce_task(&self, id: &str) {
-        let Some(hub) = lock(&self.listen).clone().filter(ListenHub::has_listeners) else {
+        let Some(hub) = lock(&self.listen).clone().filter(|h| h.watches_task(id)) else {
             return;
         };
+        // One read-and-announce at a time: a later read sees a newer row, so listeners hear
+        // the changes in the order they were made, never an older status after a newer one.
+        let _order = self.announcing.lock().await;
         let Ok(Some(job)) = self.store.get(id).await else {
             return;
         };

@@ -287,7 +287,9 @@ async fn heartbeat_loop(inner: Arc<Inner>, shared: Arc<RunShared>, stop: Cancell
                 last_ok = last_write;
                 shared.apply(hb);
                 if progress.is_some() {
-                    inner.bump_changed();
+                    // Listen streams hear a task's progress while it works, not only its end.
+                    let (inner, id) = (inner.clone(), shared.job_id.clone());
+                    tokio::spawn(async move { inner.job_changed(&id).await });
                 }
                 if hb == Heartbeat::Lost {
                     return;

@@ -1,6 +1,10 @@
 //! [`ListenHub`]: where a server announces changes — tool, prompt and resource lists, updated
 //! resources, tasks — to every open `subscriptions/listen` stream (the `listen` module serves them).
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use serde_json::Value;
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
@@ -42,6 +46,38 @@ impl Change {
 pub struct ListenHub {
     tx: broadcast::Sender<Change>,
     closing: CancellationToken,
+    tasks: Arc<Mutex<HashMap<String, WatchedTask>>>,
+}
+
+/// A task id some open listen stream asked for.
+#[derive(Debug, Default)]
+struct WatchedTask {
+    /// How many open streams asked for it.
+    streams: usize,
+    /// The `DetailedTask` last announced: a change may be reported more than once (by this
+    /// process and by a signal, or re-read after a reconnect), a listener hears it once.
+    last: Option<Value>,
+}
+
+/// Keeps task ids watched while a listen stream is open; forgets them when dropped.
+#[derive(Debug)]
+pub(crate) struct TaskWatch {
+    hub: ListenHub,
+    ids: Vec<String>,
+}
+
+impl Drop for TaskWatch {
+    fn drop(&mut self) {
+        let mut tasks = self.hub.lock_tasks();
+        for id in &self.ids {
+            if let Some(w) = tasks.get_mut(id) {
+                w.streams -= 1;
+                if w.streams == 0 {
+                    tasks.remove(id);
+                }
+            }
+        }
+    }
 }
 
 impl Default for ListenHub {
@@ -52,15 +88,52 @@ impl Default for ListenHub {
         Self {
             tx,
             closing: CancellationToken::new(),
+            tasks: Arc::default(),
         }
     }
 }
 
 impl ListenHub {
-    /// Announces a change to every listen stream whose filter asked for it.
+    /// Announces a change to every listen stream whose filter asked for it. A task change
+    /// nobody asked for, or one that says what was last announced for the task, goes nowhere.
     pub fn announce(&self, change: Change) {
+        if let Change::Task { id, detail, .. } = &change {
+            let mut tasks = self.lock_tasks();
+            match tasks.get_mut(id) {
+                None => return,
+                Some(w) if w.last.as_ref() == Some(detail) => return,
+                Some(w) => w.last = Some(detail.clone()),
+            }
+        }
         // No receivers is fine: nobody listens.
         let _ = self.tx.send(change);
+    }
+
+    /// Whether an open listen stream asked for this task (so a caller can skip reading it).
+    pub fn watches_task(&self, id: &str) -> bool {
+        self.lock_tasks().contains_key(id)
+    }
+
+    /// Every task id an open listen stream asked for: what a job runtime re-reads when it may
+    /// have missed changes (its store's signals reconnected or lagged).
+    pub fn watched_tasks(&self) -> Vec<String> {
+        self.lock_tasks().keys().cloned().collect()
+    }
+
+    /// Watches `ids` until the returned guard is dropped.
+    pub(crate) fn watch_tasks(&self, ids: &[String]) -> TaskWatch {
+        let mut tasks = self.lock_tasks();
+        for id in ids {
+            tasks.entry(id.clone()).or_default().streams += 1;
+        }
+        TaskWatch {
+            hub: self.clone(),
+            ids: ids.to_vec(),
+        }
+    }
+
+    fn lock_tasks(&self) -> std::sync::MutexGuard<'_, HashMap<String, WatchedTask>> {
+        self.tasks.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Whether any listen stream is open (so a caller can skip building a change nobody
@@ -81,5 +154,58 @@ impl ListenHub {
     /// Completes when the hub closes (shutdown).
     pub(crate) async fn closing(&self) {
         self.closing.cancelled().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn task(id: &str, status: &str) -> Change {
+        Change::Task {
+            id: id.into(),
+            owner: "o".into(),
+            detail: json!({"taskId": id, "status": status}),
+        }
+    }
+
+    #[test]
+    fn a_task_change_reaches_listeners_once_and_only_while_watched() {
+        let hub = ListenHub::default();
+        let mut rx = hub.subscribe();
+        // Nobody asked for t1 yet: announced to nobody.
+        hub.announce(task("t1", "working"));
+        assert!(rx.try_recv().is_err());
+
+        let watch = hub.watch_tasks(&["t1".to_string()]);
+        let again = hub.watch_tasks(&["t1".to_string()]);
+        assert!(hub.watches_task("t1"));
+        assert_eq!(hub.watched_tasks(), vec!["t1".to_string()]);
+        hub.announce(task("t1", "working"));
+        // The same status read twice (a signal and this process both reported it): once.
+        hub.announce(task("t1", "working"));
+        hub.announce(task("t1", "completed"));
+        assert_eq!(rx.try_recv().unwrap(), task("t1", "working"));
+        assert_eq!(rx.try_recv().unwrap(), task("t1", "completed"));
+        assert!(rx.try_recv().is_err());
+
+        // Watched while any stream that asked is open.
+        drop(watch);
+        assert!(hub.watches_task("t1"));
+        drop(again);
+        assert!(!hub.watches_task("t1"));
+        hub.announce(task("t1", "failed"));
+        assert!(rx.try_recv().is_err());
+    }
+
+    #[test]
+    fn list_changes_go_to_every_listener_each_time() {
+        let hub = ListenHub::default();
+        let mut rx = hub.subscribe();
+        hub.announce(Change::ToolsListChanged);
+        hub.announce(Change::ToolsListChanged);
+        assert_eq!(rx.try_recv().unwrap(), Change::ToolsListChanged);
+        assert_eq!(rx.try_recv().unwrap(), Change::ToolsListChanged);
     }
 }

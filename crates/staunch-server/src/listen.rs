@@ -161,7 +161,9 @@ pub(crate) async fn listen(
         );
         Value::Object(p)
     };
-    // Subscribe first: a change between the acknowledgement and the first recv is not lost.
+    // Watch and subscribe first: a change between the acknowledgement and the first recv is
+    // not lost.
+    let _watch = hub.watch_tasks(&filter.task_ids);
     let mut rx = hub.subscribe();
     let mut ack = Map::new();
     ack.insert("notifications".into(), filter.honoured());

@@ -315,6 +315,14 @@ pub enum Signal {
     /// New work may be claimable, or signals may have been missed (sent after every
     /// (re)subscription): poll now.
     Wake,
+    /// Job `id` changed (progress, a question, its state) in the process whose owner id is
+    /// `by` ([`JobStore::notify_changed`]); subscribers re-read the row. On PostgreSQL it
+    /// crosses instances; other stores send none (their changes are seen in-process).
+    Changed { id: String, by: String },
+    /// The subscription was (re)established after it may have missed signals (PostgreSQL's
+    /// LISTEN connection came back): whoever follows jobs re-reads them now. Sent after
+    /// the [`Signal::Wake`] of the same reconnection.
+    Reconnected,
 }
 
 /// Durable job storage. Object safe: use it as `Arc<dyn JobStore>`.
@@ -452,6 +460,14 @@ pub trait JobStore: Send + Sync + 'static {
     /// Sends [`Signal::Cancel`] to every subscriber (on PostgreSQL: on every instance).
     /// [`JobStore::request_cancel`] already does this for running jobs.
     async fn notify_cancel(&self, id: &str) -> Result<(), StoreError>;
+
+    /// Tells every instance that job `id` changed in the process whose owner id is `by`
+    /// (a [`Signal::Changed`]), so listeners elsewhere re-read it. Only PostgreSQL crosses
+    /// processes; the default sends nothing.
+    async fn notify_changed(&self, id: &str, by: &str) -> Result<(), StoreError> {
+        let _ = (id, by);
+        Ok(())
+    }
 
     /// Subscribes to [`Signal`]s. A [`Signal::Wake`] arrives once the subscription is live.
     /// PostgreSQL: LISTEN/NOTIFY across instances. SQLite: in this process only.

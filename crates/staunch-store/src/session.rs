@@ -51,6 +51,12 @@ pub trait SessionStore: Send + Sync + 'static {
 
     /// The secret called `name` that every instance sharing this store uses: the first caller
     /// stores its `candidate`, everyone (itself included) gets the stored value back.
+    /// Whether the store answers (the health check): one read, of a session that cannot
+    /// exist.
+    async fn check(&self) -> Result<(), StoreError> {
+        self.get("").await.map(|_| ())
+    }
+
     async fn shared_secret(
         &self,
         name: &str,

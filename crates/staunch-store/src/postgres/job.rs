@@ -19,7 +19,7 @@ use tokio::sync::broadcast;
 use tokio::task::JoinHandle;
 use tokio_postgres::Row;
 
-use super::listen::{self, WAKE_PAYLOAD, cancel_payload, channel_for_schema};
+use super::listen::{self, WAKE_PAYLOAD, cancel_payload, changed_payload, channel_for_schema};
 use super::{Pg, execute, query, query_opt, to_i64, to_u64};
 use crate::job::{clamp_limit, decode_cursor, encode_cursor, outcome_columns};
 use crate::schema::{FAIR_TRIES, JOB_COLS, expire_set_clause, fair_owners_sql};
@@ -695,6 +695,11 @@ impl JobStore for PgJobStore {
     async fn notify_cancel(&self, id: &str) -> Result<(), StoreError> {
         let c = self.pg.client().await?;
         self.notify(&c, &cancel_payload(id)).await
+    }
+
+    async fn notify_changed(&self, id: &str, by: &str) -> Result<(), StoreError> {
+        let c = self.pg.client().await?;
+        self.notify(&c, &changed_payload(id, by)).await
     }
 
     fn subscribe_signals(&self) -> broadcast::Receiver<Signal> {

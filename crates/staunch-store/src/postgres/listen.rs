@@ -37,20 +37,36 @@ fn application_name(channel: &str) -> String {
     name
 }
 
-/// The payload prefix of a cancel notification; anything else is a wake-up.
+/// The payload prefix of a cancel notification; anything unknown is a wake-up.
 const CANCEL_PREFIX: &str = "cancel:";
+/// The payload prefix of a job-changed notification: `changed:{job id}:{owner id}` (job ids
+/// are hex; owner ids may hold anything, so they come last).
+const CHANGED_PREFIX: &str = "changed:";
 
 pub(crate) fn cancel_payload(job_id: &str) -> String {
     format!("{CANCEL_PREFIX}{job_id}")
 }
 
+pub(crate) fn changed_payload(job_id: &str, by: &str) -> String {
+    format!("{CHANGED_PREFIX}{job_id}:{by}")
+}
+
 pub(crate) const WAKE_PAYLOAD: &str = "wake";
 
 fn parse_payload(payload: &str) -> Signal {
-    match payload.strip_prefix(CANCEL_PREFIX) {
-        Some(id) => Signal::Cancel(id.to_owned()),
-        None => Signal::Wake,
+    if let Some(id) = payload.strip_prefix(CANCEL_PREFIX) {
+        return Signal::Cancel(id.to_owned());
     }
+    if let Some((id, by)) = payload
+        .strip_prefix(CHANGED_PREFIX)
+        .and_then(|rest| rest.split_once(':'))
+    {
+        return Signal::Changed {
+            id: id.to_owned(),
+            by: by.to_owned(),
+        };
+    }
+    Signal::Wake
 }
 
 /// The channel name for a schema. Channels are database-wide, so two schemas must not share
@@ -117,6 +133,7 @@ async fn session(
             .await?;
         live.store(true, Ordering::SeqCst);
         let _ = tx.send(Signal::Wake);
+        let _ = tx.send(Signal::Reconnected);
         loop {
             tokio::time::sleep(CHECK_INTERVAL).await;
             let listening = client
@@ -133,5 +150,30 @@ async fn session(
     tokio::select! {
         r = forward => r,
         r = supervise => r,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn payloads_read_back_as_the_signal_they_carry() {
+        assert_eq!(
+            parse_payload(&cancel_payload("ab12")),
+            Signal::Cancel("ab12".into())
+        );
+        // An owner id may itself hold colons: everything after the job id is the owner.
+        assert_eq!(
+            parse_payload(&changed_payload("ab12", "host:8080/run")),
+            Signal::Changed {
+                id: "ab12".into(),
+                by: "host:8080/run".into()
+            }
+        );
+        assert_eq!(parse_payload(WAKE_PAYLOAD), Signal::Wake);
+        // Unknown payloads (a newer instance's) are only a hint to look now.
+        assert_eq!(parse_payload("changed:no-owner"), Signal::Wake);
+        assert_eq!(parse_payload("something-new"), Signal::Wake);
     }
 }

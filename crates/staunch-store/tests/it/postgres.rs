@@ -147,6 +147,13 @@ async fn listener_recovers_after_its_connection_is_killed() {
         // Cross-instance: a cancel requested through `b` reaches `a`'s subscribers.
         b.jobs.notify_cancel("job-1").await.unwrap();
         recv(&mut rx, &Signal::Cancel("job-1".into())).await;
+        // A change made through `b` reaches `a`, saying who made it.
+        b.jobs.notify_changed("job-1", "b/run-1").await.unwrap();
+        let changed = Signal::Changed {
+            id: "job-1".into(),
+            by: "b/run-1".into(),
+        };
+        recv(&mut rx, &changed).await;
 
         let admin = admin(&url).await;
         let killed = admin
@@ -158,8 +165,10 @@ async fn listener_recovers_after_its_connection_is_killed() {
             .await
             .unwrap();
         assert_eq!(killed.len(), 1, "found the listening connection");
-        // Back and listening: a Wake, then signals again.
+        // Back and listening: a Wake and a Reconnected (followers re-read what they may have
+        // missed), then signals again.
         recv(&mut rx, &Signal::Wake).await;
+        recv(&mut rx, &Signal::Reconnected).await;
         b.jobs.notify_cancel("job-2").await.unwrap();
         recv(&mut rx, &Signal::Cancel("job-2".into())).await;
     })

@@ -433,3 +433,123 @@ fn lease_owner(url: &str, schema: &str, job: &str) -> String {
     let owner = String::from_utf8_lossy(&out.stdout).trim().to_string();
     owner.split('/').next().unwrap_or_default().to_string()
 }
+
+/// Opens `subscriptions/listen` for `task_ids` on `s` and waits for its acknowledgement.
+async fn listen_tasks(s: &HttpServer, task_ids: &[&str]) -> common::http::Resp {
+    let body = json!({"jsonrpc": "2.0", "id": "listen-1", "method": "subscriptions/listen",
+        "params": {"notifications": {"taskIds": task_ids}, "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": with_ext(),
+            "io.modelcontextprotocol/clientInfo": {"name": "tasks-test", "version": "1"}}}});
+    let h = [
+        ("content-type", "application/json"),
+        ("accept", "application/json, text/event-stream"),
+        ("mcp-protocol-version", "2026-07-28"),
+        ("mcp-method", "subscriptions/listen"),
+    ];
+    let mut stream = s.send("POST", &h, &body.to_string()).await;
+    assert_eq!(stream.status, 200);
+    let ack = stream.next_event(T).await.expect("an ack").json();
+    assert_eq!(
+        ack["params"]["notifications"]["taskIds"],
+        json!(task_ids),
+        "{ack}"
+    );
+    stream
+}
+
+/// The `notifications/tasks` a listen stream carries, until one with a terminal status.
+async fn task_notes_until_terminal(stream: &mut common::http::Resp) -> Vec<Value> {
+    let mut notes = Vec::new();
+    let end = Instant::now() + T;
+    while Instant::now() < end {
+        let Some(e) = stream.next_event(end - Instant::now()).await else {
+            break;
+        };
+        let m = e.json();
+        if m["method"] == "notifications/tasks" {
+            let done = terminal(&m["params"]);
+            notes.push(m["params"].clone());
+            if done {
+                return notes;
+            }
+        }
+    }
+    panic!("no terminal task status on the listen stream; heard {notes:?}");
+}
+
+/// A 2026 client's listen stream on one instance hears a task that runs on the other, each
+/// status change in order (a round-robin balancer sends the listen and the work to different
+/// instances); and the instance that runs it tells its own listeners while it works, not only
+/// when it ends.
+#[tokio::test]
+async fn postgres_a_listener_on_either_instance_hears_every_status_of_a_task_in_order() {
+    let Some((a, b, url, schema)) = pg_pair("task pushes across instances").await else {
+        return;
+    };
+    let q = create(&a, "confirm_delete", json!({"filename": "x.txt"})).await;
+    let parked = get_until(&b, &q, |t| t["status"] == "input_required").await;
+    let owner = lease_owner(&url, &schema, &q);
+    let (runs, other) = if owner == "a" { (&a, &b) } else { (&b, &a) };
+    let mut there = listen_tasks(other, &[&q]).await;
+    let mut here = listen_tasks(runs, &[&q]).await;
+    let key = parked["inputRequests"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .next()
+        .unwrap()
+        .clone();
+    send(
+        other,
+        "tasks/update",
+        json!({"taskId": q, "inputResponses": {key: {"action": "accept", "content": {"confirm": true}}}}),
+        with_ext(),
+        None,
+    )
+    .await;
+    for (name, stream) in [
+        ("the other instance", &mut there),
+        ("its own instance", &mut here),
+    ] {
+        let notes = task_notes_until_terminal(stream).await;
+        let statuses: Vec<&str> = notes
+            .iter()
+            .map(|n| n["status"].as_str().unwrap())
+            .collect();
+        // Once answered the task works again, then completes; nothing older comes after
+        // something newer, and the terminal status is said once, with the result.
+        let mut steps = statuses.clone();
+        steps.dedup();
+        assert_eq!(steps, ["working", "completed"], "{name}: {notes:?}");
+        assert!(
+            notes.iter().all(|n| n["taskId"] == q.as_str()),
+            "{name}: {notes:?}"
+        );
+        let last = notes.last().unwrap();
+        assert_eq!(
+            last["result"]["structuredContent"]["deleted"], true,
+            "{name}: {last}"
+        );
+    }
+
+    // While a long task works, a listener on the instance that does not run it hears it
+    // start and hears it end when it is cancelled there.
+    let c = create(&a, "slow_compute", json!({"seconds": 60})).await;
+    get_until(&b, &c, |t| t["statusMessage"] == "Running.").await;
+    let owner = lease_owner(&url, &schema, &c);
+    let other = if owner == "a" { &b } else { &a };
+    let mut there = listen_tasks(other, &[&c]).await;
+    send(
+        other,
+        "tasks/cancel",
+        json!({"taskId": c}),
+        with_ext(),
+        None,
+    )
+    .await;
+    let notes = task_notes_until_terminal(&mut there).await;
+    assert_eq!(notes.last().unwrap()["status"], "cancelled", "{notes:?}");
+    drop((a, b));
+    common::pg::drop_schema(&url, &schema);
+}

@@ -30,6 +30,7 @@ mod get;
 mod guard;
 mod handlers;
 mod head;
+mod health;
 mod initialize;
 mod json_answer;
 mod lookup;
@@ -58,6 +59,7 @@ pub use auth::{
 };
 pub use batch::EventQueueStats;
 pub use guard::Allow;
+pub use health::HEALTH_PATH;
 pub use metrics_listener::{ListenerConfig, serve_metrics};
 
 /// Settings of the HTTP transport.
@@ -290,6 +292,16 @@ impl HttpTransport {
         let mcp = router
             .layer(DefaultBodyLimit::max(limit))
             .with_state(self.state.clone());
+        // A balancer's probe; an endpoint configured at the same path keeps it.
+        let mcp = if self.state.cfg.endpoint == health::HEALTH_PATH {
+            mcp
+        } else {
+            mcp.merge(health::routes(
+                self.state.sessions_store.clone(),
+                self.state.server.shutdown_token(),
+                self.state.cfg.allow.clone(),
+            ))
+        };
         match &self.extra {
             Some(extra) => mcp.merge(extra.clone()),
             None => mcp,
