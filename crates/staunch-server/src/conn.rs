@@ -16,6 +16,7 @@ use staunch_protocol::{ErrorObject, RequestId};
 use tokio::sync::{Notify, oneshot};
 use tokio_util::sync::CancellationToken;
 
+use crate::answer_relay::{AnswerRelay, OUTGOING_PREFIX};
 use crate::outbound::{Outbound, Sink};
 
 /// A connection's identity within this process.
@@ -33,6 +34,14 @@ pub(crate) struct RequestKey {
 pub(crate) type ClientReply = Result<Value, ErrorObject>;
 
 static NEXT_CONN: AtomicU64 = AtomicU64::new(1);
+
+/// Random per process: in the ids of server→client requests, so that two instances serving
+/// one session never send the same id.
+static PROCESS_TAG: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    let mut tag = [0u8; 4];
+    let _ = getrandom::fill(&mut tag);
+    tag.iter().map(|b| format!("{b:02x}")).collect()
+});
 
 pub(crate) struct Conn {
     pub(crate) id: ConnId,
@@ -56,6 +65,9 @@ pub(crate) struct Conn {
     emptied: Notify,
     outgoing: Mutex<HashMap<RequestId, oneshot::Sender<ClientReply>>>,
     next_outgoing: AtomicU64,
+    /// Set for an HTTP session on a shared store: where answers to server→client requests
+    /// that reached another instance wait ([`AnswerRelay`]).
+    pub(crate) relay: std::sync::OnceLock<AnswerRelay>,
     /// Fires when the session this connection carries closes (HTTP DELETE, expiry, shutdown,
     /// stdin EOF: [`crate::Session::close`]), for work that lives as long as the session
     /// ([`crate::Context::session_closed`]).
@@ -108,6 +120,7 @@ impl Conn {
             emptied: Notify::new(),
             outgoing: Mutex::new(HashMap::new()),
             next_outgoing: AtomicU64::new(1),
+            relay: std::sync::OnceLock::new(),
             closed: CancellationToken::new(),
         })
     }
@@ -151,10 +164,11 @@ impl Conn {
         tokio::time::timeout(limit, wait).await.is_ok()
     }
 
-    /// A new server→client request id and the receiver of its answer.
+    /// A new server→client request id and the receiver of its answer. The id names this
+    /// process (several instances may send requests in one session) and the request.
     pub(crate) fn register_outgoing(&self) -> (RequestId, oneshot::Receiver<ClientReply>) {
         let n = self.next_outgoing.fetch_add(1, Ordering::Relaxed);
-        let id = RequestId::String(format!("staunch-{n}"));
+        let id = RequestId::String(format!("{}{}-{n}", OUTGOING_PREFIX, *PROCESS_TAG));
         let (tx, rx) = oneshot::channel();
         self.lock_outgoing().insert(id.clone(), tx);
         (id, rx)
@@ -164,14 +178,19 @@ impl Conn {
         self.lock_outgoing().remove(id);
     }
 
-    /// Hands the client's answer to whoever waits for it; `false` for an id nobody waits for.
-    pub(crate) fn resolve_outgoing(&self, id: &RequestId, reply: ClientReply) -> bool {
+    /// Hands the client's answer to whoever waits for it here; gives it back when nobody here
+    /// waits for that id.
+    pub(crate) fn resolve_outgoing(
+        &self,
+        id: &RequestId,
+        reply: ClientReply,
+    ) -> Result<(), ClientReply> {
         match self.lock_outgoing().remove(id) {
             Some(tx) => {
                 let _ = tx.send(reply);
-                true
+                Ok(())
             }
-            None => false,
+            None => Err(reply),
         }
     }
 

@@ -492,10 +492,27 @@ impl Context {
             bytes: request_bytes(&id, method, Some(&params)),
             error_code: None,
         });
-        match self.run(rx).await {
-            Ok(Ok(Ok(v))) => Ok(v),
-            Ok(Ok(Err(e))) => Err(ToolError::Rpc(e)),
-            Ok(Err(_)) => Err(ToolError::Internal("the session closed".into())),
+        // The answer comes through this instance, or (HTTP behind a balancer) through
+        // another one that kept it in the shared store.
+        let answer = async {
+            match conn.relay.get() {
+                Some(relay) => tokio::select! {
+                    r = rx => r.map_err(|_| ()),
+                    r = relay.wait(&id) => Ok(r),
+                },
+                None => rx.await.map_err(|_| ()),
+            }
+        };
+        match self.run(answer).await {
+            Ok(Ok(Ok(v))) => {
+                conn.forget_outgoing(&id);
+                Ok(v)
+            }
+            Ok(Ok(Err(e))) => {
+                conn.forget_outgoing(&id);
+                Err(ToolError::Rpc(e))
+            }
+            Ok(Err(())) => Err(ToolError::Internal("the session closed".into())),
             Err(e) => {
                 conn.forget_outgoing(&id);
                 let params =

@@ -20,6 +20,7 @@
 
 #![forbid(unsafe_code)]
 
+mod answer_relay;
 mod changes;
 mod config;
 mod conn;

@@ -24,6 +24,7 @@ use staunch_protocol::{
 use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 
+use crate::answer_relay::AnswerRelay;
 use crate::changes::Change;
 use crate::conn::Conn;
 use crate::dispatch::{dispatch, parse_params};
@@ -103,6 +104,17 @@ impl Session {
     /// The negotiated protocol version, once initialized.
     pub fn protocol_version(&self) -> Option<String> {
         self.inner.facts.lock().protocol_version.clone()
+    }
+
+    /// Lets answers to server→client requests cross instances through `store` (an HTTP
+    /// session on a store other instances share): an answer nobody here waits for is kept
+    /// there, and a request waiting here also looks there ([`crate::answer_relay`]).
+    pub(crate) fn relay_answers(&self, store: Arc<dyn staunch_store::SessionStore>) {
+        let _ = self
+            .inner
+            .conn
+            .relay
+            .set(AnswerRelay::new(store, self.inner.conn.label.clone()));
     }
 
     /// Restores a session initialized elsewhere (another instance, same shared store): the
@@ -321,8 +333,20 @@ impl SessionInner {
     }
 
     fn on_response(&self, r: Response) {
-        if !self.conn.resolve_outgoing(&r.id, r.outcome) {
-            tracing::info!(session = %self.conn.log_label, id = %r.id, "response to an unknown request ignored");
+        let Response { id, outcome } = r;
+        let Err(outcome) = self.conn.resolve_outgoing(&id, outcome) else {
+            return;
+        };
+        // Another instance serving this session may have asked: keep it there.
+        if self.conn.relay.get().is_some() && AnswerRelay::may_be_ours(&id) {
+            let conn = self.conn.clone();
+            tokio::spawn(async move {
+                if let Some(relay) = conn.relay.get() {
+                    relay.keep(&id, &outcome, &conn.log_label).await;
+                }
+            });
+            return;
         }
+        tracing::info!(session = %self.conn.log_label, id = %id, "response to an unknown request ignored");
     }
 }

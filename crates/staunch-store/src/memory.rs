@@ -182,6 +182,8 @@ impl EventStore for MemoryEventStore {
 pub struct MemorySessionStore {
     sessions: Mutex<HashMap<String, SessionRecord>>,
     secrets: Mutex<HashMap<String, String>>,
+    /// Answers to server→client requests, by (session, request id): (answer, kept at).
+    answers: Mutex<HashMap<(String, String), (String, i64)>>,
 }
 
 impl MemorySessionStore {
@@ -232,7 +234,39 @@ impl SessionStore for MemorySessionStore {
     }
 
     async fn delete(&self, id: &str) -> Result<bool, StoreError> {
+        lock(&self.answers).retain(|(s, _), _| s != id);
         Ok(lock(&self.sessions).remove(id).is_some())
+    }
+
+    async fn put_answer(
+        &self,
+        session_id: &str,
+        request_id: &str,
+        answer_json: &str,
+        now_ms: i64,
+    ) -> Result<bool, StoreError> {
+        let mut answers = lock(&self.answers);
+        answers.retain(|_, (_, at)| *at >= now_ms.saturating_sub(crate::ANSWER_TTL_MS));
+        let key = (session_id.to_owned(), request_id.to_owned());
+        if answers.contains_key(&key) {
+            return Ok(true);
+        }
+        let waiting = answers.keys().filter(|(s, _)| s == session_id).count();
+        if waiting as i64 >= crate::MAX_ANSWERS_PER_SESSION {
+            return Ok(false);
+        }
+        answers.insert(key, (answer_json.to_owned(), now_ms));
+        Ok(true)
+    }
+
+    async fn take_answer(
+        &self,
+        session_id: &str,
+        request_id: &str,
+    ) -> Result<Option<String>, StoreError> {
+        Ok(lock(&self.answers)
+            .remove(&(session_id.to_owned(), request_id.to_owned()))
+            .map(|(a, _)| a))
     }
 
     async fn shared_secret(
@@ -258,6 +292,8 @@ impl SessionStore for MemorySessionStore {
         for id in &expired {
             sessions.remove(id);
         }
+        let old = now_ms.saturating_sub(crate::ANSWER_TTL_MS);
+        lock(&self.answers).retain(|(s, _), (_, at)| *at >= old && !expired.contains(s));
         Ok(expired)
     }
 }

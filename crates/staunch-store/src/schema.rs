@@ -122,6 +122,18 @@ CREATE INDEX staunch_jobs_owner_running ON staunch_jobs (principal) WHERE state 
 CREATE INDEX staunch_jobs_owner_started ON staunch_jobs (principal, started_ms)
     WHERE started_ms IS NOT NULL;
 "#,
+    // 6: a client's answer to a server→client request (sampling, elicitation, roots) that
+    // reached an instance other than the one that asked, kept until that one takes it.
+    r#"
+CREATE TABLE staunch_client_answers (
+    session_id TEXT NOT NULL,
+    request_id TEXT NOT NULL,
+    answer_json TEXT NOT NULL,
+    created_ms BIGINT NOT NULL,
+    PRIMARY KEY (session_id, request_id)
+);
+CREATE INDEX staunch_client_answers_age ON staunch_client_answers (created_ms);
+"#,
 ];
 
 /// The job columns in the order both drivers' row readers expect.

@@ -20,6 +20,14 @@ pub struct SessionRecord {
     pub last_seen_ms: i64,
 }
 
+/// How long a client's answer to a server→client request waits in the store for the instance
+/// that asked (it takes it within a poll interval; this only bounds what a crash leaves).
+pub const ANSWER_TTL_MS: i64 = 10 * 60 * 1000;
+
+/// Answers a session may have waiting in the store at once; more are refused (a client cannot
+/// fill the table with answers to requests nobody sent).
+pub const MAX_ANSWERS_PER_SESSION: i64 = 64;
+
 /// Session storage. Object safe: use it as `Arc<dyn SessionStore>`.
 ///
 /// Expiring a session does not touch its SSE events (another trait, possibly another
@@ -51,6 +59,27 @@ pub trait SessionStore: Send + Sync + 'static {
 
     /// The secret called `name` that every instance sharing this store uses: the first caller
     /// stores its `candidate`, everyone (itself included) gets the stored value back.
+    /// Keeps a client's answer to the server→client request `request_id` of session
+    /// `session_id`, received by an instance that did not send that request, for the one that
+    /// did ([`SessionStore::take_answer`]). An answer already kept for that id stays as it
+    /// is. Returns false, keeping nothing, when the session already has
+    /// [`MAX_ANSWERS_PER_SESSION`] answers waiting. Answers older than [`ANSWER_TTL_MS`] are
+    /// dropped here and by [`SessionStore::expire_idle`]; a deleted session's go with it.
+    async fn put_answer(
+        &self,
+        session_id: &str,
+        request_id: &str,
+        answer_json: &str,
+        now_ms: i64,
+    ) -> Result<bool, StoreError>;
+
+    /// Takes (removes and returns) the answer kept for `request_id` of `session_id`, if any.
+    async fn take_answer(
+        &self,
+        session_id: &str,
+        request_id: &str,
+    ) -> Result<Option<String>, StoreError>;
+
     /// Whether the store answers (the health check): one read, of a session that cannot
     /// exist.
     async fn check(&self) -> Result<(), StoreError> {

@@ -107,7 +107,73 @@ impl SessionStore for PgSessionStore {
 
     async fn delete(&self, id: &str) -> Result<bool, StoreError> {
         let c = self.pg.client().await?;
+        execute(
+            &c,
+            "DELETE FROM staunch_client_answers WHERE session_id = $1",
+            &[&id],
+        )
+        .await?;
         Ok(execute(&c, "DELETE FROM staunch_sessions WHERE id = $1", &[&id]).await? == 1)
+    }
+
+    async fn put_answer(
+        &self,
+        session_id: &str,
+        request_id: &str,
+        answer_json: &str,
+        now_ms: i64,
+    ) -> Result<bool, StoreError> {
+        let c = self.pg.client().await?;
+        execute(
+            &c,
+            "DELETE FROM staunch_client_answers WHERE created_ms < $1",
+            &[&now_ms.saturating_sub(crate::ANSWER_TTL_MS)],
+        )
+        .await?;
+        // The count and the insert are one statement; two answers racing past the cap by one
+        // are harmless (the cap bounds a misbehaving client, it is not an exact quota).
+        let n = execute(
+            &c,
+            "INSERT INTO staunch_client_answers (session_id, request_id, answer_json, created_ms) \
+             SELECT $1::text, $2::text, $3::text, $4::bigint WHERE (SELECT count(*) FROM \
+             staunch_client_answers WHERE session_id = $1::text) < $5::bigint \
+             ON CONFLICT (session_id, request_id) DO NOTHING",
+            &[
+                &session_id,
+                &request_id,
+                &answer_json,
+                &now_ms,
+                &crate::MAX_ANSWERS_PER_SESSION,
+            ],
+        )
+        .await?;
+        if n == 1 {
+            return Ok(true);
+        }
+        // Either the answer was kept already (true) or the session is full (false).
+        Ok(query_opt(
+            &c,
+            "SELECT 1 FROM staunch_client_answers WHERE session_id = $1 AND request_id = $2",
+            &[&session_id, &request_id],
+        )
+        .await?
+        .is_some())
+    }
+
+    async fn take_answer(
+        &self,
+        session_id: &str,
+        request_id: &str,
+    ) -> Result<Option<String>, StoreError> {
+        let c = self.pg.client().await?;
+        let row = query_opt(
+            &c,
+            "DELETE FROM staunch_client_answers WHERE session_id = $1 AND request_id = $2 \
+             RETURNING answer_json",
+            &[&session_id, &request_id],
+        )
+        .await?;
+        Ok(row.map(|r| r.get(0)))
     }
 
     async fn shared_secret(
@@ -146,6 +212,14 @@ impl SessionStore for PgSessionStore {
             &[&cutoff],
         )
         .await?;
-        Ok(rows.iter().map(|r| r.get(0)).collect())
+        let ids: Vec<String> = rows.iter().map(|r| r.get(0)).collect();
+        // Answers of the sessions just expired, and any nobody took in time.
+        execute(
+            &c,
+            "DELETE FROM staunch_client_answers WHERE created_ms < $1 OR session_id = ANY($2)",
+            &[&now_ms.saturating_sub(crate::ANSWER_TTL_MS), &ids],
+        )
+        .await?;
+        Ok(ids)
     }
 }

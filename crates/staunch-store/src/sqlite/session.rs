@@ -126,7 +126,80 @@ impl SessionStore for SqliteSessionStore {
         let id = id.to_owned();
         self.db
             .call(move |conn| {
-                Ok(conn.execute("DELETE FROM staunch_sessions WHERE id = ?1", [&id])? == 1)
+                write_tx(conn, |tx| {
+                    tx.execute(
+                        "DELETE FROM staunch_client_answers WHERE session_id = ?1",
+                        [&id],
+                    )?;
+                    Ok(tx.execute("DELETE FROM staunch_sessions WHERE id = ?1", [&id])? == 1)
+                })
+            })
+            .await
+    }
+
+    async fn put_answer(
+        &self,
+        session_id: &str,
+        request_id: &str,
+        answer_json: &str,
+        now_ms: i64,
+    ) -> Result<bool, StoreError> {
+        let (session, request, answer) = (
+            session_id.to_owned(),
+            request_id.to_owned(),
+            answer_json.to_owned(),
+        );
+        self.db
+            .call(move |conn| {
+                write_tx(conn, |tx| {
+                    tx.execute(
+                        "DELETE FROM staunch_client_answers WHERE created_ms < ?1",
+                        [now_ms.saturating_sub(crate::ANSWER_TTL_MS)],
+                    )?;
+                    let kept: bool = tx.query_row(
+                        "SELECT EXISTS (SELECT 1 FROM staunch_client_answers \
+                         WHERE session_id = ?1 AND request_id = ?2)",
+                        params![session, request],
+                        |r| r.get(0),
+                    )?;
+                    if kept {
+                        return Ok(true);
+                    }
+                    let n = tx.execute(
+                        "INSERT INTO staunch_client_answers \
+                         (session_id, request_id, answer_json, created_ms) \
+                         SELECT ?1, ?2, ?3, ?4 WHERE (SELECT count(*) FROM \
+                         staunch_client_answers WHERE session_id = ?1) < ?5",
+                        params![
+                            session,
+                            request,
+                            answer,
+                            now_ms,
+                            crate::MAX_ANSWERS_PER_SESSION
+                        ],
+                    )?;
+                    Ok(n == 1)
+                })
+            })
+            .await
+    }
+
+    async fn take_answer(
+        &self,
+        session_id: &str,
+        request_id: &str,
+    ) -> Result<Option<String>, StoreError> {
+        let (session, request) = (session_id.to_owned(), request_id.to_owned());
+        self.db
+            .call(move |conn| {
+                Ok(conn
+                    .query_row(
+                        "DELETE FROM staunch_client_answers \
+                         WHERE session_id = ?1 AND request_id = ?2 RETURNING answer_json",
+                        params![session, request],
+                        |r| r.get(0),
+                    )
+                    .optional()?)
             })
             .await
     }
@@ -165,6 +238,12 @@ impl SessionStore for SqliteSessionStore {
                     let ids = stmt
                         .query_map([cutoff], |r| r.get(0))?
                         .collect::<Result<Vec<String>, _>>()?;
+                    // Answers of expired sessions, and any nobody took in time.
+                    tx.execute(
+                        "DELETE FROM staunch_client_answers WHERE created_ms < ?1 \
+                         OR session_id NOT IN (SELECT id FROM staunch_sessions)",
+                        [now_ms.saturating_sub(crate::ANSWER_TTL_MS)],
+                    )?;
                     Ok(ids)
                 })
             })

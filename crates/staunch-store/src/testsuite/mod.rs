@@ -86,6 +86,7 @@ macro_rules! session_store_suite {
             sessions_missing_after_a_delete_elsewhere,
             shared_secret_first_writer_wins,
             sessions_expire_idle,
+            sessions_answers_wait_for_the_instance_that_asked,
         );
     };
 }

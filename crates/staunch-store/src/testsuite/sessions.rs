@@ -122,3 +122,74 @@ pub async fn sessions_missing_after_a_delete_elsewhere(h: Harness) {
     );
     assert!(h.b.sessions.missing(&[]).await.unwrap().is_empty());
 }
+
+/// A client's answer received by one instance is taken, once, by the other; each session
+/// keeps at most [`crate::MAX_ANSWERS_PER_SESSION`] waiting; old ones and a deleted or
+/// expired session's go.
+pub async fn sessions_answers_wait_for_the_instance_that_asked(h: Harness) {
+    let (a, b) = (&h.a.sessions, &h.b.sessions);
+    a.create(record("sess-a", T0)).await.unwrap();
+    a.create(record("sess-b", T0)).await.unwrap();
+    assert!(
+        b.put_answer("sess-a", r#""staunch-x-1""#, r#"{"result":{}}"#, T0)
+            .await
+            .unwrap()
+    );
+    // A second answer to the same request does not replace the first.
+    assert!(
+        b.put_answer("sess-a", r#""staunch-x-1""#, r#"{"result":2}"#, T0)
+            .await
+            .unwrap()
+    );
+    // Not another session's.
+    assert_eq!(
+        a.take_answer("sess-b", r#""staunch-x-1""#).await.unwrap(),
+        None
+    );
+    assert_eq!(
+        a.take_answer("sess-a", r#""staunch-x-1""#)
+            .await
+            .unwrap()
+            .as_deref(),
+        Some(r#"{"result":{}}"#)
+    );
+    assert_eq!(
+        a.take_answer("sess-a", r#""staunch-x-1""#).await.unwrap(),
+        None,
+        "taken once"
+    );
+
+    // The cap: the next one is refused, another session is not affected.
+    for i in 0..crate::MAX_ANSWERS_PER_SESSION {
+        assert!(
+            b.put_answer("sess-a", &format!("{i}"), "{}", T0)
+                .await
+                .unwrap()
+        );
+    }
+    assert!(!b.put_answer("sess-a", "one-more", "{}", T0).await.unwrap());
+    assert!(b.put_answer("sess-b", "1", "{}", T0).await.unwrap());
+    assert!(b.put_answer("sess-b", "old", "{}", T0).await.unwrap());
+
+    // A deleted session's answers go with it.
+    assert!(a.delete("sess-a").await.unwrap());
+    assert_eq!(b.take_answer("sess-a", "0").await.unwrap(), None);
+    assert!(
+        b.put_answer("sess-a", "0", "{}", T0).await.unwrap(),
+        "room again"
+    );
+
+    // Answers nobody took within the TTL go.
+    let later = T0 + crate::ANSWER_TTL_MS + 1;
+    a.create(record("sess-c", later)).await.unwrap();
+    assert!(b.put_answer("sess-c", "new", "{}", later).await.unwrap());
+    assert_eq!(a.take_answer("sess-b", "1").await.unwrap(), None, "too old");
+    assert!(a.take_answer("sess-c", "new").await.unwrap().is_some());
+
+    // An expired session's answers go with it.
+    assert!(b.put_answer("sess-c", "x", "{}", later).await.unwrap());
+    a.touch("sess-c", later).await.unwrap();
+    let expired = a.expire_idle(later + 10_000, 5_000).await.unwrap();
+    assert!(expired.contains(&"sess-c".to_string()), "{expired:?}");
+    assert_eq!(b.take_answer("sess-c", "x").await.unwrap(), None);
+}

@@ -139,3 +139,93 @@ async fn a_delete_on_b_ends_the_session_on_a() {
     drop((a, b));
     common::pg::drop_schema(&url, &schema);
 }
+
+/// Behind a balancer without stickiness a client's answer to a server→client request (sampling,
+/// elicitation) lands on whichever instance the balancer picks: the call waiting on A gets the
+/// answer B received, and an answer to a request nobody sent is ignored.
+#[tokio::test]
+async fn an_answer_posted_to_b_reaches_the_request_waiting_on_a() {
+    let Some((url, schema)) = common::pg::fresh_schema("multi-instance answers") else {
+        return;
+    };
+    let flags = [
+        "--store-schema",
+        schema.as_str(),
+        "--profile",
+        "conformance",
+    ];
+    let a = HttpServer::start_on(Some(&url), &flags).await;
+    let b = HttpServer::start_on(Some(&url), &flags).await;
+    let init = a
+        .post(
+            None,
+            &json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {"sampling": {}, "elicitation": {}},
+                "clientInfo": {"name": "test", "version": "0"}}}),
+        )
+        .await;
+    let sid = init.header("mcp-session-id").expect("session id");
+    let n = a
+        .post(
+            Some(&sid),
+            &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        )
+        .await;
+    assert_eq!(n.status, 202);
+
+    // Two questions in a row, each answered through B.
+    for (n, (tool, args, answer, said)) in [
+        (
+            "test_sampling",
+            json!({"prompt": "ping?"}),
+            json!({"role": "assistant", "content": {"type": "text", "text": "pong"}, "model": "m"}),
+            "LLM response: pong",
+        ),
+        (
+            "test_elicitation",
+            json!({"message": "name?"}),
+            json!({"action": "accept", "content": {"response": "Ada"}}),
+            "Ada",
+        ),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut r = a
+            .post(Some(&sid), &call(json!(n + 1), tool, args, None))
+            .await;
+        let asked = loop {
+            let e = r
+                .next_event(Duration::from_secs(10))
+                .await
+                .expect("the question");
+            let m = e.json();
+            if m.get("method").is_some() && m.get("id").is_some() {
+                break m;
+            }
+        };
+        // Not an answer to anything: ignored, nothing breaks.
+        let stray = b
+            .post(
+                Some(&sid),
+                &json!({"jsonrpc": "2.0", "id": "staunch-0-0", "result": {}}),
+            )
+            .await;
+        assert_eq!(stray.status, 202);
+        let posted = b
+            .post(
+                Some(&sid),
+                &json!({"jsonrpc": "2.0", "id": asked["id"], "result": answer}),
+            )
+            .await;
+        assert_eq!(posted.status, 202, "{tool}");
+        let (_, res) = r.answer(Duration::from_secs(10)).await;
+        let text = res["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(text.contains(said), "{tool}: {res}");
+    }
+    drop((a, b));
+    common::pg::drop_schema(&url, &schema);
+}

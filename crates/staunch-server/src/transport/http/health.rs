@@ -160,6 +160,22 @@ mod tests {
         ) -> Result<String, StoreError> {
             self.inner.shared_secret(name, candidate, now).await
         }
+        async fn put_answer(
+            &self,
+            session: &str,
+            request: &str,
+            answer: &str,
+            now: i64,
+        ) -> Result<bool, StoreError> {
+            self.inner.put_answer(session, request, answer, now).await
+        }
+        async fn take_answer(
+            &self,
+            session: &str,
+            request: &str,
+        ) -> Result<Option<String>, StoreError> {
+            self.inner.take_answer(session, request).await
+        }
         async fn check(&self) -> Result<(), StoreError> {
             self.checks.fetch_add(1, Ordering::SeqCst);
             if !self.down.load(Ordering::SeqCst) {

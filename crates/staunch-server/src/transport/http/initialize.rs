@@ -46,6 +46,9 @@ pub(super) async fn initialize(
         principal.clone(),
         state.cfg.connection_backlog,
     );
+    session
+        .session()
+        .relay_answers(state.sessions_store.clone());
     state
         .sessions
         .lock()

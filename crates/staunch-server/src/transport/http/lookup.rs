@@ -96,6 +96,7 @@ pub(super) fn adopt(state: &HttpState, rec: SessionRecord) -> Arc<HttpSession> {
         rec.principal.clone(),
         state.cfg.connection_backlog,
     );
+    s.session().relay_answers(state.sessions_store.clone());
     // It was in use somewhere already.
     s.mark_used();
     let caps = serde_json::from_str(&rec.client_capabilities_json).unwrap_or_default();
