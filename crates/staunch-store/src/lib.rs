@@ -45,7 +45,9 @@ pub use job::{
 };
 pub use memory::{MemoryEventStore, MemorySessionStore};
 pub use postgres::{open_postgres, open_postgres_in_schema};
-pub use session::{ANSWER_TTL_MS, MAX_ANSWERS_PER_SESSION, SessionRecord, SessionStore};
+pub use session::{
+    ANSWER_TTL_MS, MAX_ANSWERS_PER_SESSION, SessionRecord, SessionStore, WRITER_ROW_TTL_MS,
+};
 pub use sqlite::open_sqlite;
 
 /// The schema version a store is at once opened: the number of migrations applied.

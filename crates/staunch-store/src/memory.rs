@@ -184,6 +184,7 @@ pub struct MemorySessionStore {
     secrets: Mutex<HashMap<String, String>>,
     /// Answers to server→client requests, by (session, request id): (answer, kept at).
     answers: Mutex<HashMap<(String, String), (String, i64)>>,
+    writers: Mutex<HashMap<String, i64>>,
 }
 
 impl MemorySessionStore {
@@ -257,6 +258,18 @@ impl SessionStore for MemorySessionStore {
         }
         answers.insert(key, (answer_json.to_owned(), now_ms));
         Ok(true)
+    }
+
+    async fn beat_writer(&self, writer: &str, now_ms: i64) -> Result<(), StoreError> {
+        let mut writers = lock(&self.writers);
+        writers.retain(|_, seen| *seen >= now_ms.saturating_sub(crate::WRITER_ROW_TTL_MS));
+        let seen = writers.entry(writer.to_owned()).or_insert(now_ms);
+        *seen = (*seen).max(now_ms);
+        Ok(())
+    }
+
+    async fn writer_seen(&self, writer: &str) -> Result<Option<i64>, StoreError> {
+        Ok(lock(&self.writers).get(writer).copied())
     }
 
     async fn take_answer(

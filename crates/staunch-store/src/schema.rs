@@ -134,6 +134,14 @@ CREATE TABLE staunch_client_answers (
 );
 CREATE INDEX staunch_client_answers_age ON staunch_client_answers (created_ms);
 "#,
+    // 7: when each process that writes SSE streams was last alive, so that another instance
+    // following one of its streams can tell a slow request from a dead writer.
+    r#"
+CREATE TABLE staunch_stream_writers (
+    writer TEXT PRIMARY KEY,
+    seen_ms BIGINT NOT NULL
+);
+"#,
 ];
 
 /// The job columns in the order both drivers' row readers expect.

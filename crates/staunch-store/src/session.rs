@@ -28,6 +28,9 @@ pub const ANSWER_TTL_MS: i64 = 10 * 60 * 1000;
 /// fill the table with answers to requests nobody sent).
 pub const MAX_ANSWERS_PER_SESSION: i64 = 64;
 
+/// How long a silent stream writer's row is kept ([`SessionStore::beat_writer`]).
+pub const WRITER_ROW_TTL_MS: i64 = 24 * 60 * 60 * 1000;
+
 /// Session storage. Object safe: use it as `Arc<dyn SessionStore>`.
 ///
 /// Expiring a session does not touch its SSE events (another trait, possibly another
@@ -79,6 +82,13 @@ pub trait SessionStore: Send + Sync + 'static {
         session_id: &str,
         request_id: &str,
     ) -> Result<Option<String>, StoreError>;
+
+    /// Records that the process writing SSE streams under the name `writer` is alive at
+    /// `now_ms` (it calls this every few seconds). Rows of writers silent for a day go.
+    async fn beat_writer(&self, writer: &str, now_ms: i64) -> Result<(), StoreError>;
+
+    /// When `writer` last said it was alive; `None` if it never did (or went silent a day ago).
+    async fn writer_seen(&self, writer: &str) -> Result<Option<i64>, StoreError>;
 
     /// Whether the store answers (the health check): one read, of a session that cannot
     /// exist.

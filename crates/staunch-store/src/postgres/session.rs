@@ -160,6 +160,36 @@ impl SessionStore for PgSessionStore {
         .is_some())
     }
 
+    async fn beat_writer(&self, writer: &str, now_ms: i64) -> Result<(), StoreError> {
+        let c = self.pg.client().await?;
+        execute(
+            &c,
+            "INSERT INTO staunch_stream_writers (writer, seen_ms) VALUES ($1, $2) \
+             ON CONFLICT (writer) DO UPDATE SET \
+             seen_ms = GREATEST(staunch_stream_writers.seen_ms, excluded.seen_ms)",
+            &[&writer, &now_ms],
+        )
+        .await?;
+        execute(
+            &c,
+            "DELETE FROM staunch_stream_writers WHERE seen_ms < $1",
+            &[&now_ms.saturating_sub(crate::WRITER_ROW_TTL_MS)],
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn writer_seen(&self, writer: &str) -> Result<Option<i64>, StoreError> {
+        let c = self.pg.client().await?;
+        let row = query_opt(
+            &c,
+            "SELECT seen_ms FROM staunch_stream_writers WHERE writer = $1",
+            &[&writer],
+        )
+        .await?;
+        Ok(row.map(|r| r.get(0)))
+    }
+
     async fn take_answer(
         &self,
         session_id: &str,

@@ -184,6 +184,42 @@ impl SessionStore for SqliteSessionStore {
             .await
     }
 
+    async fn beat_writer(&self, writer: &str, now_ms: i64) -> Result<(), StoreError> {
+        let writer = writer.to_owned();
+        self.db
+            .call(move |conn| {
+                write_tx(conn, |tx| {
+                    tx.execute(
+                        "INSERT INTO staunch_stream_writers (writer, seen_ms) VALUES (?1, ?2) \
+                         ON CONFLICT (writer) DO UPDATE SET \
+                         seen_ms = max(seen_ms, excluded.seen_ms)",
+                        params![writer, now_ms],
+                    )?;
+                    tx.execute(
+                        "DELETE FROM staunch_stream_writers WHERE seen_ms < ?1",
+                        [now_ms.saturating_sub(crate::WRITER_ROW_TTL_MS)],
+                    )?;
+                    Ok(())
+                })
+            })
+            .await
+    }
+
+    async fn writer_seen(&self, writer: &str) -> Result<Option<i64>, StoreError> {
+        let writer = writer.to_owned();
+        self.db
+            .call(move |conn| {
+                Ok(conn
+                    .query_row(
+                        "SELECT seen_ms FROM staunch_stream_writers WHERE writer = ?1",
+                        [&writer],
+                        |r| r.get(0),
+                    )
+                    .optional()?)
+            })
+            .await
+    }
+
     async fn take_answer(
         &self,
         session_id: &str,

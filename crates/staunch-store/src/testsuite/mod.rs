@@ -87,6 +87,7 @@ macro_rules! session_store_suite {
             shared_secret_first_writer_wins,
             sessions_expire_idle,
             sessions_answers_wait_for_the_instance_that_asked,
+            sessions_stream_writers_beat,
         );
     };
 }

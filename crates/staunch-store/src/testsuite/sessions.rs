@@ -193,3 +193,26 @@ pub async fn sessions_answers_wait_for_the_instance_that_asked(h: Harness) {
     assert!(expired.contains(&"sess-c".to_string()), "{expired:?}");
     assert_eq!(b.take_answer("sess-c", "x").await.unwrap(), None);
 }
+
+/// A writer's beat is seen by every handle, never moves back, and a day's silence forgets it.
+pub async fn sessions_stream_writers_beat(h: Harness) {
+    let (a, b) = (&h.a.sessions, &h.b.sessions);
+    assert_eq!(b.writer_seen("w1").await.unwrap(), None);
+    a.beat_writer("w1", T0).await.unwrap();
+    assert_eq!(b.writer_seen("w1").await.unwrap(), Some(T0));
+    a.beat_writer("w1", T0 + 2_000).await.unwrap();
+    a.beat_writer("w1", T0 + 1_000).await.unwrap();
+    assert_eq!(
+        b.writer_seen("w1").await.unwrap(),
+        Some(T0 + 2_000),
+        "never backwards"
+    );
+    let tomorrow = T0 + 2_000 + crate::WRITER_ROW_TTL_MS + 1;
+    b.beat_writer("w2", tomorrow).await.unwrap();
+    assert_eq!(
+        a.writer_seen("w1").await.unwrap(),
+        None,
+        "forgotten after a day"
+    );
+    assert_eq!(a.writer_seen("w2").await.unwrap(), Some(tomorrow));
+}

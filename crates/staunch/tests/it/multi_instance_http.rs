@@ -229,3 +229,74 @@ async fn an_answer_posted_to_b_reaches_the_request_waiting_on_a() {
     drop((a, b));
     common::pg::drop_schema(&url, &schema);
 }
+
+/// SIGKILL of the instance running a call: the client's resume on the other instance gets what
+/// the store holds and then ends, and a resume after that is told the request's outcome is
+/// unknown — within a bound, never a stream that stays open and silent.
+#[tokio::test]
+async fn a_resume_after_its_writer_was_killed_ends_with_a_clear_error() {
+    let Some((url, schema)) = common::pg::fresh_schema("multi-instance dead writer") else {
+        return;
+    };
+    let flags = ["--store-schema", schema.as_str()];
+    let mut a = HttpServer::start_on(Some(&url), &flags).await;
+    let b = HttpServer::start_on(Some(&url), &flags).await;
+    let sid = a.initialize().await;
+    let id = json!("doomed");
+    let mut r = a
+        .post(
+            Some(&sid),
+            &call(
+                id.clone(),
+                "slow_count",
+                json!({"steps": 600, "delay_ms": 50}),
+                Some(json!(1)),
+            ),
+        )
+        .await;
+    let mut last = String::new();
+    for _ in 0..3 {
+        last = r
+            .next_event(Duration::from_secs(10))
+            .await
+            .expect("event")
+            .id
+            .expect("an event id");
+    }
+    // Let the write-behind queue reach the store, then kill the writer mid-call.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    a.child.start_kill().unwrap();
+    a.child.wait().await.unwrap();
+    drop(r);
+
+    let started = std::time::Instant::now();
+    let limit = Duration::from_secs(40);
+    // Each resume either hands over what the store still holds and ends, or (nothing left)
+    // answers 404 with the reason. Bounded: a handful of resumes at most.
+    let mut said = None;
+    for _ in 0..5 {
+        let mut g = b.get(&sid, Some(&last)).await;
+        if g.status == 404 {
+            said = Some(g.json().await);
+            break;
+        }
+        assert_eq!(g.status, 200);
+        let rest = g.events_until_end(limit).await;
+        assert!(
+            started.elapsed() < limit,
+            "the resumed stream stayed open after its writer died"
+        );
+        assert!(
+            rest.iter().all(|e| e.json()["id"] != id),
+            "a response from a dead writer?"
+        );
+        if let Some(l) = rest.iter().rev().find_map(|e| e.id.clone()) {
+            last = l;
+        }
+    }
+    let said = said.expect("told why within five resumes");
+    let message = said["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("stopped before it answered"), "{said}");
+    drop((a, b));
+    common::pg::drop_schema(&url, &schema);
+}

@@ -14,6 +14,7 @@ use super::head::Head;
 use super::lookup::find_session;
 use super::session::{Attach, HttpSession, event_id, parse_event_id};
 use super::sse::{self, error};
+use super::writer;
 
 /// Events read from the store per query when replaying.
 pub(super) const REPLAY_PAGE: usize = 512;
@@ -126,12 +127,23 @@ async fn resume(state: Arc<HttpState>, session: Arc<HttpSession>, last: &str) ->
     }
     let live = match live {
         Some(rx) => Some(rx),
-        None if follow && !ends_with_response(&first) => Some(follow_store(
-            state.clone(),
-            session.id().to_string(),
-            stream_id.to_string(),
-            cursor,
-        )),
+        None if follow && !ends_with_response(&first) => {
+            if !writer::writer_gone(&state, &stream_id).await {
+                Some(follow_store(
+                    state.clone(),
+                    session.id().to_string(),
+                    stream_id.to_string(),
+                    cursor,
+                ))
+            } else if first.is_empty() {
+                // Nothing left to give, and nobody will write the response: say so, instead
+                // of an open stream that stays silent.
+                return writer_died(&stream_id);
+            } else {
+                // What the store holds, then the end; the client's next resume is told.
+                None
+            }
+        }
         None => None,
     };
     let guard = session.connection_guard();
@@ -144,6 +156,18 @@ async fn resume(state: Arc<HttpState>, session: Arc<HttpSession>, last: &str) ->
         state.cfg.keep_alive,
         guard,
         state.server.metrics().sse_stream_opened(),
+    )
+}
+
+/// The answer to a resume of a stream whose writer died before its response.
+fn writer_died(stream_id: &str) -> Response {
+    tracing::warn!(stream = %stream_id, "resume of a stream whose writer stopped before it answered");
+    error(
+        StatusCode::NOT_FOUND,
+        codes::INTERNAL_ERROR,
+        "the instance that ran this request stopped before it answered, and every event it \
+         wrote has been delivered; the request's outcome is unknown (a job or task it started \
+         can still be read by its id)",
     )
 }
 
@@ -240,6 +264,7 @@ fn follow_store(
     let (tx, rx) = tokio::sync::mpsc::channel(state.cfg.connection_backlog.max(1));
     tokio::spawn(async move {
         let mut wait = std::time::Duration::from_millis(20);
+        let mut quiet_since = tokio::time::Instant::now();
         while !tx.is_closed() {
             match state
                 .events
@@ -248,6 +273,7 @@ fn follow_store(
             {
                 Ok(Replay::Events(evs)) if !evs.is_empty() => {
                     wait = std::time::Duration::from_millis(20);
+                    quiet_since = tokio::time::Instant::now();
                     for e in evs {
                         cursor = e.seq;
                         let frame = sse::event(&event_id(&stream_id, e.seq), e.payload.as_bytes());
@@ -265,6 +291,14 @@ fn follow_store(
                 Ok(Replay::Events(_)) => {
                     // Back off while nothing happens, up to half a second.
                     wait = (wait * 2).min(std::time::Duration::from_millis(500));
+                    // Quiet for a beat: is anyone still writing? If not, end the stream (the
+                    // client's next resume is told why).
+                    if quiet_since.elapsed() >= writer::BEAT {
+                        if writer::writer_gone(&state, &stream_id).await {
+                            return;
+                        }
+                        quiet_since = tokio::time::Instant::now();
+                    }
                 }
                 Ok(Replay::Gone { .. } | Replay::UnknownStream) | Err(_) => return,
             }

@@ -176,6 +176,12 @@ mod tests {
         ) -> Result<Option<String>, StoreError> {
             self.inner.take_answer(session, request).await
         }
+        async fn beat_writer(&self, writer: &str, now: i64) -> Result<(), StoreError> {
+            self.inner.beat_writer(writer, now).await
+        }
+        async fn writer_seen(&self, writer: &str) -> Result<Option<i64>, StoreError> {
+            self.inner.writer_seen(writer).await
+        }
         async fn check(&self) -> Result<(), StoreError> {
             self.checks.fetch_add(1, Ordering::SeqCst);
             if !self.down.load(Ordering::SeqCst) {

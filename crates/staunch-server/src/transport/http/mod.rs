@@ -40,6 +40,7 @@ mod plain;
 mod session;
 mod sse;
 mod stateless;
+mod writer;
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -324,6 +325,9 @@ impl HttpTransport {
     pub async fn serve(self, listener: tokio::net::TcpListener) -> std::io::Result<()> {
         let shutdown = self.state.server.shutdown_token();
         let maintenance = tokio::spawn(maintenance(self.state.clone()));
+        // Until every stream is drained: followers elsewhere must not take a draining
+        // instance for dead.
+        let beat = tokio::spawn(writer::beat(self.state.clone()));
         // Shutdown begins by ending the work, so that open streams close and the graceful
         // shutdown below does not wait for calls to finish on their own: subscriptions end with
         // a response, every other request is cancelled (never answered), sessions close.
@@ -371,6 +375,7 @@ impl HttpTransport {
             w.stop().await;
         }
         self.state.batcher.flush().await;
+        beat.abort();
         self.state.server.lifecycle_log().flush();
         result
     }

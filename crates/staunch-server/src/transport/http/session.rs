@@ -590,7 +590,7 @@ fn new_stream_id() -> Arc<str> {
 }
 
 /// This process's stream id prefix.
-fn stream_prefix() -> &'static str {
+pub(super) fn stream_prefix() -> &'static str {
     static PREFIX: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     PREFIX.get_or_init(|| random_hex(8))
 }
