@@ -301,3 +301,67 @@ async fn futures_join_all<F: std::future::Future<Output = Value>>(futs: Vec<F>) 
     .await;
     out
 }
+
+/// The live page of either instance shows every instance's jobs with the instance that runs
+/// each, and its Cancel reaches the job wherever it runs.
+#[tokio::test]
+async fn the_live_page_of_one_instance_shows_and_cancels_a_job_running_on_the_other() {
+    let Some(p) = Pair::start(
+        "live page across instances",
+        &["--live-page", "/staunch", "--job-heartbeat-ms", "100"],
+    )
+    .await
+    else {
+        return;
+    };
+    let job = tool_structured(
+        &p.a,
+        &p.sa,
+        "start_import_rows",
+        json!({"rows": 400, "delay_ms": 25}),
+    )
+    .await["job_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    get_until(&p.a, &p.sa, &job, "import_rows", |v| {
+        v["status"] == "running"
+    })
+    .await;
+    let runner = lease_owner(&p, &job);
+    let other = if runner == "a" { &p.b } else { &p.a };
+    let host = format!("127.0.0.1:{}", other.port);
+    let (code, head, page) =
+        common::page::raw(other.port, "GET", "/staunch", &[("Host", &host)]).await;
+    assert_eq!(code, 200, "{head}");
+    let row_at = page
+        .find(&format!("data-job-id=\"{job}\""))
+        .unwrap_or_else(|| panic!("the job is on the other instance's page: {page}"));
+    let row = &page[row_at
+        ..page[row_at..]
+            .find("</tr>")
+            .map_or(page.len(), |e| row_at + e)];
+    assert!(
+        row.contains(&format!("<td>{runner}</td>")),
+        "the row names the instance that runs it ({runner}): {row}"
+    );
+    let at = page.find("data-token=\"").expect("a token") + 12;
+    let token = page[at..].split('"').next().unwrap().to_string();
+    let origin = format!("http://{host}");
+    let (code, _, body) = common::page::raw(
+        other.port,
+        "POST",
+        &format!("/staunch/jobs/{job}/cancel"),
+        &[
+            ("Host", host.as_str()),
+            ("Origin", origin.as_str()),
+            ("x-staunch-page-token", token.as_str()),
+        ],
+    )
+    .await;
+    assert_eq!(code, 200, "{body}");
+    get_until(&p.a, &p.sa, &job, "import_rows", |v| {
+        v["status"] == "cancelled"
+    })
+    .await;
+}
