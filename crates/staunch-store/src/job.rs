@@ -323,6 +323,9 @@ pub enum Signal {
     /// LISTEN connection came back): whoever follows jobs re-reads them now. Sent after
     /// the [`Signal::Wake`] of the same reconnection.
     Reconnected,
+    /// The HTTP session with this id was deleted (a client's DELETE on some instance): an
+    /// instance holding it ends it now. Sent by PostgreSQL's session store only.
+    SessionEnded(String),
 }
 
 /// Durable job storage. Object safe: use it as `Arc<dyn JobStore>`.

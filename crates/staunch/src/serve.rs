@@ -334,7 +334,8 @@ async fn serve_http(
         cfg.endpoint
     );
     let mut transport =
-        HttpTransport::new(server.clone(), stores.events, stores.sessions, cfg.clone());
+        HttpTransport::new(server.clone(), stores.events, stores.sessions, cfg.clone())
+            .with_store_signals(stores.jobs.clone());
     if let Some(base) = &args.live_page {
         // The endpoint's own verifier (and JWKS cache): the page asks for the same tokens.
         let auth = transport

@@ -42,6 +42,13 @@ const CANCEL_PREFIX: &str = "cancel:";
 /// The payload prefix of a job-changed notification: `changed:{job id}:{owner id}` (job ids
 /// are hex; owner ids may hold anything, so they come last).
 const CHANGED_PREFIX: &str = "changed:";
+/// The payload prefix of a deleted session: `session-ended:{session id}`. The id is a
+/// credential, but whoever can LISTEN on this database can read the session table too.
+const SESSION_ENDED_PREFIX: &str = "session-ended:";
+
+pub(crate) fn session_ended_payload(session_id: &str) -> String {
+    format!("{SESSION_ENDED_PREFIX}{session_id}")
+}
 
 pub(crate) fn cancel_payload(job_id: &str) -> String {
     format!("{CANCEL_PREFIX}{job_id}")
@@ -56,6 +63,9 @@ pub(crate) const WAKE_PAYLOAD: &str = "wake";
 fn parse_payload(payload: &str) -> Signal {
     if let Some(id) = payload.strip_prefix(CANCEL_PREFIX) {
         return Signal::Cancel(id.to_owned());
+    }
+    if let Some(id) = payload.strip_prefix(SESSION_ENDED_PREFIX) {
+        return Signal::SessionEnded(id.to_owned());
     }
     if let Some((id, by)) = payload
         .strip_prefix(CHANGED_PREFIX)
@@ -170,6 +180,10 @@ mod tests {
                 id: "ab12".into(),
                 by: "host:8080/run".into()
             }
+        );
+        assert_eq!(
+            parse_payload(&session_ended_payload("0123abcd")),
+            Signal::SessionEnded("0123abcd".into())
         );
         assert_eq!(parse_payload(WAKE_PAYLOAD), Signal::Wake);
         // Unknown payloads (a newer instance's) are only a hint to look now.

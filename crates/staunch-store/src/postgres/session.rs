@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
+use super::listen::{channel_for_schema, session_ended_payload};
 use super::{Pg, execute, query, query_opt};
 use crate::{SessionRecord, SessionStore, StoreError};
 
@@ -113,7 +114,20 @@ impl SessionStore for PgSessionStore {
             &[&id],
         )
         .await?;
-        Ok(execute(&c, "DELETE FROM staunch_sessions WHERE id = $1", &[&id]).await? == 1)
+        let deleted = execute(&c, "DELETE FROM staunch_sessions WHERE id = $1", &[&id]).await? == 1;
+        if deleted {
+            // Every instance holding the session ends it now, not at its next check.
+            query_opt(
+                &c,
+                "SELECT pg_notify($1, $2)",
+                &[
+                    &channel_for_schema(&self.pg.schema),
+                    &session_ended_payload(id),
+                ],
+            )
+            .await?;
+        }
+        Ok(deleted)
     }
 
     async fn put_answer(

@@ -154,6 +154,20 @@ async fn listener_recovers_after_its_connection_is_killed() {
             by: "b/run-1".into(),
         };
         recv(&mut rx, &changed).await;
+        // A session deleted through `b` is ended on `a` at once.
+        let session = staunch_store::SessionRecord {
+            id: "sess-gone".into(),
+            protocol_version: "2025-11-25".into(),
+            client_info_json: "{}".into(),
+            client_capabilities_json: "{}".into(),
+            principal: None,
+            log_level: None,
+            created_ms: 1,
+            last_seen_ms: 1,
+        };
+        b.sessions.create(session).await.unwrap();
+        assert!(b.sessions.delete("sess-gone").await.unwrap());
+        recv(&mut rx, &Signal::SessionEnded("sess-gone".into())).await;
 
         let admin = admin(&url).await;
         let killed = admin

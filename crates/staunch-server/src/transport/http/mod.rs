@@ -49,7 +49,7 @@ use std::time::Duration;
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::routing::any;
-use staunch_store::{EventStore, SessionStore};
+use staunch_store::{EventStore, JobStore, SessionStore, Signal};
 
 use crate::fast_map::FastMap;
 use crate::registry::CancelReason;
@@ -230,6 +230,8 @@ pub struct HttpTransport {
     state: Arc<HttpState>,
     /// Routes served beside the MCP endpoint (the live page); they do their own access checks.
     extra: Option<Router>,
+    /// Where the store says a session was deleted on another instance.
+    signals: Option<Arc<dyn JobStore>>,
 }
 
 impl std::fmt::Debug for HttpTransport {
@@ -262,7 +264,16 @@ impl HttpTransport {
                 closing: Mutex::new(Vec::new()),
             }),
             extra: None,
+            signals: None,
         }
+    }
+
+    /// Ends a session held here as soon as `store`'s signals say another instance deleted it
+    /// ([`Signal::SessionEnded`], PostgreSQL), instead of at the next maintenance tick; after
+    /// the signals reconnect or lag, every held session is checked against the store.
+    pub fn with_store_signals(mut self, store: Arc<dyn JobStore>) -> Self {
+        self.signals = Some(store);
+        self
     }
 
     /// Serves `routes` beside the MCP endpoint (e.g. the live page). They must not overlap
@@ -328,6 +339,10 @@ impl HttpTransport {
         // Until every stream is drained: followers elsewhere must not take a draining
         // instance for dead.
         let beat = tokio::spawn(writer::beat(self.state.clone()));
+        let deletes = self
+            .signals
+            .clone()
+            .map(|store| tokio::spawn(follow_deletes(self.state.clone(), store)));
         // Shutdown begins by ending the work, so that open streams close and the graceful
         // shutdown below does not wait for calls to finish on their own: subscriptions end with
         // a response, every other request is cancelled (never answered), sessions close.
@@ -360,6 +375,9 @@ impl HttpTransport {
             Err(e) => (Err(e), None),
         };
         maintenance.abort();
+        if let Some(d) = deletes {
+            d.abort();
+        }
         let _ = closer.await;
         let mut sessions =
             std::mem::take(&mut *self.state.closing.lock().unwrap_or_else(|p| p.into_inner()));
@@ -417,6 +435,33 @@ async fn end_sessions_gone_from_the_store(state: &HttpState, now: i64) {
             }
         }
         Err(e) => tracing::warn!(error = %e, "could not check sessions against the store"),
+    }
+}
+
+/// Ends sessions held here the moment the store says another instance deleted them.
+async fn follow_deletes(state: Arc<HttpState>, store: Arc<dyn JobStore>) {
+    use tokio::sync::broadcast::error::RecvError;
+    let mut rx = store.subscribe_signals();
+    loop {
+        match rx.recv().await {
+            Ok(Signal::SessionEnded(id)) => {
+                if state
+                    .end_session(&id, CancelReason::SessionClosed("session deleted"))
+                    .await
+                {
+                    tracing::info!(session = %crate::session_hash(&id), "session ended elsewhere");
+                }
+            }
+            // Signals may have been missed: check what is held.
+            Ok(Signal::Reconnected) | Err(RecvError::Lagged(_)) => {
+                end_sessions_gone_from_the_store(&state, staunch_store::now_ms()).await;
+            }
+            Ok(_) => {}
+            Err(RecvError::Closed) => {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                rx = store.subscribe_signals();
+            }
+        }
     }
 }
 
