@@ -23,6 +23,9 @@ fn v(kind: &'static str, detail: String) -> Violation {
     Violation { kind, detail }
 }
 
+/// The "instance" a worker talks to when it goes through the balancer: any of them.
+pub const BALANCED: usize = usize::MAX;
+
 /// A SIGKILL of an instance: when, and when it listened again.
 #[derive(Debug, Clone, Copy)]
 pub struct Kill {
@@ -118,11 +121,17 @@ pub async fn failures(
     rec: &Record,
     faults: &Faults,
     store: &StoreKind,
+    instances: usize,
     out: &mut Vec<Violation>,
 ) -> Explained {
     let mut ex = Explained::default();
     for f in &rec.failures {
-        let mut mine = vec![f.instance];
+        // Through the balancer a call may have reached any instance.
+        let mut mine = if f.instance == BALANCED {
+            (0..instances).collect()
+        } else {
+            vec![f.instance]
+        };
         if let Some(job) = &f.job
             && let Some(r) = runner(store, job).await
         {

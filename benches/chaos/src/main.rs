@@ -20,6 +20,7 @@
 //! a restart of the machine's PostgreSQL server. Exit code 0 when no invariant was violated, 1
 //! otherwise.
 
+mod balancer;
 mod checks;
 mod faults;
 mod instance;
@@ -72,6 +73,13 @@ struct Args {
     /// using that server.
     #[arg(long, requires = "postgres")]
     pg_restart: bool,
+    /// Send the workload through this nginx binary running `--balancer-config` (round robin
+    /// over every instance, no stickiness) instead of spreading workers over the instances.
+    #[arg(long, requires = "postgres")]
+    balancer: Option<PathBuf>,
+    /// The balancer's configuration template.
+    #[arg(long, default_value = "deploy/nginx/staunch.conf")]
+    balancer_config: PathBuf,
 }
 
 #[derive(Default, Debug)]
@@ -231,14 +239,28 @@ async fn run(args: &Args, run_no: u32, seconds: u64, soak: bool) -> anyhow::Resu
 
     let shared: workload::Shared = Arc::new(Mutex::new(Record::default()));
     let stop = Instant::now() + Duration::from_secs(seconds);
-    let urls: Vec<String> = instances.iter().map(Instance::url).collect();
+    let balancer = match &args.balancer {
+        Some(nginx) => {
+            let ports: Vec<u16> = instances.iter().map(|i| i.port).collect();
+            Some(balancer::Balancer::start(nginx, &args.balancer_config, dir.path(), &ports).await?)
+        }
+        None => None,
+    };
+    let urls: Vec<String> = match &balancer {
+        Some(b) => vec![b.url()],
+        None => instances.iter().map(Instance::url).collect(),
+    };
     let mut handles = Vec::new();
     for w in 0..args.workers {
-        let inst = w % urls.len();
+        let inst = if balancer.is_some() {
+            checks::BALANCED
+        } else {
+            w % urls.len()
+        };
         handles.push(tokio::spawn(workload::worker(
             w,
             inst,
-            urls[inst].clone(),
+            urls[w % urls.len()].clone(),
             args.seed.wrapping_add(u64::from(run_no)),
             stop,
             shared.clone(),
@@ -336,7 +358,7 @@ async fn run(args: &Args, run_no: u32, seconds: u64, soak: bool) -> anyhow::Resu
 
     let mut violations = Vec::new();
     let rec = std::mem::take(&mut *shared.lock().unwrap_or_else(|p| p.into_inner()));
-    let explained = checks::failures(&rec, &faults, &store, &mut violations).await;
+    let explained = checks::failures(&rec, &faults, &store, instances.len(), &mut violations).await;
     let mut rec = rec;
     // The lease faults' jobs are checked like every other keyed job (one job, terminal, side
     // effects once), and for a second terminal state.
@@ -565,6 +587,10 @@ async fn main() -> anyhow::Result<()> {
     anyhow::ensure!(
         args.instances <= 1 || args.postgres.is_some(),
         "several instances need --postgres"
+    );
+    anyhow::ensure!(
+        args.balancer.is_none() || args.instances >= 2,
+        "--balancer needs --instances 2 or more"
     );
     anyhow::ensure!(
         args.bin.exists(),
