@@ -27,7 +27,9 @@ pub(crate) async fn route_signals(inner: Arc<Inner>) {
                 let inner = inner.clone();
                 tokio::spawn(async move { inner.follow_change(&id).await });
             }
-            Ok(Signal::Changed { .. } | Signal::SessionEnded(_)) => {}
+            Ok(
+                Signal::Changed { .. } | Signal::SessionEnded(_) | Signal::RequestCancelled { .. },
+            ) => {}
             Ok(Signal::Reconnected) => {
                 let inner = inner.clone();
                 tokio::spawn(async move { inner.reread_watched().await });

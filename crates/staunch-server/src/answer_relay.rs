@@ -7,6 +7,9 @@
 //! session store ([`AnswerRelay::keep`]); the waiting request looks there too, every
 //! [`POLL`], besides its in-process channel ([`AnswerRelay::wait`]). On one instance the
 //! channel answers first and the store is never written.
+//!
+//! The same way a client's `notifications/cancelled` for a request that runs on another
+//! instance is passed on to it ([`AnswerRelay::relay_cancel`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -90,6 +93,18 @@ impl AnswerRelay {
                 error = %e,
                 "answer to an unknown request could not be kept"
             ),
+        }
+    }
+
+    /// Passes a client's cancel of a request that does not run here to the instance that
+    /// runs it (through the store's signals; nothing on a store that has none).
+    pub(crate) async fn relay_cancel(&self, id: &RequestId, reason: Option<&str>, log_label: &str) {
+        if let Err(e) = self
+            .store
+            .relay_cancel(&self.session, &key(id), reason)
+            .await
+        {
+            tracing::warn!(session = %log_label, id = %id, error = %e, "cancel could not be passed on");
         }
     }
 

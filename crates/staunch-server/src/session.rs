@@ -30,7 +30,7 @@ use crate::conn::Conn;
 use crate::dispatch::{dispatch, parse_params};
 use crate::outbound::{Outbound, OutboundKind, Sink};
 use crate::peer::{Peer, SessionFacts};
-use crate::registry::CancelReason;
+use crate::registry::{CancelReason, CancelResult};
 use crate::request::{self, Origin};
 use crate::shared::ServerInner;
 
@@ -104,6 +104,18 @@ impl Session {
     /// The negotiated protocol version, once initialized.
     pub fn protocol_version(&self) -> Option<String> {
         self.inner.facts.lock().protocol_version.clone()
+    }
+
+    /// Cancels request `id` of this session if it runs here, for a client whose cancel reached
+    /// another instance; says nothing when it does not (every instance holding the session
+    /// hears the relayed cancel).
+    pub(crate) fn cancel_relayed(&self, id: &staunch_protocol::RequestId, reason: Option<String>) {
+        request::cancel_quietly(
+            &self.inner.server,
+            &self.inner.conn,
+            id,
+            CancelReason::Client(reason),
+        );
     }
 
     /// Lets answers to server→client requests cross instances through `store` (an HTTP
@@ -268,13 +280,27 @@ impl SessionInner {
                     return;
                 };
                 let not_cancellable = self.facts.lock().initialize_id.as_ref() == Some(&id);
-                request::cancel(
+                let result = request::cancel(
                     &self.server,
                     &self.conn,
                     &id,
-                    CancelReason::Client(p.reason),
+                    CancelReason::Client(p.reason.clone()),
                     not_cancellable,
                 );
+                // Not running here: behind a balancer it may run on another instance.
+                if result == CancelResult::Unknown
+                    && !not_cancellable
+                    && self.conn.relay.get().is_some()
+                {
+                    let conn = self.conn.clone();
+                    tokio::spawn(async move {
+                        if let Some(relay) = conn.relay.get() {
+                            relay
+                                .relay_cancel(&id, p.reason.as_deref(), &conn.log_label)
+                                .await;
+                        }
+                    });
+                }
             }
             methods::INITIALIZED => self.forward_list_changes(),
             other => {

@@ -326,6 +326,14 @@ pub enum Signal {
     /// The HTTP session with this id was deleted (a client's DELETE on some instance): an
     /// instance holding it ends it now. Sent by PostgreSQL's session store only.
     SessionEnded(String),
+    /// A client cancelled request `request_id` (its JSON form) of session `session_id` through
+    /// an instance that does not run it ([`crate::SessionStore::relay_cancel`]): the instance
+    /// that runs it cancels it.
+    RequestCancelled {
+        session_id: String,
+        request_id: String,
+        reason: Option<String>,
+    },
 }
 
 /// Durable job storage. Object safe: use it as `Arc<dyn JobStore>`.

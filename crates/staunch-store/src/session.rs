@@ -90,6 +90,19 @@ pub trait SessionStore: Send + Sync + 'static {
     /// When `writer` last said it was alive; `None` if it never did (or went silent a day ago).
     async fn writer_seen(&self, writer: &str) -> Result<Option<i64>, StoreError>;
 
+    /// Passes a client's `notifications/cancelled` for a request this instance does not run to
+    /// every instance sharing the store (a [`crate::Signal::RequestCancelled`]); the one that
+    /// runs it cancels it. Only PostgreSQL crosses processes; the default sends nothing.
+    async fn relay_cancel(
+        &self,
+        session_id: &str,
+        request_id: &str,
+        reason: Option<&str>,
+    ) -> Result<(), StoreError> {
+        let _ = (session_id, request_id, reason);
+        Ok(())
+    }
+
     /// Whether the store answers (the health check): one read, of a session that cannot
     /// exist.
     async fn check(&self) -> Result<(), StoreError> {

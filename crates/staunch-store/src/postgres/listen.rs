@@ -50,6 +50,26 @@ pub(crate) fn session_ended_payload(session_id: &str) -> String {
     format!("{SESSION_ENDED_PREFIX}{session_id}")
 }
 
+/// The payload prefix of a relayed request cancel: `request-cancel:{json}` with the session,
+/// the request id (its JSON form) and the reason.
+const REQUEST_CANCEL_PREFIX: &str = "request-cancel:";
+
+/// PostgreSQL refuses a NOTIFY payload of 8000 bytes or more.
+const MAX_PAYLOAD: usize = 7900;
+
+/// The payload of a relayed cancel; `None` when it would not fit in a NOTIFY (a request id of
+/// several kilobytes: such a cancel is not relayed). A long reason is cut.
+pub(crate) fn request_cancel_payload(
+    session_id: &str,
+    request_id: &str,
+    reason: Option<&str>,
+) -> Option<String> {
+    let reason: Option<String> = reason.map(|r| r.chars().take(200).collect());
+    let body = serde_json::json!({"s": session_id, "r": request_id, "why": reason});
+    let payload = format!("{REQUEST_CANCEL_PREFIX}{body}");
+    (payload.len() < MAX_PAYLOAD).then_some(payload)
+}
+
 pub(crate) fn cancel_payload(job_id: &str) -> String {
     format!("{CANCEL_PREFIX}{job_id}")
 }
@@ -63,6 +83,17 @@ pub(crate) const WAKE_PAYLOAD: &str = "wake";
 fn parse_payload(payload: &str) -> Signal {
     if let Some(id) = payload.strip_prefix(CANCEL_PREFIX) {
         return Signal::Cancel(id.to_owned());
+    }
+    if let Some(body) = payload.strip_prefix(REQUEST_CANCEL_PREFIX) {
+        let v: serde_json::Value = serde_json::from_str(body).unwrap_or_default();
+        if let (Some(s), Some(r)) = (v["s"].as_str(), v["r"].as_str()) {
+            return Signal::RequestCancelled {
+                session_id: s.to_owned(),
+                request_id: r.to_owned(),
+                reason: v["why"].as_str().map(str::to_owned),
+            };
+        }
+        return Signal::Wake;
     }
     if let Some(id) = payload.strip_prefix(SESSION_ENDED_PREFIX) {
         return Signal::SessionEnded(id.to_owned());
@@ -185,6 +216,16 @@ mod tests {
             parse_payload(&session_ended_payload("0123abcd")),
             Signal::SessionEnded("0123abcd".into())
         );
+        assert_eq!(
+            parse_payload(&request_cancel_payload("s1", r#""req:7""#, Some("timeout")).unwrap()),
+            Signal::RequestCancelled {
+                session_id: "s1".into(),
+                request_id: r#""req:7""#.into(),
+                reason: Some("timeout".into())
+            }
+        );
+        assert_eq!(request_cancel_payload("s1", &"x".repeat(8000), None), None);
+        assert_eq!(parse_payload("request-cancel:{broken"), Signal::Wake);
         assert_eq!(parse_payload(WAKE_PAYLOAD), Signal::Wake);
         // Unknown payloads (a newer instance's) are only a hint to look now.
         assert_eq!(parse_payload("changed:no-owner"), Signal::Wake);

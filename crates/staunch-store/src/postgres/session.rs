@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use super::listen::{channel_for_schema, session_ended_payload};
+use super::listen::{channel_for_schema, request_cancel_payload, session_ended_payload};
 use super::{Pg, execute, query, query_opt};
 use crate::{SessionRecord, SessionStore, StoreError};
 
@@ -172,6 +172,25 @@ impl SessionStore for PgSessionStore {
         )
         .await?
         .is_some())
+    }
+
+    async fn relay_cancel(
+        &self,
+        session_id: &str,
+        request_id: &str,
+        reason: Option<&str>,
+    ) -> Result<(), StoreError> {
+        let Some(payload) = request_cancel_payload(session_id, request_id, reason) else {
+            return Ok(());
+        };
+        let c = self.pg.client().await?;
+        query_opt(
+            &c,
+            "SELECT pg_notify($1, $2)",
+            &[&channel_for_schema(&self.pg.schema), &payload],
+        )
+        .await?;
+        Ok(())
     }
 
     async fn beat_writer(&self, writer: &str, now_ms: i64) -> Result<(), StoreError> {

@@ -295,3 +295,57 @@ async fn a_resume_after_its_writer_was_killed_ends_with_a_clear_error() {
     drop((a, b));
     common::pg::drop_schema(&url, &schema);
 }
+
+/// Behind a balancer a client's `notifications/cancelled` may land on an instance that does
+/// not run the request: it is passed on, and the instance that runs it stops it at once.
+#[tokio::test]
+async fn a_cancel_posted_to_b_stops_the_request_running_on_a() {
+    let Some((url, schema)) = common::pg::fresh_schema("multi-instance cancel") else {
+        return;
+    };
+    let flags = ["--store-schema", schema.as_str()];
+    let a = HttpServer::start_on(Some(&url), &flags).await;
+    let b = HttpServer::start_on(Some(&url), &flags).await;
+    let sid = a.initialize().await;
+    let id = json!("long");
+    let mut r = a
+        .post(
+            Some(&sid),
+            &call(
+                id.clone(),
+                "slow_count",
+                json!({"steps": 600, "delay_ms": 50}),
+                Some(json!(1)),
+            ),
+        )
+        .await;
+    r.next_event(Duration::from_secs(10))
+        .await
+        .expect("the call runs on A");
+    let sent = std::time::Instant::now();
+    let cancel = b
+        .post(
+            Some(&sid),
+            &json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                    "params": {"requestId": id, "reason": "user gave up"}}),
+        )
+        .await;
+    assert_eq!(cancel.status, 202);
+    let lines = a
+        .log_until(|l| {
+            l.iter().any(|l| {
+                l["event"] == "request.end" && l["request_id"] == id && l["outcome"] == "cancelled"
+            })
+        })
+        .await;
+    assert!(
+        sent.elapsed() < Duration::from_secs(5),
+        "the cancel took {:?} to reach A: {lines:#?}",
+        sent.elapsed()
+    );
+    // No response after the cancel: the stream ends without one.
+    let rest = r.events_until_end(Duration::from_secs(5)).await;
+    assert!(rest.iter().all(|e| e.json()["id"] != id), "{rest:?}");
+    drop((a, b));
+    common::pg::drop_schema(&url, &schema);
+}

@@ -438,12 +438,28 @@ async fn end_sessions_gone_from_the_store(state: &HttpState, now: i64) {
     }
 }
 
-/// Ends sessions held here the moment the store says another instance deleted them.
+/// Ends sessions held here the moment the store says another instance deleted them, and
+/// cancels requests running here that a client cancelled through another instance.
 async fn follow_deletes(state: Arc<HttpState>, store: Arc<dyn JobStore>) {
     use tokio::sync::broadcast::error::RecvError;
     let mut rx = store.subscribe_signals();
     loop {
         match rx.recv().await {
+            Ok(Signal::RequestCancelled {
+                session_id,
+                request_id,
+                reason,
+            }) => {
+                let held = state
+                    .sessions
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .get(&session_id)
+                    .cloned();
+                if let (Some(s), Ok(id)) = (held, serde_json::from_str(&request_id)) {
+                    s.session().cancel_relayed(&id, reason);
+                }
+            }
             Ok(Signal::SessionEnded(id)) => {
                 if state
                     .end_session(&id, CancelReason::SessionClosed("session deleted"))
