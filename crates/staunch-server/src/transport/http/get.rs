@@ -16,6 +16,9 @@ use super::session::{Attach, HttpSession, event_id, parse_event_id};
 use super::sse::{self, error};
 use super::writer;
 
+/// How long a resume on another instance waits for a stream that is not in the store yet.
+const NEW_STREAM_PATIENCE: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Events read from the store per query when replaying.
 pub(super) const REPLAY_PAGE: usize = 512;
 
@@ -111,7 +114,22 @@ async fn resume(state: Arc<HttpState>, session: Arc<HttpSession>, last: &str) ->
     let mut first = Vec::new();
     let mut cursor = after;
     if from_store {
-        match replay_range(&state, session.id(), &stream_id, after, upto, &mut first).await {
+        // A stream another instance opened a moment ago may not be in the store yet (its
+        // writes are batched): a client that reconnects at once through a balancer would be
+        // told it does not exist. Look again for a short while before saying so.
+        let patience = tokio::time::Instant::now() + NEW_STREAM_PATIENCE;
+        let replayed = loop {
+            let r = replay_range(&state, session.id(), &stream_id, after, upto, &mut first).await;
+            let not_yet = r
+                .as_ref()
+                .is_err_and(|e| follow && e.status() == StatusCode::NOT_FOUND);
+            if !not_yet || tokio::time::Instant::now() >= patience {
+                break r;
+            }
+            drop(r);
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        };
+        match replayed {
             Ok(c) => cursor = c,
             Err(r) => {
                 if r.status() == StatusCode::GONE {
