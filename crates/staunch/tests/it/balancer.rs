@@ -415,6 +415,12 @@ async fn staunch_probe_passes_through_the_balancer() {
     let (code, report) = client_support::probe(&[&target]).await;
     assert_eq!(code, 0, "{report:#}");
     assert_eq!(report["server"]["protocol_version"], "2026-07-28");
+    // Closing a response stream at the balancer reaches the instance: the 2026 cancel.
+    assert_eq!(
+        client_support::status(&report, "cancel.stream_close"),
+        "PASS",
+        "{report:#}"
+    );
     // Both instances answered some of the probe's requests.
     let access = lb.access();
     for up in [a.port, b.port] {
@@ -469,4 +475,17 @@ async fn raw_get(port: u16, path: &str) -> (u16, String) {
         .unwrap_or(0);
     let body = text.split_once("\r\n\r\n").map(|x| x.1).unwrap_or("");
     (status, body.to_string())
+}
+
+/// The book's recipe shows the configuration these tests run, byte for byte.
+#[test]
+fn the_book_shows_the_tested_config() {
+    let root = common::external::root();
+    let file = std::fs::read_to_string(root.join("deploy/nginx/staunch.conf")).unwrap();
+    let page = std::fs::read_to_string(root.join("docs/src/operations/balancer.md")).unwrap();
+    assert!(
+        page.contains(&format!("```nginx\n{file}```\n")),
+        "docs/src/operations/balancer.md must show deploy/nginx/staunch.conf unchanged in its \
+         nginx block (copy the file into it)"
+    );
 }
