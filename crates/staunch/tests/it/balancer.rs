@@ -161,24 +161,37 @@ impl Drop for Balancer {
     }
 }
 
+/// A test's schema, dropped when the test ends, failed or not (declared first, so that it is
+/// dropped after the instances and the balancer).
+struct Schema {
+    url: String,
+    name: String,
+}
+
+impl Drop for Schema {
+    fn drop(&mut self) {
+        common::pg::drop_schema(&self.url, &self.name);
+    }
+}
+
 /// Two instances (`--instance-name a` and `b`) on a fresh schema, and nginx in front; `None`
 /// (after saying why) when PostgreSQL or nginx is missing.
-async fn setup(test: &str) -> Option<(Balancer, HttpServer, HttpServer, String, String)> {
+async fn setup(test: &str) -> Option<(Schema, Balancer, HttpServer, HttpServer)> {
     // nginx first: with STAUNCH_REQUIRE_EXTERNAL=1 its absence fails even without PostgreSQL.
     let nginx = nginx()?;
-    let (url, schema) = common::pg::fresh_schema(test)?;
+    let (url, name) = common::pg::fresh_schema(test)?;
     let a = HttpServer::start_on(
         Some(&url),
-        &["--store-schema", &schema, "--instance-name", "a"],
+        &["--store-schema", &name, "--instance-name", "a"],
     )
     .await;
     let b = HttpServer::start_on(
         Some(&url),
-        &["--store-schema", &schema, "--instance-name", "b"],
+        &["--store-schema", &name, "--instance-name", "b"],
     )
     .await;
     let lb = Balancer::start(&nginx, &a, &b).await;
-    Some((lb, a, b, url, schema))
+    Some((Schema { url, name }, lb, a, b))
 }
 
 /// Which instance ended request `id`: `"a"`, `"b"`, or `""` if neither within 15 s.
@@ -219,7 +232,7 @@ async fn call_in_session(front: &HttpServer, sid: &str, msg: &Value) -> (Vec<i64
 
 #[tokio::test]
 async fn a_2025_session_is_served_by_both_instances_through_the_balancer() {
-    let Some((lb, a, b, url, schema)) = setup("balancer: 2025 session").await else {
+    let Some((_schema, lb, a, b)) = setup("balancer: 2025 session").await else {
         return;
     };
     let front = &lb.front;
@@ -279,12 +292,11 @@ async fn a_2025_session_is_served_by_both_instances_through_the_balancer() {
         "{access:#?}"
     );
     drop((lb, a, b));
-    common::pg::drop_schema(&url, &schema);
 }
 
 #[tokio::test]
 async fn a_dropped_stream_resumes_through_the_balancer_exactly_once() {
-    let Some((lb, a, b, url, schema)) = setup("balancer: resume").await else {
+    let Some((_schema, lb, a, b)) = setup("balancer: resume").await else {
         return;
     };
     let front = &lb.front;
@@ -355,12 +367,11 @@ async fn a_dropped_stream_resumes_through_the_balancer_exactly_once() {
         "the resume was served by the instance running the call: {access:#?}"
     );
     drop((lb, a, b));
-    common::pg::drop_schema(&url, &schema);
 }
 
 #[tokio::test]
 async fn stateless_2026_calls_work_through_the_balancer() {
-    let Some((lb, a, b, url, schema)) = setup("balancer: 2026 stateless").await else {
+    let Some((_schema, lb, a, b)) = setup("balancer: 2026 stateless").await else {
         return;
     };
     let mut by = Vec::new();
@@ -441,12 +452,11 @@ async fn stateless_2026_calls_work_through_the_balancer() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     drop((lb, a, b));
-    common::pg::drop_schema(&url, &schema);
 }
 
 #[tokio::test]
 async fn staunch_probe_passes_through_the_balancer() {
-    let Some((lb, a, b, url, schema)) = setup("balancer: probe").await else {
+    let Some((_schema, lb, a, b)) = setup("balancer: probe").await else {
         return;
     };
     let target = lb.url();
@@ -472,7 +482,6 @@ async fn staunch_probe_passes_through_the_balancer() {
         );
     }
     drop((lb, a, b));
-    common::pg::drop_schema(&url, &schema);
 }
 
 /// A 2025 client's `notifications/cancelled` lands on whichever instance is next; the call it
@@ -483,7 +492,7 @@ async fn staunch_probe_passes_through_the_balancer() {
 #[tokio::test]
 #[ignore = "a 2025 notifications/cancelled is not delivered to the instance running the request"]
 async fn a_2025_cancel_that_lands_on_the_other_instance_stops_the_call() {
-    let Some((lb, a, b, url, schema)) = setup("balancer: 2025 cancel").await else {
+    let Some((_schema, lb, a, b)) = setup("balancer: 2025 cancel").await else {
         return;
     };
     let front = &lb.front;
@@ -531,7 +540,6 @@ async fn a_2025_cancel_that_lands_on_the_other_instance_stops_the_call() {
     );
     drop(r);
     drop((lb, a, b));
-    common::pg::drop_schema(&url, &schema);
 }
 
 /// The instance running a 2025 call is killed while its client is away; the client resumes
@@ -542,7 +550,7 @@ async fn a_2025_cancel_that_lands_on_the_other_instance_stops_the_call() {
 #[tokio::test]
 #[ignore = "a resumed stream whose instance died mid-call stays open with keep-alives only"]
 async fn a_resumed_stream_whose_instance_died_ends() {
-    let Some((lb, mut a, mut b, url, schema)) = setup("balancer: instance died").await else {
+    let Some((_schema, lb, mut a, mut b)) = setup("balancer: instance died").await else {
         return;
     };
     let front = &lb.front;
@@ -596,7 +604,6 @@ async fn a_resumed_stream_whose_instance_died_ends() {
     );
     drop(g);
     drop((lb, a, b));
-    common::pg::drop_schema(&url, &schema);
 }
 
 /// Which instance started request `id`: `"a"` or `"b"` (waits at most 15 s; `""` if neither).
@@ -625,7 +632,7 @@ async fn served_by_start(a: &HttpServer, b: &HttpServer, id: &Value) -> &'static
 /// while the store answers. An instance without the endpoint (404) is not checked.
 #[tokio::test]
 async fn healthz_answers_through_the_balancer() {
-    let Some((lb, a, b, url, schema)) = setup("balancer: healthz").await else {
+    let Some((_schema, lb, a, b)) = setup("balancer: healthz").await else {
         return;
     };
     for _ in 0..2 {
@@ -639,7 +646,6 @@ async fn healthz_answers_through_the_balancer() {
         assert!(v.is_object(), "{body}");
     }
     drop((lb, a, b));
-    common::pg::drop_schema(&url, &schema);
 }
 
 /// A plain `GET path` on its own connection: (status, body).
