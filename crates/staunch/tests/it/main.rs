@@ -6,6 +6,7 @@ mod client_support;
 mod common;
 
 mod audit;
+mod balancer;
 mod call;
 mod call_2026;
 mod call_task_2026;
