@@ -485,12 +485,8 @@ async fn staunch_probe_passes_through_the_balancer() {
 }
 
 /// A 2025 client's `notifications/cancelled` lands on whichever instance is next; the call it
-/// names runs on the other. Only the instance running a request stops it today: the other logs
-/// `request.cancel_ignored` (`why: unknown_id`) and the call runs on (docs/src/operations/
-/// balancer.md, "What does not cross instances"). This is what passes once a cancel crosses
-/// instances.
+/// names may run on the other, which stops it (the cancel is passed on through the store).
 #[tokio::test]
-#[ignore = "a 2025 notifications/cancelled is not delivered to the instance running the request"]
 async fn a_2025_cancel_that_lands_on_the_other_instance_stops_the_call() {
     let Some((_schema, lb, a, b)) = setup("balancer: 2025 cancel").await else {
         return;
@@ -544,11 +540,9 @@ async fn a_2025_cancel_that_lands_on_the_other_instance_stops_the_call() {
 
 /// The instance running a 2025 call is killed while its client is away; the client resumes
 /// through the balancer and lands on the survivor. The survivor replays the stored events and
-/// then follows a stream that nothing writes any more: keep-alive comments every 15 s, never
-/// the response, never an end (also after the killed instance is back under its name). What
-/// passes once it answers such a stream — an error response or an end — within a bound.
+/// follows the stream until the dead writer has been silent too long, then ends it — within a
+/// bound, never an open stream of keep-alives.
 #[tokio::test]
-#[ignore = "a resumed stream whose instance died mid-call stays open with keep-alives only"]
 async fn a_resumed_stream_whose_instance_died_ends() {
     let Some((_schema, lb, mut a, mut b)) = setup("balancer: instance died").await else {
         return;
@@ -628,8 +622,8 @@ async fn served_by_start(a: &HttpServer, b: &HttpServer, id: &Value) -> &'static
     }
 }
 
-/// `GET /healthz` through the balancer, where the instances have it: 200 with a JSON body
-/// while the store answers. An instance without the endpoint (404) is not checked.
+/// `GET /healthz` through the balancer, on both instances: 200 `{"status":"ok"}` while the
+/// store answers.
 #[tokio::test]
 async fn healthz_answers_through_the_balancer() {
     let Some((_schema, lb, a, b)) = setup("balancer: healthz").await else {
@@ -637,13 +631,9 @@ async fn healthz_answers_through_the_balancer() {
     };
     for _ in 0..2 {
         let (status, body) = raw_get(lb.front.port, "/healthz").await;
-        if status == 404 {
-            eprintln!("SKIPPED: the instances have no /healthz; not checked");
-            break;
-        }
         assert_eq!(status, 200, "{body}");
         let v: Value = serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}"));
-        assert!(v.is_object(), "{body}");
+        assert_eq!(v["status"], "ok", "{body}");
     }
     drop((lb, a, b));
 }
