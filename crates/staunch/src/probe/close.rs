@@ -154,6 +154,30 @@ pub async fn stream_close(p: &Probe) -> Check {
     let base = baseline.map_or(0, |(s, _)| s);
     let first = samples[0];
     let last = samples[samples.len() - 1];
+    // Progress says steps ran, the status tool saw none: it reads another process's count
+    // (an instance behind a load balancer other than the one that ran the call). No verdict
+    // can come from it.
+    if !before.is_empty() && last.steps <= base && last.last_step_unix_ms == 0 {
+        let why = format!(
+            "unknown: {} saw none of the steps that {} progress notifications reported (it \
+             reads another process's count: another instance behind a load balancer?)",
+            p.status_tool,
+            before.len()
+        );
+        data["verdict"] = json!("unknown");
+        data["side_effects"] = json!(why);
+        let status = if after.is_empty() {
+            Status::Warn
+        } else {
+            Status::Fail
+        };
+        return Check::new(
+            ID,
+            status,
+            format!("{progress_text}; whether the work stopped: {why}"),
+            data,
+        );
+    }
     // Steps done when the stream closed: what progress said (it counts steps), else the first
     // reading after the close.
     let at_close = last_progress

@@ -464,14 +464,16 @@ async fn staunch_probe_passes_through_the_balancer() {
     assert_eq!(code, 0, "{report:#}");
     assert_eq!(report["server"]["protocol_version"], "2026-07-28");
     // The probe reads its evidence for this check from `slow_count_status`, a record kept by
-    // the process that ran the count, on whichever instance the balancer picks: through a
-    // balancer it may read "0 steps" from the other one. The cancel itself is shown by the
-    // instances' logs in `stateless_2026_calls_work_through_the_balancer`.
-    assert_eq!(
-        client_support::status(&report, "cancel.stream_close"),
-        "PASS",
-        "{report:#}"
-    );
+    // the process that ran the count, on whichever instance the balancer picks: when it reads
+    // the other one it says it cannot tell (WARN), never a verdict from an empty count. The
+    // cancel itself is shown by the instances' logs in
+    // `stateless_2026_calls_work_through_the_balancer`.
+    let close = client_support::check(&report, "cancel.stream_close");
+    match client_support::status(&report, "cancel.stream_close") {
+        "PASS" => {}
+        "WARN" => assert_eq!(close["data"]["verdict"], "unknown", "{close:#}"),
+        other => panic!("cancel.stream_close {other}: {close:#}"),
+    }
     // Both instances answered some of the probe's requests.
     let access = lb.access();
     for up in [a.port, b.port] {
