@@ -18,7 +18,9 @@ use serde_json::{Value, json};
 use staunch_protocol::{ErrorObject, RequestId};
 use staunch_store::{SessionStore, now_ms};
 
-use crate::conn::ClientReply;
+/// A client's answer (the same as the connection's `ClientReply`, spelled out so this module
+/// does not import the connection's).
+type ClientReply = Result<Value, ErrorObject>;
 
 /// How often a waiting request looks for its answer in the store.
 pub(crate) const POLL: Duration = Duration::from_millis(100);

@@ -27,6 +27,23 @@ struct Sample {
     last_step_unix_ms: u64,
 }
 
+/// No verdict from the side effects: WARN, or FAIL when progress arrived on the closed stream.
+fn unknown(why: String, progress_text: &str, progress_after: bool, mut data: Value) -> Check {
+    data["verdict"] = json!("unknown");
+    data["side_effects"] = json!(why);
+    let status = if progress_after {
+        Status::Fail
+    } else {
+        Status::Warn
+    };
+    Check::new(
+        ID,
+        status,
+        format!("{progress_text}; whether the work stopped: {why}"),
+        data,
+    )
+}
+
 pub async fn stream_close(p: &Probe) -> Check {
     let has_status = p.has_tool(&p.status_tool);
     let tag = new_tag(p);
@@ -136,19 +153,7 @@ pub async fn stream_close(p: &Probe) -> Check {
             Some(e) => format!("unknown: {} failed: {e}", p.status_tool),
             None => format!("unknown: server has no {}", p.status_tool),
         };
-        data["verdict"] = json!("unknown");
-        data["side_effects"] = json!(why);
-        let status = if after.is_empty() {
-            Status::Warn
-        } else {
-            Status::Fail
-        };
-        return Check::new(
-            ID,
-            status,
-            format!("{progress_text}; whether the work stopped: {why}"),
-            data,
-        );
+        return unknown(why, &progress_text, !after.is_empty(), data);
     }
 
     let base = baseline.map_or(0, |(s, _)| s);
@@ -164,19 +169,7 @@ pub async fn stream_close(p: &Probe) -> Check {
             p.status_tool,
             before.len()
         );
-        data["verdict"] = json!("unknown");
-        data["side_effects"] = json!(why);
-        let status = if after.is_empty() {
-            Status::Warn
-        } else {
-            Status::Fail
-        };
-        return Check::new(
-            ID,
-            status,
-            format!("{progress_text}; whether the work stopped: {why}"),
-            data,
-        );
+        return unknown(why, &progress_text, !after.is_empty(), data);
     }
     // Steps done when the stream closed: what progress said (it counts steps), else the first
     // reading after the close.
