@@ -15,6 +15,7 @@ mod client_http;
 mod command_tools;
 mod doc_examples;
 mod eras;
+mod healthz;
 mod http_auth;
 mod http_security;
 mod http_stateless;
