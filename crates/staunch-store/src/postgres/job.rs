@@ -9,6 +9,9 @@
 //!   each other and never move one job twice;
 //! - every UPDATE repeats its guard (`state`, owner, token) so a row that changed under a
 //!   waiting statement is re-checked by PostgreSQL before it is written.
+//!
+//! `job_create.rs` holds the create (idempotency, dedupe, per-principal limit),
+//! `job_operator.rs` the operator's queries, `job_row.rs` the row reader.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -17,10 +20,10 @@ use async_trait::async_trait;
 use deadpool_postgres::GenericClient;
 use tokio::sync::broadcast;
 use tokio::task::JoinHandle;
-use tokio_postgres::Row;
 
+use super::job_row::{job_from_row, lease_of, opt_job};
 use super::listen::{self, WAKE_PAYLOAD, cancel_payload, changed_payload, channel_for_schema};
-use super::{Pg, execute, query, query_opt, to_i64, to_u64};
+use super::{Pg, execute, query, query_opt, to_i64};
 use crate::job::{clamp_limit, decode_cursor, encode_cursor, outcome_columns};
 use crate::schema::{FAIR_TRIES, JOB_COLS, expire_set_clause, fair_owners_sql};
 use crate::{
@@ -108,216 +111,15 @@ impl PgJobStore {
     }
 }
 
-fn to_u32(v: i64, what: &str) -> Result<u32, StoreError> {
-    u32::try_from(v).map_err(|_| StoreError::Corrupt(format!("{what} out of range: {v}")))
-}
-
-/// Reads a row selected with [`JOB_COLS`].
-fn job_from_row(r: &Row) -> Result<JobRecord, StoreError> {
-    Ok(JobRecord {
-        id: r.try_get(0)?,
-        principal: r.try_get(1)?,
-        session_id: r.try_get(2)?,
-        tool: r.try_get(3)?,
-        args_json: r.try_get(4)?,
-        args_fingerprint: r.try_get(5)?,
-        idem_key: r.try_get(6)?,
-        idem_expires_ms: r.try_get(7)?,
-        state: JobState::parse(r.try_get(8)?)?,
-        cancel_requested_ms: r.try_get(9)?,
-        cancel_requested_by: r.try_get(10)?,
-        attempt: to_u32(r.try_get(11)?, "attempt")?,
-        max_attempts: to_u32(r.try_get(12)?, "max_attempts")?,
-        retry_safe: r.try_get(13)?,
-        lease_owner: r.try_get(14)?,
-        lease_token: to_u64(r.try_get(15)?, "lease_token")?,
-        lease_expires_ms: r.try_get(16)?,
-        heartbeat_ms: r.try_get(17)?,
-        progress_json: r.try_get(18)?,
-        checkpoint_json: r.try_get(19)?,
-        result_json: r.try_get(20)?,
-        error_json: r.try_get(21)?,
-        error_reason: r.try_get(22)?,
-        created_ms: r.try_get(23)?,
-        started_ms: r.try_get(24)?,
-        finished_ms: r.try_get(25)?,
-        updated_ms: r.try_get(26)?,
-        ttl_ms: r.try_get(27)?,
-        purge_after_ms: r.try_get(28)?,
-        trace_parent: r.try_get(29)?,
-    })
-}
-
-fn opt_job(row: Option<Row>) -> Result<Option<JobRecord>, StoreError> {
-    row.as_ref().map(job_from_row).transpose()
-}
-
-async fn key_holder(
-    c: &impl GenericClient,
-    job: &NewJob,
-    key: &str,
-) -> Result<Option<JobRecord>, StoreError> {
-    opt_job(
-        query_opt(
-            c,
-            &format!(
-                "SELECT {JOB_COLS} FROM staunch_jobs \
-                 WHERE principal = $1 AND tool = $2 AND idem_key = $3"
-            ),
-            &[&job.principal, &job.tool, &key],
-        )
-        .await?,
-    )
-}
-
-fn replay_or_refuse(job: &NewJob, existing: JobRecord) -> CreateOutcome {
-    if existing.args_fingerprint == job.args_fingerprint {
-        CreateOutcome::Existing(existing)
-    } else {
-        CreateOutcome::KeyReused {
-            existing_job_id: existing.id,
-        }
-    }
-}
-
 /// The SET list of a claim: `$1` owner, `$2` now, `$3` lease expiry.
 const CLAIM_SET: &str = "state = 'running', lease_owner = $1, lease_token = lease_token + 1, \
     attempt = attempt + 1, lease_expires_ms = $3, heartbeat_ms = $2, \
     started_ms = COALESCE(started_ms, $2), updated_ms = $2";
 
-fn lease_of(row: Option<Row>) -> Result<Option<Lease>, StoreError> {
-    Ok(opt_job(row)?.map(|job| Lease {
-        token: job.lease_token,
-        job,
-    }))
-}
-
 #[async_trait]
 impl JobStore for PgJobStore {
     async fn create(&self, job: NewJob) -> Result<CreateOutcome, StoreError> {
-        job.validate()?;
-        let now = job.now_ms;
-        let mut c = self.pg.client().await?;
-        let tx = c.transaction().await?;
-        if job.dedupe_inflight {
-            // Length-prefixed so ("a:b", "c") and ("a", "b:c") cannot share a key. A hash
-            // collision only makes two unrelated creates wait for each other.
-            let key = format!(
-                "staunch.dedupe:{}:{}:{}:{}:{}",
-                job.principal.len(),
-                job.tool.len(),
-                job.principal,
-                job.tool,
-                job.args_fingerprint
-            );
-            tx.execute(
-                "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
-                &[&key],
-            )
-            .await?;
-        }
-        if let Some(key) = &job.idem_key {
-            // An expired key no longer binds: release it in this transaction.
-            execute(
-                &tx,
-                "UPDATE staunch_jobs SET idem_key = NULL WHERE principal = $1 AND tool = $2 \
-                 AND idem_key = $3 AND idem_expires_ms <= $4",
-                &[&job.principal, &job.tool, key, &now],
-            )
-            .await?;
-            if let Some(existing) = key_holder(&tx, &job, key).await? {
-                tx.commit().await?;
-                return Ok(replay_or_refuse(&job, existing));
-            }
-        }
-        if job.dedupe_inflight {
-            let inflight = query_opt(
-                &tx,
-                &format!(
-                    "SELECT {JOB_COLS} FROM staunch_jobs WHERE principal = $1 AND tool = $2 \
-                     AND args_fingerprint = $3 AND state IN ('queued', 'running') \
-                     ORDER BY created_ms, id LIMIT 1"
-                ),
-                &[&job.principal, &job.tool, &job.args_fingerprint],
-            )
-            .await?;
-            if let Some(existing) = opt_job(inflight)? {
-                tx.commit().await?;
-                return Ok(CreateOutcome::Existing(existing));
-            }
-        }
-        if let Some(limit) = job.max_active {
-            // Serialise creates of one principal while counting, so that concurrent creates
-            // cannot all slip under the limit.
-            let key = format!("staunch.active:{}", job.principal);
-            tx.execute(
-                "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
-                &[&key],
-            )
-            .await?;
-            let limit_i = i64::try_from(limit).unwrap_or(i64::MAX);
-            let row = query_opt(
-                &tx,
-                "SELECT COUNT(*) FROM (SELECT 1 FROM staunch_jobs WHERE principal = $1 \
-                 AND state IN ('queued', 'running') LIMIT $2) AS active",
-                &[&job.principal, &limit_i],
-            )
-            .await?;
-            let active: i64 = row.map_or(Ok(0), |r| r.try_get(0))?;
-            if u64::try_from(active).unwrap_or(0) >= limit {
-                tx.commit().await?;
-                return Ok(CreateOutcome::TooManyActive { limit });
-            }
-        }
-        let idem_expires = job
-            .idem_key
-            .as_ref()
-            .map(|_| now.saturating_add(job.idem_ttl_ms));
-        let inserted = query_opt(
-            &tx,
-            &format!(
-                "INSERT INTO staunch_jobs (id, principal, session_id, tool, args_json, \
-                 args_fingerprint, idem_key, idem_expires_ms, state, max_attempts, retry_safe, \
-                 created_ms, updated_ms, ttl_ms, trace_parent) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'queued', $9, $10, $11, $11, $12, $13) \
-                 ON CONFLICT DO NOTHING RETURNING {JOB_COLS}"
-            ),
-            &[
-                &crate::new_job_id(),
-                &job.principal,
-                &job.session_id,
-                &job.tool,
-                &job.args_json,
-                &job.args_fingerprint,
-                &job.idem_key,
-                &idem_expires,
-                &i64::from(job.max_attempts),
-                &job.retry_safe,
-                &now,
-                &job.ttl_ms,
-                &job.trace_parent,
-            ],
-        )
-        .await?;
-        let out = match (opt_job(inserted)?, &job.idem_key) {
-            (Some(created), _) => {
-                self.notify(&tx, WAKE_PAYLOAD).await?;
-                CreateOutcome::Created(created)
-            }
-            // Another transaction took the key after our check and committed (the insert
-            // waited for it); this statement's fresh snapshot sees its row.
-            (None, Some(key)) => match key_holder(&tx, &job, key).await? {
-                Some(existing) => replay_or_refuse(&job, existing),
-                None => {
-                    return Err(StoreError::Corrupt(
-                        "job insert conflicted with no key holder".into(),
-                    ));
-                }
-            },
-            (None, None) => return Err(StoreError::Corrupt("random job id collided".into())),
-        };
-        tx.commit().await?;
-        Ok(out)
+        super::job_create::create(&self.pg, &self.channel, job).await
     }
 
     async fn get(&self, id: &str) -> Result<Option<JobRecord>, StoreError> {
@@ -724,47 +526,11 @@ impl JobStore for PgJobStore {
     }
 
     async fn list_all(&self, filter: &JobFilter) -> Result<Vec<JobRecord>, StoreError> {
-        let states = filter.state_names();
-        let limit = clamp_limit(filter.limit) as i64;
-        let c = self.pg.client().await?;
-        // One statement for every filter combination: an absent filter is a NULL parameter
-        // that matches every row.
-        let rows = query(
-            &c,
-            &format!(
-                "SELECT {JOB_COLS} FROM staunch_jobs \
-                 WHERE ($1::text[] IS NULL OR state = ANY($1)) \
-                 AND ($2::text IS NULL OR tool = $2) \
-                 AND ($3::bigint IS NULL OR created_ms >= $3) \
-                 AND ($4::bigint IS NULL OR created_ms < $4) \
-                 ORDER BY created_ms DESC, id DESC LIMIT $5"
-            ),
-            &[
-                &states,
-                &filter.tool,
-                &filter.created_from_ms,
-                &filter.created_before_ms,
-                &limit,
-            ],
-        )
-        .await?;
-        rows.iter().map(job_from_row).collect()
+        super::job_operator::list_all(&self.pg, filter).await
     }
 
     async fn count_by_state(&self) -> Result<Vec<(JobState, u64)>, StoreError> {
-        let c = self.pg.client().await?;
-        let rows = query(
-            &c,
-            "SELECT state, COUNT(*) FROM staunch_jobs GROUP BY state",
-            &[],
-        )
-        .await?;
-        rows.iter()
-            .map(|r| {
-                let n: i64 = r.try_get(1)?;
-                Ok((JobState::parse(r.try_get(0)?)?, to_u64(n, "count")?))
-            })
-            .collect()
+        super::job_operator::count_by_state(&self.pg).await
     }
 
     async fn ids_starting_with(
@@ -772,35 +538,10 @@ impl JobStore for PgJobStore {
         prefix: &str,
         limit: usize,
     ) -> Result<Vec<String>, StoreError> {
-        let c = self.pg.client().await?;
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let rows = query(
-            &c,
-            "SELECT id FROM staunch_jobs WHERE left(id, length($1)) = $1 ORDER BY id LIMIT $2",
-            &[&prefix, &limit],
-        )
-        .await?;
-        rows.iter().map(|r| Ok(r.try_get(0)?)).collect()
+        super::job_operator::ids_starting_with(&self.pg, prefix, limit).await
     }
 
     async fn purge_finished_before(&self, finished_before_ms: i64) -> Result<u64, StoreError> {
-        let mut c = self.pg.client().await?;
-        let tx = c.transaction().await?;
-        execute(
-            &tx,
-            "DELETE FROM staunch_job_inputs WHERE job_id IN (SELECT id FROM staunch_jobs \
-             WHERE finished_ms < $1 AND state IN ('succeeded', 'failed', 'cancelled'))",
-            &[&finished_before_ms],
-        )
-        .await?;
-        let n = execute(
-            &tx,
-            "DELETE FROM staunch_jobs WHERE finished_ms < $1 \
-             AND state IN ('succeeded', 'failed', 'cancelled')",
-            &[&finished_before_ms],
-        )
-        .await?;
-        tx.commit().await?;
-        Ok(n)
+        super::job_operator::purge_finished_before(&self.pg, finished_before_ms).await
     }
 }

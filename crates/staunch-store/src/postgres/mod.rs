@@ -14,6 +14,9 @@
 mod event;
 mod input;
 mod job;
+mod job_create;
+mod job_operator;
+mod job_row;
 mod listen;
 mod session;
 
