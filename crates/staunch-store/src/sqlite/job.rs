@@ -3,12 +3,17 @@
 //!
 //! Signals are an in-process broadcast: another process sharing the file does not hear them
 //! and relies on polling.
+//!
+//! `job_create.rs` holds the create (idempotency, dedupe, per-principal limit), `job_row.rs`
+//! the row reader.
 
 use async_trait::async_trait;
-use rusqlite::{OptionalExtension, Row, Transaction, params};
+use rusqlite::{OptionalExtension, params};
 use tokio::sync::broadcast;
 
-use super::{Db, to_i64, to_u64, write_tx};
+use super::job_create::create_in;
+use super::job_row::{conv_err, get_job, job_from_row};
+use super::{Db, to_i64, write_tx};
 use crate::job::{clamp_limit, decode_cursor, encode_cursor, outcome_columns};
 use crate::schema::{FAIR_TRIES, JOB_COLS, expire_set_clause, fair_owners_sql};
 use crate::{
@@ -41,171 +46,6 @@ impl SqliteJobStore {
         if reaped.iter().any(|r| r.new_state == JobState::Queued) {
             self.signal(Signal::Wake);
         }
-    }
-}
-
-fn conv_err(e: StoreError) -> rusqlite::Error {
-    rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Text, Box::new(e))
-}
-
-fn to_u32(v: i64, what: &str) -> rusqlite::Result<u32> {
-    u32::try_from(v).map_err(|_| conv_err(StoreError::Corrupt(format!("{what} out of range: {v}"))))
-}
-
-/// Reads a row selected with [`JOB_COLS`].
-fn job_from_row(r: &Row<'_>) -> rusqlite::Result<JobRecord> {
-    Ok(JobRecord {
-        id: r.get(0)?,
-        principal: r.get(1)?,
-        session_id: r.get(2)?,
-        tool: r.get(3)?,
-        args_json: r.get(4)?,
-        args_fingerprint: r.get(5)?,
-        idem_key: r.get(6)?,
-        idem_expires_ms: r.get(7)?,
-        state: JobState::parse(&r.get::<_, String>(8)?).map_err(conv_err)?,
-        cancel_requested_ms: r.get(9)?,
-        cancel_requested_by: r.get(10)?,
-        attempt: to_u32(r.get(11)?, "attempt")?,
-        max_attempts: to_u32(r.get(12)?, "max_attempts")?,
-        retry_safe: r.get(13)?,
-        lease_owner: r.get(14)?,
-        lease_token: to_u64(r.get(15)?, "lease_token")?,
-        lease_expires_ms: r.get(16)?,
-        heartbeat_ms: r.get(17)?,
-        progress_json: r.get(18)?,
-        checkpoint_json: r.get(19)?,
-        result_json: r.get(20)?,
-        error_json: r.get(21)?,
-        error_reason: r.get(22)?,
-        created_ms: r.get(23)?,
-        started_ms: r.get(24)?,
-        finished_ms: r.get(25)?,
-        updated_ms: r.get(26)?,
-        ttl_ms: r.get(27)?,
-        purge_after_ms: r.get(28)?,
-        trace_parent: r.get(29)?,
-    })
-}
-
-fn get_job(tx: &Transaction<'_>, id: &str) -> Result<Option<JobRecord>, StoreError> {
-    Ok(tx
-        .prepare_cached(&format!(
-            "SELECT {JOB_COLS} FROM staunch_jobs WHERE id = ?1"
-        ))?
-        .query_row([id], job_from_row)
-        .optional()?)
-}
-
-fn key_holder(
-    tx: &Transaction<'_>,
-    job: &NewJob,
-    key: &str,
-) -> Result<Option<JobRecord>, StoreError> {
-    Ok(tx
-        .prepare_cached(&format!(
-            "SELECT {JOB_COLS} FROM staunch_jobs WHERE principal = ?1 AND tool = ?2 AND idem_key = ?3"
-        ))?
-        .query_row(params![job.principal, job.tool, key], job_from_row)
-        .optional()?)
-}
-
-/// Same key: same arguments get the job back, other arguments are refused.
-fn replay_or_refuse(job: &NewJob, existing: JobRecord) -> CreateOutcome {
-    if existing.args_fingerprint == job.args_fingerprint {
-        CreateOutcome::Existing(existing)
-    } else {
-        CreateOutcome::KeyReused {
-            existing_job_id: existing.id,
-        }
-    }
-}
-
-fn create_in(tx: &Transaction<'_>, job: &NewJob) -> Result<CreateOutcome, StoreError> {
-    let now = job.now_ms;
-    if let Some(key) = &job.idem_key {
-        // An expired key no longer binds: release it in this transaction, so the insert below
-        // can take it.
-        tx.prepare_cached(
-            "UPDATE staunch_jobs SET idem_key = NULL WHERE principal = ?1 AND tool = ?2 \
-             AND idem_key = ?3 AND idem_expires_ms <= ?4",
-        )?
-        .execute(params![job.principal, job.tool, key, now])?;
-        if let Some(existing) = key_holder(tx, job, key)? {
-            return Ok(replay_or_refuse(job, existing));
-        }
-    }
-    if job.dedupe_inflight {
-        let inflight = tx
-            .prepare_cached(&format!(
-                "SELECT {JOB_COLS} FROM staunch_jobs WHERE principal = ?1 AND tool = ?2 \
-                 AND args_fingerprint = ?3 AND state IN ('queued', 'running') \
-                 ORDER BY created_ms, id LIMIT 1"
-            ))?
-            .query_row(
-                params![job.principal, job.tool, job.args_fingerprint],
-                job_from_row,
-            )
-            .optional()?;
-        if let Some(existing) = inflight {
-            return Ok(CreateOutcome::Existing(existing));
-        }
-    }
-    if let Some(limit) = job.max_active {
-        // Counted inside the write transaction: concurrent creates cannot all slip under it.
-        let active: i64 = tx
-            .prepare_cached(
-                "SELECT COUNT(*) FROM (SELECT 1 FROM staunch_jobs WHERE principal = ?1 \
-                 AND state IN ('queued', 'running') LIMIT ?2)",
-            )?
-            .query_row(
-                params![job.principal, i64::try_from(limit).unwrap_or(i64::MAX)],
-                |r| r.get(0),
-            )?;
-        if u64::try_from(active).unwrap_or(0) >= limit {
-            return Ok(CreateOutcome::TooManyActive { limit });
-        }
-    }
-    let inserted = tx
-        .prepare_cached(&format!(
-            "INSERT INTO staunch_jobs (id, principal, session_id, tool, args_json, \
-             args_fingerprint, idem_key, idem_expires_ms, state, max_attempts, retry_safe, \
-             created_ms, updated_ms, ttl_ms, trace_parent) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'queued', ?9, ?10, ?11, ?11, ?12, ?13) \
-             ON CONFLICT DO NOTHING RETURNING {JOB_COLS}"
-        ))?
-        .query_row(
-            params![
-                crate::new_job_id(),
-                job.principal,
-                job.session_id,
-                job.tool,
-                job.args_json,
-                job.args_fingerprint,
-                job.idem_key,
-                job.idem_key
-                    .as_ref()
-                    .map(|_| now.saturating_add(job.idem_ttl_ms)),
-                i64::from(job.max_attempts),
-                job.retry_safe,
-                now,
-                job.ttl_ms,
-                job.trace_parent
-            ],
-            job_from_row,
-        )
-        .optional()?;
-    match (inserted, &job.idem_key) {
-        (Some(created), _) => Ok(CreateOutcome::Created(created)),
-        // Under the write lock the key was free a moment ago, so this is only reachable if
-        // the random id collided; fail loudly rather than guess.
-        (None, Some(key)) => match key_holder(tx, job, key)? {
-            Some(existing) => Ok(replay_or_refuse(job, existing)),
-            None => Err(StoreError::Corrupt(
-                "job insert conflicted with no key holder".into(),
-            )),
-        },
-        (None, None) => Err(StoreError::Corrupt("random job id collided".into())),
     }
 }
 

@@ -11,6 +11,8 @@
 mod event;
 mod input;
 mod job;
+mod job_create;
+mod job_row;
 mod session;
 
 use std::path::Path;
