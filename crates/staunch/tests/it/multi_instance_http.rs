@@ -124,13 +124,13 @@ async fn a_delete_on_b_ends_the_session_on_a() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     // A's running call was cancelled with the session, not left to run its 30 s.
-    let lines = a.log_lines();
-    assert!(
-        lines.iter().any(|l| l["event"] == "request.end"
-            && l["request_id"] == id
-            && l["outcome"] == "cancelled"),
-        "{lines:#?}"
-    );
+    let cancelled = |lines: &[serde_json::Value]| {
+        lines.iter().any(|l| {
+            l["event"] == "request.end" && l["request_id"] == id && l["outcome"] == "cancelled"
+        })
+    };
+    let lines = a.log_until(cancelled).await;
+    assert!(cancelled(&lines), "{lines:#?}");
     drop((a, b));
     common::pg::drop_schema(&url, &schema);
 }
