@@ -136,12 +136,6 @@ impl ListenHub {
         self.tasks.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Whether any listen stream is open (so a caller can skip building a change nobody
-    /// would receive).
-    pub fn has_listeners(&self) -> bool {
-        self.tx.receiver_count() > 0
-    }
-
     /// Ends every listen stream gracefully (server shutdown): each answers its request.
     pub fn close(&self) {
         self.closing.cancel();

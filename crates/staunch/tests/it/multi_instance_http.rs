@@ -6,17 +6,45 @@ use crate::common;
 
 use std::time::Duration;
 
-use common::http::{HttpServer, call, ended};
-use serde_json::json;
+use common::http::{HttpServer, Resp, call, ended};
+use serde_json::{Value, json};
+
+/// Two instances on a fresh schema of the test database, with `extra` flags; `None` (the
+/// test is skipped, and says so) without `STAUNCH_TEST_POSTGRES`.
+async fn pair(test: &str, extra: &[&str]) -> Option<(HttpServer, HttpServer, String, String)> {
+    let (url, schema) = common::pg::fresh_schema(test)?;
+    let mut flags = vec!["--store-schema", schema.as_str()];
+    flags.extend_from_slice(extra);
+    let a = HttpServer::start_on(Some(&url), &flags).await;
+    let b = HttpServer::start_on(Some(&url), &flags).await;
+    Some((a, b, url, schema))
+}
+
+/// A `slow_count` of 30 s (600 steps, with progress) started on `s` as request `id`, once its
+/// first event arrived.
+async fn long_call(s: &HttpServer, sid: &str, id: &Value) -> Resp {
+    let mut r = s
+        .post(
+            Some(sid),
+            &call(
+                id.clone(),
+                "slow_count",
+                json!({"steps": 600, "delay_ms": 50}),
+                Some(json!(1)),
+            ),
+        )
+        .await;
+    r.next_event(Duration::from_secs(10))
+        .await
+        .expect("the call runs");
+    r
+}
 
 #[tokio::test]
 async fn a_stream_dropped_on_a_resumes_on_b_exactly_once() {
-    let Some((url, schema)) = common::pg::fresh_schema("multi-instance HTTP resume") else {
+    let Some((a, b, url, schema)) = pair("multi-instance HTTP resume", &[]).await else {
         return;
     };
-    let flags = ["--store-schema", schema.as_str()];
-    let a = HttpServer::start_on(Some(&url), &flags).await;
-    let b = HttpServer::start_on(Some(&url), &flags).await;
     let sid = a.initialize().await;
     let id = json!("x");
     let mut r = a
@@ -80,28 +108,12 @@ async fn a_stream_dropped_on_a_resumes_on_b_exactly_once() {
 /// maintenance tick (10 s with these settings) would have noticed.
 #[tokio::test]
 async fn a_delete_on_b_ends_the_session_on_a() {
-    let Some((url, schema)) = common::pg::fresh_schema("multi-instance HTTP delete") else {
+    let Some((a, b, url, schema)) = pair("multi-instance HTTP delete", &[]).await else {
         return;
     };
-    let flags = ["--store-schema", schema.as_str()];
-    let a = HttpServer::start_on(Some(&url), &flags).await;
-    let b = HttpServer::start_on(Some(&url), &flags).await;
     let sid = a.initialize().await;
     let id = json!("slow");
-    let mut r = a
-        .post(
-            Some(&sid),
-            &call(
-                id.clone(),
-                "slow_count",
-                json!({"steps": 600, "delay_ms": 50}),
-                Some(json!(1)),
-            ),
-        )
-        .await;
-    r.next_event(Duration::from_secs(10))
-        .await
-        .expect("the call runs on A");
+    let _call = long_call(&a, &sid, &id).await;
     let deleted = b
         .send("DELETE", &[("mcp-session-id", sid.as_str())], "")
         .await;
@@ -140,17 +152,11 @@ async fn a_delete_on_b_ends_the_session_on_a() {
 /// answer B received, and an answer to a request nobody sent is ignored.
 #[tokio::test]
 async fn an_answer_posted_to_b_reaches_the_request_waiting_on_a() {
-    let Some((url, schema)) = common::pg::fresh_schema("multi-instance answers") else {
+    let Some((a, b, url, schema)) =
+        pair("multi-instance answers", &["--profile", "conformance"]).await
+    else {
         return;
     };
-    let flags = [
-        "--store-schema",
-        schema.as_str(),
-        "--profile",
-        "conformance",
-    ];
-    let a = HttpServer::start_on(Some(&url), &flags).await;
-    let b = HttpServer::start_on(Some(&url), &flags).await;
     let init = a
         .post(
             None,
@@ -230,12 +236,9 @@ async fn an_answer_posted_to_b_reaches_the_request_waiting_on_a() {
 /// unknown — within a bound, never a stream that stays open and silent.
 #[tokio::test]
 async fn a_resume_after_its_writer_was_killed_ends_with_a_clear_error() {
-    let Some((url, schema)) = common::pg::fresh_schema("multi-instance dead writer") else {
+    let Some((mut a, b, url, schema)) = pair("multi-instance dead writer", &[]).await else {
         return;
     };
-    let flags = ["--store-schema", schema.as_str()];
-    let mut a = HttpServer::start_on(Some(&url), &flags).await;
-    let b = HttpServer::start_on(Some(&url), &flags).await;
     let sid = a.initialize().await;
     let id = json!("doomed");
     let mut r = a
@@ -300,28 +303,12 @@ async fn a_resume_after_its_writer_was_killed_ends_with_a_clear_error() {
 /// not run the request: it is passed on, and the instance that runs it stops it at once.
 #[tokio::test]
 async fn a_cancel_posted_to_b_stops_the_request_running_on_a() {
-    let Some((url, schema)) = common::pg::fresh_schema("multi-instance cancel") else {
+    let Some((a, b, url, schema)) = pair("multi-instance cancel", &[]).await else {
         return;
     };
-    let flags = ["--store-schema", schema.as_str()];
-    let a = HttpServer::start_on(Some(&url), &flags).await;
-    let b = HttpServer::start_on(Some(&url), &flags).await;
     let sid = a.initialize().await;
     let id = json!("long");
-    let mut r = a
-        .post(
-            Some(&sid),
-            &call(
-                id.clone(),
-                "slow_count",
-                json!({"steps": 600, "delay_ms": 50}),
-                Some(json!(1)),
-            ),
-        )
-        .await;
-    r.next_event(Duration::from_secs(10))
-        .await
-        .expect("the call runs on A");
+    let mut r = long_call(&a, &sid, &id).await;
     let sent = std::time::Instant::now();
     let cancel = b
         .post(

@@ -14,8 +14,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::http::{StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::http::StatusCode;
+use axum::response::Response;
 use axum::routing::get;
 use serde_json::json;
 use staunch_store::SessionStore;
@@ -23,6 +23,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::guard::{Allow, guarded};
+use super::sse::json_body;
 
 /// The path of the health check.
 pub const HEALTH_PATH: &str = "/healthz";
@@ -80,12 +81,7 @@ impl Health {
                 json!({"status": "unavailable", "reason": "store unreachable"}),
             )
         };
-        (
-            status,
-            [(header::CONTENT_TYPE, "application/json")],
-            body.to_string(),
-        )
-            .into_response()
+        json_body(status, body.to_string())
     }
 }
 
