@@ -30,7 +30,7 @@ pub enum Command {
     Tools(crate::tools_cmd::ToolsArgs),
     /// Black-box checks of any MCP server: does a cancel stop the work, is the loop
     /// responsive during slow tools, does a dropped stream lose the result.
-    Probe(crate::probe::ProbeArgs),
+    Probe(crate::probe_cmd::ProbeArgs),
     /// Read a request-lifecycle log and report orphaned work, slow tools, retry clusters,
     /// unknown cancels and requests that never ended.
     Audit(crate::audit_cmd::AuditArgs),
@@ -55,7 +55,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Serve(args) => crate::serve::run(*args, &explicit()).await,
         Command::Call(args) => crate::call::run(args).await,
         Command::Tools(args) => crate::tools_cmd::run(args).await,
-        Command::Probe(args) => crate::probe::run(args).await,
+        Command::Probe(args) => crate::probe_cmd::run(args).await,
         Command::Audit(args) => crate::audit_cmd::run(args),
         Command::Jobs(args) => crate::jobs_cmd::run(args).await,
         Command::Check(args) => crate::check_cmd::run(args),

@@ -17,13 +17,12 @@ mod help_heading;
 mod jobs_cmd;
 mod limits;
 mod operate;
-mod probe;
+mod probe_cmd;
 mod proxy_cmd;
 mod release_memory;
 mod serve;
 mod serve_args;
 mod state_dir;
-mod tools;
 mod tools_cmd;
 mod upstreams;
 

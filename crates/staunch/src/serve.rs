@@ -10,7 +10,7 @@ use staunch_server::{
 };
 
 use crate::serve_args::ServeArgs;
-use crate::tools::jobs::ImportDb;
+use staunch_demo::jobs::ImportDb;
 
 /// Builds the configured server; the demo profile gets the job tools, the conformance profile
 /// the tasks extension's fixtures, when a job runtime is given.
@@ -58,9 +58,9 @@ pub async fn build_server(
     let demo = serves_demo(args, commands, !upstreams.is_empty());
     let builder = match (args.profile.as_str(), demo) {
         (_, false) => builder,
-        ("demo", true) => crate::tools::demo(builder, jobs),
+        ("demo", true) => staunch_demo::demo(builder, jobs),
         ("conformance", true) => {
-            crate::tools::conformance::register(builder, jobs.map(|(rt, _)| rt))
+            staunch_demo::conformance::register(builder, jobs.map(|(rt, _)| rt))
         }
         (other, true) => anyhow::bail!("unknown profile {other:?}; use demo or conformance"),
     };
@@ -254,7 +254,7 @@ fn job_runtime(
     args.limits.apply_jobs(&mut config);
     let rt = JobRuntime::new(stores.jobs.clone(), config).context("job settings")?;
     let path = import_db_path(args);
-    let db = crate::tools::jobs::open_import_db(path.as_deref()).with_context(|| {
+    let db = staunch_demo::jobs::open_import_db(path.as_deref()).with_context(|| {
         format!(
             "opening the import_rows database {}",
             path.as_deref()

@@ -19,6 +19,8 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
             "staunch-proxy",
             "staunch-client",
             "staunch-audit",
+            "staunch-demo",
+            "staunch-probe",
         ],
     ),
     (
@@ -28,20 +30,70 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
             "staunch-proxy",
             "staunch-client",
             "staunch-audit",
+            "staunch-demo",
+            "staunch-probe",
         ],
     ),
     (
         "staunch-client",
-        &["staunch-server", "staunch-store", "staunch-jobs"],
+        &[
+            "staunch-server",
+            "staunch-store",
+            "staunch-jobs",
+            "staunch-demo",
+            "staunch-probe",
+        ],
     ),
-    ("staunch-command", &["staunch-proxy", "staunch-client"]),
+    (
+        "staunch-command",
+        &[
+            "staunch-proxy",
+            "staunch-client",
+            "staunch-demo",
+            "staunch-probe",
+        ],
+    ),
+    ("staunch-proxy", &["staunch-demo", "staunch-probe"]),
     (
         "staunch-audit",
-        &["staunch-server", "staunch-store", "staunch-jobs"],
+        &[
+            "staunch-server",
+            "staunch-store",
+            "staunch-jobs",
+            "staunch-demo",
+            "staunch-probe",
+        ],
     ),
     (
         "staunch-otel",
-        &["staunch-jobs", "staunch-command", "staunch-proxy"],
+        &[
+            "staunch-jobs",
+            "staunch-command",
+            "staunch-proxy",
+            "staunch-demo",
+            "staunch-probe",
+        ],
+    ),
+    (
+        "staunch-demo",
+        &[
+            "staunch-command",
+            "staunch-proxy",
+            "staunch-client",
+            "staunch-audit",
+            "staunch-probe",
+        ],
+    ),
+    (
+        "staunch-probe",
+        &[
+            "staunch-server",
+            "staunch-store",
+            "staunch-jobs",
+            "staunch-command",
+            "staunch-proxy",
+            "staunch-demo",
+        ],
     ),
 ];
 
@@ -84,6 +136,24 @@ fn crate_dependencies_point_one_way() {
     assert!(
         wrong.is_empty(),
         "dependencies against ARCHITECTURE.md: {wrong:?}"
+    );
+}
+
+/// Every library crate has its row: a new crate cannot slip past the check by being unlisted.
+#[test]
+fn every_library_crate_is_in_the_table() {
+    let crates = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut unlisted = Vec::new();
+    for entry in std::fs::read_dir(&crates).expect("the crates directory") {
+        let name = entry.expect("a crate directory").file_name();
+        let name = name.to_string_lossy();
+        if name != "staunch" && !FORBIDDEN.iter().any(|(k, _)| *k == name) {
+            unlisted.push(name.into_owned());
+        }
+    }
+    assert!(
+        unlisted.is_empty(),
+        "crates with no row in FORBIDDEN: {unlisted:?}"
     );
 }
 

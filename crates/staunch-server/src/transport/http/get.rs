@@ -12,8 +12,9 @@ use staunch_store::Replay;
 use super::HttpState;
 use super::head::Head;
 use super::lookup::find_session;
-use super::session::{Attach, HttpSession, event_id, parse_event_id};
+use super::session::{Attach, HttpSession};
 use super::sse::{self, error};
+use super::stream_id::{event_id, parse_event_id};
 use super::writer;
 
 /// How long a resume on another instance waits for a stream that is not in the store yet.

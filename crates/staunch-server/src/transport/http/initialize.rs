@@ -11,8 +11,9 @@ use staunch_store::{SessionRecord, now_ms};
 use super::HttpState;
 use super::head::SESSION_HEADER;
 use super::json_answer::json_answer;
-use super::session::{HttpSession, random_hex};
+use super::session::HttpSession;
 use super::sse::error;
+use super::stream_id::random_hex;
 use crate::registry::CancelReason;
 
 pub(super) async fn initialize(

@@ -40,6 +40,7 @@ mod plain;
 mod session;
 mod sse;
 mod stateless;
+mod stream_id;
 mod writer;
 
 use std::net::SocketAddr;

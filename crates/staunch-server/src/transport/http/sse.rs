@@ -14,7 +14,8 @@ use futures_util::stream;
 use tokio::time::Instant;
 
 use super::HttpState;
-use super::session::{ConnectionGuard, LiveRx, SseItem, event_id};
+use super::session::{ConnectionGuard, LiveRx, SseItem};
+use super::stream_id::event_id;
 
 struct State {
     /// The stream the live events belong to (their ids are `{stream}:{seq}`).

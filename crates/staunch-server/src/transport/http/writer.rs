@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::HttpState;
-use super::session::stream_prefix;
+use super::stream_id::stream_prefix;
 
 /// How often this process says it is alive.
 pub(super) const BEAT: Duration = Duration::from_secs(2);

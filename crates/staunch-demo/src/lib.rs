@@ -1,5 +1,10 @@
 //! The example tools of `staunch serve`, one file per idea. Each shows one tool shape and is
 //! what the tests, `staunch probe` and the benchmarks call.
+//!
+//! - [`demo`] registers the `demo` profile: every shape, a tool that fails on purpose, and the
+//!   job tools when a job runtime is given ([`jobs`]).
+//! - [`conformance::register`] registers the `conformance` profile: the tools, prompts and
+//!   resources the official MCP conformance suite calls.
 
 pub mod conformance;
 mod counting;
