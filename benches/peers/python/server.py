@@ -30,6 +30,10 @@ Tools:
   progress_flood(reports)     -> benchmark fixture: `ctx.report_progress(i, reports)` for
                                  i in 1..=reports, back to back; returns `reported N`.
 
+With PEER_STEPS_DIR set, each step of a tagged count also writes
+`PEER_STEPS_DIR/<tag>` as "<steps> <pid>": a side effect outside the process, which
+a test can read after the process is gone (did the work stop, which process did it).
+
 Streamable HTTP runs stateful (FastMCP's default: session ids minted by the SDK,
 no event store) and binds 127.0.0.1 only, where FastMCP enables its own
 DNS-rebinding protection.
@@ -37,6 +41,7 @@ DNS-rebinding protection.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from typing import TypedDict
@@ -45,9 +50,19 @@ import anyio
 from mcp.server.fastmcp import Context, FastMCP
 
 USAGE = "usage: server.py stdio | http PORT"
+STEPS_DIR = os.environ.get("PEER_STEPS_DIR")
 
 # tag -> [steps, unix ms of the last step]: the side effects slow_count_status reports.
 STEPS: dict[str, list[int]] = {}
+
+
+def record_step(tag: str | None, entry: list[int]) -> None:
+    """One step of a tagged count: in memory, and in PEER_STEPS_DIR when set."""
+    entry[0] += 1
+    entry[1] = int(time.time() * 1000)
+    if STEPS_DIR and tag and tag.isalnum():
+        with open(os.path.join(STEPS_DIR, tag), "w", encoding="utf-8") as f:
+            f.write(f"{entry[0]} {os.getpid()}")
 
 
 class CountStatus(TypedDict):
@@ -75,8 +90,7 @@ def build_server(port: int = 8000) -> FastMCP:
         entry = STEPS.setdefault(tag or "", [0, 0])
         for step in range(steps):
             await anyio.sleep(delay_ms / 1000)
-            entry[0] += 1
-            entry[1] = int(time.time() * 1000)
+            record_step(tag, entry)
             await ctx.report_progress(step + 1, steps)
         return f"counted {steps}"
 
@@ -87,8 +101,7 @@ def build_server(port: int = 8000) -> FastMCP:
         with anyio.CancelScope(shield=True):
             for step in range(steps):
                 await anyio.sleep(delay_ms / 1000)
-                entry[0] += 1
-                entry[1] = int(time.time() * 1000)
+                record_step(tag, entry)
                 await ctx.report_progress(step + 1, steps)
         return f"counted {steps}"
 

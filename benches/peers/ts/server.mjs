@@ -17,6 +17,12 @@
 //                                     under `tag`, reports progress step+1/steps if
 //                                     the request carried a progressToken; returns
 //                                     text `counted N`.
+//   stubborn_count {steps, delay_ms, tag?}
+//                                  -> like slow_count, but ignores extra.signal and
+//                                     sleeps unabortably: a cancel does not stop it, and
+//                                     its pending timers keep the process alive after
+//                                     stdin closes (a server that ignores cancels, for
+//                                     the proxy's stop policy).
 //   slow_count_status {tag?}       -> {"tag","steps","last_step_unix_ms"} as
 //                                     structuredContent and JSON text: did the work
 //                                     go on after a cancel?
@@ -29,9 +35,15 @@
 //                                     taskSupport "optional"), backed by the SDK's
 //                                     InMemoryTaskStore. Stops when the task is cancelled.
 //
+// With PEER_STEPS_DIR set, each step of a tagged count also writes PEER_STEPS_DIR/<tag>
+// as "<steps> <pid>": a side effect outside the process, which a test reads after the
+// process is gone (did the work stop, which process did it).
+//
 // The SDK is resolved from ./node_modules, a symlink to .tools/ts/node_modules that
 // scripts/setup-tools creates.
 import { randomUUID } from 'node:crypto';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import * as z from 'zod/v4';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
@@ -90,6 +102,10 @@ function recordStep(tag) {
   e.steps += 1;
   e.last = Date.now();
   stepsByTag.set(tag, e);
+  const dir = process.env.PEER_STEPS_DIR;
+  if (dir && /^[A-Za-z0-9]+$/.test(tag)) {
+    writeFileSync(join(dir, tag), `${e.steps} ${process.pid}`);
+  }
 }
 
 // One shared task store for all sessions, as in the SDK's simpleStreamableHttp example.
@@ -130,6 +146,31 @@ function buildServer() {
             method: 'notifications/progress',
             params: { progressToken, progress: step + 1, total: steps },
           });
+        }
+      }
+      return { content: [{ type: 'text', text: `counted ${steps}` }] };
+    },
+  );
+
+  server.registerTool(
+    'stubborn_count',
+    {
+      description: 'Like slow_count, but ignores cancellation (a fixture for orphaned-work checks)',
+      inputSchema: countArgs,
+    },
+    async ({ steps, delay_ms, tag }, extra) => {
+      const progressToken = extra._meta?.progressToken;
+      for (let step = 0; step < steps; step++) {
+        await sleep(delay_ms);
+        recordStep(tag ?? '');
+        if (progressToken !== undefined) {
+          // A closed connection does not stop it either.
+          await extra
+            .sendNotification({
+              method: 'notifications/progress',
+              params: { progressToken, progress: step + 1, total: steps },
+            })
+            .catch(() => {});
         }
       }
       return { content: [{ type: 'text', text: `counted ${steps}` }] };

@@ -275,6 +275,9 @@ impl Auditor {
             }
             // The other steps upstream: the downstream request's own lines tell its story.
             Event::Upstream { .. } => {}
+            Event::UpstreamStopped { killed: true, .. } => self.upstream.killed(key),
+            // It exited on its own within the grace: nothing went on.
+            Event::UpstreamStopped { killed: false, .. } => {}
         }
     }
 

@@ -226,6 +226,14 @@ impl Report {
              call ({}; none of it reached the client)",
             u.count
         );
+        if u.stopped > 0 {
+            let _ = writeln!(
+                out,
+                "  {} upstream processes were still running when their cancelled call's grace \
+                 ended, and were killed (kill_after_cancel)",
+                u.stopped
+            );
+        }
         let mut rows = Vec::new();
         for g in &u.by_upstream {
             for (i, o) in g.worst.iter().enumerate() {
@@ -247,6 +255,7 @@ impl Report {
                     opt_ms(o.after_cancel_ms),
                     o.progress.to_string(),
                     if o.response { "yes" } else { "no" }.to_string(),
+                    if o.stopped { "killed" } else { "-" }.to_string(),
                 ]);
             }
         }
@@ -262,8 +271,9 @@ impl Report {
                 "WENT ON FOR",
                 "PROGRESS",
                 "RESPONSE",
+                "STOPPED",
             ],
-            &[L, L, R, L, R, R, R, L],
+            &[L, L, R, L, R, R, R, L, L],
             &rows,
         );
     }

@@ -6,7 +6,7 @@
 //! A late line usually comes after its downstream request ended, so the auditor remembers the
 //! tool and cancel time of recently ended requests that had a cancel ([`Recent`], bounded).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -59,6 +59,8 @@ struct Late {
 #[derive(Debug, Default)]
 pub(crate) struct UpstreamAcc {
     calls: HashMap<Key, Late>,
+    /// Requests whose upstream process the stop policy killed (`upstream.stopped`, `killed`).
+    killed: HashSet<Key>,
 }
 
 impl UpstreamAcc {
@@ -89,11 +91,20 @@ impl UpstreamAcc {
         }
     }
 
+    /// An `upstream.stopped` line of request `key`: its upstream process was still running
+    /// after the grace and the proxy killed it, so its work ended there.
+    pub(crate) fn killed(&mut self, key: Key) {
+        self.killed.insert(key);
+    }
+
     /// The findings, grouped by upstream and tool, each group's longest first.
     pub(crate) fn finish(self, examples: usize) -> UpstreamOrphans {
         let mut groups: HashMap<(Arc<str>, Label), Vec<UpstreamOrphan>> = HashMap::new();
         let count = self.calls.len() as u64;
-        for ((session, request_id), l) in self.calls {
+        let stopped = self.killed.len() as u64;
+        for (key, l) in self.calls {
+            let stopped = self.killed.contains(&key);
+            let (session, request_id) = key;
             groups
                 .entry((l.upstream, l.label))
                 .or_default()
@@ -105,6 +116,7 @@ impl UpstreamAcc {
                     after_cancel_ms: l.cancel.map(|c| non_negative(l.last.saturating_sub(c))),
                     progress: l.progress,
                     response: l.response,
+                    stopped,
                 });
         }
         let mut by_upstream: Vec<UpstreamOrphanGroup> = groups
@@ -137,7 +149,11 @@ impl UpstreamAcc {
         by_upstream.sort_by(|a, b| {
             (&a.upstream, &a.tool, &a.method).cmp(&(&b.upstream, &b.tool, &b.method))
         });
-        UpstreamOrphans { count, by_upstream }
+        UpstreamOrphans {
+            count,
+            stopped,
+            by_upstream,
+        }
     }
 }
 
@@ -146,6 +162,9 @@ impl UpstreamAcc {
 pub struct UpstreamOrphans {
     /// All of them.
     pub count: u64,
+    /// Upstream processes the proxy's stop policy (`kill_after_cancel`) killed because they
+    /// were still running after a cancelled call's grace.
+    pub stopped: u64,
     /// Per upstream and tool, in name order.
     pub by_upstream: Vec<UpstreamOrphanGroup>,
 }
@@ -182,4 +201,6 @@ pub struct UpstreamOrphan {
     pub progress: u64,
     /// Whether it sent its response anyway.
     pub response: bool,
+    /// Whether the proxy's stop policy killed its upstream process (its work ended there).
+    pub stopped: bool,
 }

@@ -27,6 +27,9 @@ pub mod names {
     pub const UPSTREAM_CANCEL: &str = "upstream.cancel_sent";
     /// `staunch proxy`: the upstream answered or reported progress after its cancel; dropped.
     pub const UPSTREAM_LATE: &str = "upstream.late";
+    /// `staunch proxy`: the upstream process that served only this (cancelled) request was
+    /// ended by the stop policy (`kill_after_cancel`).
+    pub const UPSTREAM_STOPPED: &str = "upstream.stopped";
 }
 
 /// What a proxy did with a request's upstream twin ([`Event::Upstream`]).
@@ -187,6 +190,17 @@ pub enum Event<'a> {
         /// For `Late`: `response` or `progress`.
         late: Option<Cow<'a, str>>,
     },
+    /// `upstream.stopped` (`staunch proxy`, `kill_after_cancel`): the upstream process of a
+    /// cancelled call was ended. It got `grace_ms` after its stdin closed; `killed` says it
+    /// was still running then and its process group was killed (work that would have gone on).
+    UpstreamStopped {
+        /// The upstream's name.
+        upstream: Cow<'a, str>,
+        /// What it was given to exit on its own, in milliseconds.
+        grace_ms: u64,
+        /// Still running after the grace: its process group was killed.
+        killed: bool,
+    },
 }
 
 impl Event<'_> {
@@ -203,6 +217,7 @@ impl Event<'_> {
                 UpstreamStep::CancelSent => names::UPSTREAM_CANCEL,
                 UpstreamStep::Late => names::UPSTREAM_LATE,
             },
+            Event::UpstreamStopped { .. } => names::UPSTREAM_STOPPED,
         }
     }
 }

@@ -151,6 +151,7 @@ pub fn parse_line(bytes: &[u8]) -> Result<Option<Parsed>, String> {
             | names::ABORTED
             | names::END
             | names::UPSTREAM_LATE
+            | names::UPSTREAM_STOPPED
     );
     if !known {
         let ts = obj.get("ts").and_then(Value::as_str).and_then(parse_ts);
@@ -225,6 +226,15 @@ pub fn parse_line(bytes: &[u8]) -> Result<Option<Parsed>, String> {
             ),
             upstream_id: obj.get("upstream_id").and_then(Value::as_i64).unwrap_or(0),
             late: opt_str(&obj, "late")?.map(Cow::Owned),
+        },
+        // A proxied call's upstream process ended by the stop policy.
+        names::UPSTREAM_STOPPED => Event::UpstreamStopped {
+            upstream: Cow::Owned(
+                opt_str(&obj, "upstream")?
+                    .ok_or_else(|| "`upstream.stopped` without `upstream`".to_owned())?,
+            ),
+            grace_ms: opt_ms(&obj, "grace_ms")?.unwrap_or(0),
+            killed: obj.get("killed") == Some(&Value::Bool(true)),
         },
         _ => unreachable!("filtered by `known` above"),
     };

@@ -99,6 +99,15 @@ pub fn write_line(
             out.push_str(itoa::Buffer::new().format(*upstream_id));
             opt_str(out, "late", late);
         }
+        Event::UpstreamStopped {
+            upstream,
+            grace_ms,
+            killed,
+        } => {
+            out.push_str(",\"upstream\":");
+            string(out, upstream);
+            let _ = write!(out, ",\"grace_ms\":{grace_ms},\"killed\":{killed}");
+        }
     }
     out.push_str("}\n");
 }
@@ -171,6 +180,11 @@ mod tests {
             },
             Event::Aborted {
                 since_cancel_ms: Some(2001),
+            },
+            Event::UpstreamStopped {
+                upstream: "py".into(),
+                grace_ms: 1000,
+                killed: true,
             },
             Event::End {
                 method: Some("tools/call".into()),

@@ -60,6 +60,24 @@ impl UpstreamChild {
     }
 }
 
+impl UpstreamChild {
+    /// The stop policy's end of a process whose only call was cancelled: `client` is closed
+    /// (stdin EOF), the process gets `grace` to exit, and if it is still running its whole
+    /// group is killed. Returns whether it had to be killed.
+    pub async fn stop(&self, client: &Client, grace: Duration) -> bool {
+        client.close().await;
+        let exited = self.wait_exit(grace).await;
+        if !exited {
+            signal_group(self.pgid, Signal::KILL);
+            self.wait_exit(TERM_GRACE).await;
+        }
+        if group_alive(self.pgid) {
+            signal_group(self.pgid, Signal::KILL);
+        }
+        !exited
+    }
+}
+
 /// A stdio upstream's command: what [`start`] runs.
 #[derive(Clone, Copy, Debug)]
 pub struct Command<'a> {

@@ -66,6 +66,17 @@ pub enum ProxyError {
         /// What is wrong with it.
         message: String,
     },
+    /// The stop policy (`kill_after_cancel`) needs a process to stop: a command upstream.
+    #[error(
+        "upstream {upstream:?}: kill_after_cancel needs a command upstream (a process of its \
+         own per call); {url} is a URL"
+    )]
+    StopPolicyNeedsCommand {
+        /// The upstream's name.
+        upstream: String,
+        /// Its URL.
+        url: String,
+    },
     /// A job-shaped tool needs the job runtime (a store).
     #[error("the upstream tool {0:?} is shaped `job`, which needs a job runtime (a store)")]
     NoJobRuntime(String),

@@ -9,6 +9,7 @@
 //! request core never fires the token, so the upstream write finishes.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 use serde_json::{Map, Value, json};
@@ -17,10 +18,10 @@ use staunch_client::{CallOptions, ClientError, Progress};
 use staunch_jobs::{JobBody, JobContext, JobError};
 use staunch_protocol::RequestId;
 use staunch_protocol::mcp::methods;
-use staunch_server::{CallToolResult, Context, ToolError, ToolHandler};
+use staunch_server::{CallToolResult, Context, LifecycleEvent, ToolError, ToolHandler};
 use tokio_util::sync::CancellationToken;
 
-use crate::upstream::Pool;
+use crate::upstream::{Pool, Upstream};
 
 /// `tools/call` params for the upstream: its own tool name, the arguments, and the downstream
 /// `_meta` (trace context and the like) without the downstream progress token.
@@ -89,14 +90,83 @@ async fn forward(
         progress,
         cancel,
     } = call;
-    let up = match ctx {
-        Some(ctx) => pool.for_request(ctx).await,
-        None => Ok(pool.shared().clone()),
+    // The stop policy: a process of its own for this call, ended when the call is.
+    let own_process = pool.spec().kill_after_cancel_of(tool);
+    let up = match (own_process, ctx) {
+        (Some(_), _) => pool.for_one_call().await,
+        (None, Some(ctx)) => pool.for_request(ctx).await,
+        (None, None) => Ok(pool.shared().clone()),
     };
     let up = match up {
         Ok(up) => up,
         Err(e) => return Outcome::Failed(e.to_string()),
     };
+    let call = Call {
+        tool,
+        args,
+        ctx,
+        meta,
+        progress,
+        cancel,
+    };
+    let outcome = forward_on(&up, call, on_progress).await;
+    if let Some(grace) = own_process {
+        let cancelled = matches!(outcome, Outcome::Cancelled);
+        end_own_process(pool, up, tool, ctx.cloned(), grace, cancelled);
+    }
+    outcome
+}
+
+/// Ends the process that served one call under the stop policy, off the call's path: the
+/// ordinary shutdown after an answer; after a cancel, `grace` to exit and then its group
+/// killed — counted, and logged on the call's request (`upstream.stopped`).
+fn end_own_process(
+    pool: &Pool,
+    up: Arc<Upstream>,
+    tool: &str,
+    ctx: Option<Context>,
+    grace: Duration,
+    cancelled: bool,
+) {
+    let metrics = pool.metrics().clone();
+    let tool = tool.to_string();
+    tokio::spawn(async move {
+        if !cancelled {
+            up.shut_down().await;
+            return;
+        }
+        let Some(killed) = up.stop_after_cancel(grace).await else {
+            return;
+        };
+        metrics.upstream_stopped(up.name(), &tool, killed);
+        if killed {
+            tracing::warn!(upstream = %up.name(), tool = %tool, grace_ms = grace.as_millis() as u64,
+                "upstream.stopped: still running after the cancelled call's grace; its process group was killed");
+        }
+        if let Some(ctx) = ctx {
+            ctx.log_event(&LifecycleEvent::UpstreamStopped {
+                upstream: up.name().into(),
+                grace_ms: u64::try_from(grace.as_millis()).unwrap_or(u64::MAX),
+                killed,
+            });
+        }
+    });
+}
+
+/// Forwards `call` on the connection `up`.
+async fn forward_on(
+    up: &Upstream,
+    call: Call<'_>,
+    on_progress: impl FnMut(&Progress) + Send,
+) -> Outcome {
+    let Call {
+        tool,
+        args,
+        ctx,
+        meta,
+        progress,
+        cancel,
+    } = call;
     let client = match up.client().await {
         Ok(c) => c,
         Err(e) => return Outcome::Failed(e.to_string()),

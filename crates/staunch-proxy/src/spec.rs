@@ -59,6 +59,9 @@ pub struct ToolRule {
     pub retry_safe: bool,
     /// `job` tools: whether the tool changes anything (default true).
     pub side_effects: Option<bool>,
+    /// The stop policy for an upstream that ignores cancels (the upstream's own when `None`):
+    /// see [`UpstreamSpec::kill_after_cancel`].
+    pub kill_after_cancel: Option<Duration>,
 }
 
 /// One upstream server.
@@ -80,6 +83,12 @@ pub struct UpstreamSpec {
     /// the upstream does not speak 2026-07-28), a session-era version, or `2026-07-28`.
     /// Validated with [`staunch_client::EraChoice::parse`] when the spec is made.
     pub protocol: Option<String>,
+    /// The stop policy, for a command upstream that ignores cancels (`None`: off). Each call
+    /// runs in an upstream process of its own; when the call is cancelled, the process's
+    /// stdin is closed and, if it is still running after this grace, its process group is
+    /// killed. A process that serves one call never serves another, so no other call is hit.
+    /// A rule's own setting wins.
+    pub kill_after_cancel: Option<Duration>,
 }
 
 impl UpstreamSpec {
@@ -93,12 +102,21 @@ impl UpstreamSpec {
             tools: BTreeMap::new(),
             isolate: false,
             protocol: None,
+            kill_after_cancel: None,
         }
     }
 
     /// The rule of the upstream tool `name` (the default when there is none).
     pub fn rule(&self, name: &str) -> ToolRule {
         self.tools.get(name).cloned().unwrap_or_default()
+    }
+
+    /// The stop policy's grace for the upstream tool `name`, when the policy applies to it.
+    pub fn kill_after_cancel_of(&self, name: &str) -> Option<Duration> {
+        self.tools
+            .get(name)
+            .and_then(|r| r.kill_after_cancel)
+            .or(self.kill_after_cancel)
     }
 
     /// The shape `name` is served with.

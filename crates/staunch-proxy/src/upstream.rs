@@ -273,6 +273,24 @@ impl Upstream {
         }
     }
 
+    /// The stop policy's end of a connection whose only call was cancelled: stdin closed,
+    /// `grace` to exit, then the process group killed. `Some(killed)` for a process, `None`
+    /// for an HTTP upstream (nothing to stop).
+    pub async fn stop_after_cancel(&self, grace: Duration) -> Option<bool> {
+        self.current
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        let old = self.live.lock().await.take()?;
+        match &old.child {
+            Some(child) => Some(child.stop(&old.client, grace).await),
+            None => {
+                old.client.close().await;
+                None
+            }
+        }
+    }
+
     /// Ends the connection (the spec's stdio shutdown for a process).
     pub async fn shut_down(&self) {
         self.current
@@ -314,6 +332,14 @@ impl Pool {
         opts: &ConnectOptions,
         metrics: &Metrics,
     ) -> Result<Arc<Self>, ProxyError> {
+        let stops = spec.kill_after_cancel.is_some()
+            || spec.tools.values().any(|r| r.kill_after_cancel.is_some());
+        if let (true, Target::Http { url, .. }) = (stops, &spec.target) {
+            return Err(ProxyError::StopPolicyNeedsCommand {
+                upstream: spec.name.clone(),
+                url: url.clone(),
+            });
+        }
         let spec = Arc::new(spec);
         let shared = Upstream::connect(spec.clone(), opts, metrics).await?;
         Ok(Arc::new(Self {
@@ -330,9 +356,20 @@ impl Pool {
         &self.spec
     }
 
+    /// Where its upstream work is counted.
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
     /// The shared connection.
     pub fn shared(&self) -> &Arc<Upstream> {
         &self.shared
+    }
+
+    /// A new connection — for a command upstream, a new process — for one call of a tool under
+    /// the stop policy ([`UpstreamSpec::kill_after_cancel`]); the caller ends it.
+    pub async fn for_one_call(&self) -> Result<Arc<Upstream>, ProxyError> {
+        Upstream::connect(self.spec.clone(), &self.opts, &self.metrics).await
     }
 
     /// The connection that serves `ctx`: the shared one, or with `isolate` the session's own

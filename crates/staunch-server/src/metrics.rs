@@ -24,6 +24,7 @@
 //! | `staunch_job_reaper_actions_total` | counter | `action` (`requeued`, `failed`, `cancelled`, `purged`) |
 //! | `staunch_idempotency_hits_total` | counter | — |
 //! | `staunch_upstream_late_total` | counter | `upstream`, `tool`, `kind` (`progress`, `response`): what a proxied upstream sent after its call was cancelled — work that went on |
+//! | `staunch_upstream_stopped_total` | counter | `upstream`, `tool`, `how` (`exited`, `killed`): upstream processes of cancelled calls ended by the stop policy (`kill_after_cancel`); `killed` were still running after the grace |
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -99,6 +100,13 @@ struct Action {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct UpstreamStopped {
+    upstream: String,
+    tool: String,
+    how: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct UpstreamLate {
     upstream: String,
     tool: String,
@@ -125,6 +133,7 @@ struct Families {
     reaper: Family<Action, Counter>,
     idempotency_hits: Counter,
     upstream_late: Family<UpstreamLate, Counter>,
+    upstream_stopped: Family<UpstreamStopped, Counter>,
     hooks: Mutex<Vec<ScrapeHook>>,
     /// Method names seen on requests answered inline: a client chooses them (an unknown
     /// method is answered inline too), so their number is capped to keep series bounded.
@@ -179,6 +188,7 @@ impl Metrics {
             reaper: Family::default(),
             idempotency_hits: Counter::default(),
             upstream_late: Family::default(),
+            upstream_stopped: Family::default(),
             hooks: Mutex::new(Vec::new()),
             inline_methods: Mutex::new(std::collections::HashSet::new()),
         };
@@ -259,6 +269,12 @@ impl Metrics {
             "staunch_upstream_late",
             "What a proxied upstream sent after its call was cancelled (its work went on).",
             f.upstream_late.clone(),
+        );
+        r.register(
+            "staunch_upstream_stopped",
+            "Upstream processes of cancelled calls ended by the stop policy (killed: still \
+             running after the grace).",
+            f.upstream_stopped.clone(),
         );
         Self(Some(Arc::new(f)))
     }
@@ -383,6 +399,20 @@ impl Metrics {
                     upstream: upstream.to_string(),
                     tool: tool.to_string(),
                     kind,
+                })
+                .inc();
+        }
+    }
+
+    /// The stop policy ended the upstream process of a cancelled call of `tool`: it exited
+    /// within the grace (`killed` false) or was still running and its group was killed.
+    pub fn upstream_stopped(&self, upstream: &str, tool: &str, killed: bool) {
+        if let Some(f) = &self.0 {
+            f.upstream_stopped
+                .get_or_create(&UpstreamStopped {
+                    upstream: upstream.to_string(),
+                    tool: tool.to_string(),
+                    how: if killed { "killed" } else { "exited" },
                 })
                 .inc();
         }

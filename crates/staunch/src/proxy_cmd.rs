@@ -72,6 +72,14 @@ pub struct ProxyArgs {
     /// One upstream connection (process) per downstream session instead of one shared.
     #[arg(long, help_heading = UPSTREAM)]
     pub isolate: bool,
+    /// The stop policy, for an upstream command that ignores cancels: each call runs in an
+    /// upstream process of its own, and when a call is cancelled its process gets GRACE to
+    /// exit after its stdin closes, then its process group is killed.
+    ///
+    /// Logged (`upstream.stopped`) and counted (`staunch_upstream_stopped_total`). A process
+    /// serves one call only, so no other call is hit. Costs a process start per call.
+    #[arg(long, value_name = "GRACE", value_parser = crate::args::parse_duration, help_heading = UPSTREAM)]
+    pub kill_after_cancel: Option<std::time::Duration>,
     /// The protocol spoken to the upstream: auto, a session-era version, or 2026-07-28.
     ///
     /// auto: `server/discover`, then `initialize` for a server that does not speak
@@ -197,6 +205,7 @@ pub fn specs(args: &ProxyArgs) -> anyhow::Result<Vec<UpstreamSpec>> {
     for s in &mut specs {
         s.default_shape = args.default_shape;
         s.isolate = args.isolate;
+        s.kill_after_cancel = args.kill_after_cancel;
         s.protocol = (args.upstream_protocol != "auto").then(|| args.upstream_protocol.clone());
         if !args.prefix.is_empty() && !several {
             s.prefix = args.prefix.clone();

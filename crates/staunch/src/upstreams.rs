@@ -34,6 +34,7 @@ pub fn spec_from_config(u: &staunch_command::config::UpstreamConfig) -> Upstream
     spec.default_shape = u.default_shape;
     spec.isolate = u.isolate;
     spec.protocol = u.protocol.clone();
+    spec.kill_after_cancel = u.kill_after_cancel;
     for (name, r) in &u.tools {
         spec.tools.insert(
             name.clone(),
@@ -42,6 +43,7 @@ pub fn spec_from_config(u: &staunch_command::config::UpstreamConfig) -> Upstream
                 deadline: r.deadline,
                 retry_safe: r.retry_safe,
                 side_effects: r.side_effects,
+                kill_after_cancel: r.kill_after_cancel,
             },
         );
     }

@@ -11,6 +11,8 @@
 //! default_shape = "quick"
 //! isolate = false
 //! protocol = "auto"                              # or "2025-11-25", "2026-07-28"
+//! kill_after_cancel = "2s"   # the stop policy (command upstreams): a process per call,
+//!                            # its group killed if still running this long after a cancel
 //! [upstream.tools.export]
 //! shape = "job"
 //! deadline = "30m"
@@ -45,6 +47,7 @@ pub struct RawUpstream {
     pub default_shape: Option<Spanned<String>>,
     pub isolate: Option<Spanned<bool>>,
     pub protocol: Option<Spanned<String>>,
+    pub kill_after_cancel: Option<Spanned<NumOrText>>,
     #[serde(default)]
     pub tools: BTreeMap<String, Spanned<RawUpstreamTool>>,
 }
@@ -56,6 +59,7 @@ pub struct RawUpstreamTool {
     pub deadline: Option<Spanned<NumOrText>>,
     pub retry_safe: Option<Spanned<bool>>,
     pub side_effects: Option<Spanned<bool>>,
+    pub kill_after_cancel: Option<Spanned<NumOrText>>,
 }
 
 /// Where an upstream is.
@@ -81,6 +85,8 @@ pub struct UpstreamToolRule {
     pub deadline: Option<Duration>,
     pub retry_safe: bool,
     pub side_effects: Option<bool>,
+    /// The stop policy's grace for this tool (the upstream's when `None`).
+    pub kill_after_cancel: Option<Duration>,
 }
 
 /// A validated `[[upstream]]`.
@@ -93,7 +99,26 @@ pub struct UpstreamConfig {
     pub isolate: bool,
     /// The protocol spoken to it (`None`: auto).
     pub protocol: Option<String>,
+    /// The stop policy (command upstreams only): each call in a process of its own, whose
+    /// group is killed if it still runs this long after the call's cancel.
+    pub kill_after_cancel: Option<Duration>,
     pub tools: BTreeMap<String, UpstreamToolRule>,
+}
+
+/// A stop policy's grace: a duration; 0 is allowed (killed at once after the cancel).
+fn grace(
+    d: Option<&Spanned<NumOrText>>,
+    field: String,
+    errors: &mut Errors<'_>,
+) -> Option<Duration> {
+    let d = d?;
+    match units::duration(d.get_ref()) {
+        Ok(v) => Some(v),
+        Err(m) => {
+            errors.at(d.span(), field, m);
+            None
+        }
+    }
 }
 
 fn shape(s: &Spanned<String>, field: String, errors: &mut Errors<'_>) -> Option<Shape> {
@@ -231,6 +256,15 @@ pub(crate) fn upstreams(
                 None
             }
         });
+        let kill_after_cancel = grace(
+            u_ref.kill_after_cancel.as_ref(),
+            f("kill_after_cancel"),
+            errors,
+        );
+        let mut stop_policy_at = u_ref
+            .kill_after_cancel
+            .as_ref()
+            .map(|d| (d.span(), f("kill_after_cancel")));
         let mut tools = BTreeMap::new();
         for (tool, rule) in &u_ref.tools {
             let r = rule.get_ref();
@@ -260,7 +294,23 @@ pub(crate) fn upstreams(
                     deadline,
                     retry_safe: r.retry_safe.as_ref().is_some_and(|v| *v.get_ref()),
                     side_effects: r.side_effects.as_ref().map(|v| *v.get_ref()),
+                    kill_after_cancel: grace(
+                        r.kill_after_cancel.as_ref(),
+                        tf("kill_after_cancel"),
+                        errors,
+                    ),
                 },
+            );
+            if let Some(d) = &r.kill_after_cancel {
+                stop_policy_at.get_or_insert((d.span(), tf("kill_after_cancel")));
+            }
+        }
+        if let (Some(UpstreamTarget::Url { .. }), Some((span, field))) = (&target, stop_policy_at) {
+            errors.at(
+                span,
+                field,
+                "kill_after_cancel needs a command upstream (a process of its own per call), \
+                 not a url",
             );
         }
         if errors.list.len() != before {
@@ -278,6 +328,7 @@ pub(crate) fn upstreams(
                 default_shape,
                 isolate: u_ref.isolate.as_ref().is_some_and(|v| *v.get_ref()),
                 protocol,
+                kill_after_cancel,
                 tools,
             });
         }

@@ -248,3 +248,27 @@ fn a_result_file_outside_cwd_in_its_literal_text_is_refused() {
         parse(&tool(ok), Path::new("/tmp/staunch.toml")).unwrap();
     }
 }
+
+#[test]
+fn the_stop_policy_takes_a_grace_on_command_upstreams_only() {
+    let src = "version = 1\n\n[[upstream]]\nname = \"py\"\ncommand = [\"python3\", \"s.py\"]\n\
+               kill_after_cancel = \"2s\"\ntools.slow = { kill_after_cancel = \"500ms\" }\n";
+    let cfg = parse(src, Path::new("/tmp/staunch.toml")).unwrap();
+    let up = &cfg.upstreams[0];
+    assert_eq!(
+        up.kill_after_cancel,
+        Some(std::time::Duration::from_secs(2))
+    );
+    assert_eq!(
+        up.tools["slow"].kill_after_cancel,
+        Some(std::time::Duration::from_millis(500))
+    );
+    let url = "version = 1\n\n[[upstream]]\nname = \"web\"\nurl = \"http://127.0.0.1:9/mcp\"\n\
+               tools.slow = { kill_after_cancel = \"1s\" }\n";
+    let errs = errors(url);
+    has(&errs, 6, "upstream[0] \"web\".tools.slow.kill_after_cancel");
+    has(&errs, 6, "needs a command upstream");
+    let bad = "version = 1\n\n[[upstream]]\nname = \"py\"\ncommand = [\"python3\"]\n\
+               kill_after_cancel = \"soon\"\n";
+    has(&errors(bad), 6, "upstream[0] \"py\".kill_after_cancel");
+}

@@ -1,0 +1,244 @@
+//! The proxy's stop policy (`--kill-after-cancel`, `kill_after_cancel` in `[[upstream]]`) with
+//! upstreams written with the official SDKs whose `stubborn_count` ignores cancels: the
+//! TypeScript one (it also outlives its stdin: its timers keep Node running, so it must be
+//! killed) and the Python one (a shielded cancel scope; it exits when its stdin closes). Each
+//! records its steps in a file outside its process (`PEER_STEPS_DIR`), so the test sees the
+//! work go on or stop whatever the proxy reports.
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::client_support::Peers;
+use crate::common::BIN;
+use crate::common::http::{HttpServer, call};
+
+/// The steps file of `tag`: (steps done, the pid that did them).
+fn steps(dir: &Path, tag: &str) -> Option<(u64, u32)> {
+    let text = std::fs::read_to_string(dir.join(tag)).ok()?;
+    let (n, pid) = text.trim().split_once(' ')?;
+    Some((n.parse().ok()?, pid.parse().ok()?))
+}
+
+/// Whether `pid` is a live process (a zombie counts as dead).
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        let state = stat
+            .rfind(')')
+            .and_then(|i| stat[i + 1..].split_whitespace().next())
+            .unwrap_or("X");
+        state != "Z" && state != "X"
+    })
+}
+
+/// `GET /metrics` on `addr`: the exposition text.
+async fn scrape(addr: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).await.unwrap();
+    raw.split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or(raw)
+}
+
+/// Starts the proxy in front of the `upstream` command, with `policy` flags.
+async fn proxy(upstream: &[String], steps_dir: &Path, policy: &[&str]) -> HttpServer {
+    let dir = steps_dir.display().to_string();
+    let mut args: Vec<String> = policy.iter().map(|s| s.to_string()).collect();
+    args.extend(["--tool".into(), "stubborn_count=streaming".into()]);
+    args.push("--".into());
+    args.extend(upstream.iter().cloned());
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    HttpServer::launch_with_env(
+        "proxy",
+        Some(":memory:"),
+        &refs,
+        &[("PEER_STEPS_DIR", &dir)],
+    )
+    .await
+}
+
+/// Starts a long `stubborn_count` under `tag`, waits until the upstream is working, cancels
+/// it, and returns the pid that worked and the steps counted 2 s and 3 s after the cancel.
+async fn cancel_a_stubborn_call(proxy: &HttpServer, dir: &Path, tag: &str) -> (u32, u64, u64) {
+    let sid = proxy.initialize().await;
+    let mut stream = proxy
+        .post(
+            Some(&sid),
+            &call(
+                json!(1),
+                "stubborn_count",
+                json!({"steps": 400, "delay_ms": 50, "tag": tag}),
+                Some(json!("p")),
+            ),
+        )
+        .await;
+    let first = stream
+        .next_message(Duration::from_secs(30))
+        .await
+        .expect("progress: the upstream is working");
+    assert_eq!(first["method"], "notifications/progress", "{first}");
+    let (_, pid) = steps(dir, tag).expect("the upstream recorded a step");
+    let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                        "params": {"requestId": 1, "reason": "the test gives up"}});
+    assert_eq!(proxy.post(Some(&sid), &cancel).await.status.as_u16(), 202);
+    let cancelled_at = tokio::time::Instant::now();
+    tokio::time::sleep_until(cancelled_at + Duration::from_secs(2)).await;
+    let (at_2s, _) = steps(dir, tag).unwrap();
+    tokio::time::sleep_until(cancelled_at + Duration::from_secs(3)).await;
+    let (at_3s, _) = steps(dir, tag).unwrap();
+    (pid, at_2s, at_3s)
+}
+
+/// The TypeScript SDK upstream: without the policy the cancelled work goes on (the defect);
+/// with `--kill-after-cancel 1s` it stops within the grace + 1 s because its process group is
+/// killed, the stop is logged, counted and audited, and the next call gets a fresh process.
+#[tokio::test]
+async fn kill_after_cancel_kills_a_typescript_upstream_that_ignores_cancels() {
+    let Some(peers) = Peers::find("kill_after_cancel_kills_a_typescript_upstream") else {
+        return;
+    };
+    let upstream = peers.ts_stdio();
+    let dir = tempfile::tempdir().unwrap();
+
+    // Off: the shared upstream process goes on counting after the cancel.
+    let plain = proxy(&upstream, dir.path(), &[]).await;
+    let (pid, at_2s, at_3s) = cancel_a_stubborn_call(&plain, dir.path(), "off").await;
+    assert!(
+        at_3s > at_2s,
+        "without the policy the work goes on: {at_2s} then {at_3s} steps"
+    );
+    assert!(alive(pid), "the shared upstream process serves on");
+    drop(plain);
+
+    // On: the call's own process is killed after its grace.
+    let metrics = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .to_string();
+    let stopping = proxy(
+        &upstream,
+        dir.path(),
+        &["--kill-after-cancel", "1s", "--metrics", &metrics],
+    )
+    .await;
+    let (pid, at_2s, at_3s) = cancel_a_stubborn_call(&stopping, dir.path(), "on").await;
+    assert_eq!(
+        at_2s, at_3s,
+        "the work stopped within grace + 1 s ({at_2s} then {at_3s} steps)"
+    );
+    assert!(!alive(pid), "the call's upstream process {pid} is gone");
+    let next_pid = next_call_pid(&stopping, dir.path()).await;
+    assert_ne!(next_pid, pid, "a fresh process served the next call");
+
+    // Logged on the cancelled request, and counted.
+    let stopped = stopped_lines(&stopping);
+    assert_eq!(stopped.len(), 1, "{stopped:#?}");
+    assert_eq!(stopped[0]["killed"], true, "{:#}", stopped[0]);
+    assert_eq!(stopped[0]["grace_ms"], 1000);
+    assert_eq!(stopped[0]["request_id"], 1);
+    let scrape = scrape(&metrics).await;
+    assert!(
+        scrape
+            .lines()
+            .any(|l| l.starts_with("staunch_upstream_stopped_total{")
+                && l.contains("tool=\"stubborn_count\"")
+                && l.contains("how=\"killed\"")
+                && l.ends_with(" 1")),
+        "{scrape}"
+    );
+
+    // The audit says the upstream process was killed.
+    let audit = tokio::process::Command::new(BIN)
+        .args(["audit", "--json"])
+        .arg(&stopping.log_path)
+        .output()
+        .await
+        .unwrap();
+    let audit: Value = serde_json::from_slice(&audit.stdout).expect("audit --json");
+    assert_eq!(audit["orphaned_upstream"]["stopped"], 1, "{audit:#}");
+}
+
+/// The Python SDK upstream ignores the cancel but exits when its stdin closes: the policy's
+/// first step is enough, the work stops, and the line says it was not killed.
+#[tokio::test]
+async fn kill_after_cancel_lets_a_python_upstream_exit_when_its_stdin_closes() {
+    let Some(peers) = Peers::find("kill_after_cancel_lets_a_python_upstream_exit") else {
+        return;
+    };
+    let upstream = peers.py_stdio();
+    let dir = tempfile::tempdir().unwrap();
+    let stopping = proxy(&upstream, dir.path(), &["--kill-after-cancel", "1s"]).await;
+    let (pid, at_2s, at_3s) = cancel_a_stubborn_call(&stopping, dir.path(), "py").await;
+    assert_eq!(
+        at_2s, at_3s,
+        "the work stopped ({at_2s} then {at_3s} steps)"
+    );
+    assert!(!alive(pid), "the call's upstream process {pid} is gone");
+    assert_ne!(next_call_pid(&stopping, dir.path()).await, pid);
+    let stopped = stopped_lines(&stopping);
+    assert_eq!(stopped.len(), 1, "{stopped:#?}");
+    assert_eq!(stopped[0]["killed"], false, "{:#}", stopped[0]);
+}
+
+/// A short tagged call after the cancelled one: the pid of the process that served it.
+async fn next_call_pid(proxy: &HttpServer, dir: &Path) -> u32 {
+    let sid = proxy.initialize().await;
+    let next = proxy
+        .post(
+            Some(&sid),
+            &call(
+                json!(2),
+                "stubborn_count",
+                json!({"steps": 1, "delay_ms": 10, "tag": "next"}),
+                None,
+            ),
+        )
+        .await
+        .answer(Duration::from_secs(30))
+        .await
+        .1;
+    assert_eq!(next["result"]["content"][0]["text"], "counted 1", "{next}");
+    steps(dir, "next").expect("the next call's step").1
+}
+
+/// The proxy's `upstream.stopped` lines, once the first is written (the stop runs after the
+/// cancelled call's grace, off the call's path).
+fn stopped_lines(proxy: &HttpServer) -> Vec<Value> {
+    proxy
+        .log_lines()
+        .into_iter()
+        .filter(|l| l["event"] == "upstream.stopped")
+        .collect()
+}
+
+/// The policy needs a process to stop: an HTTP upstream with it is refused at start, clearly.
+#[tokio::test]
+async fn kill_after_cancel_on_a_url_upstream_is_refused() {
+    let out = tokio::process::Command::new(BIN)
+        .args([
+            "proxy",
+            "--store",
+            ":memory:",
+            "--no-log",
+            "--kill-after-cancel",
+            "1s",
+            "--upstream",
+            "http://127.0.0.1:9/mcp",
+        ])
+        .output()
+        .await
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("kill_after_cancel needs a command upstream"),
+        "{err}"
+    );
+}
