@@ -129,7 +129,9 @@ fn end_own_process(
     cancelled: bool,
 ) {
     let metrics = pool.metrics().clone();
+    let ledger = pool.ledger().clone();
     let tool = tool.to_string();
+    let cancelled_at = std::time::Instant::now();
     tokio::spawn(async move {
         if !cancelled {
             up.shut_down().await;
@@ -144,6 +146,14 @@ fn end_own_process(
                 "upstream.stopped: still running after the cancelled call's grace; its process group was killed");
         }
         if let Some(ctx) = ctx {
+            let request_id = ctx.request_id().to_string();
+            let key = crate::ledger::CallKey {
+                upstream: up.name(),
+                tool: &tool,
+                session: ctx.session_id(),
+                request_id: &request_id,
+            };
+            ledger.stopped(key, cancelled_at, killed);
             ctx.log_event(&LifecycleEvent::UpstreamStopped {
                 upstream: up.name().into(),
                 grace_ms: u64::try_from(grace.as_millis()).unwrap_or(u64::MAX),

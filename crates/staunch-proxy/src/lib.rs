@@ -21,6 +21,8 @@
 //!   durable jobs of staunch-jobs ([`forward::UpstreamJob`]).
 //! - [`follow`]: an upstream's `tools/list_changed` (or a restart) re-lists its tools and
 //!   updates the served set at run time.
+//! - [`Ledger`]: the recent calls whose upstream kept working after their cancel, for the
+//!   live page.
 
 #![forbid(unsafe_code)]
 
@@ -28,6 +30,7 @@ pub mod child;
 mod error;
 pub mod follow;
 pub mod forward;
+mod ledger;
 mod methods;
 pub mod register;
 pub mod route;
@@ -36,6 +39,7 @@ mod upstream;
 
 pub use error::ProxyError;
 pub use follow::follow_tool_changes;
+pub use ledger::{CallKey, LateWork, Ledger, Sent};
 pub use register::{Registered, ServedTool, register};
 pub use spec::{Target, ToolRule, UpstreamSpec};
 pub use upstream::{Pool, Upstream};

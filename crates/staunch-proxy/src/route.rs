@@ -7,12 +7,15 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use serde_json::Value;
 use staunch_client::{Late, ServerRequest, ServerRequestHandler};
 use staunch_protocol::mcp::ProgressToken;
 use staunch_protocol::{ErrorObject, RequestId, codes};
 use staunch_server::{Context, LifecycleEvent, Metrics, ToolError, UpstreamStep};
+
+use crate::ledger::{CallKey, Ledger, Sent};
 
 /// Abandoned calls remembered for `upstream.late` lines.
 const MAX_ABANDONED: usize = 4096;
@@ -23,7 +26,8 @@ type CallOf = (Context, Arc<str>);
 #[derive(Default)]
 struct Table {
     live: HashMap<i64, CallOf>,
-    abandoned: HashMap<i64, CallOf>,
+    /// With when the call was abandoned.
+    abandoned: HashMap<i64, (CallOf, Instant)>,
     abandoned_order: VecDeque<i64>,
 }
 
@@ -32,6 +36,7 @@ struct Table {
 pub struct Calls {
     upstream: String,
     metrics: Metrics,
+    ledger: Arc<Ledger>,
     table: Mutex<Table>,
 }
 
@@ -44,11 +49,13 @@ impl std::fmt::Debug for Calls {
 }
 
 impl Calls {
-    /// The table of upstream `upstream`; late work is counted in `metrics`.
-    pub fn new(upstream: &str, metrics: Metrics) -> Arc<Self> {
+    /// The table of upstream `upstream`; late work is counted in `metrics` and listed in
+    /// `ledger`.
+    pub fn new(upstream: &str, metrics: Metrics, ledger: Arc<Ledger>) -> Arc<Self> {
         Arc::new(Self {
             upstream: upstream.to_string(),
             metrics,
+            ledger,
             table: Mutex::default(),
         })
     }
@@ -170,8 +177,21 @@ impl Calls {
     fn log_late_id(&self, id: i64, what: &'static str) {
         let call = self.lock().abandoned.get(&id).cloned();
         match call {
-            Some((ctx, tool)) => {
+            Some(((ctx, tool), abandoned_at)) => {
                 self.metrics.upstream_late(&self.upstream, &tool, what);
+                let request_id = ctx.request_id().to_string();
+                let key = CallKey {
+                    upstream: &self.upstream,
+                    tool: &tool,
+                    session: ctx.session_id(),
+                    request_id: &request_id,
+                };
+                let sent = if what == "response" {
+                    Sent::Response
+                } else {
+                    Sent::Progress
+                };
+                self.ledger.sent(key, abandoned_at, sent);
                 ctx.log_event(&LifecycleEvent::Upstream {
                     step: UpstreamStep::Late,
                     upstream: self.upstream.as_str().into(),
@@ -216,7 +236,7 @@ impl Drop for Tracked {
             upstream_id: self.id,
             late: None,
         });
-        t.abandoned.insert(self.id, call);
+        t.abandoned.insert(self.id, (call, Instant::now()));
         t.abandoned_order.push_back(self.id);
         while t.abandoned_order.len() > MAX_ABANDONED {
             if let Some(old) = t.abandoned_order.pop_front() {

@@ -20,6 +20,7 @@ use tokio::time::Instant;
 
 use crate::ProxyError;
 use crate::child::UpstreamChild;
+use crate::ledger::Ledger;
 use crate::route::Calls;
 use crate::spec::{Target, UpstreamSpec};
 
@@ -94,13 +95,15 @@ impl std::fmt::Debug for Upstream {
 }
 
 impl Upstream {
-    /// Connects to `spec` (starting its process for a stdio target).
+    /// Connects to `spec` (starting its process for a stdio target); its calls' late work is
+    /// counted in `metrics` and listed in `ledger`.
     pub async fn connect(
         spec: Arc<UpstreamSpec>,
         base: &ConnectOptions,
         metrics: &Metrics,
+        ledger: Arc<Ledger>,
     ) -> Result<Arc<Self>, ProxyError> {
-        let calls = Calls::new(&spec.name, metrics.clone());
+        let calls = Calls::new(&spec.name, metrics.clone(), ledger);
         let mut opts = base.clone();
         opts.server_requests = Some(calls.server_request_handler());
         opts.stderr = StderrMode::Inherit;
@@ -319,6 +322,8 @@ pub struct Pool {
     spec: Arc<UpstreamSpec>,
     opts: ConnectOptions,
     metrics: Metrics,
+    /// Calls whose upstream went on after their cancel, over all its connections.
+    ledger: Arc<Ledger>,
     /// The shared connection; with `isolate`, the one that listed the tools at start (and
     /// serves stateless requests, which have no session).
     shared: Arc<Upstream>,
@@ -341,11 +346,13 @@ impl Pool {
             });
         }
         let spec = Arc::new(spec);
-        let shared = Upstream::connect(spec.clone(), opts, metrics).await?;
+        let ledger = Arc::new(Ledger::default());
+        let shared = Upstream::connect(spec.clone(), opts, metrics, ledger.clone()).await?;
         Ok(Arc::new(Self {
             spec,
             opts: opts.clone(),
             metrics: metrics.clone(),
+            ledger,
             shared,
             per_session: Arc::default(),
         }))
@@ -361,6 +368,11 @@ impl Pool {
         &self.metrics
     }
 
+    /// Its recent calls whose upstream went on after their cancel (the live page's list).
+    pub fn ledger(&self) -> &Arc<Ledger> {
+        &self.ledger
+    }
+
     /// The shared connection.
     pub fn shared(&self) -> &Arc<Upstream> {
         &self.shared
@@ -369,7 +381,13 @@ impl Pool {
     /// A new connection — for a command upstream, a new process — for one call of a tool under
     /// the stop policy ([`UpstreamSpec::kill_after_cancel`]); the caller ends it.
     pub async fn for_one_call(&self) -> Result<Arc<Upstream>, ProxyError> {
-        Upstream::connect(self.spec.clone(), &self.opts, &self.metrics).await
+        Upstream::connect(
+            self.spec.clone(),
+            &self.opts,
+            &self.metrics,
+            self.ledger.clone(),
+        )
+        .await
     }
 
     /// The connection that serves `ctx`: the shared one, or with `isolate` the session's own
@@ -389,7 +407,13 @@ impl Pool {
         if let Some(up) = found {
             return Ok(up);
         }
-        let up = Upstream::connect(self.spec.clone(), &self.opts, &self.metrics).await?;
+        let up = Upstream::connect(
+            self.spec.clone(),
+            &self.opts,
+            &self.metrics,
+            self.ledger.clone(),
+        )
+        .await?;
         // Another call of the same session may have connected meanwhile: keep the first.
         let chosen = {
             let mut map = self.per_session.lock().unwrap_or_else(|p| p.into_inner());

@@ -1,5 +1,6 @@
 //! `staunch serve`: builds the server from flags and runs it on a transport.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -207,7 +208,13 @@ pub async fn run_with(
         shutdown.cancel();
     });
     match (args.http, stores) {
-        (Some(addr), Some(stores)) => serve_http(&args, server, addr, stores).await?,
+        (Some(addr), Some(stores)) => {
+            let upstreams = proxied
+                .as_ref()
+                .map(|p| p.pools.clone())
+                .unwrap_or_default();
+            serve_http(&args, server, addr, stores, upstreams).await?
+        }
         _ => {
             let exit = transport::stdio::serve_stdio(&server).await?;
             if !exit.drained {
@@ -283,11 +290,14 @@ fn import_db_path(args: &ServeArgs) -> Option<std::path::PathBuf> {
     Some(file.into())
 }
 
+/// Serves MCP over HTTP on `addr` (and the live page; `upstreams`: the proxy's, whose work
+/// after a cancel the page lists).
 async fn serve_http(
     args: &ServeArgs,
     server: Server,
     addr: std::net::SocketAddr,
     stores: staunch_store::Stores,
+    upstreams: Vec<Arc<staunch_proxy::Pool>>,
 ) -> anyhow::Result<()> {
     let mut allow = Allow::loopback();
     for h in &args.allow_hosts {
@@ -350,6 +360,7 @@ async fn serve_http(
             base,
             server,
             stores.jobs,
+            upstreams,
             access,
         ));
         eprintln!("staunch: live page at {base} on the same address");

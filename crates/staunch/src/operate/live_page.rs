@@ -122,6 +122,8 @@ struct LiveState {
     base: String,
     server: Server,
     jobs: Arc<dyn JobStore>,
+    /// The proxy's upstreams (none for `serve` alone): their work after a cancel is listed.
+    upstreams: Vec<Arc<staunch_proxy::Pool>>,
     access: Access,
     tokens: Mutex<VecDeque<(String, Instant)>>,
     streams: Arc<AtomicUsize>,
@@ -186,12 +188,19 @@ pub fn validate(
     Ok(())
 }
 
-/// The page's routes under `base`.
-pub fn routes(base: &str, server: Server, jobs: Arc<dyn JobStore>, access: Access) -> Router {
+/// The page's routes under `base`. `upstreams`: the proxy's, whose late work it lists.
+pub fn routes(
+    base: &str,
+    server: Server,
+    jobs: Arc<dyn JobStore>,
+    upstreams: Vec<Arc<staunch_proxy::Pool>>,
+    access: Access,
+) -> Router {
     let state = Arc::new(LiveState {
         base: base.to_string(),
         server,
         jobs,
+        upstreams,
         access,
         tokens: Mutex::new(VecDeque::new()),
         streams: Arc::new(AtomicUsize::new(0)),
@@ -224,7 +233,10 @@ fn json_response(status: StatusCode, v: serde_json::Value) -> Response {
 async fn page(State(st): State<Arc<LiveState>>, headers: HeaderMap) -> Response {
     let authed = st.access.auth.is_some();
     let (status, snap) = match st.access.identity(&headers).await {
-        Ok(_) => (None, Some(snapshot(&st.server, st.jobs.as_ref()).await)),
+        Ok(_) => (
+            None,
+            Some(snapshot(&st.server, st.jobs.as_ref(), &st.upstreams).await),
+        ),
         // A browser's navigation carries no token: the shell (no data) asks for one. The 401
         // keeps the endpoint's WWW-Authenticate.
         Err(refusal) if authed && refusal.status() == StatusCode::UNAUTHORIZED => {
@@ -232,9 +244,14 @@ async fn page(State(st): State<Arc<LiveState>>, headers: HeaderMap) -> Response 
         }
         Err(refusal) => return refusal,
     };
-    let (requests, jobs, at) = match &snap {
-        Some(s) => (s.requests.as_str(), s.jobs.as_str(), s.at.as_str()),
-        None => (SIGN_IN_ROW, SIGN_IN_ROW, "—"),
+    let (requests, jobs, upstream, at) = match &snap {
+        Some(s) => (
+            s.requests.as_str(),
+            s.jobs.as_str(),
+            s.upstream.as_deref(),
+            s.at.as_str(),
+        ),
+        None => (SIGN_IN_ROW, SIGN_IN_ROW, None, "—"),
     };
     // Without auth, a cancel needs the page's token; with auth, the bearer token does it.
     let page_token = if authed {
@@ -248,6 +265,11 @@ async fn page(State(st): State<Arc<LiveState>>, headers: HeaderMap) -> Response 
         .replace("{{TOKEN}}", &page_token)
         .replace("{{REQUESTS}}", requests)
         .replace("{{JOBS}}", jobs)
+        .replace("{{UPSTREAM}}", upstream.unwrap_or_default())
+        .replace(
+            "{{UPSTREAM_HIDDEN}}",
+            if upstream.is_some() { "" } else { " hidden" },
+        )
         .replace("{{AT}}", &escape(at));
     let mut r = (
         [
@@ -318,8 +340,9 @@ async fn events(State(st): State<Arc<LiveState>>, headers: HeaderMap) -> Respons
                     _ = expired => return None,
                 }
             }
-            let snap = snapshot(&st.server, st.jobs.as_ref()).await;
-            let data = json!({"requests": snap.requests, "jobs": snap.jobs, "at": snap.at});
+            let snap = snapshot(&st.server, st.jobs.as_ref(), &st.upstreams).await;
+            let data = json!({"requests": snap.requests, "jobs": snap.jobs,
+                              "upstream": snap.upstream, "at": snap.at});
             let frame = Bytes::from(format!("data: {data}\n\n"));
             Some((Ok::<_, Infallible>(frame), (st, slot, false)))
         }

@@ -1,8 +1,9 @@
-//! What the live page shows: the requests in flight and the newest jobs, rendered here as HTML
-//! table rows (one rendering path, escaped once) for the page and for every update of its
-//! stream.
+//! What the live page shows: the requests in flight, the proxy's upstream work after a cancel
+//! and the newest jobs, rendered here as HTML table rows (one rendering path, escaped once) for
+//! the page and for every update of its stream.
 
 use std::fmt::Write as _;
+use std::sync::Arc;
 use std::time::Duration;
 
 use staunch_jobs::{owning_instance, progress_fraction, progress_of, short_age};
@@ -15,12 +16,19 @@ const JOBS_SHOWN: usize = 50;
 pub(super) struct Snapshot {
     pub(super) requests: String,
     pub(super) jobs: String,
+    /// `None` when nothing is proxied (the section stays hidden).
+    pub(super) upstream: Option<String>,
     pub(super) at: String,
 }
 
-pub(super) async fn snapshot(server: &Server, jobs: &dyn JobStore) -> Snapshot {
+pub(super) async fn snapshot(
+    server: &Server,
+    jobs: &dyn JobStore,
+    upstreams: &[Arc<staunch_proxy::Pool>],
+) -> Snapshot {
     let now = staunch_store::now_ms();
     let requests = requests_rows(server);
+    let upstream = (!upstreams.is_empty()).then(|| upstream_rows(upstreams));
     let jobs = match jobs
         .list_all(&JobFilter {
             limit: JOBS_SHOWN,
@@ -37,8 +45,42 @@ pub(super) async fn snapshot(server: &Server, jobs: &dyn JobStore) -> Snapshot {
     Snapshot {
         requests,
         jobs,
+        upstream,
         at: staunch_jobs::iso(now),
     }
+}
+
+/// Calls whose upstream kept working after the proxy gave up on them, newest first.
+fn upstream_rows(upstreams: &[Arc<staunch_proxy::Pool>]) -> String {
+    let mut all: Vec<staunch_proxy::LateWork> =
+        upstreams.iter().flat_map(|p| p.ledger().recent()).collect();
+    if all.is_empty() {
+        return "<tr><td colspan=\"8\" class=\"none\">none: every cancelled upstream call \
+                stopped</td></tr>"
+            .into();
+    }
+    all.sort_by_key(|w| std::cmp::Reverse(w.abandoned_at));
+    let mut out = String::new();
+    for w in all {
+        let stopped = match w.stopped {
+            Some(true) => "killed after the grace",
+            Some(false) => "exited after stdin closed",
+            None => "—",
+        };
+        let _ = write!(
+            out,
+            "<tr class=\"orphaned\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
+             <td>{}</td><td>{}</td><td>{stopped}</td></tr>",
+            escape(&w.upstream),
+            escape(&w.tool),
+            escape(&w.session),
+            escape(&w.request_id),
+            ms_text(w.went_on_for()),
+            w.progress,
+            if w.response { "yes" } else { "no" },
+        );
+    }
+    out
 }
 
 fn ms_text(d: Duration) -> String {

@@ -32,18 +32,32 @@ fn alive(pid: u32) -> bool {
     })
 }
 
-/// `GET /metrics` on `addr`: the exposition text.
-async fn scrape(addr: &str) -> String {
+/// `GET path` on `addr`: the body.
+async fn http_get(addr: &str, path: &str) -> String {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
-        .await
-        .unwrap();
+    let head = format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+    s.write_all(head.as_bytes()).await.unwrap();
     let mut raw = String::new();
     s.read_to_string(&mut raw).await.unwrap();
     raw.split_once("\r\n\r\n")
         .map(|(_, b)| b.to_string())
         .unwrap_or(raw)
+}
+
+/// `GET /metrics` on `addr`: the exposition text.
+async fn scrape(addr: &str) -> String {
+    http_get(addr, "/metrics").await
+}
+
+/// The live page's "upstream work after its cancel" rows.
+async fn live_upstream_rows(proxy: &HttpServer) -> String {
+    let page = http_get(&format!("127.0.0.1:{}", proxy.port), "/staunch").await;
+    let start = page
+        .find("<tbody id=\"upstream\">")
+        .expect("the upstream section");
+    let rows = &page[start..];
+    rows[..rows.find("</tbody>").unwrap()].to_string()
 }
 
 /// Starts the proxy in front of the `upstream` command, with `policy` flags.
@@ -106,7 +120,8 @@ async fn kill_after_cancel_kills_a_typescript_upstream_that_ignores_cancels() {
     let upstream = peers.ts_stdio();
     let dir = tempfile::tempdir().unwrap();
 
-    // Off: the shared upstream process goes on counting after the cancel.
+    // Off: the shared upstream process goes on counting after the cancel. (It goes on in
+    // silence: the SDK sends nothing for an aborted request, so only its side effects show.)
     let plain = proxy(&upstream, dir.path(), &[]).await;
     let (pid, at_2s, at_3s) = cancel_a_stubborn_call(&plain, dir.path(), "off").await;
     assert!(
@@ -125,7 +140,14 @@ async fn kill_after_cancel_kills_a_typescript_upstream_that_ignores_cancels() {
     let stopping = proxy(
         &upstream,
         dir.path(),
-        &["--kill-after-cancel", "1s", "--metrics", &metrics],
+        &[
+            "--kill-after-cancel",
+            "1s",
+            "--metrics",
+            &metrics,
+            "--live-page",
+            "/staunch",
+        ],
     )
     .await;
     let (pid, at_2s, at_3s) = cancel_a_stubborn_call(&stopping, dir.path(), "on").await;
@@ -154,6 +176,12 @@ async fn kill_after_cancel_kills_a_typescript_upstream_that_ignores_cancels() {
         "{scrape}"
     );
 
+    let rows = live_upstream_rows(&stopping).await;
+    assert!(
+        rows.contains("<td>stubborn_count</td>") && rows.contains("killed after the grace"),
+        "{rows}"
+    );
+
     // The audit says the upstream process was killed.
     let audit = tokio::process::Command::new(BIN)
         .args(["audit", "--json"])
@@ -165,8 +193,9 @@ async fn kill_after_cancel_kills_a_typescript_upstream_that_ignores_cancels() {
     assert_eq!(audit["orphaned_upstream"]["stopped"], 1, "{audit:#}");
 }
 
-/// The Python SDK upstream ignores the cancel but exits when its stdin closes: the policy's
-/// first step is enough, the work stops, and the line says it was not killed.
+/// The Python SDK upstream ignores the cancel, and says so: without the policy the live page
+/// lists its late work. It exits when its stdin closes: the policy's first step is enough, the
+/// work stops, and the line says it was not killed.
 #[tokio::test]
 async fn kill_after_cancel_lets_a_python_upstream_exit_when_its_stdin_closes() {
     let Some(peers) = Peers::find("kill_after_cancel_lets_a_python_upstream_exit") else {
@@ -174,6 +203,21 @@ async fn kill_after_cancel_lets_a_python_upstream_exit_when_its_stdin_closes() {
     };
     let upstream = peers.py_stdio();
     let dir = tempfile::tempdir().unwrap();
+
+    // Off: it goes on, and says so (late progress, dropped): the live page lists the call.
+    let plain = proxy(&upstream, dir.path(), &["--live-page", "/staunch"]).await;
+    let (_, at_2s, at_3s) = cancel_a_stubborn_call(&plain, dir.path(), "off").await;
+    assert!(
+        at_3s > at_2s,
+        "the work goes on: {at_2s} then {at_3s} steps"
+    );
+    let rows = live_upstream_rows(&plain).await;
+    assert!(
+        rows.contains("<td>stubborn_count</td>") && rows.ends_with("<td>—</td></tr>"),
+        "the page lists the call whose upstream went on, not stopped: {rows}"
+    );
+    drop(plain);
+
     let stopping = proxy(&upstream, dir.path(), &["--kill-after-cancel", "1s"]).await;
     let (pid, at_2s, at_3s) = cancel_a_stubborn_call(&stopping, dir.path(), "py").await;
     assert_eq!(
