@@ -27,6 +27,9 @@ Tools:
   slow_count_status(tag?)     -> {"tag","steps","last_step_unix_ms"} as structured
                                  content (and JSON text): did the work go on after a
                                  cancel?
+  log_echo(text, level?)      -> sends `text` as a log message (notifications/message,
+                                 logger "peer", level `level`, default info), then
+                                 returns text `text`.
   progress_flood(reports)     -> benchmark fixture: `ctx.report_progress(i, reports)` for
                                  i in 1..=reports, back to back; returns `reported N`.
 
@@ -104,6 +107,12 @@ def build_server(port: int = 8000) -> FastMCP:
                 record_step(tag, entry)
                 await ctx.report_progress(step + 1, steps)
         return f"counted {steps}"
+
+    @mcp.tool()
+    async def log_echo(text: str, ctx: Context, level: str = "info") -> str:
+        """Log `text` to the client at `level` (logger "peer"), then return it."""
+        await ctx.log(level, text, logger_name="peer")  # type: ignore[arg-type]
+        return text
 
     @mcp.tool()
     def slow_count_status(tag: str | None = None) -> CountStatus:

@@ -157,6 +157,35 @@ impl Calls {
         })
     }
 
+    /// An upstream's `notifications/message` (its log), passed on unchanged to the downstream
+    /// client whose call it is logging for, at that client's level: the call whose stream
+    /// carried it, else — over stdio, where the wire does not say — the newest call in flight
+    /// when all of them come from one downstream session (`--isolate` makes that always so).
+    /// With no call in flight, or calls of several sessions, there is nobody it surely belongs
+    /// to, and it is dropped (logged at debug).
+    pub fn forward_log(&self, params: Option<&Value>) {
+        let Some(params) = params else { return };
+        let owner = {
+            let t = self.lock();
+            let mut sessions = t.live.values().map(|(c, _)| c.session_id());
+            match sessions.next() {
+                Some(first) if sessions.all(|s| s == first) => t
+                    .live
+                    .iter()
+                    .max_by_key(|(id, _)| **id)
+                    .map(|(_, (c, _))| c.clone()),
+                _ => None,
+            }
+        };
+        match owner {
+            Some(ctx) => {
+                ctx.forward_log(params);
+            }
+            None => tracing::debug!(upstream = %self.upstream,
+                "upstream log message with no single downstream session to pass it to"),
+        }
+    }
+
     /// Writes `upstream.late` for something that arrived after its call was abandoned.
     pub fn log_late(&self, late: &Late) {
         let (id, what) = match late {

@@ -109,11 +109,14 @@ impl Upstream {
         opts.stderr = StderrMode::Inherit;
         let tools_changed = Arc::new(tokio::sync::Notify::new());
         let wake = tools_changed.clone();
-        opts.notifications = Some(NotificationHandler::new(move |method, _| {
-            if method == "notifications/tools/list_changed" {
-                wake.notify_one();
-            }
-        }));
+        let logs = calls.clone();
+        opts.notifications = Some(NotificationHandler::new(
+            move |method, params| match method {
+                "notifications/tools/list_changed" => wake.notify_one(),
+                "notifications/message" => logs.forward_log(params),
+                _ => {}
+            },
+        ));
         if let Target::Http { headers, .. } = &spec.target {
             opts.http.headers.extend(headers.iter().cloned());
         }

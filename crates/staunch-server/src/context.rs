@@ -338,6 +338,28 @@ impl Context {
         ));
     }
 
+    /// Passes on a `notifications/message` another server sent (`staunch proxy`), its params
+    /// unchanged — level, logger, data and any field staunch does not know — if the client's
+    /// level lets it through, as [`Context::log`] does. A message without a readable level is
+    /// dropped. Returns whether it was sent.
+    pub fn forward_log(&self, params: &Value) -> bool {
+        let level = params
+            .get("level")
+            .and_then(|l| serde_json::from_value::<LoggingLevel>(l.clone()).ok());
+        match (level, self.shared.peer.log_level()) {
+            (Some(level), Some(min)) if level >= min => {}
+            _ => return false,
+        }
+        if self.shared.token.is_cancelled() {
+            return false;
+        }
+        self.shared.conn.send(Outbound::notification(
+            Some(self.shared.id.clone()),
+            notification_bytes(methods::MESSAGE, Some(params)),
+        ));
+        true
+    }
+
     /// Closes the connection carrying this request's SSE stream, without ending the stream:
     /// the client reconnects with `Last-Event-ID` and gets what it missed (Streamable HTTP
     /// 2025-11-25 polling). A no-op on stdio.

@@ -1,0 +1,117 @@
+//! An upstream's log messages (`notifications/message`) through `staunch proxy`: the Python
+//! SDK peer's `log_echo` logs with FastMCP's `ctx.log`, and the message reaches the client that
+//! made the call unchanged, at that client's level — a 2025 session's `logging/setLevel`, a
+//! 2026-07-28 request's own `logLevel`.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::client_support::Peers;
+use crate::common::http::{HttpServer, call, modern};
+
+/// What the Python SDK sends for `ctx.log(level, text, logger_name="peer")`.
+fn sent(level: &str, text: &str) -> Value {
+    json!({"level": level, "logger": "peer", "data": text})
+}
+
+/// The `notifications/message` params among `messages`.
+fn logs(messages: &[Value]) -> Vec<Value> {
+    messages
+        .iter()
+        .filter(|m| m["method"] == "notifications/message")
+        .map(|m| m["params"].clone())
+        .collect()
+}
+
+#[tokio::test]
+async fn upstream_log_messages_reach_the_caller_unchanged_at_its_level() {
+    let Some(peers) = Peers::find("upstream_log_messages_reach_the_caller") else {
+        return;
+    };
+    let mut args = vec!["--".to_string()];
+    args.extend(peers.py_stdio());
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let proxy = HttpServer::launch("proxy", Some(":memory:"), &refs).await;
+
+    // 2025 session at `info`: a warning passes, unchanged.
+    let sid = proxy.initialize().await;
+    let set = |id: u64, level: &str| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "logging/setLevel",
+               "params": {"level": level}})
+    };
+    let (_, ok) = proxy
+        .post(Some(&sid), &set(10, "info"))
+        .await
+        .answer(Duration::from_secs(10))
+        .await;
+    assert!(ok.get("result").is_some(), "{ok}");
+    let echo = |id: u64, level: &str, text: &str| {
+        call(
+            json!(id),
+            "log_echo",
+            json!({"text": text, "level": level}),
+            None,
+        )
+    };
+    let (messages, answer) = proxy
+        .post(Some(&sid), &echo(11, "warning", "disk almost full"))
+        .await
+        .answer(Duration::from_secs(30))
+        .await;
+    assert_eq!(answer["result"]["content"][0]["text"], "disk almost full");
+    assert_eq!(
+        logs(&messages),
+        [sent("warning", "disk almost full")],
+        "{messages:#?}"
+    );
+    // Below the session's level: not sent.
+    let (messages, _) = proxy
+        .post(Some(&sid), &echo(12, "debug", "noise"))
+        .await
+        .answer(Duration::from_secs(30))
+        .await;
+    assert!(logs(&messages).is_empty(), "{messages:#?}");
+    // The client raises its level to `error`: the warning is held back too.
+    proxy
+        .post(Some(&sid), &set(13, "error"))
+        .await
+        .answer(Duration::from_secs(10))
+        .await;
+    let (messages, _) = proxy
+        .post(Some(&sid), &echo(14, "warning", "held back"))
+        .await
+        .answer(Duration::from_secs(30))
+        .await;
+    assert!(logs(&messages).is_empty(), "{messages:#?}");
+
+    // 2026-07-28: the request's own `logLevel`; none without it.
+    let stateless = |id: u64, level: Option<&str>| {
+        let mut params = json!({"name": "log_echo",
+                                "arguments": {"text": "from 2026", "level": "info"}});
+        if let Some(l) = level {
+            params["_meta"] = json!({"io.modelcontextprotocol/logLevel": l});
+        }
+        modern(json!(id), "tools/call", params)
+    };
+    let (messages, answer) = proxy
+        .post_modern(&stateless(20, Some("debug")))
+        .await
+        .answer(Duration::from_secs(30))
+        .await;
+    assert_eq!(
+        answer["result"]["content"][0]["text"], "from 2026",
+        "{answer}"
+    );
+    assert_eq!(
+        logs(&messages),
+        [sent("info", "from 2026")],
+        "{messages:#?}"
+    );
+    let (messages, _) = proxy
+        .post_modern(&stateless(21, None))
+        .await
+        .answer(Duration::from_secs(30))
+        .await;
+    assert!(logs(&messages).is_empty(), "{messages:#?}");
+}
