@@ -29,11 +29,14 @@
 //   progress_flood {reports}       -> benchmark fixture: progress 1..=reports back to
 //                                     back (if the request carried a progressToken);
 //                                     returns text `reported N`.
-//   slow_count_task {steps, delay_ms}   (only with --tasks; HTTP or stdio)
+//   slow_count_task {steps, delay_ms, tag?}   (only with --tasks; HTTP or stdio)
 //                                  -> same work run as an experimental 2025-11-25
 //                                     task (server.experimental.tasks.registerToolTask,
 //                                     taskSupport "optional"), backed by the SDK's
 //                                     InMemoryTaskStore. Stops when the task is cancelled.
+//   slow_count_task_required {steps, delay_ms, tag?}   (only with --tasks)
+//                                  -> the same, taskSupport "required": callable only as
+//                                     a task.
 //
 // With PEER_STEPS_DIR set, each step of a tagged count also writes PEER_STEPS_DIR/<tag>
 // as "<steps> <pid>": a side effect outside the process, which a test reads after the
@@ -213,6 +216,37 @@ function buildServer() {
   );
 
   if (withTasks) {
+    // The task's work: out of band, one step per delay_ms (recorded under `tag`), the task's
+    // status its cancellation signal.
+    const countTask = {
+      async createTask({ steps, delay_ms, tag }, { taskStore: store, taskRequestedTtl }) {
+        const task = await store.createTask({ ttl: taskRequestedTtl ?? 60_000, pollInterval: 100 });
+        (async () => {
+          try {
+            for (let step = 0; step < steps; step++) {
+              const current = await store.getTask(task.taskId);
+              if (!current || current.status === 'cancelled') return;
+              await sleep(delay_ms);
+              recordStep(tag ?? '');
+            }
+            const current = await store.getTask(task.taskId);
+            if (!current || current.status === 'cancelled') return;
+            await store.storeTaskResult(task.taskId, 'completed', {
+              content: [{ type: 'text', text: `counted ${steps}` }],
+            });
+          } catch (err) {
+            log('task', task.taskId, 'error:', err?.message ?? err);
+          }
+        })();
+        return { task };
+      },
+      async getTask(_args, { taskId, taskStore: store }) {
+        return await store.getTask(taskId);
+      },
+      async getTaskResult(_args, { taskId, taskStore: store }) {
+        return await store.getTaskResult(taskId);
+      },
+    };
     server.experimental.tasks.registerToolTask(
       'slow_count_task',
       {
@@ -220,35 +254,16 @@ function buildServer() {
         inputSchema: countArgs,
         execution: { taskSupport: 'optional' },
       },
+      countTask,
+    );
+    server.experimental.tasks.registerToolTask(
+      'slow_count_task_required',
       {
-        async createTask({ steps, delay_ms }, { taskStore: store, taskRequestedTtl }) {
-          const task = await store.createTask({ ttl: taskRequestedTtl ?? 60_000, pollInterval: 100 });
-          // Out-of-band work; the task's status is the cancellation signal.
-          (async () => {
-            try {
-              for (let step = 0; step < steps; step++) {
-                const current = await store.getTask(task.taskId);
-                if (!current || current.status === 'cancelled') return;
-                await sleep(delay_ms);
-              }
-              const current = await store.getTask(task.taskId);
-              if (!current || current.status === 'cancelled') return;
-              await store.storeTaskResult(task.taskId, 'completed', {
-                content: [{ type: 'text', text: `counted ${steps}` }],
-              });
-            } catch (err) {
-              log('task', task.taskId, 'error:', err?.message ?? err);
-            }
-          })();
-          return { task };
-        },
-        async getTask(_args, { taskId, taskStore: store }) {
-          return await store.getTask(taskId);
-        },
-        async getTaskResult(_args, { taskId, taskStore: store }) {
-          return await store.getTaskResult(taskId);
-        },
+        description: 'slow_count that can only be called as a task',
+        inputSchema: countArgs,
+        execution: { taskSupport: 'required' },
       },
+      countTask,
     );
   }
   return server;

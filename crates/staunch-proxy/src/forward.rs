@@ -14,6 +14,7 @@ use std::time::Duration;
 use futures_util::future::BoxFuture;
 use serde_json::{Map, Value, json};
 use staunch_client::era::Era;
+use staunch_client::tasks::TaskOutcome;
 use staunch_client::{CallOptions, ClientError, Progress};
 use staunch_jobs::{JobBody, JobContext, JobError};
 use staunch_protocol::RequestId;
@@ -75,6 +76,8 @@ struct Call<'a> {
     progress: bool,
     /// Fired when the call must stop (cancel, deadline, job cancel).
     cancel: CancellationToken,
+    /// The upstream tool must be called as a 2025 task (`taskSupport: "required"`).
+    as_task: bool,
 }
 
 async fn forward(
@@ -82,14 +85,7 @@ async fn forward(
     call: Call<'_>,
     on_progress: impl FnMut(&Progress) + Send,
 ) -> Outcome {
-    let Call {
-        tool,
-        args,
-        ctx,
-        meta,
-        progress,
-        cancel,
-    } = call;
+    let (tool, ctx) = (call.tool, call.ctx);
     // The stop policy: a process of its own for this call, ended when the call is.
     let own_process = pool.spec().kill_after_cancel_of(tool);
     let up = match (own_process, ctx) {
@@ -100,14 +96,6 @@ async fn forward(
     let up = match up {
         Ok(up) => up,
         Err(e) => return Outcome::Failed(e.to_string()),
-    };
-    let call = Call {
-        tool,
-        args,
-        ctx,
-        meta,
-        progress,
-        cancel,
     };
     let outcome = forward_on(&up, call, on_progress).await;
     if let Some(grace) = own_process {
@@ -169,6 +157,13 @@ async fn forward_on(
     call: Call<'_>,
     on_progress: impl FnMut(&Progress) + Send,
 ) -> Outcome {
+    let client = match up.client().await {
+        Ok(c) => c,
+        Err(e) => return Outcome::Failed(e.to_string()),
+    };
+    if call.as_task && client.era() == Era::Session {
+        return forward_as_task(up, &client, call, on_progress).await;
+    }
     let Call {
         tool,
         args,
@@ -176,11 +171,8 @@ async fn forward_on(
         meta,
         progress,
         cancel,
+        as_task: _,
     } = call;
-    let client = match up.client().await {
-        Ok(c) => c,
-        Err(e) => return Outcome::Failed(e.to_string()),
-    };
     let mut params = call_params(tool, args, meta);
     // Only a 2026-07-28 upstream answers "input required", and only then is the call sent
     // again: keep a copy of its params for that case alone.
@@ -233,6 +225,42 @@ async fn forward_on(
         "the upstream server {:?} still asked for input after {MAX_INPUT_ROUNDS} rounds",
         up.name()
     ))
+}
+
+/// A tool the upstream only runs as a task (2025-11-25 tasks, `taskSupport: "required"`):
+/// the call creates the task, which is followed to its end — `tasks/get` at the upstream's
+/// poll interval, its progress passed on, `tasks/result` for the answer — and a cancel of
+/// the downstream request becomes `tasks/cancel` for exactly that task. The client sees an
+/// ordinary call (a `job`-shaped rule gives it staunch's own tasks instead).
+async fn forward_as_task(
+    up: &Upstream,
+    client: &staunch_client::Client,
+    call: Call<'_>,
+    mut on_progress: impl FnMut(&Progress) + Send,
+) -> Outcome {
+    let opts = wait_options(call.progress, call.cancel);
+    let topts = staunch_client::tasks::TaskOptions::default();
+    let on_event = |e: staunch_client::tasks::TaskEvent<'_>| {
+        if let staunch_client::tasks::TaskEvent::Progress(p) = e {
+            on_progress(p);
+        }
+    };
+    match client
+        .call_tool_task(call.tool, call.args, &opts, &topts, on_event)
+        .await
+    {
+        Ok(TaskOutcome::Immediate(v)) => Outcome::Answered(v),
+        Ok(TaskOutcome::Finished { result: Ok(v), .. }) => Outcome::Answered(v),
+        Ok(TaskOutcome::Finished { result: Err(e), .. }) => Outcome::Refused(e),
+        Ok(TaskOutcome::Cancelled(task)) => Outcome::Failed(format!(
+            "the upstream server {:?} cancelled its task {} itself",
+            up.name(),
+            task.task_id
+        )),
+        Err(ClientError::Cancelled) => Outcome::Cancelled,
+        Err(ClientError::Rpc(e)) => Outcome::Refused(e),
+        Err(e) => Outcome::Failed(gone(up.name(), &e)),
+    }
 }
 
 /// Input rounds bridged per call, as the client library allows.
@@ -313,6 +341,8 @@ pub struct ForwardTool {
     pool: Arc<Pool>,
     /// The tool's name upstream (without the proxy's prefix).
     tool: Arc<str>,
+    /// Called as an upstream task (its `taskSupport` is `"required"`).
+    as_task: bool,
 }
 
 impl ForwardTool {
@@ -321,7 +351,15 @@ impl ForwardTool {
         Self {
             pool,
             tool: tool.into(),
+            as_task: false,
         }
+    }
+
+    /// Calls it as an upstream task, followed to its end (for a tool whose `taskSupport` is
+    /// `"required"`).
+    pub fn as_task(mut self, yes: bool) -> Self {
+        self.as_task = yes;
+        self
     }
 }
 
@@ -341,6 +379,7 @@ impl ToolHandler for ForwardTool {
                 meta: ctx.meta(),
                 progress: ctx.wants_progress(),
                 cancel: ctx.cancellation_token(),
+                as_task: this.as_task,
             };
             let outcome = forward(&this.pool, call, move |p: &Progress| {
                 progress_ctx.progress(p.progress, p.total, p.message.clone())
@@ -365,6 +404,7 @@ impl ToolHandler for ForwardTool {
 pub struct UpstreamJob {
     pool: Arc<Pool>,
     tool: Arc<str>,
+    as_task: bool,
 }
 
 impl UpstreamJob {
@@ -373,7 +413,14 @@ impl UpstreamJob {
         Self {
             pool,
             tool: tool.into(),
+            as_task: false,
         }
+    }
+
+    /// Calls it as an upstream task, followed to its end (see [`ForwardTool::as_task`]).
+    pub fn as_task(mut self, yes: bool) -> Self {
+        self.as_task = yes;
+        self
     }
 }
 
@@ -414,6 +461,7 @@ impl JobBody for UpstreamJob {
                 meta: None,
                 progress: true,
                 cancel: ctx.cancellation_token(),
+                as_task: this.as_task,
             };
             let outcome = forward(&this.pool, call, move |p: &Progress| {
                 progress_ctx.progress(p.progress, p.total, p.message.clone())

@@ -149,7 +149,7 @@ fn add_tool(
     let rule = pool.spec().rule(own_name);
     let (description, schema) = described(tool);
     let rt = jobs.ok_or_else(|| ProxyError::NoJobRuntime(name.to_string()))?;
-    let body = UpstreamJob::new(pool.clone(), own_name);
+    let body = UpstreamJob::new(pool.clone(), own_name).as_task(task_required(tool));
     let mut job = JobTool::with_body(name.to_string(), description, schema, body)
         .side_effects(rule.side_effects.unwrap_or(true))
         .retry_safe(rule.retry_safe);
@@ -196,5 +196,14 @@ pub(crate) fn forward_tool(
     if let Some(d) = rule.deadline {
         spec = spec.deadline(d);
     }
-    (spec, ForwardTool::new(pool.clone(), own_name))
+    let handler = ForwardTool::new(pool.clone(), own_name).as_task(task_required(tool));
+    (spec, handler)
+}
+
+/// Whether the upstream runs `tool` only as a task (`execution.taskSupport: "required"`): the
+/// proxy then calls it as one and follows it ([`ForwardTool::as_task`]).
+fn task_required(tool: &Value) -> bool {
+    tool.pointer("/execution/taskSupport")
+        .and_then(Value::as_str)
+        == Some("required")
 }

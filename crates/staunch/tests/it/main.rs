@@ -33,7 +33,7 @@ mod multi_instance_jobs;
 mod probe;
 mod probe_2026;
 mod proxy;
-mod proxy_logs;
+mod proxy_bridge;
 mod proxy_stop;
 mod real_clients_2026;
 mod real_clients_http;

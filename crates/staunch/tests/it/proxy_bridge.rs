@@ -1,14 +1,27 @@
-//! An upstream's log messages (`notifications/message`) through `staunch proxy`: the Python
-//! SDK peer's `log_echo` logs with FastMCP's `ctx.log`, and the message reaches the client that
-//! made the call unchanged, at that client's level — a 2025 session's `logging/setLevel`, a
-//! 2026-07-28 request's own `logLevel`.
+//! What `staunch proxy` bridges between an upstream written with an official SDK and its
+//! clients:
+//!
+//! - log messages (`notifications/message`): the Python SDK peer's `log_echo` logs with
+//!   FastMCP's `ctx.log`, and the message reaches the client that made the call unchanged, at
+//!   that client's level — a 2025 session's `logging/setLevel`, a 2026-07-28 request's own
+//!   `logLevel`;
+//! - tools the upstream only runs as tasks (`taskSupport: "required"`, the TypeScript SDK's
+//!   experimental tasks): called as a task and followed to its end, a cancel becoming
+//!   `tasks/cancel`.
 
+use std::path::Path;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
 use crate::client_support::Peers;
 use crate::common::http::{HttpServer, call, modern};
+
+/// The steps file the TypeScript peer writes for `tag` (`PEER_STEPS_DIR`): steps done.
+fn steps(dir: &Path, tag: &str) -> Option<u64> {
+    let text = std::fs::read_to_string(dir.join(tag)).ok()?;
+    text.split_whitespace().next()?.parse().ok()
+}
 
 /// What the Python SDK sends for `ctx.log(level, text, logger_name="peer")`.
 fn sent(level: &str, text: &str) -> Value {
@@ -114,4 +127,78 @@ async fn upstream_log_messages_reach_the_caller_unchanged_at_its_level() {
         .answer(Duration::from_secs(30))
         .await;
     assert!(logs(&messages).is_empty(), "{messages:#?}");
+}
+
+#[tokio::test]
+async fn a_tool_the_upstream_runs_only_as_a_task_is_called_and_cancelled_through_its_task() {
+    let Some(peers) = Peers::find("a_tool_the_upstream_runs_only_as_a_task") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let steps_dir = dir.path().display().to_string();
+    let mut args = vec!["--".to_string()];
+    args.extend(peers.ts_stdio());
+    args.push("--tasks".into());
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let proxy = HttpServer::launch_with_env(
+        "proxy",
+        Some(":memory:"),
+        &refs,
+        &[("PEER_STEPS_DIR", &steps_dir)],
+    )
+    .await;
+    let sid = proxy.initialize().await;
+
+    // Called as an ordinary tool; the proxy makes the upstream task and waits for its result.
+    let (_, answer) = proxy
+        .post(
+            Some(&sid),
+            &call(
+                json!(1),
+                "slow_count_task_required",
+                json!({"steps": 3, "delay_ms": 20}),
+                None,
+            ),
+        )
+        .await
+        .answer(Duration::from_secs(30))
+        .await;
+    assert_eq!(
+        answer["result"]["content"][0]["text"], "counted 3",
+        "{answer}"
+    );
+
+    // A cancel reaches the upstream task: its steps stop.
+    let _running = proxy
+        .post(
+            Some(&sid),
+            &call(
+                json!(2),
+                "slow_count_task_required",
+                json!({"steps": 400, "delay_ms": 50, "tag": "task"}),
+                None,
+            ),
+        )
+        .await;
+    let started = tokio::time::Instant::now();
+    while steps(dir.path(), "task").is_none() {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the task never started"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                        "params": {"requestId": 2, "reason": "the test gives up"}});
+    assert_eq!(proxy.post(Some(&sid), &cancel).await.status.as_u16(), 202);
+    let cancelled_at = tokio::time::Instant::now();
+    tokio::time::sleep_until(cancelled_at + Duration::from_millis(1500)).await;
+    let a = steps(dir.path(), "task").unwrap();
+    tokio::time::sleep_until(cancelled_at + Duration::from_millis(2500)).await;
+    let b = steps(dir.path(), "task").unwrap();
+    assert_eq!(
+        a, b,
+        "the upstream task went on after the cancel: {a} then {b}"
+    );
+    assert!(b < 400);
 }
