@@ -23,6 +23,9 @@
 //                                     its pending timers keep the process alive after
 //                                     stdin closes (a server that ignores cancels, for
 //                                     the proxy's stop policy).
+//   add_prompt {name}              -> registers a prompt `name` (text "hello from NAME");
+//                                     the SDK sends notifications/prompts/list_changed.
+//                                     Prompt `greeting` is there from the start.
 //   slow_count_status {tag?}       -> {"tag","steps","last_step_unix_ms"} as
 //                                     structuredContent and JSON text: did the work
 //                                     go on after a cancel?
@@ -152,6 +155,23 @@ function buildServer() {
         }
       }
       return { content: [{ type: 'text', text: `counted ${steps}` }] };
+    },
+  );
+
+  const prompt = (name) =>
+    server.registerPrompt(name, { description: `Says hello from ${name}` }, async () => ({
+      messages: [{ role: 'user', content: { type: 'text', text: `hello from ${name}` } }],
+    }));
+  prompt('greeting');
+  server.registerTool(
+    'add_prompt',
+    {
+      description: 'Register a prompt at run time (the SDK announces the list change)',
+      inputSchema: { name: z.string() },
+    },
+    async ({ name }) => {
+      prompt(name);
+      return { content: [{ type: 'text', text: `added ${name}` }] };
     },
   );
 

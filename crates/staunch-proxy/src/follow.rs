@@ -3,6 +3,11 @@
 //! difference to the served set with [`Server::update_tools`], which tells downstream
 //! sessions in turn.
 //!
+//! Its prompts and resources are read from it at each request, so their list changes only
+//! need telling: an upstream's `notifications/prompts/list_changed` or
+//! `notifications/resources/list_changed` is announced to every downstream 2025 session and
+//! 2026-07-28 listen stream that asked for it.
+//!
 //! Quick and streaming tools are added, replaced (a changed schema or description) and
 //! removed. Job-shaped tools are not: their `start_`/`get_`/`cancel_` faces and their durable
 //! records belong to the job runtime, which is fixed at start, so one added later is served
@@ -13,14 +18,35 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use staunch_server::{Server, Shape, ToolUpdate};
+use staunch_server::{Change, Server, Shape, ToolUpdate};
 use tokio::sync::Mutex;
 
 use crate::register::{Registered, ServedTool, forward_tool, list_tools, names_of};
+use crate::upstream::ListChanged;
 use crate::{Pool, ProxyError};
 
-/// Starts one follower per upstream; they run until the process ends.
+/// Starts the followers of every upstream (its tools, and its prompt and resource list
+/// changes); they run until the process ends.
 pub fn follow_tool_changes(reg: &Registered, server: Server) {
+    for pool in &reg.pools {
+        let mut changes = pool.shared().lists_changed();
+        let hub = server.listen_hub().clone();
+        tokio::spawn(async move {
+            loop {
+                let change = match changes.recv().await {
+                    Ok(ListChanged::Prompts) => Change::PromptsListChanged,
+                    Ok(ListChanged::Resources) => Change::ResourcesListChanged,
+                    // Missed some: announcing both is never wrong (a client lists again).
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                        hub.announce(Change::PromptsListChanged);
+                        Change::ResourcesListChanged
+                    }
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                };
+                hub.announce(change);
+            }
+        });
+    }
     let served = Arc::new(Mutex::new(reg.tools.clone()));
     for pool in &reg.pools {
         let (pool, server, served) = (pool.clone(), server.clone(), served.clone());

@@ -128,12 +128,25 @@ pub fn register(mut builder: ServerBuilder, pools: &[Arc<Pool>]) -> ServerBuilde
             .cloned()
             .collect()
     };
+    // A list that may change upstream may change here: its changes are passed on (follow.rs).
+    let list_changed = |pools: &[Arc<Pool>], cap: &str| {
+        let dynamic = pools.iter().any(|p| {
+            p.shared()
+                .capabilities()
+                .is_some_and(|c| c[cap]["listChanged"] == true)
+        });
+        if dynamic {
+            json!({"listChanged": true})
+        } else {
+            json!({})
+        }
+    };
     let resources = Arc::new(Routes {
         pools: with("resources"),
         ..Routes::default()
     });
     if !resources.pools.is_empty() {
-        builder = builder.capability("resources", json!({}));
+        builder = builder.capability("resources", list_changed(&resources.pools, "resources"));
         for (method, key) in [
             ("resources/list", "resources"),
             ("resources/templates/list", "resourceTemplates"),
@@ -180,7 +193,7 @@ pub fn register(mut builder: ServerBuilder, pools: &[Arc<Pool>]) -> ServerBuilde
     }
     let prompts = with("prompts");
     if !prompts.is_empty() {
-        builder = builder.capability("prompts", json!({}));
+        builder = builder.capability("prompts", list_changed(&prompts, "prompts"));
         let ps = prompts.clone();
         builder = builder.method(
             "prompts/list",

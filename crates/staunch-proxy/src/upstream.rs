@@ -36,21 +36,31 @@ struct Live {
     _listen: Option<PendingRequest>,
 }
 
-/// For a 2026-07-28 upstream that may change its tools: a `subscriptions/listen` asking for
-/// `toolsListChanged`, whose notifications reach the client's notification handler like a
-/// 2025 session's do. (A 2025 upstream over stdio sends them unasked; over HTTP it would send
+/// For a 2026-07-28 upstream that may change its tools, prompts or resources: a
+/// `subscriptions/listen` asking for those list changes, whose notifications reach the
+/// client's notification handler like a 2025 session's do. (A 2025 upstream over stdio sends them unasked; over HTTP it would send
 /// them on a GET stream, which this client does not open.)
 fn listen_for_tool_changes(client: &Client, name: &str) -> Option<PendingRequest> {
-    let dynamic = client.server().capabilities["tools"]["listChanged"] == true;
-    if client.era() != Era::Stateless || !dynamic {
+    let caps = &client.server().capabilities;
+    let dynamic = |kind: &str| caps[kind]["listChanged"] == true;
+    let wanted: serde_json::Map<String, serde_json::Value> = [
+        ("tools", "toolsListChanged"),
+        ("prompts", "promptsListChanged"),
+        ("resources", "resourcesListChanged"),
+    ]
+    .into_iter()
+    .filter(|(kind, _)| dynamic(kind))
+    .map(|(_, key)| (key.to_string(), serde_json::Value::Bool(true)))
+    .collect();
+    if client.era() != Era::Stateless || wanted.is_empty() {
         return None;
     }
-    let params = serde_json::json!({"notifications": {"toolsListChanged": true}});
+    let params = serde_json::json!({"notifications": wanted});
     match client.start_request(SUBSCRIPTIONS_LISTEN, Some(params), false) {
         Ok(p) => Some(p),
         Err(e) => {
             tracing::warn!(upstream = %name, error = %e,
-                "cannot listen for the upstream's tool changes");
+                "cannot listen for the upstream's list changes");
             None
         }
     }
@@ -84,6 +94,18 @@ pub struct Upstream {
     /// Woken by the upstream's `notifications/tools/list_changed`, and by a restart (the new
     /// process may serve other tools): [`crate::follow`] lists its tools again.
     tools_changed: Arc<tokio::sync::Notify>,
+    /// The upstream's prompt and resource list changes, which [`crate::follow`] announces
+    /// downstream (those lists are read from the upstream at each request).
+    lists_changed: tokio::sync::broadcast::Sender<ListChanged>,
+}
+
+/// A list of the upstream's, besides its tools, that it says changed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ListChanged {
+    /// `notifications/prompts/list_changed`.
+    Prompts,
+    /// `notifications/resources/list_changed`.
+    Resources,
 }
 
 impl std::fmt::Debug for Upstream {
@@ -110,10 +132,18 @@ impl Upstream {
         let tools_changed = Arc::new(tokio::sync::Notify::new());
         let wake = tools_changed.clone();
         let logs = calls.clone();
+        let (lists_changed, _) = tokio::sync::broadcast::channel(16);
+        let lists = lists_changed.clone();
         opts.notifications = Some(NotificationHandler::new(
             move |method, params| match method {
                 "notifications/tools/list_changed" => wake.notify_one(),
                 "notifications/message" => logs.forward_log(params),
+                "notifications/prompts/list_changed" => {
+                    let _ = lists.send(ListChanged::Prompts);
+                }
+                "notifications/resources/list_changed" => {
+                    let _ = lists.send(ListChanged::Resources);
+                }
                 _ => {}
             },
         ));
@@ -140,6 +170,7 @@ impl Upstream {
             backoff: Mutex::default(),
             restarts: Default::default(),
             tools_changed,
+            lists_changed,
         });
         up.client().await?;
         Ok(up)
@@ -163,6 +194,11 @@ impl Upstream {
     /// Woken when the upstream's tool list may have changed.
     pub fn tools_changed(&self) -> &Arc<tokio::sync::Notify> {
         &self.tools_changed
+    }
+
+    /// The upstream's prompt and resource list changes, from now on.
+    pub fn lists_changed(&self) -> tokio::sync::broadcast::Receiver<ListChanged> {
+        self.lists_changed.subscribe()
     }
 
     /// How many times the connection was made again after the first.

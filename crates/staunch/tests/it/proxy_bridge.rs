@@ -202,3 +202,94 @@ async fn a_tool_the_upstream_runs_only_as_a_task_is_called_and_cancelled_through
     );
     assert!(b < 400);
 }
+
+/// The next message on `stream` with `method`, within `limit`.
+async fn wait_for_method(
+    stream: &mut crate::common::http::Resp,
+    method: &str,
+    limit: Duration,
+) -> Option<Value> {
+    let until = tokio::time::Instant::now() + limit;
+    loop {
+        let left = until.saturating_duration_since(tokio::time::Instant::now());
+        let m = stream.next_message(left).await?;
+        if m["method"] == method {
+            return Some(m);
+        }
+    }
+}
+
+#[tokio::test]
+async fn an_upstream_prompt_list_change_reaches_sessions_and_listeners() {
+    let Some(peers) = Peers::find("an_upstream_prompt_list_change_reaches") else {
+        return;
+    };
+    let mut args = vec!["--".to_string()];
+    args.extend(peers.ts_stdio());
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let proxy = HttpServer::launch("proxy", Some(":memory:"), &refs).await;
+
+    // A 2025 session's standalone stream, and a 2026-07-28 listener.
+    let sid = proxy.initialize().await;
+    let mut standalone = proxy.get(&sid, None).await;
+    assert_eq!(standalone.status.as_u16(), 200);
+    let listen = modern(
+        json!("listen"),
+        "subscriptions/listen",
+        json!({"notifications": {"promptsListChanged": true}}),
+    );
+    let mut listener = proxy.post_modern(&listen).await;
+    assert_eq!(listener.status.as_u16(), 200);
+
+    let prompts = |id: &str| json!({"jsonrpc": "2.0", "id": id, "method": "prompts/list"});
+    let names = |v: &Value| -> Vec<String> {
+        v["result"]["prompts"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|p| p["name"].as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let (_, before) = proxy
+        .post(Some(&sid), &prompts("p1"))
+        .await
+        .answer(Duration::from_secs(30))
+        .await;
+    assert_eq!(names(&before), ["greeting"], "{before}");
+
+    // The upstream adds a prompt; its SDK announces the change.
+    let (_, added) = proxy
+        .post(
+            Some(&sid),
+            &call(json!("a"), "add_prompt", json!({"name": "farewell"}), None),
+        )
+        .await
+        .answer(Duration::from_secs(30))
+        .await;
+    assert_eq!(
+        added["result"]["content"][0]["text"], "added farewell",
+        "{added}"
+    );
+    let heard = wait_for_method(
+        &mut standalone,
+        "notifications/prompts/list_changed",
+        Duration::from_secs(10),
+    )
+    .await;
+    assert!(heard.is_some(), "the 2025 session heard the change");
+    let heard = wait_for_method(
+        &mut listener,
+        "notifications/prompts/list_changed",
+        Duration::from_secs(10),
+    )
+    .await;
+    assert!(heard.is_some(), "the 2026-07-28 listener heard the change");
+    let (_, after) = proxy
+        .post(Some(&sid), &prompts("p2"))
+        .await
+        .answer(Duration::from_secs(30))
+        .await;
+    assert_eq!(names(&after), ["greeting", "farewell"], "{after}");
+}
