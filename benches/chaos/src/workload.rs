@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use staunch_client::protocol::modern::{TASKS_EXTENSION, keys};
+use staunch_client::protocol::stateless::{TASKS_EXTENSION, keys};
 use staunch_client::tasks::{TaskEvent, TaskOptions, TaskOutcome};
 use staunch_client::{CallOptions, Client, ClientError, ConnectOptions, EraChoice};
 use tokio_util::sync::CancellationToken;

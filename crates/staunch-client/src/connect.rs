@@ -9,7 +9,7 @@
 
 use serde_json::{Value, json};
 use staunch_protocol::mcp::methods;
-use staunch_protocol::modern::keys;
+use staunch_protocol::stateless::keys;
 use staunch_protocol::version;
 
 use crate::era::{Era, EraChoice, ResultType, fallback_reason, meta_for};
@@ -91,7 +91,7 @@ pub(crate) async fn handshake(
             ClientError::Connect(_) | ClientError::Spawn { .. } | ClientError::Closed(_) => e,
             other => ClientError::Protocol(format!(
                 "the server does not speak {} (forced): {other}",
-                version::MODERN
+                version::STATELESS
             )),
         }),
         EraChoice::Auto => match discover(client, opts).await {
@@ -118,7 +118,7 @@ fn wait_opts(limit: std::time::Duration) -> CallOptions {
 }
 
 async fn discover(client: &Client, opts: &ConnectOptions) -> Result<ServerInfo, ClientError> {
-    let v = version::MODERN;
+    let v = version::STATELESS;
     client.inner().enter_stateless(
         v,
         meta_for(

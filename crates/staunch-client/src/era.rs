@@ -1,7 +1,7 @@
 //! Protocol eras from the client's side: which one to speak, and what the stateless era
 //! (2026-07-28) adds to every request.
 //!
-//! A dual-era client sends a modern request first (`server/discover`) and falls back to the
+//! A dual-era client sends a stateless request first (`server/discover`) and falls back to the
 //! session era's `initialize` when the server does not understand it (`protocol.md` §6.3).
 //! [`EraChoice`] forces one era instead. In the stateless era every request carries the
 //! protocol version and the client's identity and capabilities in `params._meta`
@@ -10,7 +10,7 @@
 
 use serde_json::{Map, Value, json};
 use staunch_protocol::codes;
-use staunch_protocol::modern::{keys, result_type};
+use staunch_protocol::stateless::{keys, result_type};
 
 use crate::ClientError;
 
@@ -35,7 +35,7 @@ impl EraChoice {
         if s.eq_ignore_ascii_case("auto") {
             return Ok((Self::Auto, None));
         }
-        if staunch_protocol::version::is_modern_supported(s) {
+        if staunch_protocol::version::is_stateless_supported(s) {
             return Ok((Self::Stateless, None));
         }
         if staunch_protocol::version::is_supported(s) {
@@ -44,7 +44,7 @@ impl EraChoice {
         Err(format!(
             "unknown protocol {s:?}: use auto, {} or {}",
             staunch_protocol::version::SUPPORTED.join(", "),
-            staunch_protocol::version::MODERN_SUPPORTED.join(", ")
+            staunch_protocol::version::STATELESS_SUPPORTED.join(", ")
         ))
     }
 }
@@ -200,7 +200,9 @@ mod tests {
 
         let mut none = None;
         add_meta(&mut none, &meta).unwrap();
-        assert!(staunch_protocol::modern::has_modern_meta(none.as_ref()));
+        assert!(staunch_protocol::stateless::has_stateless_meta(
+            none.as_ref()
+        ));
         assert!(add_meta(&mut Some(json!([1])), &meta).is_err());
         // A non-object capability value still yields a valid request.
         assert_eq!(
@@ -211,7 +213,7 @@ mod tests {
 
     #[test]
     fn header_values_round_trip_through_the_servers_decoder() {
-        use staunch_protocol::modern::decode_header_value;
+        use staunch_protocol::stateless::decode_header_value;
         for v in ["echo", "héllo wörld", " padded ", "=?base64?trap?=", "日本"] {
             let h = header_value(v);
             assert!(h.is_ascii(), "{h}");

@@ -6,7 +6,7 @@ use std::sync::{Arc, OnceLock, RwLock};
 
 use serde_json::{Map, Value, json};
 use staunch_protocol::mcp::{ProgressToken, methods};
-use staunch_protocol::modern::expected_name;
+use staunch_protocol::stateless::expected_name;
 use staunch_protocol::{RequestId, notification_bytes, request_bytes};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
@@ -131,7 +131,7 @@ impl Inner {
     /// The client capabilities every stateless request carries (`None` in the session era).
     pub(crate) fn stateless_capabilities(&self) -> Option<Value> {
         self.stateless_meta().and_then(|m| {
-            m.get(staunch_protocol::modern::keys::CLIENT_CAPABILITIES)
+            m.get(staunch_protocol::stateless::keys::CLIENT_CAPABILITIES)
                 .cloned()
         })
     }

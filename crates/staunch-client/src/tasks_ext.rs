@@ -19,7 +19,7 @@ use std::future::pending;
 use serde_json::{Value, json};
 use staunch_protocol::ErrorObject;
 use staunch_protocol::mcp::methods;
-use staunch_protocol::modern::{TASKS_EXTENSION, keys};
+use staunch_protocol::stateless::{TASKS_EXTENSION, keys};
 use tokio::time::{Instant, sleep_until};
 
 use crate::era::ResultType;

@@ -9,7 +9,7 @@
 //! - [`ErrorObject`] and the error [`codes`].
 //! - [`mcp`]: the MCP payloads (initialize, tools, progress, cancellation, logging) and
 //!   [`version`] negotiation.
-//! - [`modern`]: the stateless era (2026-07-28): per-request `_meta`, header rules, error codes.
+//! - [`stateless`]: the stateless era (2026-07-28): per-request `_meta`, header rules, error codes.
 
 #![forbid(unsafe_code)]
 
@@ -17,8 +17,8 @@ pub mod codes;
 mod frame;
 mod jsonrpc;
 pub mod mcp;
-pub mod modern;
 mod request_id;
+pub mod stateless;
 pub mod version;
 
 pub use jsonrpc::{

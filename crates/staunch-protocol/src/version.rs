@@ -5,7 +5,7 @@
 //!   the server answers in that version when it supports it, otherwise in its latest session
 //!   version, and the session keeps it;
 //! - the **stateless era** (2026-07-28): no handshake; every request names its version in
-//!   `_meta["io.modelcontextprotocol/protocolVersion"]` ([`crate::modern`]).
+//!   `_meta["io.modelcontextprotocol/protocolVersion"]` ([`crate::stateless`]).
 
 /// Session-era versions this server speaks, oldest first (what `initialize` negotiates).
 pub const SUPPORTED: &[&str] = &["2025-03-26", "2025-06-18", "2025-11-25"];
@@ -14,7 +14,7 @@ pub const SUPPORTED: &[&str] = &["2025-03-26", "2025-06-18", "2025-11-25"];
 pub const LATEST: &str = "2025-11-25";
 
 /// Stateless-era versions this server speaks (what `server/discover` lists).
-pub const MODERN_SUPPORTED: &[&str] = &["2026-07-28"];
+pub const STATELESS_SUPPORTED: &[&str] = &["2026-07-28"];
 
 /// Session-era revisions a client may name (including ones older than this server speaks): a
 /// request that names one of these in `MCP-Protocol-Version` and carries no per-request
@@ -26,7 +26,7 @@ pub const SESSION_ERA: &[&str] = &["2024-11-05", "2025-03-26", "2025-06-18", "20
 pub const HTTP_DEFAULT: &str = "2025-03-26";
 
 /// The 2026-07-28 revision (stateless, `server/discover`).
-pub const MODERN: &str = "2026-07-28";
+pub const STATELESS: &str = "2026-07-28";
 
 /// Picks the version to answer `initialize` with.
 pub fn negotiate(requested: &str) -> &'static str {
@@ -37,12 +37,12 @@ pub fn negotiate(requested: &str) -> &'static str {
         .unwrap_or(LATEST)
 }
 
-/// `v` as it appears in [`SUPPORTED`], [`MODERN_SUPPORTED`] or [`SESSION_ERA`], when it does
+/// `v` as it appears in [`SUPPORTED`], [`STATELESS_SUPPORTED`] or [`SESSION_ERA`], when it does
 /// (a `'static` name for a version, so it need not be copied).
 pub fn known(v: &str) -> Option<&'static str> {
     SUPPORTED
         .iter()
-        .chain(MODERN_SUPPORTED)
+        .chain(STATELESS_SUPPORTED)
         .chain(SESSION_ERA)
         .copied()
         .find(|k| *k == v)
@@ -54,8 +54,8 @@ pub fn is_supported(v: &str) -> bool {
 }
 
 /// Whether `v` is a stateless-era version this server speaks.
-pub fn is_modern_supported(v: &str) -> bool {
-    MODERN_SUPPORTED.contains(&v)
+pub fn is_stateless_supported(v: &str) -> bool {
+    STATELESS_SUPPORTED.contains(&v)
 }
 
 /// Whether `v` names a session-era revision (served or not).

@@ -14,7 +14,7 @@ use std::time::Duration;
 use staunch_client::{
     Client, ConnectOptions, Era, NotificationHandler, PendingRequest, StderrMode,
 };
-use staunch_protocol::modern::methods::SUBSCRIPTIONS_LISTEN;
+use staunch_protocol::stateless::methods::SUBSCRIPTIONS_LISTEN;
 use staunch_server::{Context, Metrics};
 use tokio::time::Instant;
 

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use staunch_protocol::mcp::{LoggingLevel, LoggingMessageParams, methods};
-use staunch_protocol::modern::missing_capability;
+use staunch_protocol::stateless::missing_capability;
 use staunch_protocol::{ErrorObject, RequestId, notification_bytes, request_bytes};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;

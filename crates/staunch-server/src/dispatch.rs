@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 use staunch_protocol::mcp::{CallToolParams, CallToolResult, methods};
-use staunch_protocol::modern::{REMOVED_METHODS, keys, methods as modern, result_type};
+use staunch_protocol::stateless::{REMOVED_METHODS, keys, methods as stateless, result_type};
 use staunch_protocol::{ErrorObject, Request, codes, version};
 
 use crate::error::ToolError;
@@ -40,7 +40,7 @@ pub(crate) fn dispatch(server: &Arc<ServerInner>, origin: &Origin, mut req: Requ
             format!(
                 "method not found: {method} was removed in protocol {} (stateless requests need \
                  no initialize, ping or logging/setLevel; use subscriptions/listen for updates)",
-                version::MODERN
+                version::STATELESS
             ),
         );
         request::answer_now(server, origin, &req, Err(e));
@@ -70,14 +70,14 @@ pub(crate) fn dispatch(server: &Arc<ServerInner>, origin: &Origin, mut req: Requ
                 Err(ErrorObject::invalid_params(format!(
                     "server/discover is a {} request: send it with _meta[\"{}\"] and _meta[\"{}\"] \
                      (or send initialize for a session)",
-                    version::MODERN,
+                    version::STATELESS,
                     keys::PROTOCOL_VERSION,
                     keys::CLIENT_CAPABILITIES
                 )))
             };
             request::answer_now(server, origin, &req, outcome);
         }
-        modern::SUBSCRIPTIONS_LISTEN if stateless => {
+        stateless::SUBSCRIPTIONS_LISTEN if stateless => {
             let hub = server.listen.clone();
             let caps = server.capabilities.clone();
             let tasks_offered = server.extensions.contains_key(TASKS_EXTENSION);
@@ -148,7 +148,10 @@ fn discover(server: &ServerInner) -> Value {
         }
     }
     let mut out = Map::new();
-    out.insert("supportedVersions".into(), json!(version::MODERN_SUPPORTED));
+    out.insert(
+        "supportedVersions".into(),
+        json!(version::STATELESS_SUPPORTED),
+    );
     out.insert("capabilities".into(), Value::Object(caps));
     if let Some(i) = &server.instructions {
         out.insert("instructions".into(), i.clone().into());

@@ -31,7 +31,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use sha2::Sha256;
 use staunch_protocol::ErrorObject;
-use staunch_protocol::modern::result_type;
+use staunch_protocol::stateless::result_type;
 
 use crate::fingerprint::Fingerprint;
 

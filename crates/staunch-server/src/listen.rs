@@ -11,7 +11,7 @@
 //! completion result first (graceful closure).
 
 use serde_json::{Map, Value, json};
-use staunch_protocol::modern::{keys, methods as modern};
+use staunch_protocol::stateless::{keys, methods as stateless};
 use tokio::sync::broadcast;
 
 use crate::changes::{Change, ListenHub};
@@ -167,7 +167,7 @@ pub(crate) async fn listen(
     let mut rx = hub.subscribe();
     let mut ack = Map::new();
     ack.insert("notifications".into(), filter.honoured());
-    ctx.notify(modern::SUBSCRIPTIONS_ACKNOWLEDGED, tag(ack));
+    ctx.notify(stateless::SUBSCRIPTIONS_ACKNOWLEDGED, tag(ack));
     loop {
         let change = tokio::select! {
             biased;

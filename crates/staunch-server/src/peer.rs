@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde_json::Value;
 use staunch_protocol::mcp::LoggingLevel;
-use staunch_protocol::modern::RequestMeta;
+use staunch_protocol::stateless::RequestMeta;
 use staunch_protocol::{RequestId, version};
 
 /// What a session-era session negotiated.

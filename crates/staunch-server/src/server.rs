@@ -9,7 +9,7 @@ use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 use staunch_protocol::mcp::{CallToolResult, Implementation};
-use staunch_protocol::modern::RequestMeta;
+use staunch_protocol::stateless::RequestMeta;
 use staunch_protocol::{Request, RequestId};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;

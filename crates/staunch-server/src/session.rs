@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use staunch_protocol::mcp::{
     CancelledParams, InitializeParams, InitializeResult, SetLevelParams, methods,
 };
-use staunch_protocol::modern::{RequestMeta, has_modern_meta};
+use staunch_protocol::stateless::{RequestMeta, has_stateless_meta};
 use staunch_protocol::{
     ErrorObject, Message, Notification, Request, Response, codes, notification_bytes,
     parse_message, version,
@@ -205,7 +205,7 @@ impl SessionInner {
     }
 
     fn on_request(&self, req: Request, eager: bool) {
-        if has_modern_meta(req.params.as_ref()) {
+        if has_stateless_meta(req.params.as_ref()) {
             return self.on_stateless_request(req, eager);
         }
         let origin = self.origin(Peer::Session(self.facts.clone()), eager);

@@ -190,7 +190,7 @@ impl ToolSpec {
     }
 }
 
-pub use staunch_protocol::modern::TASKS_EXTENSION;
+pub use staunch_protocol::stateless::TASKS_EXTENSION;
 
 /// Whether `client_capabilities` (a request's, or a session's) declare the tasks extension.
 pub fn declares_tasks(client_capabilities: &Value) -> bool {
@@ -207,7 +207,7 @@ pub fn missing_tasks_extension() -> staunch_protocol::ErrorObject {
         format!(
             "this request needs the {TASKS_EXTENSION} extension: declare it in \
              _meta[\"{}\"].extensions",
-            staunch_protocol::modern::keys::CLIENT_CAPABILITIES
+            staunch_protocol::stateless::keys::CLIENT_CAPABILITIES
         ),
     )
     .with_data(serde_json::json!({"requiredCapabilities": {"extensions": {TASKS_EXTENSION: {}}}}))

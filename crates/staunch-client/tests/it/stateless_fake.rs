@@ -41,7 +41,7 @@ async fn connect(
     (client, fake)
 }
 
-fn assert_modern_meta(msg: &Value) {
+fn assert_stateless_meta(msg: &Value) {
     let meta = &msg["params"]["_meta"];
     assert_eq!(meta[PV], "2026-07-28", "{msg}");
     assert_eq!(meta[CAPS], json!({"elicitation": {}}), "{msg}");
@@ -52,7 +52,7 @@ fn assert_modern_meta(msg: &Value) {
 async fn discover_makes_a_stateless_client_whose_requests_carry_meta() {
     let (client, mut server) = connect(EraChoice::Auto, async |f: &mut Fake, m: Value| {
         assert_eq!(m["method"], "server/discover");
-        assert_modern_meta(&m);
+        assert_stateless_meta(&m);
         f.respond(&m["id"], discover_result()).await;
     })
     .await;
@@ -76,7 +76,7 @@ async fn discover_makes_a_stateless_client_whose_requests_carry_meta() {
     });
     let req = server.recv().await;
     assert_eq!(req["method"], "tools/call");
-    assert_modern_meta(&req);
+    assert_stateless_meta(&req);
     assert!(req["params"]["_meta"]["progressToken"].is_number());
     let mut r = text("hi");
     r["resultType"] = json!("complete");
@@ -204,7 +204,7 @@ async fn input_required_rounds_are_answered_and_retried_with_the_state() {
         second["params"]["inputResponses"]["user_name"]["content"]["name"],
         "Ada"
     );
-    assert_modern_meta(&second);
+    assert_stateless_meta(&second);
     let mut done = text("Hello, Ada");
     done["resultType"] = json!("complete");
     server.respond(&second["id"], done).await;
@@ -243,7 +243,7 @@ async fn unanswered_input_and_unknown_result_types_are_errors() {
             .await
     });
     let req = server.recv().await;
-    assert_modern_meta(&req);
+    assert_stateless_meta(&req);
     server
         .respond(&req["id"], json!({"resultType": "eventually", "tools": []}))
         .await;

@@ -240,7 +240,7 @@ pub(crate) fn upstreams(
             if v == "auto" {
                 None
             } else if staunch_server::protocol::version::is_supported(v)
-                || staunch_server::protocol::version::is_modern_supported(v)
+                || staunch_server::protocol::version::is_stateless_supported(v)
             {
                 Some(v.to_string())
             } else {
@@ -250,7 +250,7 @@ pub(crate) fn upstreams(
                     format!(
                         "unknown protocol {v:?}: use auto, {} or {}",
                         staunch_server::protocol::version::SUPPORTED.join(", "),
-                        staunch_server::protocol::version::MODERN_SUPPORTED.join(", ")
+                        staunch_server::protocol::version::STATELESS_SUPPORTED.join(", ")
                     ),
                 );
                 None

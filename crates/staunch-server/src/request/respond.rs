@@ -8,7 +8,7 @@
 
 use serde_json::{Map, Value};
 use staunch_protocol::mcp::methods;
-use staunch_protocol::modern::{keys, result_type};
+use staunch_protocol::stateless::{keys, result_type};
 use staunch_protocol::{
     ErrorObject, RequestId, codes, error_response_bytes, result_response_bytes,
 };

@@ -12,9 +12,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Map, Value, json};
-use staunch_server::protocol::modern::keys;
+use staunch_server::protocol::stateless::keys;
 use staunch_server::{CallToolResult, Context, Server, Session, ToolError, ToolSpec};
-use support::{Wire, modern_meta, request_of};
+use support::{Wire, request_of, stateless_meta};
 
 #[derive(serde::Deserialize, schemars::JsonSchema)]
 struct Text {
@@ -122,10 +122,11 @@ async fn a_stateless_result_adds_the_result_type_and_the_server_beside_the_tools
     ] {
         let wire = Arc::new(Wire::default());
         let frame = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
-            "name": tool, "arguments": {"text": "x"}, "_meta": modern_meta(None)}});
+            "name": tool, "arguments": {"text": "x"}, "_meta": stateless_meta(None)}});
         let req = request_of(&frame);
-        let meta = staunch_server::protocol::modern::RequestMeta::from_params(req.params.as_ref())
-            .expect("valid _meta");
+        let meta =
+            staunch_server::protocol::stateless::RequestMeta::from_params(req.params.as_ref())
+                .expect("valid _meta");
         let _request = server.serve_stateless(req, meta, wire.clone());
         let r = one_response(&wire, id).await;
         assert_eq!(r["result"], want, "{tool}");

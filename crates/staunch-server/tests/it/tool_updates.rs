@@ -9,9 +9,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use staunch_server::protocol::modern::RequestMeta;
+use staunch_server::protocol::stateless::RequestMeta;
 use staunch_server::{CallToolResult, Context, Server, ToolError, ToolSpec, ToolUpdate};
-use support::{Nothing, Wire, call_frame, modern_meta, request_of};
+use support::{Nothing, Wire, call_frame, request_of, stateless_meta};
 use tokio::sync::Notify;
 
 const LIMIT: Duration = Duration::from_secs(10);
@@ -176,7 +176,7 @@ async fn a_listen_stream_hears_that_the_tools_changed() {
     let server = server(true, Arc::new(Notify::new()));
     let wire = Arc::new(Wire::default());
     let mut params = json!({"notifications": {"toolsListChanged": true}});
-    params["_meta"] = modern_meta(None);
+    params["_meta"] = stateless_meta(None);
     let req = request_of(&json!({"jsonrpc": "2.0", "id": 9,
         "method": "subscriptions/listen", "params": params}));
     let meta = RequestMeta::from_params(req.params.as_ref()).unwrap();

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use common::http::{HttpServer, call, modern};
+use common::http::{HttpServer, call, stateless};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
@@ -380,7 +380,7 @@ async fn stateless_2026_calls_work_through_the_balancer() {
         let text = format!("stateless {i}");
         let r = lb
             .front
-            .post_modern(&modern(
+            .post_stateless(&stateless(
                 id.clone(),
                 "tools/call",
                 json!({"name": "echo", "arguments": {"text": text}}),
@@ -397,7 +397,7 @@ async fn stateless_2026_calls_work_through_the_balancer() {
     // A slow one with progress, streamed through the balancer as it happens.
     let r = lb
         .front
-        .post_modern(&modern(
+        .post_stateless(&stateless(
             json!("slow"),
             "tools/call",
             json!({"name": "slow_count", "arguments": {"steps": 4, "delay_ms": 20},
@@ -418,7 +418,7 @@ async fn stateless_2026_calls_work_through_the_balancer() {
     let id = json!("closed");
     let mut r = lb
         .front
-        .post_modern(&modern(
+        .post_stateless(&stateless(
             id.clone(),
             "tools/call",
             json!({"name": "slow_count", "arguments": {"steps": 200, "delay_ms": 50},

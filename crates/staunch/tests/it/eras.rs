@@ -13,7 +13,7 @@ use crate::common;
 
 use std::time::Duration;
 
-use common::http::{HttpServer, Resp, call, modern};
+use common::http::{HttpServer, Resp, call, stateless};
 use serde_json::{Value, json};
 
 const LIMIT: Duration = Duration::from_secs(15);
@@ -52,13 +52,13 @@ impl Era {
                     .await
             }
             Era::Stateless => {
-                let mut msg = modern(
+                let mut msg = stateless(
                     json!(id),
                     "tools/call",
                     json!({"name": tool, "arguments": args}),
                 );
                 msg["params"]["_meta"]["progressToken"] = token;
-                s.post_modern(&msg).await
+                s.post_stateless(&msg).await
             }
         }
     }

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use base64::Engine as _;
 use bytes::Bytes;
-use common::http::{HttpServer, Resp, call, modern};
+use common::http::{HttpServer, Resp, call, stateless};
 use http_body_util::Full;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
@@ -331,9 +331,9 @@ fn req(id: i64, method: &str, params: Value) -> Value {
 }
 
 /// A stateless (2026-07-28) request with a token.
-async fn post_modern(s: &HttpServer, token: Option<&str>, msg: &Value) -> Resp {
+async fn post_stateless(s: &HttpServer, token: Option<&str>, msg: &Value) -> Resp {
     let bearer = token.map(auth_header).unwrap_or_default();
-    s.post_modern_with(msg, &[("authorization", bearer.as_str())])
+    s.post_stateless_with(msg, &[("authorization", bearer.as_str())])
         .await
 }
 
@@ -394,7 +394,7 @@ async fn no_token_is_401_with_the_metadata_pointer_and_a_wrong_one_is_invalid_to
             s.port
         )
     );
-    let r = post_modern(&s, None, &modern(json!(1), "tools/list", json!({}))).await;
+    let r = post_stateless(&s, None, &stateless(json!(1), "tools/list", json!({}))).await;
     assert_eq!(r.status, 401);
     assert!(www_authenticate(&r).contains("resource_metadata="));
     // A token that is not in the list, and a non-Bearer scheme.
@@ -521,12 +521,12 @@ async fn a_second_principal_cannot_get_cancel_or_list_the_first_ones_jobs_and_ta
             !text.contains("\"running\"") && !text.contains("cancelling"),
             "{r}"
         );
-        let m = modern(
+        let m = stateless(
             json!(3),
             "tools/call",
             json!({"name": tool, "arguments": {"job_id": job}}),
         );
-        let (_, r) = post_modern(&s, Some(BOB), &m).await.answer(T).await;
+        let (_, r) = post_stateless(&s, Some(BOB), &m).await.answer(T).await;
         assert!(
             r["result"]["isError"] == true || r.get("error").is_some(),
             "stateless {tool} by bob: {r}"
@@ -548,12 +548,12 @@ async fn a_second_principal_cannot_get_cancel_or_list_the_first_ones_jobs_and_ta
         .filter_map(|t| t["taskId"].as_str())
         .collect();
     assert_eq!(ids, [job.as_str()]);
-    let m = modern(
+    let m = stateless(
         json!(7),
         "tools/call",
         json!({"name": "get_import_rows", "arguments": {"job_id": job}}),
     );
-    let (_, got) = post_modern(&s, Some(ALICE), &m).await.answer(T).await;
+    let (_, got) = post_stateless(&s, Some(ALICE), &m).await.answer(T).await;
     let status = got["result"]["structuredContent"]["status"]
         .as_str()
         .unwrap_or_else(|| panic!("{got}"));
@@ -593,12 +593,12 @@ async fn a_missing_scope_is_403_insufficient_scope_in_both_eras() {
     let body = r.json().await;
     assert_eq!(body["id"], 1, "{body}");
     // Stateless.
-    let m = modern(
+    let m = stateless(
         json!(2),
         "tools/call",
         json!({"name": "set_value", "arguments": {"key": "k", "value": "v"}}),
     );
-    let r = post_modern(&s, Some(ALICE), &m).await;
+    let r = post_stateless(&s, Some(ALICE), &m).await;
     assert_eq!(r.status, 403);
     assert!(www_authenticate(&r).contains("insufficient_scope"));
     // Nothing was written.
@@ -620,7 +620,7 @@ async fn a_missing_scope_is_403_insufficient_scope_in_both_eras() {
         ok["result"]["isError"] != true && ok.get("result").is_some(),
         "{ok}"
     );
-    let (_, ok) = post_modern(&s, Some(WRITER), &m).await.answer(T).await;
+    let (_, ok) = post_stateless(&s, Some(WRITER), &m).await.answer(T).await;
     assert!(
         ok["result"]["isError"] != true && ok.get("result").is_some(),
         "{ok}"
@@ -676,13 +676,13 @@ async fn jwts_with_a_wrong_audience_expiry_signature_issuer_or_key_id_are_401() 
     let attacker = Key::ec("ec-key-3.pem", "k1");
     let jwks = JwksServer::start(vec![k1.jwk(), rsa.jwk()]).await;
     let (s, aud) = oauth_server(&jwks, &["--jwks-min-refresh-secs", "0"]).await;
-    let list = modern(json!(1), "tools/list", json!({}));
+    let list = stateless(json!(1), "tools/list", json!({}));
     // Good tokens (ES256 and RS256) pass, in the stateless era.
     for good in [
         k1.sign(&claims("alice", &aud, "")),
         rsa.sign(&claims("alice", &aud, "")),
     ] {
-        let r = post_modern(&s, Some(&good), &list).await;
+        let r = post_stateless(&s, Some(&good), &list).await;
         assert_eq!(r.status, 200);
     }
     let mut expired = claims("alice", &aud, "");
@@ -727,7 +727,7 @@ async fn jwts_with_a_wrong_audience_expiry_signature_issuer_or_key_id_are_401() 
             let r = if era == "2025" {
                 post(&s, Some(&token), None, &req(0, "initialize", json!({}))).await
             } else {
-                post_modern(&s, Some(&token), &list).await
+                post_stateless(&s, Some(&token), &list).await
             };
             assert_eq!(r.status, 401, "{what} ({era})");
             let c = www_authenticate(&r);
@@ -744,31 +744,31 @@ async fn a_jwks_key_rotation_is_picked_up_and_refetches_are_rate_limited() {
     let k2 = Key::ec("ec-key-2.pem", "k2");
     let jwks = JwksServer::start(vec![k1.jwk()]).await;
     let (s, aud) = oauth_server(&jwks, &["--jwks-min-refresh-secs", "0"]).await;
-    let list = modern(json!(1), "tools/list", json!({}));
-    let r = post_modern(&s, Some(&k1.sign(&claims("alice", &aud, ""))), &list).await;
+    let list = stateless(json!(1), "tools/list", json!({}));
+    let r = post_stateless(&s, Some(&k1.sign(&claims("alice", &aud, ""))), &list).await;
     assert_eq!(r.status, 200);
     assert_eq!(jwks.hits(), 1);
     // The cached key serves the next token without a fetch.
-    let r = post_modern(&s, Some(&k1.sign(&claims("alice", &aud, ""))), &list).await;
+    let r = post_stateless(&s, Some(&k1.sign(&claims("alice", &aud, ""))), &list).await;
     assert_eq!(r.status, 200);
     assert_eq!(jwks.hits(), 1);
     // Rotation: k1 retired, k2 in. A k2 token triggers one refetch and passes.
     jwks.set(vec![k2.jwk()]);
-    let r = post_modern(&s, Some(&k2.sign(&claims("alice", &aud, ""))), &list).await;
+    let r = post_stateless(&s, Some(&k2.sign(&claims("alice", &aud, ""))), &list).await;
     assert_eq!(r.status, 200);
     assert_eq!(jwks.hits(), 2);
     // The retired key no longer works.
-    let r = post_modern(&s, Some(&k1.sign(&claims("alice", &aud, ""))), &list).await;
+    let r = post_stateless(&s, Some(&k1.sign(&claims("alice", &aud, ""))), &list).await;
     assert_eq!(r.status, 401);
 
     // With the default rate limit (10 s), made-up key ids do not hammer the JWKS server.
     let jwks2 = JwksServer::start(vec![k1.jwk()]).await;
     let (s2, aud2) = oauth_server(&jwks2, &[]).await;
-    let r = post_modern(&s2, Some(&k1.sign(&claims("alice", &aud2, ""))), &list).await;
+    let r = post_stateless(&s2, Some(&k1.sign(&claims("alice", &aud2, ""))), &list).await;
     assert_eq!(r.status, 200);
     for i in 0..20 {
         let t = k1.sign_as(&format!("made-up-{i}"), &claims("alice", &aud2, ""));
-        assert_eq!(post_modern(&s2, Some(&t), &list).await.status, 401);
+        assert_eq!(post_stateless(&s2, Some(&t), &list).await.status, 401);
     }
     assert_eq!(
         jwks2.hits(),
@@ -786,13 +786,13 @@ async fn the_jwks_is_fetched_over_https_and_an_unverifiable_certificate_is_refus
     let k1 = Key::ec("ec-key-1.pem", "k1");
     let ca = test_ca();
     let env = [("SSL_CERT_FILE", ca.to_str().unwrap())];
-    let list = modern(json!(1), "tools/list", json!({}));
+    let list = stateless(json!(1), "tools/list", json!({}));
 
     let jwks = JwksServer::start(vec![k1.jwk()]).await;
     let front = tls_front(([127, 0, 0, 1], jwks.port).into(), Cert::Trusted).await;
     let url = format!("https://localhost:{}/jwks.json", front.addr.port());
     let (s, aud) = oauth_server_with(&url, &[], &env).await;
-    let r = post_modern(&s, Some(&k1.sign(&claims("alice", &aud, ""))), &list).await;
+    let r = post_stateless(&s, Some(&k1.sign(&claims("alice", &aud, ""))), &list).await;
     assert_eq!(r.status, 200);
     assert_eq!(jwks.hits(), 1, "the keys came over TLS");
 
@@ -800,7 +800,7 @@ async fn the_jwks_is_fetched_over_https_and_an_unverifiable_certificate_is_refus
     let bad_front = tls_front(([127, 0, 0, 1], hidden.port).into(), Cert::Untrusted).await;
     let url = format!("https://localhost:{}/jwks.json", bad_front.addr.port());
     let (s, aud) = oauth_server_with(&url, &[], &env).await;
-    let r = post_modern(&s, Some(&k1.sign(&claims("alice", &aud, ""))), &list).await;
+    let r = post_stateless(&s, Some(&k1.sign(&claims("alice", &aud, ""))), &list).await;
     assert_eq!(r.status, 503, "no keys, no access");
     assert_eq!(hidden.hits(), 0, "the handshake failed before any request");
 }
@@ -813,27 +813,33 @@ async fn jwt_principals_own_their_work_and_scopes_come_from_the_token() {
     let alice = k1.sign(&claims("alice", &aud, "scan other"));
     let bob = k1.sign(&claims("bob", &aud, "scan"));
     let noscope = k1.sign(&claims("carol", &aud, "other"));
-    let start = modern(
+    let start = stateless(
         json!(1),
         "tools/call",
         json!({"name": "start_long_scan", "arguments": {"steps": 200, "delay_ms": 50}}),
     );
-    let r = post_modern(&s, Some(&noscope), &start).await;
+    let r = post_stateless(&s, Some(&noscope), &start).await;
     assert_eq!(r.status, 403);
     assert!(www_authenticate(&r).contains("scope=\"scan\""));
-    let (_, started) = post_modern(&s, Some(&alice), &start).await.answer(T).await;
+    let (_, started) = post_stateless(&s, Some(&alice), &start)
+        .await
+        .answer(T)
+        .await;
     let job = started["result"]["structuredContent"]["job_id"]
         .as_str()
         .unwrap_or_else(|| panic!("{started}"))
         .to_string();
     let get = |id: i64| {
-        modern(
+        stateless(
             json!(id),
             "tools/call",
             json!({"name": "get_long_scan", "arguments": {"job_id": job}}),
         )
     };
-    let (_, by_bob) = post_modern(&s, Some(&bob), &get(2)).await.answer(T).await;
+    let (_, by_bob) = post_stateless(&s, Some(&bob), &get(2))
+        .await
+        .answer(T)
+        .await;
     assert!(
         by_bob["result"]["isError"] == true || by_bob.get("error").is_some(),
         "{by_bob}"

@@ -7,7 +7,7 @@ use crate::common;
 
 use std::time::Duration;
 
-use common::http::{HttpServer, modern};
+use common::http::{HttpServer, stateless};
 use serde_json::{Value, json};
 
 const LIMIT: Duration = Duration::from_secs(10);
@@ -20,7 +20,7 @@ async fn demo() -> HttpServer {
 async fn discover_and_a_call_answer_with_the_eras_decorations() {
     let s = demo().await;
     let r = s
-        .post_modern(&modern(json!(1), "server/discover", json!({})))
+        .post_stateless(&stateless(json!(1), "server/discover", json!({})))
         .await;
     assert_eq!(r.status, 200);
     assert!(r.header("mcp-session-id").is_none(), "no session in 2026");
@@ -35,12 +35,12 @@ async fn discover_and_a_call_answer_with_the_eras_decorations() {
     assert_eq!(d["result"]["resultType"], "complete", "{d}");
     assert!(d["result"]["capabilities"]["tools"].is_object(), "{d}");
 
-    let call = modern(
+    let call = stateless(
         json!(2),
         "tools/call",
         json!({"name": "echo", "arguments": {"text": "hi"}}),
     );
-    let (notes, resp) = s.post_modern(&call).await.answer(LIMIT).await;
+    let (notes, resp) = s.post_stateless(&call).await.answer(LIMIT).await;
     assert!(notes.is_empty(), "{notes:?}");
     assert_eq!(resp["result"]["content"][0]["text"], "hi", "{resp}");
     assert_eq!(resp["result"]["resultType"], "complete");
@@ -49,8 +49,8 @@ async fn discover_and_a_call_answer_with_the_eras_decorations() {
         "{resp}"
     );
 
-    let list = modern(json!(3), "tools/list", json!({}));
-    let l = s.post_modern(&list).await.json().await;
+    let list = stateless(json!(3), "tools/list", json!({}));
+    let l = s.post_stateless(&list).await.json().await;
     assert!(l["result"]["ttlMs"].as_u64().is_some(), "{l}");
     assert!(l["result"]["cacheScope"].is_string(), "{l}");
 }
@@ -58,7 +58,7 @@ async fn discover_and_a_call_answer_with_the_eras_decorations() {
 #[tokio::test]
 async fn bad_requests_get_the_spec_errors_and_statuses() {
     let s = demo().await;
-    let echo = modern(
+    let echo = stateless(
         json!(1),
         "tools/call",
         json!({"name": "echo", "arguments": {"text": "x"}}),
@@ -66,26 +66,26 @@ async fn bad_requests_get_the_spec_errors_and_statuses() {
 
     // Missing MCP-Protocol-Version header.
     let r = s
-        .post_modern_with(&echo, &[("mcp-protocol-version", "")])
+        .post_stateless_with(&echo, &[("mcp-protocol-version", "")])
         .await;
     assert_eq!(r.status, 400);
     assert_eq!(r.json().await["error"]["code"], -32020);
 
     // Mcp-Method disagrees with the body.
     let r = s
-        .post_modern_with(&echo, &[("mcp-method", "tools/list")])
+        .post_stateless_with(&echo, &[("mcp-method", "tools/list")])
         .await;
     assert_eq!(r.status, 400);
     assert_eq!(r.json().await["error"]["code"], -32020);
 
     // Mcp-Name disagrees with the body.
-    let r = s.post_modern_with(&echo, &[("mcp-name", "other")]).await;
+    let r = s.post_stateless_with(&echo, &[("mcp-name", "other")]).await;
     assert_eq!(r.status, 400);
     assert_eq!(r.json().await["error"]["code"], -32020);
 
     // A malformed base64 header value.
     let r = s
-        .post_modern_with(&echo, &[("mcp-name", "=?base64?###?=")])
+        .post_stateless_with(&echo, &[("mcp-name", "=?base64?###?=")])
         .await;
     assert_eq!(r.status, 400);
     assert_eq!(r.json().await["error"]["code"], -32020);
@@ -94,7 +94,7 @@ async fn bad_requests_get_the_spec_errors_and_statuses() {
     let mut old = echo.clone();
     old["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"] = json!("2099-01-01");
     let r = s
-        .post_modern_with(&old, &[("mcp-protocol-version", "2099-01-01")])
+        .post_stateless_with(&old, &[("mcp-protocol-version", "2099-01-01")])
         .await;
     assert_eq!(r.status, 400);
     let e = r.json().await;
@@ -112,13 +112,15 @@ async fn bad_requests_get_the_spec_errors_and_statuses() {
         .as_object_mut()
         .unwrap()
         .remove("io.modelcontextprotocol/clientCapabilities");
-    let r = s.post_modern(&no_info).await;
+    let r = s.post_stateless(&no_info).await;
     assert_eq!(r.status, 400);
     assert_eq!(r.json().await["error"]["code"], -32602);
 
     // Unknown method, and a method the era removed: 404 + -32601.
     for method in ["no/such/method", "initialize"] {
-        let r = s.post_modern(&modern(json!(9), method, json!({}))).await;
+        let r = s
+            .post_stateless(&stateless(json!(9), method, json!({})))
+            .await;
         assert_eq!(r.status, 404, "{method}");
         assert_eq!(r.json().await["error"]["code"], -32601, "{method}");
     }
@@ -139,7 +141,7 @@ async fn bad_requests_get_the_spec_errors_and_statuses() {
     assert_eq!(r.json().await["error"]["code"], -32700);
 
     // The server is still fine.
-    let (_, ok) = s.post_modern(&echo).await.answer(LIMIT).await;
+    let (_, ok) = s.post_stateless(&echo).await.answer(LIMIT).await;
     assert_eq!(ok["result"]["content"][0]["text"], "x");
 }
 
@@ -159,14 +161,14 @@ async fn get_and_delete_are_405_for_stateless_clients_and_sessions_still_work() 
             .await;
         assert_eq!(r.status, 405, "{method}");
     }
-    // A modern request that carries a stale session id is served statelessly anyway.
-    let echo = modern(
+    // A stateless request that carries a stale session id is served statelessly anyway.
+    let echo = stateless(
         json!(1),
         "tools/call",
         json!({"name": "echo", "arguments": {"text": "y"}}),
     );
     let (_, r) = s
-        .post_modern_with(&echo, &[("mcp-session-id", "no-such-session")])
+        .post_stateless_with(&echo, &[("mcp-session-id", "no-such-session")])
         .await
         .answer(LIMIT)
         .await;
@@ -185,12 +187,12 @@ async fn get_and_delete_are_405_for_stateless_clients_and_sessions_still_work() 
 }
 
 async fn steps(s: &HttpServer, tag: &str) -> u64 {
-    let q = modern(
+    let q = stateless(
         json!(100),
         "tools/call",
         json!({"name": "slow_count_status", "arguments": {"tag": tag}}),
     );
-    let (_, v) = s.post_modern(&q).await.answer(LIMIT).await;
+    let (_, v) = s.post_stateless(&q).await.answer(LIMIT).await;
     v["result"]["structuredContent"]["steps"]
         .as_u64()
         .unwrap_or_else(|| panic!("no steps in {v}"))
@@ -201,13 +203,13 @@ async fn steps(s: &HttpServer, tag: &str) -> u64 {
 #[tokio::test]
 async fn closing_the_stream_cancels_the_work() {
     let s = demo().await;
-    let mut call = modern(
+    let mut call = stateless(
         json!(7),
         "tools/call",
         json!({"name": "slow_count", "arguments": {"steps": 200, "delay_ms": 50, "tag": "close"}}),
     );
     call["params"]["_meta"]["progressToken"] = json!("t7");
-    let mut r = s.post_modern(&call).await;
+    let mut r = s.post_stateless(&call).await;
     assert_eq!(r.status, 200);
     assert!(
         r.header("content-type")
@@ -286,14 +288,14 @@ async fn a_legacy_stream_that_drops_keeps_running() {
 #[tokio::test]
 async fn an_input_required_round_trip() {
     let s = demo().await;
-    let mut first = modern(
+    let mut first = stateless(
         json!(1),
         "tools/call",
         json!({"name": "greet", "arguments": {}}),
     );
     first["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"] =
         json!({"elicitation": {"form": {}}});
-    let (_, r) = s.post_modern(&first).await.answer(LIMIT).await;
+    let (_, r) = s.post_stateless(&first).await.answer(LIMIT).await;
     let result = &r["result"];
     assert_eq!(result["resultType"], "input_required", "{r}");
     let ask = &result["inputRequests"]["name"];
@@ -306,7 +308,7 @@ async fn an_input_required_round_trip() {
     bad["params"]["requestState"] = json!(format!("{state}x"));
     bad["params"]["inputResponses"] =
         json!({"name": {"action": "accept", "content": {"name": "Mallory"}}});
-    let (_, e) = s.post_modern(&bad).await.answer(LIMIT).await;
+    let (_, e) = s.post_stateless(&bad).await.answer(LIMIT).await;
     assert!(e["error"].is_object(), "tampered state accepted: {e}");
 
     let mut retry = first.clone();
@@ -314,7 +316,7 @@ async fn an_input_required_round_trip() {
     retry["params"]["requestState"] = json!(state);
     retry["params"]["inputResponses"] =
         json!({"name": {"action": "accept", "content": {"name": "Ada"}}});
-    let (_, done) = s.post_modern(&retry).await.answer(LIMIT).await;
+    let (_, done) = s.post_stateless(&retry).await.answer(LIMIT).await;
     assert_eq!(done["result"]["resultType"], "complete", "{done}");
     assert_eq!(done["result"]["content"][0]["text"], "Hello, Ada!");
 
@@ -337,12 +339,12 @@ async fn an_input_required_round_trip() {
 #[tokio::test]
 async fn listen_acknowledges_then_streams_list_changes() {
     let s = HttpServer::start(&["--profile", "conformance"]).await;
-    let listen = modern(
+    let listen = stateless(
         json!(1),
         "subscriptions/listen",
         json!({"notifications": {"toolsListChanged": true}}),
     );
-    let mut stream = s.post_modern(&listen).await;
+    let mut stream = s.post_stateless(&listen).await;
     assert_eq!(stream.status, 200);
     let ack = stream.next_event(LIMIT).await.expect("an ack").json();
     assert_eq!(
@@ -350,12 +352,12 @@ async fn listen_acknowledges_then_streams_list_changes() {
         "{ack}"
     );
 
-    let trigger = modern(
+    let trigger = stateless(
         json!(2),
         "tools/call",
         json!({"name": "test_trigger_tool_change", "arguments": {}}),
     );
-    let (_, t) = s.post_modern(&trigger).await.answer(LIMIT).await;
+    let (_, t) = s.post_stateless(&trigger).await.answer(LIMIT).await;
     assert!(t["result"].is_object(), "{t}");
     let change = stream.next_event(LIMIT).await.expect("a change").json();
     assert_eq!(
@@ -364,12 +366,12 @@ async fn listen_acknowledges_then_streams_list_changes() {
     );
 
     // A prompt change is not what this stream asked for.
-    let other = modern(
+    let other = stateless(
         json!(3),
         "tools/call",
         json!({"name": "test_trigger_prompt_change", "arguments": {}}),
     );
-    let _ = s.post_modern(&other).await.answer(LIMIT).await;
+    let _ = s.post_stateless(&other).await.answer(LIMIT).await;
     assert!(
         stream
             .next_event(Duration::from_millis(300))
@@ -383,19 +385,19 @@ async fn listen_acknowledges_then_streams_list_changes() {
 #[tokio::test]
 async fn log_messages_only_when_the_request_asks() {
     let s = HttpServer::start(&["--profile", "conformance"]).await;
-    let quiet = modern(
+    let quiet = stateless(
         json!(1),
         "tools/call",
         json!({"name": "test_logging_tool", "arguments": {}}),
     );
-    let (notes, r) = s.post_modern(&quiet).await.answer(LIMIT).await;
+    let (notes, r) = s.post_stateless(&quiet).await.answer(LIMIT).await;
     assert!(r["result"].is_object(), "{r}");
     assert!(notes.is_empty(), "logs without logLevel: {notes:?}");
 
     let mut loud = quiet.clone();
     loud["id"] = json!(2);
     loud["params"]["_meta"]["io.modelcontextprotocol/logLevel"] = json!("debug");
-    let (notes, _) = s.post_modern(&loud).await.answer(LIMIT).await;
+    let (notes, _) = s.post_stateless(&loud).await.answer(LIMIT).await;
     assert!(
         notes.iter().any(|n| n["method"] == "notifications/message"),
         "no log with logLevel: {notes:?}"
@@ -410,21 +412,21 @@ async fn a_round_begun_on_one_instance_continues_on_another() {
     let db = dir.path().join("shared.db").display().to_string();
     let a = HttpServer::start_on(Some(&db), &[]).await;
     let b = HttpServer::start_on(Some(&db), &[]).await;
-    let mut first = modern(
+    let mut first = stateless(
         json!(1),
         "tools/call",
         json!({"name": "greet", "arguments": {}}),
     );
     first["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"] =
         json!({"elicitation": {"form": {}}});
-    let (_, r) = a.post_modern(&first).await.answer(LIMIT).await;
+    let (_, r) = a.post_stateless(&first).await.answer(LIMIT).await;
     let state = r["result"]["requestState"].as_str().expect("sealed state");
     let mut retry = first.clone();
     retry["id"] = json!(2);
     retry["params"]["requestState"] = json!(state);
     retry["params"]["inputResponses"] =
         json!({"name": {"action": "accept", "content": {"name": "Grace"}}});
-    let (_, done) = b.post_modern(&retry).await.answer(LIMIT).await;
+    let (_, done) = b.post_stateless(&retry).await.answer(LIMIT).await;
     assert_eq!(
         done["result"]["content"][0]["text"], "Hello, Grace!",
         "{done}"

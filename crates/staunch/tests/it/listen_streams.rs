@@ -6,12 +6,12 @@ use crate::common;
 
 use std::time::Duration;
 
-use common::http::{HttpServer, modern};
+use common::http::{HttpServer, stateless};
 use serde_json::json;
 use tokio::time::{Instant, timeout};
 
 fn listen(id: i64) -> serde_json::Value {
-    modern(
+    stateless(
         json!(id),
         "subscriptions/listen",
         json!({"notifications": {"toolsListChanged": true}}),
@@ -65,7 +65,7 @@ async fn a_vanished_listener_frees_its_slot() {
     .await;
     let mut held = Vec::new();
     for id in 1..=2 {
-        let mut r = s.post_modern(&listen(id)).await;
+        let mut r = s.post_stateless(&listen(id)).await;
         assert_eq!(r.status, 200);
         let ack = r.next_event(Duration::from_secs(5)).await.expect("an ack");
         assert_eq!(
@@ -75,13 +75,13 @@ async fn a_vanished_listener_frees_its_slot() {
         held.push(r);
     }
     let echo = |id: i64| {
-        modern(
+        stateless(
             json!(id),
             "tools/call",
             json!({"name": "echo", "arguments": {"text": "x"}}),
         )
     };
-    let refused = s.post_modern(&echo(3)).await;
+    let refused = s.post_stateless(&echo(3)).await;
     assert_eq!(refused.status, 429, "the share is full while both listen");
     drop(refused);
     // Both clients vanish: their connections close without a word.
@@ -91,7 +91,7 @@ async fn a_vanished_listener_frees_its_slot() {
     let mut id = 10;
     loop {
         id += 1;
-        let r = s.post_modern(&echo(id)).await;
+        let r = s.post_stateless(&echo(id)).await;
         if r.status == 200 {
             let body = r.json().await;
             assert_eq!(body["result"]["content"][0]["text"], "x", "{body}");

@@ -6,7 +6,7 @@ use crate::common;
 
 use std::time::Duration;
 
-use common::http::{HttpServer, call, ended, lines_of, modern, tool_structured};
+use common::http::{HttpServer, call, ended, lines_of, stateless, tool_structured};
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::time::Instant;
@@ -173,7 +173,7 @@ async fn a_scripted_run_shows_up_in_the_scrape() {
 
     // A 2026-07-28 stateless call.
     let (_, answer) = s
-        .post_modern(&modern(
+        .post_stateless(&stateless(
             json!(9),
             "tools/call",
             json!({"name": "echo", "arguments": {"text": "hi"}}),

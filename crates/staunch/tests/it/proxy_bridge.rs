@@ -15,7 +15,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::client_support::Peers;
-use crate::common::http::{HttpServer, call, modern};
+use crate::common::http::{HttpServer, call, stateless};
 
 /// The steps file the TypeScript peer writes for `tag` (`PEER_STEPS_DIR`): steps done.
 fn steps(dir: &Path, tag: &str) -> Option<u64> {
@@ -99,16 +99,16 @@ async fn upstream_log_messages_reach_the_caller_unchanged_at_its_level() {
     assert!(logs(&messages).is_empty(), "{messages:#?}");
 
     // 2026-07-28: the request's own `logLevel`; none without it.
-    let stateless = |id: u64, level: Option<&str>| {
+    let call_2026 = |id: u64, level: Option<&str>| {
         let mut params = json!({"name": "log_echo",
                                 "arguments": {"text": "from 2026", "level": "info"}});
         if let Some(l) = level {
             params["_meta"] = json!({"io.modelcontextprotocol/logLevel": l});
         }
-        modern(json!(id), "tools/call", params)
+        stateless(json!(id), "tools/call", params)
     };
     let (messages, answer) = proxy
-        .post_modern(&stateless(20, Some("debug")))
+        .post_stateless(&call_2026(20, Some("debug")))
         .await
         .answer(Duration::from_secs(30))
         .await;
@@ -122,7 +122,7 @@ async fn upstream_log_messages_reach_the_caller_unchanged_at_its_level() {
         "{messages:#?}"
     );
     let (messages, _) = proxy
-        .post_modern(&stateless(21, None))
+        .post_stateless(&call_2026(21, None))
         .await
         .answer(Duration::from_secs(30))
         .await;
@@ -233,12 +233,12 @@ async fn an_upstream_prompt_list_change_reaches_sessions_and_listeners() {
     let sid = proxy.initialize().await;
     let mut standalone = proxy.get(&sid, None).await;
     assert_eq!(standalone.status.as_u16(), 200);
-    let listen = modern(
+    let listen = stateless(
         json!("listen"),
         "subscriptions/listen",
         json!({"notifications": {"promptsListChanged": true}}),
     );
-    let mut listener = proxy.post_modern(&listen).await;
+    let mut listener = proxy.post_stateless(&listen).await;
     assert_eq!(listener.status.as_u16(), 200);
 
     let prompts = |id: &str| json!({"jsonrpc": "2.0", "id": id, "method": "prompts/list"});

@@ -34,8 +34,12 @@ fn run(program: PathBuf, script: &str, args: &[&str]) -> Value {
 }
 
 /// What both clients must show in either mode.
-async fn check(s: &HttpServer, v: &Value, tag: &str, modern: bool) {
-    let want_version = if modern { "2026-07-28" } else { "2025-11-25" };
+async fn check(s: &HttpServer, v: &Value, tag: &str, stateless: bool) {
+    let want_version = if stateless {
+        "2026-07-28"
+    } else {
+        "2025-11-25"
+    };
     assert_eq!(v["protocolVersion"], want_version, "{v}");
     assert_eq!(v["serverInfo"]["name"], "staunch", "{v}");
     assert_eq!(v["progress"], json!([1, 2, 3, 4, 5]), "{v}");
@@ -75,7 +79,7 @@ async fn check(s: &HttpServer, v: &Value, tag: &str, modern: bool) {
                     && x["outcome"] == "cancelled"
                     && x["session"]
                         .as_str()
-                        .is_some_and(|k| k.starts_with("req-") == modern)
+                        .is_some_and(|k| k.starts_with("req-") == stateless)
             })
         })
         .await;
@@ -85,11 +89,11 @@ async fn check(s: &HttpServer, v: &Value, tag: &str, modern: bool) {
         .filter(|l| {
             l["session"]
                 .as_str()
-                .is_some_and(|k| k.starts_with("req-") == modern)
+                .is_some_and(|k| k.starts_with("req-") == stateless)
         })
         .collect();
     assert!(!cancels.is_empty(), "{tag}: no cancel in the log");
-    if modern {
+    if stateless {
         assert!(
             cancels.iter().all(|c| c["reason"] == "stream closed"),
             "{tag}: {cancels:?}"
@@ -105,7 +109,7 @@ async fn check(s: &HttpServer, v: &Value, tag: &str, modern: bool) {
 }
 
 async fn both_modes(s: &HttpServer, program: PathBuf, script: &str, name: &str) {
-    for (mode, modern) in [("auto", true), ("legacy", false)] {
+    for (mode, stateless) in [("auto", true), ("legacy", false)] {
         let tag = format!("{name}-{mode}");
         let url = s.url();
         let (p, sc, t) = (program.clone(), script.to_string(), tag.clone());
@@ -120,7 +124,7 @@ async fn both_modes(s: &HttpServer, program: PathBuf, script: &str, name: &str) 
         })
         .await
         .unwrap();
-        check(s, &v, &tag, modern).await;
+        check(s, &v, &tag, stateless).await;
     }
 }
 

@@ -7,7 +7,7 @@ use crate::common;
 
 use std::time::Duration;
 
-use common::http::{HttpServer, Resp, call, modern, rpc};
+use common::http::{HttpServer, Resp, call, rpc, stateless};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
@@ -131,13 +131,13 @@ async fn one_owners_backlog_does_not_hold_back_another_owners_job() {
 
 /// A stateless `tools/call` as `token`.
 async fn call_2026(s: &HttpServer, token: &str, id: i64, tool: &str, args: Value) -> Resp {
-    let msg = modern(
+    let msg = stateless(
         json!(id),
         "tools/call",
         json!({"name": tool, "arguments": args}),
     );
     let bearer = format!("Bearer {token}");
-    s.post_modern_with(&msg, &[("authorization", bearer.as_str())])
+    s.post_stateless_with(&msg, &[("authorization", bearer.as_str())])
         .await
 }
 
@@ -449,7 +449,7 @@ async fn one_owner_cannot_hold_every_job_worker() {
 
 /// A stateless `greet` as `token`, carrying `state` and `name` as the answer when given.
 async fn greet_2026(s: &HttpServer, token: &str, id: i64, round: Option<(&str, &str)>) -> Value {
-    let mut msg = modern(
+    let mut msg = stateless(
         json!(id),
         "tools/call",
         json!({"name": "greet", "arguments": {}}),
@@ -463,7 +463,7 @@ async fn greet_2026(s: &HttpServer, token: &str, id: i64, round: Option<(&str, &
     }
     let bearer = format!("Bearer {token}");
     let (_, answer) = s
-        .post_modern_with(&msg, &[("authorization", bearer.as_str())])
+        .post_stateless_with(&msg, &[("authorization", bearer.as_str())])
         .await
         .answer(T)
         .await;

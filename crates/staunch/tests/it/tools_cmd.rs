@@ -47,16 +47,16 @@ async fn lists_a_stdio_servers_tools_with_hints_and_a_count() {
 async fn both_eras_over_http_list_the_same_tools() {
     let server = Server::staunch(&[]).await;
     let url = server.url();
-    let modern = tools(&["--json", "-v", "--protocol", "2026-07-28", &url]).await;
-    assert_eq!(modern.status.code(), Some(0));
+    let stateless = tools(&["--json", "-v", "--protocol", "2026-07-28", &url]).await;
+    assert_eq!(stateless.status.code(), Some(0));
     assert!(
-        String::from_utf8_lossy(&modern.stderr).contains("2026-07-28"),
+        String::from_utf8_lossy(&stateless.stderr).contains("2026-07-28"),
         "the connection line names the era: {}",
-        String::from_utf8_lossy(&modern.stderr)
+        String::from_utf8_lossy(&stateless.stderr)
     );
     let session = tools(&["--json", "--protocol", "2025-11-25", &url]).await;
     assert_eq!(session.status.code(), Some(0));
-    let (a, b) = (names(&modern), names(&session));
+    let (a, b) = (names(&stateless), names(&session));
     assert!(a.contains(&"slow_count".to_string()), "{a:?}");
     assert_eq!(a, b);
 }

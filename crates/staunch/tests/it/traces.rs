@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use axum::body::Bytes;
 use axum::routing::post;
-use common::http::{HttpServer, call, ended, modern};
+use common::http::{HttpServer, call, ended, stateless};
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::any_value::Value as Any;
 use opentelemetry_proto::tonic::trace::v1::Span;
@@ -267,8 +267,8 @@ async fn spans_continue_the_clients_trace_and_jobs_link_back() {
     // A 2026-07-28 stateless request with the traceparent in its _meta.
     let tp2 = format!("00-{TRACE}-{}-01", "b7ad6b7169203331");
     let (_, answer) = s
-        .post_modern(&traced(
-            modern(
+        .post_stateless(&traced(
+            stateless(
                 json!(9),
                 "tools/call",
                 json!({"name": "echo", "arguments": {"text": "hi"}}),

@@ -10,7 +10,7 @@ use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, Method, Request, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use staunch_protocol::modern::has_modern_meta;
+use staunch_protocol::stateless::has_stateless_meta;
 use staunch_protocol::{ErrorObject, Message, codes, parse_message, version};
 
 use super::HttpState;
@@ -243,7 +243,7 @@ async fn post(
     // The era, per request: the stateless era's `_meta` (whatever else the request carries), or
     // a stateless client's headers; everything else is session traffic.
     let stateless = match &msg {
-        Message::Request(r) => has_modern_meta(r.params.as_ref()) || head.stateless_client(),
+        Message::Request(r) => has_stateless_meta(r.params.as_ref()) || head.stateless_client(),
         _ => head.stateless_client(),
     };
     if stateless {
@@ -293,7 +293,7 @@ async fn post(
                 "unsupported MCP-Protocol-Version {v:?}; supported: {} with a session, {} \
                  stateless",
                 version::SUPPORTED.join(", "),
-                version::MODERN_SUPPORTED.join(", ")
+                version::STATELESS_SUPPORTED.join(", ")
             ),
         );
     }

@@ -38,7 +38,9 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures_util::stream;
 use serde_json::json;
-use staunch_protocol::modern::{RequestMeta, decode_header_value, expected_name, header_mismatch};
+use staunch_protocol::stateless::{
+    RequestMeta, decode_header_value, expected_name, header_mismatch,
+};
 use staunch_protocol::{ErrorObject, Request, codes};
 use tokio::sync::mpsc;
 

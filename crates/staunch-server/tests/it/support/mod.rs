@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use staunch_lifecycle::{Line, Parsed, parse_line};
-use staunch_server::protocol::modern::{RequestMeta, keys};
+use staunch_server::protocol::stateless::{RequestMeta, keys};
 use staunch_server::protocol::{Message, Request, parse_message};
 use staunch_server::{
     CallToolResult, CancelReason, Config, Context, LifecycleLog, Outbound, OutboundKind, Server,
@@ -231,7 +231,7 @@ impl Harness {
     ) -> StatelessRequest {
         let frame = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
             "name": tool, "arguments": args,
-            "_meta": modern_meta(Some(format!("p{id}")))}});
+            "_meta": stateless_meta(Some(format!("p{id}")))}});
         let req = request_of(&frame);
         let meta = RequestMeta::from_params(req.params.as_ref()).expect("valid _meta");
         self.server.serve_stateless(req, meta, wire.clone())
@@ -278,7 +278,7 @@ impl Harness {
 }
 
 /// The `_meta` a 2026-07-28 client puts on every request.
-pub fn modern_meta(progress_token: Option<String>) -> Value {
+pub fn stateless_meta(progress_token: Option<String>) -> Value {
     let mut meta = json!({
         (keys::PROTOCOL_VERSION): "2026-07-28",
         (keys::CLIENT_INFO): {"name": "harness", "version": "0"},

@@ -454,7 +454,7 @@ pub fn ended(lines: &[Value], session: &str, id: &Value) -> bool {
 }
 
 /// The `_meta` a 2026-07-28 client puts on every request, merged into `params`.
-pub fn modern(id: Value, method: &str, mut params: Value) -> Value {
+pub fn stateless(id: Value, method: &str, mut params: Value) -> Value {
     if !params.is_object() {
         params = json!({});
     }
@@ -486,13 +486,13 @@ pub fn name_of(msg: &Value) -> Option<String> {
 
 impl HttpServer {
     /// POSTs a stateless (2026-07-28) request with the headers its body implies.
-    pub async fn post_modern(&self, msg: &Value) -> Resp {
-        self.post_modern_with(msg, &[]).await
+    pub async fn post_stateless(&self, msg: &Value) -> Resp {
+        self.post_stateless_with(msg, &[]).await
     }
 
-    /// Like [`Self::post_modern`], with `extra` headers (which override the derived ones of
+    /// Like [`Self::post_stateless`], with `extra` headers (which override the derived ones of
     /// the same name).
-    pub async fn post_modern_with(&self, msg: &Value, extra: &[(&str, &str)]) -> Resp {
+    pub async fn post_stateless_with(&self, msg: &Value, extra: &[(&str, &str)]) -> Resp {
         let method = msg["method"].as_str().unwrap_or_default().to_string();
         let name = name_of(msg);
         let mut h: Vec<(&str, &str)> = vec![

@@ -66,7 +66,7 @@ pub mod result_type {
 }
 
 /// Whether a request's params carry the stateless era's `_meta` (any protocol version key).
-pub fn has_modern_meta(params: Option<&Value>) -> bool {
+pub fn has_stateless_meta(params: Option<&Value>) -> bool {
     params
         .and_then(|p| p.get("_meta"))
         .and_then(|m| m.get(keys::PROTOCOL_VERSION))
@@ -99,7 +99,7 @@ impl RequestMeta {
             .ok_or_else(|| {
                 ErrorObject::invalid_params(format!(
                     "missing params._meta: a {} request must carry {} and {}",
-                    version::MODERN,
+                    version::STATELESS,
                     keys::PROTOCOL_VERSION,
                     keys::CLIENT_CAPABILITIES
                 ))
@@ -155,7 +155,7 @@ impl RequestMeta {
 
     /// -32022 unless this server serves the request's version.
     pub fn check_version(&self) -> Result<(), ErrorObject> {
-        if version::is_modern_supported(&self.protocol_version) {
+        if version::is_stateless_supported(&self.protocol_version) {
             return Ok(());
         }
         Err(unsupported_version(&self.protocol_version))
@@ -169,12 +169,12 @@ pub fn unsupported_version(requested: &str) -> ErrorObject {
         format!(
             "unsupported protocol version {requested:?}: this server serves {} statelessly \
              and {} with initialize",
-            version::MODERN_SUPPORTED.join(", "),
+            version::STATELESS_SUPPORTED.join(", "),
             version::SUPPORTED.join(", ")
         ),
     )
     .with_data(serde_json::json!({
-        "supported": version::MODERN_SUPPORTED,
+        "supported": version::STATELESS_SUPPORTED,
         "requested": requested,
     }))
 }
@@ -325,11 +325,13 @@ mod tests {
     }
 
     #[test]
-    fn modern_meta_is_detected_by_its_version_key() {
-        assert!(has_modern_meta(Some(&params(
+    fn stateless_meta_is_detected_by_its_version_key() {
+        assert!(has_stateless_meta(Some(&params(
             json!({keys::PROTOCOL_VERSION: "x"})
         ))));
-        assert!(!has_modern_meta(Some(&params(json!({"progressToken": 1})))));
-        assert!(!has_modern_meta(None));
+        assert!(!has_stateless_meta(Some(&params(
+            json!({"progressToken": 1})
+        ))));
+        assert!(!has_stateless_meta(None));
     }
 }
