@@ -12,7 +12,7 @@ use crate::common;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use common::{BIN, Proc, events_of};
+use common::{BIN, Proc, alive, events_of};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
@@ -150,20 +150,6 @@ impl Setup {
         let flags = self.flags(extra);
         let args: Vec<&str> = flags.iter().map(String::as_str).collect();
         Proc::ready(&args).await
-    }
-}
-
-/// Whether `pid` is a live process (a zombie counts as dead).
-fn alive(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => {
-            let state = stat
-                .rfind(')')
-                .and_then(|i| stat[i + 1..].split_whitespace().next())
-                .unwrap_or("X");
-            state != "Z" && state != "X"
-        }
-        Err(_) => false,
     }
 }
 

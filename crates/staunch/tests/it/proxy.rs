@@ -7,8 +7,8 @@ use crate::common;
 
 use std::time::Duration;
 
-use common::BIN;
 use common::http::{HttpServer, call};
+use common::{BIN, alive};
 use serde_json::{Value, json};
 
 fn read_lines(path: &std::path::Path) -> Vec<Value> {
@@ -665,20 +665,6 @@ async fn isolate_gives_each_session_its_own_upstream_process() {
         .await;
     }
     assert_eq!(pids_with(&marker).len(), 3, "one shared + one per session");
-}
-
-/// Whether `pid` is a live process (a zombie counts as dead).
-fn alive(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => {
-            let state = stat
-                .rfind(')')
-                .and_then(|i| stat[i + 1..].split_whitespace().next())
-                .unwrap_or("X");
-            state != "Z" && state != "X"
-        }
-        Err(_) => false,
-    }
 }
 
 /// The pids the upstream wrapper wrote into `dir`, one file each.

@@ -11,25 +11,14 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::client_support::Peers;
-use crate::common::BIN;
 use crate::common::http::{HttpServer, call};
+use crate::common::{BIN, alive};
 
 /// The steps file of `tag`: (steps done, the pid that did them).
 fn steps(dir: &Path, tag: &str) -> Option<(u64, u32)> {
     let text = std::fs::read_to_string(dir.join(tag)).ok()?;
     let (n, pid) = text.trim().split_once(' ')?;
     Some((n.parse().ok()?, pid.parse().ok()?))
-}
-
-/// Whether `pid` is a live process (a zombie counts as dead).
-fn alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-        let state = stat
-            .rfind(')')
-            .and_then(|i| stat[i + 1..].split_whitespace().next())
-            .unwrap_or("X");
-        state != "Z" && state != "X"
-    })
 }
 
 /// `GET path` on `addr`: the body.

@@ -233,6 +233,20 @@ impl Proc {
     }
 }
 
+/// Whether `pid` is a live process (a zombie counts as dead).
+pub fn alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => {
+            let state = stat
+                .rfind(')')
+                .and_then(|i| stat[i + 1..].split_whitespace().next())
+                .unwrap_or("X");
+            state != "Z" && state != "X"
+        }
+        Err(_) => false,
+    }
+}
+
 pub fn is_response_to(m: &Value, id: &Value) -> bool {
     m.get("method").is_none() && m.get("id") == Some(id)
 }
