@@ -55,8 +55,8 @@ fn upstream_rows(upstreams: &[Arc<staunch_proxy::Pool>]) -> String {
     let mut all: Vec<staunch_proxy::LateWork> =
         upstreams.iter().flat_map(|p| p.ledger().recent()).collect();
     if all.is_empty() {
-        return "<tr><td colspan=\"8\" class=\"none\">none: every cancelled upstream call \
-                stopped</td></tr>"
+        return "<tr><td colspan=\"8\" class=\"none\">none seen: no upstream sent anything \
+                after a cancel, and none had to be killed</td></tr>"
             .into();
     }
     all.sort_by_key(|w| std::cmp::Reverse(w.abandoned_at));
