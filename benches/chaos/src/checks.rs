@@ -648,7 +648,8 @@ const PROGRESS_AFTER_CANCEL: Duration = Duration::from_millis(1500);
 /// request: an answer is allowed only when the server sent it before it received the
 /// cancel (a race the result won); an answer to a request the server had seen cancelled is a
 /// violation, whatever its log says. Progress more than 1.5 s after the cancel is orphaned
-/// work, unless the instance was paused (a lease fault) when the cancel was sent.
+/// work, unless the instance was paused (a lease fault) when the cancel was sent — through a
+/// balancer, any instance, since the client cannot tell which one ran the request.
 pub fn wire(
     rec: &Record,
     seen: &HashMap<(String, String), Logged>,
@@ -662,11 +663,14 @@ pub fn wire(
             fig.late_progress += 1;
             // A cancel sent while its instance was paused (a lease fault) is read only when it
             // resumes: what it had sent before comes then.
+            // Through a balancer the client cannot tell which instance ran the request: a
+            // pause of any instance over that time may be the one.
             let gave_up = l.at.checked_sub(l.since_abandoned).unwrap_or(l.at);
-            let paused = faults
-                .stalls
-                .iter()
-                .any(|s| s.instance == l.instance && gave_up <= s.to && s.from <= l.at);
+            let paused = faults.stalls.iter().any(|s| {
+                (s.instance == l.instance || l.instance == BALANCED)
+                    && gave_up <= s.to
+                    && s.from <= l.at
+            });
             if paused {
                 fig.late_progress_after_pause += 1;
             } else if l.since_abandoned > PROGRESS_AFTER_CANCEL {
@@ -718,4 +722,72 @@ fn session_hash(id: &str) -> String {
         .take(6)
         .map(|b| format!("{b:02x}"))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use super::*;
+    use crate::faults::Stall;
+    use crate::workload::{LateSeen, Record};
+
+    fn late_progress(instance: usize, at: Instant) -> LateSeen {
+        LateSeen {
+            instance,
+            session: Some("s".into()),
+            request_id: None,
+            since_abandoned: Duration::from_millis(2900),
+            at,
+            response: false,
+        }
+    }
+
+    fn stall(instance: usize, from: Instant, to: Instant) -> Stall {
+        Stall {
+            instance,
+            from,
+            to,
+            job: String::new(),
+            key: String::new(),
+            rows: 0,
+            first_terminal: None,
+        }
+    }
+
+    fn violations(late: LateSeen, stalls: Vec<Stall>) -> usize {
+        let rec = Record {
+            late: vec![late],
+            ..Record::default()
+        };
+        let faults = Faults {
+            stalls,
+            ..Faults::default()
+        };
+        let mut out = Vec::new();
+        wire(&rec, &HashMap::new(), &[], &faults, &mut out);
+        out.len()
+    }
+
+    #[test]
+    fn late_progress_is_orphaned_work_unless_its_instance_was_paused() {
+        let t0 = Instant::now();
+        let at = t0 + Duration::from_secs(5);
+        let paused = |i| {
+            vec![stall(
+                i,
+                t0 + Duration::from_secs(2),
+                t0 + Duration::from_secs(4),
+            )]
+        };
+        // Nothing paused: the defect the check exists to find.
+        assert_eq!(violations(late_progress(0, at), vec![]), 1);
+        // Its own instance was paused when the cancel was sent: excused.
+        assert_eq!(violations(late_progress(0, at), paused(0)), 0);
+        // Another instance was paused: not an excuse for a client that knows its instance.
+        assert_eq!(violations(late_progress(0, at), paused(1)), 1);
+        // Through a balancer the client does not know it: any pause excuses.
+        assert_eq!(violations(late_progress(BALANCED, at), paused(1)), 0);
+        assert_eq!(violations(late_progress(BALANCED, at), vec![]), 1);
+    }
 }
