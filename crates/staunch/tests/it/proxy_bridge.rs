@@ -167,6 +167,21 @@ async fn a_tool_the_upstream_runs_only_as_a_task_is_called_and_cancelled_through
         answer["result"]["content"][0]["text"], "counted 3",
         "{answer}"
     );
+    // The same for a 2026-07-28 client.
+    let (_, answer) = proxy
+        .post_stateless(&stateless(
+            json!(9),
+            "tools/call",
+            json!({"name": "slow_count_task_required",
+                   "arguments": {"steps": 2, "delay_ms": 20}}),
+        ))
+        .await
+        .answer(Duration::from_secs(30))
+        .await;
+    assert_eq!(
+        answer["result"]["content"][0]["text"], "counted 2",
+        "{answer}"
+    );
 
     // A cancel reaches the upstream task: its steps stop.
     let _running = proxy
