@@ -4,7 +4,9 @@
 //! Progress alone can hide work that goes on: a server may stop reporting but keep working,
 //! and a proxy keeps its client clean while its upstream goes on. When the server has the
 //! status tool (`slow_count_status {tag}`), the steps done after the cancel are read too, and
-//! work that went on is reported even when no progress showed it.
+//! work that went on is reported even when no progress showed it. A proxy that says on the
+//! session that its upstream went on (`staunch proxy`'s warnings from logger
+//! `staunch.proxy`) makes it a WARN too, status tool or not.
 
 use std::time::Duration;
 
@@ -166,6 +168,28 @@ pub async fn checks(p: &Probe) -> Vec<Check> {
                 data.clone(),
             ),
         }
+    };
+
+    // A proxy that keeps its client clean says so on the session when the work went on
+    // upstream (`staunch proxy`: a warning from logger `staunch.proxy` naming the request).
+    let id_json = serde_json::to_value(&id).unwrap_or(Value::Null);
+    let reported = w.proxy_reports(t_cancel, &id_json);
+    let routed = match reported.first() {
+        Some(first) if routed.status == Status::Pass => {
+            let mut data = routed.data.clone();
+            data["proxy_reports"] = json!(reported);
+            Check::new(
+                ROUTED,
+                Status::Warn,
+                format!(
+                    "no progress reached this client after the cancel, but the proxy says the \
+                     work went on upstream: {}",
+                    first["message"].as_str().unwrap_or("(no message)")
+                ),
+                data,
+            )
+        }
+        _ => routed,
     };
 
     let routed = match steps_after {

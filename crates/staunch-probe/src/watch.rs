@@ -57,6 +57,23 @@ impl Watch {
             .collect()
     }
 
+    /// The `data` of log messages a proxy sent after `since` about request `id` (logger
+    /// `staunch.proxy`, `data.requestId`): its upstream went on with the cancelled work.
+    pub fn proxy_reports(&self, since: Instant, id: &Value) -> Vec<Value> {
+        self.seen
+            .iter()
+            .filter(|o| o.at > since)
+            .filter_map(|o| match &o.msg {
+                Message::Notification(n) if n.method == "notifications/message" => {
+                    let p = n.params.as_ref()?;
+                    (p["logger"] == "staunch.proxy" && p["data"]["requestId"] == *id)
+                        .then(|| p["data"].clone())
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
     /// The response to `id`, with its arrival time.
     pub fn response_for(&self, id: &RequestId) -> Option<(Instant, Result<Value, ErrorObject>)> {
         self.seen.iter().find_map(|o| match &o.msg {

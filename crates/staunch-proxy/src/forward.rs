@@ -142,6 +142,26 @@ fn end_own_process(
                 request_id: &request_id,
             };
             ledger.stopped(key, cancelled_at, killed);
+            if killed {
+                ctx.log_to_session(
+                    staunch_protocol::mcp::LoggingLevel::Warning,
+                    crate::route::LATE_LOGGER,
+                    json!({
+                        "message": format!(
+                            "the upstream server {:?} was still running cancelled request {} \
+                             (tool {tool}) {} ms after the cancel: its process was killed",
+                            up.name(),
+                            request_id,
+                            grace.as_millis()
+                        ),
+                        "upstream": up.name(),
+                        "tool": &tool,
+                        "requestId": ctx.request_id(),
+                        "stopped": "killed",
+                        "graceMs": u64::try_from(grace.as_millis()).unwrap_or(u64::MAX),
+                    }),
+                );
+            }
             ctx.log_event(&LifecycleEvent::UpstreamStopped {
                 upstream: up.name().into(),
                 grace_ms: u64::try_from(grace.as_millis()).unwrap_or(u64::MAX),

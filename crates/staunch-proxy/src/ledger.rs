@@ -106,15 +106,18 @@ impl Ledger {
         &mut calls[at]
     }
 
-    /// The upstream sent `what` for the call `key`, abandoned at `abandoned_at`.
-    pub fn sent(&self, key: CallKey<'_>, abandoned_at: Instant, what: Sent) {
+    /// The upstream sent `what` for the call `key`, abandoned at `abandoned_at`. Whether it is
+    /// the first thing it sent after the cancel.
+    pub fn sent(&self, key: CallKey<'_>, abandoned_at: Instant, what: Sent) -> bool {
         let mut calls = self.calls.lock().unwrap_or_else(|p| p.into_inner());
         let w = Self::entry(&mut calls, key, abandoned_at);
+        let first = w.last_sent_at.is_none();
         w.last_sent_at = Some(Instant::now());
         match what {
             Sent::Progress => w.progress += 1,
             Sent::Response => w.response = true,
         }
+        first
     }
 
     /// The stop policy ended the process of the call `key`. A process that had to be killed
@@ -154,9 +157,9 @@ mod tests {
     fn late_messages_of_one_call_make_one_entry_with_their_counts() {
         let ledger = Ledger::default();
         let at = Instant::now();
-        ledger.sent(key("1"), at, Sent::Progress);
-        ledger.sent(key("1"), at, Sent::Progress);
-        ledger.sent(key("1"), at, Sent::Response);
+        assert!(ledger.sent(key("1"), at, Sent::Progress), "the first");
+        assert!(!ledger.sent(key("1"), at, Sent::Progress));
+        assert!(!ledger.sent(key("1"), at, Sent::Response));
         ledger.sent(key("2"), at, Sent::Progress);
         let recent = ledger.recent();
         assert_eq!(recent.len(), 2);

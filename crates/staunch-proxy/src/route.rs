@@ -9,13 +9,16 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 use staunch_client::{Late, ServerRequest, ServerRequestHandler};
-use staunch_protocol::mcp::ProgressToken;
+use staunch_protocol::mcp::{LoggingLevel, ProgressToken};
 use staunch_protocol::{ErrorObject, RequestId, codes};
 use staunch_server::{Context, LifecycleEvent, Metrics, ToolError, UpstreamStep};
 
 use crate::ledger::{CallKey, Ledger, Sent};
+
+/// The logger of the proxy's own log messages to a client about its upstream's work.
+pub const LATE_LOGGER: &str = "staunch.proxy";
 
 /// Abandoned calls remembered for `upstream.late` lines.
 const MAX_ABANDONED: usize = 4096;
@@ -220,7 +223,29 @@ impl Calls {
                 } else {
                     Sent::Progress
                 };
-                self.ledger.sent(key, abandoned_at, sent);
+                if self.ledger.sent(key, abandoned_at, sent) {
+                    // The client's view is clean (nothing late reaches it), so it is told, once
+                    // per call, on its session: the work it cancelled went on upstream.
+                    let after = abandoned_at.elapsed();
+                    ctx.log_to_session(
+                        LoggingLevel::Warning,
+                        LATE_LOGGER,
+                        json!({
+                            "message": format!(
+                                "the upstream server {:?} kept working on cancelled request {} \
+                                 (tool {tool}): it sent {what} {} ms after the cancel",
+                                self.upstream,
+                                request_id,
+                                after.as_millis()
+                            ),
+                            "upstream": self.upstream,
+                            "tool": &*tool,
+                            "requestId": ctx.request_id(),
+                            "sent": what,
+                            "afterCancelMs": u64::try_from(after.as_millis()).unwrap_or(u64::MAX),
+                        }),
+                    );
+                }
                 ctx.log_event(&LifecycleEvent::Upstream {
                     step: UpstreamStep::Late,
                     upstream: self.upstream.as_str().into(),

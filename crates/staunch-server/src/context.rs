@@ -360,6 +360,33 @@ impl Context {
         true
     }
 
+    /// Sends a log message (`notifications/message`) to this request's session, not on the
+    /// request's own stream — so it is sent even after the request was cancelled, when
+    /// nothing more may go out about the request itself. A 2025 session gets it on its
+    /// standalone stream (stdout over stdio) if its level lets it through; a stateless request
+    /// has no session, and gets nothing. Returns whether it was sent. For a proxy telling the
+    /// client that work it cancelled went on elsewhere.
+    pub fn log_to_session(&self, level: LoggingLevel, logger: &str, data: Value) -> bool {
+        if self.shared.peer.is_stateless() {
+            return false;
+        }
+        match self.shared.peer.log_level() {
+            Some(min) if level >= min => {}
+            _ => return false,
+        }
+        let params = LoggingMessageParams {
+            level,
+            logger: Some(logger.to_string()),
+            data,
+        };
+        let params = serde_json::to_value(params).unwrap_or_default();
+        self.shared.conn.send(Outbound::notification(
+            None,
+            notification_bytes(methods::MESSAGE, Some(&params)),
+        ));
+        true
+    }
+
     /// Closes the connection carrying this request's SSE stream, without ending the stream:
     /// the client reconnects with `Last-Event-ID` and gets what it missed (Streamable HTTP
     /// 2025-11-25 polling). A no-op on stdio.

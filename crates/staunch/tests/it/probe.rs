@@ -227,6 +227,53 @@ async fn usage_and_connection_errors_exit_2() {
 /// the probe fails it (its progress goes on); behind `staunch proxy` the client sees nothing
 /// late, yet the probe still says the work went on (read from the upstream's
 /// `slow_count_status`), and `staunch audit` of the proxy's log lists the orphaned work.
+/// Without a status tool, the probe learns it from the proxy itself: `staunch proxy` tells a
+/// 2025 session (a warning from logger `staunch.proxy`) when a cancelled call's upstream went
+/// on, so `cancel.routed` is a WARN with the proxy's figures, not a PASS.
+#[tokio::test]
+async fn without_a_status_tool_the_proxy_tells_the_probe_its_upstream_went_on() {
+    let Some(peers) = Peers::find("without_a_status_tool_the_proxy_tells_the_probe") else {
+        return;
+    };
+    // A 2025 session: the stateless era has no session to tell.
+    let mut proxied = vec![
+        "--protocol",
+        "2025-11-25",
+        "--tool",
+        "stubborn_count",
+        "--status-tool",
+        "no_such_status_tool",
+        "--",
+        BIN,
+        "proxy",
+        "--store",
+        ":memory:",
+        "--no-log",
+        "--",
+    ];
+    let upstream = peers.py_stdio();
+    proxied.extend(upstream.iter().map(String::as_str));
+    let (code, report) = probe(&proxied).await;
+    let routed = check(&report, "cancel.routed");
+    assert_eq!(routed["status"], "WARN", "{routed:#}");
+    assert_eq!(
+        routed["data"]["steps_after_cancel"],
+        Value::Null,
+        "{routed:#}"
+    );
+    let first = &routed["data"]["proxy_reports"][0];
+    assert_eq!(first["upstream"], "upstream", "{routed:#}");
+    assert_eq!(first["tool"], "stubborn_count", "{routed:#}");
+    assert!(first["afterCancelMs"].as_u64().is_some(), "{routed:#}");
+    assert!(
+        routed["evidence"]
+            .as_str()
+            .is_some_and(|e| e.contains("the proxy says the work went on upstream")),
+        "{routed:#}"
+    );
+    assert_eq!(code, 0, "a WARN is not a failure");
+}
+
 #[tokio::test]
 async fn an_sdk_upstream_that_ignores_cancels_is_reported_through_the_proxy() {
     let Some(peers) = Peers::find("an_sdk_upstream_that_ignores_cancels_is_reported") else {
