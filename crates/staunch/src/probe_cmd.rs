@@ -26,7 +26,8 @@ Checks (each PASS, WARN, FAIL or SKIP, with the evidence):
                        result; rate in notifications/s
   progress.no_token    without a progressToken: no progress at all
   cancel.routed        after notifications/cancelled, does progress stop, and how fast
-                       (2025, and 2026 over stdio)
+                       (2025, and 2026 over stdio); WARN when the status tool shows steps
+                       after it, or a proxy says its upstream went on
   cancel.no_response   a cancelled request gets no response (same)
   cancel.stream_close  (HTTP, 2026-07-28) close a slow call's stream after --close-after: does
                        the work stop? Progress after the close, and side effects read with
