@@ -29,6 +29,19 @@ pub fn tls_built() -> bool {
 
 /// A new client with its own connection pool.
 pub fn client() -> HttpClient {
+    build(true)
+}
+
+/// A new client for requests to `uri` only (its scheme decides): the system's root
+/// certificates are loaded for an `https://` one alone, so a process that only speaks plain
+/// HTTP (a proxy in front of a loopback upstream, `staunch call http://…`) never pays for them.
+/// It never dials anything else: the client follows no redirects.
+pub fn client_for(uri: &Uri) -> HttpClient {
+    build(uri.scheme_str() == Some("https"))
+}
+
+#[cfg_attr(not(feature = "tls"), allow(unused_variables))]
+fn build(https: bool) -> HttpClient {
     let mut http = HttpConnector::new();
     // Without TCP_NODELAY small SSE writes and JSON-RPC bodies stall ~40 ms behind Nagle and
     // delayed ACKs.
@@ -38,8 +51,13 @@ pub fn client() -> HttpClient {
     let connector = {
         // The TLS layer sees https URIs first; the TCP connector must accept them too.
         http.enforce_http(false);
+        let tls = if https {
+            crate::tls::config().client.clone()
+        } else {
+            crate::tls::plain_config().clone()
+        };
         hyper_rustls::HttpsConnectorBuilder::new()
-            .with_tls_config(crate::tls::config().client.clone())
+            .with_tls_config(tls)
             .https_or_http()
             .enable_http1()
             .wrap_connector(http)

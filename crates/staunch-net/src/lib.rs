@@ -6,7 +6,8 @@
 //! `tls` feature, which the `staunch` binary turns on — `https://` through rustls, trusting the
 //! system's root certificates or the ones `SSL_CERT_FILE` / `SSL_CERT_DIR` name. Callers check
 //! a URL once with [`check_url`] when they are configured, so that "https needs TLS" or "no
-//! trusted roots" is said at start-up, not on the first request.
+//! trusted roots" is said at start-up, not on the first request. A client for one URL
+//! ([`client_for`]) loads the roots only when that URL is `https://`.
 
 mod client;
 mod error;
@@ -14,6 +15,6 @@ mod fetch;
 #[cfg(feature = "tls")]
 mod tls;
 
-pub use client::{HttpClient, check_url, client, tls_built};
+pub use client::{HttpClient, check_url, client, client_for, tls_built};
 pub use error::{NetError, error_chain};
 pub use fetch::{get, send};

@@ -18,6 +18,23 @@ pub(crate) fn config() -> &'static Tls {
     TLS.get_or_init(build)
 }
 
+/// A configuration that trusts nothing, for a client that only ever dials `http://`: it never
+/// handshakes, and the system's roots (milliseconds of PEM parsing) are not loaded for it.
+pub(crate) fn plain_config() -> &'static ClientConfig {
+    static PLAIN: OnceLock<ClientConfig> = OnceLock::new();
+    PLAIN.get_or_init(|| with_roots(RootCertStore::empty()))
+}
+
+fn with_roots(roots: RootCertStore) -> ClientConfig {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        // rustls' own ring provider supports its own safe defaults: this cannot fail.
+        .expect("the ring provider supports TLS 1.2 and 1.3")
+        .with_root_certificates(roots)
+        .with_no_client_auth()
+}
+
 fn build() -> Tls {
     let loaded = rustls_native_certs::load_native_certs();
     let mut roots = RootCertStore::empty();
@@ -34,15 +51,8 @@ fn build() -> Tls {
                 .join("; ")
         }
     });
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let client = ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        // rustls' own ring provider supports its own safe defaults: this cannot fail.
-        .expect("the ring provider supports TLS 1.2 and 1.3")
-        .with_root_certificates(roots)
-        .with_no_client_auth();
     Tls {
-        client,
+        client: with_roots(roots),
         roots_problem,
     }
 }

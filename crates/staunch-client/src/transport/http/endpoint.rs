@@ -49,7 +49,7 @@ impl HttpEndpoint {
                 Ok((name, value))
             })
             .collect::<Result<Vec<_>, ClientError>>()?;
-        let client = staunch_net::client();
+        let client = staunch_net::client_for(&uri);
         Ok(Self {
             uri,
             client,
