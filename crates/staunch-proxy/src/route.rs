@@ -161,11 +161,11 @@ impl Calls {
     }
 
     /// An upstream's `notifications/message` (its log), passed on unchanged to the downstream
-    /// client whose call it is logging for, at that client's level: the call whose stream
-    /// carried it, else — over stdio, where the wire does not say — the newest call in flight
-    /// when all of them come from one downstream session (`--isolate` makes that always so).
-    /// With no call in flight, or calls of several sessions, there is nobody it surely belongs
-    /// to, and it is dropped (logged at debug).
+    /// client whose call it is logging for, at that client's level: the newest call in flight,
+    /// when all of them come from one downstream session (`--isolate` makes that always so) —
+    /// a notification does not say which call it is for. With no call in flight, or calls of
+    /// several sessions, there is nobody it surely belongs to, and it is dropped (logged at
+    /// debug).
     pub fn forward_log(&self, params: Option<&Value>) {
         let Some(params) = params else { return };
         let owner = {
