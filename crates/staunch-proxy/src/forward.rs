@@ -76,7 +76,7 @@ struct Call<'a> {
     progress: bool,
     /// Fired when the call must stop (cancel, deadline, job cancel).
     cancel: CancellationToken,
-    /// The upstream tool must be called as a 2025 task (`taskSupport: "required"`).
+    /// The upstream tool must be called as a task (`taskSupport: "required"`).
     as_task: bool,
 }
 
@@ -181,7 +181,7 @@ async fn forward_on(
         Ok(c) => c,
         Err(e) => return Outcome::Failed(e.to_string()),
     };
-    if call.as_task && client.era() == Era::Session {
+    if call.as_task && (client.era() == Era::Session || client.offers_tasks_extension()) {
         return forward_as_task(up, &client, call, on_progress).await;
     }
     let Call {
@@ -247,10 +247,12 @@ async fn forward_on(
     ))
 }
 
-/// A tool the upstream only runs as a task (2025-11-25 tasks, `taskSupport: "required"`):
-/// the call creates the task, which is followed to its end — `tasks/get` at the upstream's
-/// poll interval, its progress passed on, `tasks/result` for the answer — and a cancel of
-/// the downstream request becomes `tasks/cancel` for exactly that task. The client sees an
+/// A tool the upstream only runs as a task (`taskSupport: "required"`): the call creates the
+/// task — a 2025-11-25 task, or one of the 2026-07-28 tasks extension — which is followed to
+/// its end (`tasks/get` at the upstream's poll interval, its progress passed on, the result),
+/// and a cancel of the downstream request becomes `tasks/cancel` for exactly that task. The
+/// questions a 2026 task asks while it is `input_required` go to the downstream client as any
+/// upstream question does, and its answers back with `tasks/update`. The client sees an
 /// ordinary call (a `job`-shaped rule gives it staunch's own tasks instead).
 async fn forward_as_task(
     up: &Upstream,
@@ -265,10 +267,33 @@ async fn forward_as_task(
             on_progress(p);
         }
     };
-    match client
-        .call_tool_task(call.tool, call.args, &opts, &topts, on_event)
-        .await
-    {
+    let ended = match client.era() {
+        Era::Session => {
+            client
+                .call_tool_task(call.tool, call.args, &opts, &topts, on_event)
+                .await
+        }
+        Era::Stateless => {
+            let ctx = call.ctx;
+            let answer = move |requests: staunch_client::input::InputRequests| async move {
+                let Some(ctx) = ctx else {
+                    return staunch_client::input::no_answers(requests).await;
+                };
+                ask_downstream(ctx, &json!({"inputRequests": requests}))
+                    .await
+                    .map(|v| v.as_object().cloned().unwrap_or_default())
+                    .map_err(|e| {
+                        ClientError::Protocol(format!(
+                            "the client could not answer the upstream task's questions: {e}"
+                        ))
+                    })
+            };
+            client
+                .call_tool_task_ext(call.tool, call.args, &opts, &topts, answer, on_event)
+                .await
+        }
+    };
+    match ended {
         Ok(TaskOutcome::Immediate(v)) => Outcome::Answered(v),
         Ok(TaskOutcome::Finished { result: Ok(v), .. }) => Outcome::Answered(v),
         Ok(TaskOutcome::Finished { result: Err(e), .. }) => Outcome::Refused(e),

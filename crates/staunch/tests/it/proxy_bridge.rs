@@ -5,9 +5,10 @@
 //!   FastMCP's `ctx.log`, and the message reaches the client that made the call unchanged, at
 //!   that client's level — a 2025 session's `logging/setLevel`, a 2026-07-28 request's own
 //!   `logLevel`;
-//! - tools the upstream only runs as tasks (`taskSupport: "required"`, the TypeScript SDK's
-//!   experimental tasks): called as a task and followed to its end, a cancel becoming
-//!   `tasks/cancel`.
+//! - tools the upstream only runs as tasks (`taskSupport: "required"`: the TypeScript SDK's
+//!   experimental 2025 tasks, and a 2026-07-28 upstream's tasks extension): called as a task
+//!   and followed to its end, a cancel becoming `tasks/cancel`;
+//! - prompt list changes, announced to 2025 sessions and 2026-07-28 listen streams.
 
 use std::path::Path;
 use std::time::Duration;
@@ -307,4 +308,42 @@ async fn an_upstream_prompt_list_change_reaches_sessions_and_listeners() {
         .answer(Duration::from_secs(30))
         .await;
     assert_eq!(names(&after), ["greeting", "farewell"], "{after}");
+}
+
+/// A 2026-07-28 upstream (staunch itself, its conformance profile) whose tool runs only as a
+/// task of the tasks extension: the proxy makes the task and follows it, and the client gets
+/// the task's own result — here the job's tool error — instead of "runs only as a task".
+#[tokio::test]
+async fn a_2026_upstreams_task_only_tool_is_followed_through_the_tasks_extension() {
+    let proxy = HttpServer::launch(
+        "proxy",
+        Some(":memory:"),
+        &[
+            "--upstream-protocol",
+            "2026-07-28",
+            "--",
+            crate::common::BIN,
+            "serve",
+            "--profile",
+            "conformance",
+            "--store",
+            ":memory:",
+            "--no-log",
+        ],
+    )
+    .await;
+    let sid = proxy.initialize().await;
+    let (_, answer) = proxy
+        .post(Some(&sid), &call(json!(1), "failing_job", json!({}), None))
+        .await
+        .answer(Duration::from_secs(30))
+        .await;
+    assert_eq!(answer["result"]["isError"], true, "{answer}");
+    let text = answer["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        text.contains("failing_job always reports a tool execution error"),
+        "the task's own result: {answer}"
+    );
 }
