@@ -648,8 +648,9 @@ const PROGRESS_AFTER_CANCEL: Duration = Duration::from_millis(1500);
 /// request: an answer is allowed only when the server sent it before it received the
 /// cancel (a race the result won); an answer to a request the server had seen cancelled is a
 /// violation, whatever its log says. Progress more than 1.5 s after the cancel is orphaned
-/// work, unless the instance was paused (a lease fault) when the cancel was sent — through a
-/// balancer, any instance, since the client cannot tell which one ran the request.
+/// work, unless the instance was paused (a lease fault) when the cancel was sent, or had woken
+/// less than 1.5 s before — through a balancer, any instance, since the client cannot tell
+/// which one ran the request.
 pub fn wire(
     rec: &Record,
     seen: &HashMap<(String, String), Logged>,
@@ -664,11 +665,13 @@ pub fn wire(
             // A cancel sent while its instance was paused (a lease fault) is read only when it
             // resumes: what it had sent before comes then.
             // Through a balancer the client cannot tell which instance ran the request: a
-            // pause of any instance over that time may be the one.
+            // pause of any instance over that time may be the one. An instance that has just
+            // woken is still working through what piled up while it was stopped (every timer
+            // due at once), so a cancel sent in its first moments counts as sent in the pause.
             let gave_up = l.at.checked_sub(l.since_abandoned).unwrap_or(l.at);
             let paused = faults.stalls.iter().any(|s| {
                 (s.instance == l.instance || l.instance == BALANCED)
-                    && gave_up <= s.to
+                    && gave_up <= s.to + PROGRESS_AFTER_CANCEL
                     && s.from <= l.at
             });
             if paused {
@@ -784,6 +787,12 @@ mod tests {
         assert_eq!(violations(late_progress(0, at), vec![]), 1);
         // Its own instance was paused when the cancel was sent: excused.
         assert_eq!(violations(late_progress(0, at), paused(0)), 0);
+        // The cancel went out just after its instance woke (the pause ended 1 s before the
+        // late progress's cancel): still catching up, excused; long after the pause, not.
+        let cancel_at = at - Duration::from_millis(2900);
+        let woke_before = |d| vec![stall(0, t0, cancel_at - Duration::from_millis(d))];
+        assert_eq!(violations(late_progress(0, at), woke_before(1000)), 0);
+        assert_eq!(violations(late_progress(0, at), woke_before(1600)), 1);
         // Another instance was paused: not an excuse for a client that knows its instance.
         assert_eq!(violations(late_progress(0, at), paused(1)), 1);
         // Through a balancer the client does not know it: any pause excuses.
