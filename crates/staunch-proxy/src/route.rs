@@ -34,6 +34,34 @@ struct Table {
     abandoned_order: VecDeque<i64>,
 }
 
+/// Who an upstream message that does not name its call is for.
+enum SoleCall {
+    /// No call in flight.
+    None,
+    /// Calls of several downstream sessions: it cannot be told.
+    Several,
+    /// The newest call in flight, all of them from one session.
+    One(Context),
+}
+
+impl Table {
+    /// The downstream call a message that names none belongs to: the newest in flight, when
+    /// all of them come from one downstream session.
+    fn sole_session_call(&self) -> SoleCall {
+        let mut sessions = self.live.values().map(|(c, _)| c.session_id());
+        let Some(first) = sessions.next() else {
+            return SoleCall::None;
+        };
+        if sessions.any(|s| s != first) {
+            return SoleCall::Several;
+        }
+        match self.live.iter().max_by_key(|(id, _)| **id) {
+            Some((_, (ctx, _))) => SoleCall::One(ctx.clone()),
+            None => SoleCall::None,
+        }
+    }
+}
+
 /// The calls of one upstream connection, by upstream id.
 #[derive(Default)]
 pub struct Calls {
@@ -99,35 +127,24 @@ impl Calls {
         {
             return Ok(ctx.clone());
         }
-        let mut sessions = t.live.values().map(|(c, _)| c.session_id());
-        let Some(first) = sessions.next() else {
-            return Err(ErrorObject::new(
+        match t.sole_session_call() {
+            SoleCall::One(ctx) => Ok(ctx),
+            SoleCall::None => Err(ErrorObject::new(
                 codes::INVALID_REQUEST,
                 format!(
                     "{} arrived while no call was in flight: there is no client to ask",
                     req.method
                 ),
-            ));
-        };
-        if sessions.any(|s| s != first) {
-            return Err(ErrorObject::new(
+            )),
+            SoleCall::Several => Err(ErrorObject::new(
                 codes::INTERNAL_ERROR,
                 format!(
                     "staunch proxy cannot tell which of several clients {} is for (stdio does \
                      not say which call caused it); run the proxy with --isolate",
                     req.method
                 ),
-            ));
+            )),
         }
-        // The most recent call of that session.
-        let newest = t
-            .live
-            .iter()
-            .max_by_key(|(id, _)| **id)
-            .map(|(_, (c, _))| c);
-        Ok(newest
-            .cloned()
-            .unwrap_or_else(|| unreachable!("live is not empty")))
     }
 
     /// Answers the upstream's own requests by asking the downstream client that caused them.
@@ -168,23 +185,12 @@ impl Calls {
     /// debug).
     pub fn forward_log(&self, params: Option<&Value>) {
         let Some(params) = params else { return };
-        let owner = {
-            let t = self.lock();
-            let mut sessions = t.live.values().map(|(c, _)| c.session_id());
-            match sessions.next() {
-                Some(first) if sessions.all(|s| s == first) => t
-                    .live
-                    .iter()
-                    .max_by_key(|(id, _)| **id)
-                    .map(|(_, (c, _))| c.clone()),
-                _ => None,
-            }
-        };
+        let owner = self.lock().sole_session_call();
         match owner {
-            Some(ctx) => {
+            SoleCall::One(ctx) => {
                 ctx.forward_log(params);
             }
-            None => tracing::debug!(upstream = %self.upstream,
+            SoleCall::None | SoleCall::Several => tracing::debug!(upstream = %self.upstream,
                 "upstream log message with no single downstream session to pass it to"),
         }
     }

@@ -322,9 +322,8 @@ impl Context {
     /// Sends a client-visible log message (`notifications/message`) if the client's level lets
     /// it through (a session's level; a stateless request's own `logLevel` — none without it).
     pub fn log(&self, level: LoggingLevel, data: impl Into<Value>) {
-        match self.shared.peer.log_level() {
-            Some(min) if level >= min => {}
-            _ => return,
+        if !self.logs_at(level) {
+            return;
         }
         let params = LoggingMessageParams {
             level,
@@ -346,11 +345,7 @@ impl Context {
         let level = params
             .get("level")
             .and_then(|l| serde_json::from_value::<LoggingLevel>(l.clone()).ok());
-        match (level, self.shared.peer.log_level()) {
-            (Some(level), Some(min)) if level >= min => {}
-            _ => return false,
-        }
-        if self.shared.token.is_cancelled() {
+        if !level.is_some_and(|l| self.logs_at(l)) || self.shared.token.is_cancelled() {
             return false;
         }
         self.shared.conn.send(Outbound::notification(
@@ -367,12 +362,8 @@ impl Context {
     /// has no session, and gets nothing. Returns whether it was sent. For a proxy telling the
     /// client that work it cancelled went on elsewhere.
     pub fn log_to_session(&self, level: LoggingLevel, logger: &str, data: Value) -> bool {
-        if self.shared.peer.is_stateless() {
+        if self.shared.peer.is_stateless() || !self.logs_at(level) {
             return false;
-        }
-        match self.shared.peer.log_level() {
-            Some(min) if level >= min => {}
-            _ => return false,
         }
         let params = LoggingMessageParams {
             level,
@@ -385,6 +376,12 @@ impl Context {
             notification_bytes(methods::MESSAGE, Some(&params)),
         ));
         true
+    }
+
+    /// Whether the client wants log messages at `level` (a session's level; a stateless
+    /// request's own `logLevel` — none without it).
+    fn logs_at(&self, level: LoggingLevel) -> bool {
+        self.shared.peer.log_level().is_some_and(|min| level >= min)
     }
 
     /// Closes the connection carrying this request's SSE stream, without ending the stream:

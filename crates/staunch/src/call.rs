@@ -135,8 +135,8 @@ impl Target {
     }
 }
 
-/// How `call` and `tools` connect: the protocol asked for, the headers given, and a spawned
-/// server's stderr kept (and shown on failure) or passed through.
+/// How `call`, `tools` and `probe` connect: the protocol asked for, the headers given, and a
+/// spawned server's stderr kept (and shown on failure) or passed through.
 pub fn connect_options(
     protocol: &(EraChoice, Option<String>),
     headers: &[(String, String)],

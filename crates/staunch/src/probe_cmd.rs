@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use clap::Args;
 use serde_json::Value;
-use staunch_client::{ConnectOptions, EraChoice, HttpOptions, StderrMode};
+use staunch_client::{EraChoice, StderrMode};
 
 use crate::call::Target;
 
@@ -111,27 +111,14 @@ pub async fn run(args: ProbeArgs) -> anyhow::Result<i32> {
         Ok(_) => return usage("--args must be a JSON object"),
         Err(e) => return usage(&format!("--args is not JSON: {e}")),
     };
-    let (era, session_version) = args.protocol.clone();
-    let mut opts = ConnectOptions {
-        era,
-        client_name: "staunch-probe".into(),
-        stderr: if args.server_stderr {
-            StderrMode::Inherit
-        } else {
-            StderrMode::Null
-        },
-        init_timeout: Duration::from_secs(20),
-        http: HttpOptions {
-            // Long enough to see a late answer to a cancelled request.
-            linger_after_cancel: Duration::from_secs(5),
-            headers: args.headers.clone(),
-            ..HttpOptions::default()
-        },
-        ..ConnectOptions::default()
-    };
-    if let Some(v) = session_version {
-        opts.protocol_version = v;
+    let mut opts = crate::call::connect_options(&args.protocol, &args.headers, args.server_stderr);
+    opts.client_name = "staunch-probe".into();
+    if !args.server_stderr {
+        opts.stderr = StderrMode::Null;
     }
+    opts.init_timeout = Duration::from_secs(20);
+    // Long enough to see a late answer to a cancelled request.
+    opts.http.linger_after_cancel = Duration::from_secs(5);
     let client = match target.connect(&opts).await {
         Ok(c) => c,
         Err(e) => {

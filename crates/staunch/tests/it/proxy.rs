@@ -282,7 +282,7 @@ async fn python_peer_fails_directly_and_passes_behind_the_proxy() {
         );
     }
     // The late answer is counted per upstream and tool, where operators look.
-    let scrape = http_get(&metrics, "/metrics");
+    let scrape = common::http_get(&metrics, "/metrics").await;
     assert!(
         scrape
             .lines()
@@ -292,20 +292,6 @@ async fn python_peer_fails_directly_and_passes_behind_the_proxy() {
                 && l.contains("kind=\"response\"")),
         "{scrape}"
     );
-}
-
-/// A plain HTTP/1.1 GET over loopback; the whole answer as text.
-fn http_get(addr: &str, path: &str) -> String {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    out
 }
 
 /// The TypeScript SDK 1.32 peer serves a foreign Origin (createMcpExpressApp checks only

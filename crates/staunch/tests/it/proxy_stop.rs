@@ -12,26 +12,13 @@ use serde_json::{Value, json};
 
 use crate::client_support::Peers;
 use crate::common::http::{HttpServer, call};
-use crate::common::{BIN, alive};
+use crate::common::{BIN, alive, http_get};
 
 /// The steps file of `tag`: (steps done, the pid that did them).
 fn steps(dir: &Path, tag: &str) -> Option<(u64, u32)> {
     let text = std::fs::read_to_string(dir.join(tag)).ok()?;
     let (n, pid) = text.trim().split_once(' ')?;
     Some((n.parse().ok()?, pid.parse().ok()?))
-}
-
-/// `GET path` on `addr`: the body.
-async fn http_get(addr: &str, path: &str) -> String {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let head = format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
-    s.write_all(head.as_bytes()).await.unwrap();
-    let mut raw = String::new();
-    s.read_to_string(&mut raw).await.unwrap();
-    raw.split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or(raw)
 }
 
 /// `GET /metrics` on `addr`: the exposition text.

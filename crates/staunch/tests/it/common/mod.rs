@@ -247,6 +247,17 @@ pub fn alive(pid: u32) -> bool {
     }
 }
 
+/// A plain HTTP/1.1 GET over loopback; the whole answer (head and body) as text.
+pub async fn http_get(addr: &str, path: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let head = format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+    s.write_all(head.as_bytes()).await.unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.unwrap();
+    out
+}
+
 pub fn is_response_to(m: &Value, id: &Value) -> bool {
     m.get("method").is_none() && m.get("id") == Some(id)
 }
