@@ -6,7 +6,9 @@
 //! says a cancelled request gets no response) and is kept as a [`LateResponse`] for anyone
 //! who wants the evidence (`staunch probe`).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+use foldhash::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 

@@ -121,7 +121,11 @@ impl SseParser {
         if line[0] == b':' {
             return None; // a comment (keep-alive)
         }
-        let line = String::from_utf8_lossy(line);
+        // `str::from_utf8` checks a valid line far faster than the lossy decoder walks it.
+        let line = match std::str::from_utf8(line) {
+            Ok(s) => std::borrow::Cow::Borrowed(s),
+            Err(_) => String::from_utf8_lossy(line),
+        };
         let (field, value) = match line.find(':') {
             Some(i) => {
                 let v = &line[i + 1..];

@@ -5,9 +5,11 @@
 //! downstream client that caused them, and — once a call is abandoned — names the downstream
 //! request in the `upstream.late` line when the upstream answers or reports progress anyway.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
+
+use foldhash::HashMap;
 
 use serde_json::{Value, json};
 use staunch_client::{Late, ServerRequest, ServerRequestHandler};

@@ -6,11 +6,11 @@
 //! attempts, so a crashing upstream is restarted without being hammered. Calls in flight when
 //! it dies fail with a clear error (see [`crate::forward`]).
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use foldhash::HashMap;
 use staunch_client::{
     Client, ConnectOptions, Era, NotificationHandler, PendingRequest, StderrMode,
 };

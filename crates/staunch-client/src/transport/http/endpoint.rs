@@ -112,7 +112,12 @@ impl HttpEndpoint {
             h.insert(k.clone(), v.clone());
         }
         for (k, v) in headers {
-            let name = HeaderName::try_from(*k).map_err(|e| ClientError::Connect(e.to_string()))?;
+            let name = match MCP_HEADERS.iter().find(|n| n.as_str() == *k) {
+                Some(n) => n.clone(),
+                None => {
+                    HeaderName::try_from(*k).map_err(|e| ClientError::Connect(e.to_string()))?
+                }
+            };
             let value =
                 HeaderValue::try_from(*v).map_err(|e| ClientError::Connect(e.to_string()))?;
             h.insert(name, value);
@@ -130,6 +135,16 @@ impl HttpEndpoint {
         })
     }
 }
+
+/// The MCP headers the transport sends on most requests, built once: parsing a name that is not
+/// one of HTTP's standard headers checks and copies it on every request.
+static MCP_HEADERS: [HeaderName; 5] = [
+    HeaderName::from_static(super::SESSION_HEADER),
+    HeaderName::from_static(super::VERSION_HEADER),
+    HeaderName::from_static(super::METHOD_HEADER),
+    HeaderName::from_static(super::NAME_HEADER),
+    HeaderName::from_static(super::LAST_EVENT_ID),
+];
 
 /// A response whose body has not been read yet.
 #[derive(Debug)]

@@ -17,11 +17,11 @@
 //! [`HttpEndpoint`] is the raw layer (send a POST/GET/DELETE with exact headers, read the
 //! body as text or as SSE events); `staunch probe` uses it to test servers black-box.
 
-use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use foldhash::{HashMap, HashSet};
 use staunch_protocol::mcp::methods;
 use staunch_protocol::{Message, RequestId, parse_message};
 use tokio_util::sync::CancellationToken;
@@ -168,8 +168,8 @@ impl HttpTransport {
                 session: Mutex::new(None),
                 version: Mutex::new(None),
                 stateless: AtomicBool::new(false),
-                inflight: Mutex::new(HashMap::new()),
-                abandoned: Mutex::new(HashSet::new()),
+                inflight: Mutex::default(),
+                abandoned: Mutex::default(),
                 resumes: AtomicU64::new(0),
                 handle: tokio::runtime::Handle::current(),
             }),
