@@ -31,7 +31,7 @@ struct State {
 impl Inbox {
     /// Routes `item` now (or queues it until [`attach`](Self::attach)). `false` when the
     /// client is gone: the transport may stop reading.
-    pub fn deliver(&self, item: Inbound) -> bool {
+    pub(crate) fn deliver(&self, item: Inbound) -> bool {
         let weak = match self.0.client.get() {
             Some(w) => w,
             None => {
@@ -56,7 +56,7 @@ impl Inbox {
     }
 
     /// Connects the inbox to its client, routing what came early first.
-    pub fn attach<R: Route + 'static>(&self, client: &Arc<R>) {
+    pub(crate) fn attach<R: Route + 'static>(&self, client: &Arc<R>) {
         let mut early = self.0.early.lock().unwrap_or_else(|p| p.into_inner());
         for item in early.drain(..) {
             client.clone().route_item(item);

@@ -36,6 +36,9 @@
 //!
 //! Errors are one enum, [`ClientError`].
 
+// Public items are documented, and `pub` means public: what no other crate can reach is
+// `pub(crate)`.
+#![warn(missing_docs, unreachable_pub)]
 #![forbid(unsafe_code)]
 
 mod connect;

@@ -126,7 +126,7 @@ pub(crate) struct Registration {
 impl Router {
     /// A router whose server requests `server_requests` answers and whose other
     /// notifications go to `notifications`.
-    pub fn new(
+    pub(crate) fn new(
         server_requests: Option<crate::ServerRequestHandler>,
         notifications: Option<crate::NotificationHandler>,
     ) -> Self {
@@ -143,7 +143,7 @@ impl Router {
     }
 
     /// Registers a request before it is sent, so an immediate answer or progress is routed.
-    pub fn register(
+    pub(crate) fn register(
         &self,
         id: &RequestId,
         token: Option<&ProgressToken>,
@@ -166,18 +166,18 @@ impl Router {
     }
 
     /// Whether the connection is gone.
-    pub fn is_closed(&self) -> bool {
+    pub(crate) fn is_closed(&self) -> bool {
         self.lock().closed.is_some()
     }
 
     /// Progress for `token` is no longer expected.
-    pub fn forget_progress(&self, token: &ProgressToken) {
+    pub(crate) fn forget_progress(&self, token: &ProgressToken) {
         self.lock().progress.remove(token);
     }
 
     /// Gives up on a request: its answer, if one still comes, is recorded as late.
     /// Returns whether it was still pending.
-    pub fn abandon(&self, id: &RequestId) -> bool {
+    pub(crate) fn abandon(&self, id: &RequestId) -> bool {
         let mut st = self.lock();
         let was_pending = st.pending.remove(id).is_some();
         if was_pending {
@@ -193,7 +193,7 @@ impl Router {
     }
 
     /// A new observer of every inbound message.
-    pub fn tap(&self) -> mpsc::UnboundedReceiver<Observed> {
+    pub(crate) fn tap(&self) -> mpsc::UnboundedReceiver<Observed> {
         let (tx, rx) = mpsc::unbounded_channel();
         self.lock().taps.push(tx);
         rx
@@ -201,19 +201,19 @@ impl Router {
 
     /// Everything late from now on: answers to abandoned requests and progress nobody waits
     /// for, as they arrive.
-    pub fn late_feed(&self) -> mpsc::UnboundedReceiver<Late> {
+    pub(crate) fn late_feed(&self) -> mpsc::UnboundedReceiver<Late> {
         let (tx, rx) = mpsc::unbounded_channel();
         self.lock().late_feeds.push(tx);
         rx
     }
 
     /// The late responses seen so far.
-    pub fn late(&self) -> Vec<LateResponse> {
+    pub(crate) fn late(&self) -> Vec<LateResponse> {
         self.lock().late.iter().cloned().collect()
     }
 
     /// Handles one inbound item; returns what to send back (the answer to a server request).
-    pub fn on_inbound(&self, inbound: Inbound) -> Option<Answer> {
+    pub(crate) fn on_inbound(&self, inbound: Inbound) -> Option<Answer> {
         match inbound {
             Inbound::Message(msg, stream_of) => self.on_message(msg, stream_of),
             Inbound::Failed { id, error } => {
@@ -231,7 +231,7 @@ impl Router {
     }
 
     /// Fails every pending request; later registrations fail at once.
-    pub fn close(&self, why: &str) {
+    pub(crate) fn close(&self, why: &str) {
         let mut st = self.lock();
         if st.closed.is_none() {
             st.closed = Some(why.to_string());

@@ -17,6 +17,8 @@
 //!   (adds, replaces and removes request-shaped tools on the running server; new job tools
 //!   need a restart).
 
+// `pub` means public: what no other crate can reach is `pub(crate)`.
+#![warn(unreachable_pub)]
 pub mod catalog;
 pub mod config;
 pub mod confine;

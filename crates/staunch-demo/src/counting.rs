@@ -64,7 +64,7 @@ impl Steps {
     }
 }
 
-pub fn register(b: ServerBuilder) -> ServerBuilder {
+pub(crate) fn register(b: ServerBuilder) -> ServerBuilder {
     let steps = Steps::default();
     let counted = steps.clone();
     let stubborn = steps.clone();
@@ -170,7 +170,7 @@ struct FloodArgs {
 
 /// `progress_flood {reports}`: reports progress as fast as it can, to show the rate limit:
 /// the wire carries a burst then the configured rate, and the last value exactly.
-pub fn register_flood(b: ServerBuilder) -> ServerBuilder {
+pub(crate) fn register_flood(b: ServerBuilder) -> ServerBuilder {
     b.tool(
         ToolSpec::streaming(
             "progress_flood",

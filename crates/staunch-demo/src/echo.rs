@@ -10,7 +10,7 @@ struct EchoArgs {
     text: String,
 }
 
-pub fn register(b: ServerBuilder) -> ServerBuilder {
+pub(crate) fn register(b: ServerBuilder) -> ServerBuilder {
     b.tool(
         ToolSpec::quick("echo", "Returns the given text unchanged.")
             .annotations(serde_json::json!({"readOnlyHint": true})),

@@ -41,7 +41,7 @@ impl Ledger {
     }
 }
 
-pub fn register(b: ServerBuilder) -> ServerBuilder {
+pub(crate) fn register(b: ServerBuilder) -> ServerBuilder {
     let ledger = Arc::new(Ledger::default());
     let for_status = ledger.clone();
     b.tool(

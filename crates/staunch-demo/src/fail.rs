@@ -21,7 +21,7 @@ struct FailArgs {
     how: How,
 }
 
-pub fn register(b: ServerBuilder) -> ServerBuilder {
+pub(crate) fn register(b: ServerBuilder) -> ServerBuilder {
     b.tool(
         ToolSpec::quick(
             "fail",

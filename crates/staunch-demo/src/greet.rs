@@ -13,7 +13,7 @@ use staunch_server::{CallToolResult, Context, ServerBuilder, ToolError, ToolSpec
 #[derive(Deserialize, JsonSchema)]
 struct NoArgs {}
 
-pub fn register(b: ServerBuilder) -> ServerBuilder {
+pub(crate) fn register(b: ServerBuilder) -> ServerBuilder {
     b.tool(
         ToolSpec::streaming(
             "greet",

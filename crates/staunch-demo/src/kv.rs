@@ -32,7 +32,7 @@ struct GetArgs {
 
 type Store = Arc<Mutex<HashMap<String, String>>>;
 
-pub fn register(b: ServerBuilder) -> ServerBuilder {
+pub(crate) fn register(b: ServerBuilder) -> ServerBuilder {
     let store: Store = Store::default();
     let reader = store.clone();
     b.tool(

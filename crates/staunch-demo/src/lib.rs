@@ -6,6 +6,9 @@
 //! - [`conformance::register`] registers the `conformance` profile: the tools, prompts and
 //!   resources the official MCP conformance suite calls.
 
+// Public items are documented, and `pub` means public: what no other crate can reach is
+// `pub(crate)`.
+#![warn(missing_docs, unreachable_pub)]
 pub mod conformance;
 mod counting;
 mod echo;

@@ -24,7 +24,7 @@ pub const META_KEY: &str = "io.staunch/idempotency-key";
 
 /// Takes the key out of the arguments (so it is not part of the fingerprint) and reconciles it
 /// with one in `_meta`. Two different keys are an error; either alone is fine.
-pub fn take_key(
+pub(crate) fn take_key(
     args: &mut Map<String, Value>,
     meta: Option<&Value>,
 ) -> Result<Option<String>, JobsError> {
@@ -61,7 +61,7 @@ pub fn take_key(
 }
 
 /// A usable key: not blank, at most [`MAX_IDEM_KEY_CHARS`] characters.
-pub fn check_key(key: &str) -> Result<(), JobsError> {
+pub(crate) fn check_key(key: &str) -> Result<(), JobsError> {
     if key.trim().is_empty() {
         return Err(JobsError::InvalidKey("the key is empty".into()));
     }

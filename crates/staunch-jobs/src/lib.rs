@@ -45,6 +45,8 @@
 //! of a side-effecting tool that is still queued or running is joined (in-flight dedupe), for
 //! agents that re-call a tool after a dropped stream.
 
+// `pub` means public: what no other crate can reach is `pub(crate)`.
+#![warn(unreachable_pub)]
 #![forbid(unsafe_code)]
 
 mod call_start;

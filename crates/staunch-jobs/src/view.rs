@@ -42,7 +42,7 @@ pub fn progress_of(job: &JobRecord) -> Option<(f64, Option<f64>, Option<String>)
 }
 
 /// `(code, message)` of a failed job.
-pub fn error_of(job: &JobRecord) -> (String, String) {
+pub(crate) fn error_of(job: &JobRecord) -> (String, String) {
     let stored: Option<Value> = job
         .error_json
         .as_deref()
@@ -187,7 +187,7 @@ pub fn job_view(job: &JobRecord, poll_ms: u64) -> Value {
 }
 
 /// The reply of `start_<tool>`.
-pub fn start_view(job: &JobRecord, existing: bool, poll_ms: u64) -> Value {
+pub(crate) fn start_view(job: &JobRecord, existing: bool, poll_ms: u64) -> Value {
     let mut v = json!({
         "job_id": job.id,
         "status": job.state.as_str(),
@@ -223,7 +223,7 @@ pub fn task_status(job: &JobRecord) -> &'static str {
 }
 
 /// Whether the task is in a terminal status (so `tasks/result` can answer).
-pub fn task_terminal(job: &JobRecord) -> bool {
+pub(crate) fn task_terminal(job: &JobRecord) -> bool {
     task_status(job) != "working"
 }
 
@@ -262,7 +262,7 @@ pub fn task_object(job: &JobRecord, poll_ms: u64) -> Value {
 
 /// The tool result a finished job stands for (for `tasks/result` and a plain `tools/call`).
 /// `None` while it has not finished, and for a cancelled job, which has no result.
-pub fn tool_result(job: &JobRecord) -> Option<CallToolResult> {
+pub(crate) fn tool_result(job: &JobRecord) -> Option<CallToolResult> {
     match job.state {
         JobState::Succeeded => {
             let v = result_value(job).unwrap_or(Value::Null);

@@ -9,6 +9,8 @@
 //! - [`timestamp`]: the `ts` format (RFC 3339, UTC, milliseconds); [`TimestampCache`] writes
 //!   the same text for a busy writer, formatting the date once per second.
 
+// `pub` means public: what no other crate can reach is `pub(crate)`.
+#![warn(unreachable_pub)]
 #![forbid(unsafe_code)]
 
 mod clock;

@@ -9,6 +9,9 @@
 //! trusted roots" is said at start-up, not on the first request. A client for one URL
 //! ([`client_for`]) loads the roots only when that URL is `https://`.
 
+// Public items are documented, and `pub` means public: what no other crate can reach is
+// `pub(crate)`.
+#![warn(missing_docs, unreachable_pub)]
 mod client;
 mod error;
 mod fetch;

@@ -9,6 +9,8 @@
 //! - [`spans`]: the spans, their names and attributes, trace context from `_meta`.
 //! - `http`: the exporter's HTTP client on the server's tokio runtime.
 
+// `pub` means public: what no other crate can reach is `pub(crate)`.
+#![warn(unreachable_pub)]
 #![forbid(unsafe_code)]
 
 mod http;

@@ -17,7 +17,7 @@ use super::status::{new_tag, read_status};
 use super::watch::{Watch, ms, progress_in};
 use super::{Check, Probe, Status};
 
-pub async fn checks(p: &Probe) -> Vec<Check> {
+pub(crate) async fn checks(p: &Probe) -> Vec<Check> {
     const ROUTED: &str = "cancel.routed";
     const NO_RESPONSE: &str = "cancel.no_response";
     let tag = new_tag(p);

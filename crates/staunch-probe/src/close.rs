@@ -44,7 +44,7 @@ fn unknown(why: String, progress_text: &str, progress_after: bool, mut data: Val
     )
 }
 
-pub async fn stream_close(p: &Probe) -> Check {
+pub(crate) async fn stream_close(p: &Probe) -> Check {
     let has_status = p.has_tool(&p.status_tool);
     let tag = new_tag(p);
     let baseline = if has_status {

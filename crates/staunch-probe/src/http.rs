@@ -43,7 +43,7 @@ fn progress_value(data: &str) -> Option<f64> {
         .flatten()
 }
 
-pub async fn resume(p: &Probe) -> Check {
+pub(crate) async fn resume(p: &Probe) -> Check {
     const ID: &str = "http.resume";
     let Some(ep) = p.client.http_endpoint() else {
         return Check::new(ID, Status::Skip, "not HTTP", json!({}));
@@ -254,7 +254,7 @@ pub async fn resume(p: &Probe) -> Check {
 }
 
 /// Session and Origin guards.
-pub async fn guards(p: &Probe) -> Vec<Check> {
+pub(crate) async fn guards(p: &Probe) -> Vec<Check> {
     let Some(ep) = p.client.http_endpoint() else {
         return Vec::new();
     };

@@ -11,6 +11,8 @@
 //! [`ProbeReport`]: one [`Check`] per concern, each PASS, WARN, FAIL or SKIP with its
 //! evidence. The command line (`staunch probe`) parses flags, connects and prints the report.
 
+// `pub` means public: what no other crate can reach is `pub(crate)`.
+#![warn(unreachable_pub)]
 mod cancel;
 mod close;
 mod http;
@@ -46,14 +48,18 @@ struct Probe {
 
 impl Probe {
     /// Arguments for a call of `steps` steps.
-    pub fn arguments(&self, steps: u64) -> Value {
+    pub(crate) fn arguments(&self, steps: u64) -> Value {
         let mut a = self.base.clone();
         a.insert(self.steps_arg.clone(), json!(steps));
         Value::Object(a)
     }
 
     /// Starts a call of the slow tool.
-    pub fn start_call(&self, steps: u64, progress: bool) -> Result<PendingRequest, ClientError> {
+    pub(crate) fn start_call(
+        &self,
+        steps: u64,
+        progress: bool,
+    ) -> Result<PendingRequest, ClientError> {
         self.client.start_request(
             "tools/call",
             Some(json!({"name": self.tool, "arguments": self.arguments(steps)})),
@@ -62,19 +68,19 @@ impl Probe {
     }
 
     /// Steps for a call that runs about `d`, within `[min, max]`.
-    pub fn steps_for(&self, d: Duration, min: u64, max: u64) -> u64 {
+    pub(crate) fn steps_for(&self, d: Duration, min: u64, max: u64) -> u64 {
         let per = self.step.as_secs_f64().max(0.000_5);
         ((d.as_secs_f64() / per).ceil() as u64).clamp(min, max)
     }
 
     /// Steps for a call that would run about a minute: long enough that a server which
     /// ignores the cancel is visibly still working, short enough not to run for ever.
-    pub fn long_steps(&self) -> u64 {
+    pub(crate) fn long_steps(&self) -> u64 {
         self.steps_for(Duration::from_secs(60), 100, 1_000_000)
     }
 
     /// A tool's `execution.taskSupport`.
-    pub fn task_support(&self, name: &str) -> Option<&str> {
+    pub(crate) fn task_support(&self, name: &str) -> Option<&str> {
         self.tools
             .iter()
             .find(|t| t["name"] == name)
@@ -82,12 +88,12 @@ impl Probe {
             .and_then(Value::as_str)
     }
 
-    pub fn has_tool(&self, name: &str) -> bool {
+    pub(crate) fn has_tool(&self, name: &str) -> bool {
         self.tools.iter().any(|t| t["name"] == name)
     }
 
     /// Whether a tool's input schema names `arg`.
-    pub fn takes_arg(&self, tool: &str, arg: &str) -> bool {
+    pub(crate) fn takes_arg(&self, tool: &str, arg: &str) -> bool {
         self.tools
             .iter()
             .find(|t| t["name"] == tool)
@@ -96,13 +102,13 @@ impl Probe {
     }
 
     /// The era the probe speaks to this server.
-    pub fn era(&self) -> Era {
+    pub(crate) fn era(&self) -> Era {
         self.client.era()
     }
 
     /// The cheapest request that proves the loop answers: `ping`, which the stateless era
     /// removed, or `server/discover` there.
-    pub fn ping_method(&self) -> &'static str {
+    pub(crate) fn ping_method(&self) -> &'static str {
         match self.era() {
             Era::Session => "ping",
             Era::Stateless => staunch_client::DISCOVER,
@@ -111,7 +117,7 @@ impl Probe {
 
     /// Whether a cancel closes the request's HTTP stream (2026-07-28 over HTTP) rather than
     /// sending `notifications/cancelled`.
-    pub fn cancels_by_closing(&self) -> bool {
+    pub(crate) fn cancels_by_closing(&self) -> bool {
         self.era() == Era::Stateless && self.client.http_endpoint().is_some()
     }
 }

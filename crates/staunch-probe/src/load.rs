@@ -67,7 +67,7 @@ async fn time(p: &Probe, method: &str) -> Timings {
     t
 }
 
-pub async fn responsiveness(p: &Probe) -> Check {
+pub(crate) async fn responsiveness(p: &Probe) -> Check {
     const ID: &str = "responsiveness";
     let k = p.concurrent;
     let mut w = Watch::new(&p.client);

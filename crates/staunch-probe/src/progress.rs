@@ -14,7 +14,7 @@ const STEPS: u64 = 10;
 /// How long to keep listening after the result for progress that should not come.
 const AFTER: Duration = Duration::from_millis(300);
 
-pub async fn with_token(p: &mut Probe) -> Check {
+pub(crate) async fn with_token(p: &mut Probe) -> Check {
     const ID: &str = "progress.token";
     let mut w = Watch::new(&p.client);
     let pending = match p.start_call(STEPS, true) {
@@ -128,7 +128,7 @@ pub async fn with_token(p: &mut Probe) -> Check {
     )
 }
 
-pub async fn without_token(p: &Probe) -> Check {
+pub(crate) async fn without_token(p: &Probe) -> Check {
     const ID: &str = "progress.no_token";
     const N: u64 = 5;
     let mut w = Watch::new(&p.client);

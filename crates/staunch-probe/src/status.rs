@@ -11,7 +11,7 @@ use staunch_client::CallOptions;
 
 use super::Probe;
 
-pub fn unix_ms() -> u64 {
+pub(crate) fn unix_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
@@ -19,7 +19,7 @@ pub fn unix_ms() -> u64 {
 
 /// A fresh tag when the server has the status tool and the slow tool takes a `tag`, else
 /// `None` (the side effects cannot be read).
-pub fn new_tag(p: &Probe) -> Option<String> {
+pub(crate) fn new_tag(p: &Probe) -> Option<String> {
     (p.has_tool(&p.status_tool) && p.takes_arg(&p.tool, "tag")).then(|| {
         format!(
             "staunch-probe-{}",
@@ -29,7 +29,7 @@ pub fn new_tag(p: &Probe) -> Option<String> {
 }
 
 /// One reading of the status tool: steps done under `tag`, and when the last one ran.
-pub async fn read_status(p: &Probe, tag: Option<&str>) -> Result<(u64, u64), String> {
+pub(crate) async fn read_status(p: &Probe, tag: Option<&str>) -> Result<(u64, u64), String> {
     let opts = CallOptions::default()
         .timeout(Duration::from_secs(5))
         .max_total(Duration::from_secs(5))

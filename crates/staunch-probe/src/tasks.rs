@@ -26,7 +26,7 @@ fn pick_tool(p: &Probe) -> Option<String> {
     ok(&alt).then_some(alt)
 }
 
-pub async fn cancel(p: &Probe) -> Check {
+pub(crate) async fn cancel(p: &Probe) -> Check {
     if p.era() == staunch_client::Era::Stateless {
         return Check::new(
             ID,

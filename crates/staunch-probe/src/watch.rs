@@ -7,13 +7,13 @@ use staunch_client::{Client, Observed};
 use tokio::sync::mpsc;
 use tokio::time::{Instant, timeout_at};
 
-pub struct Watch {
+pub(crate) struct Watch {
     rx: mpsc::UnboundedReceiver<Observed>,
     pub seen: Vec<Observed>,
 }
 
 impl Watch {
-    pub fn new(client: &Client) -> Self {
+    pub(crate) fn new(client: &Client) -> Self {
         Self {
             rx: client.tap(),
             seen: Vec::new(),
@@ -21,7 +21,11 @@ impl Watch {
     }
 
     /// Reads until `pred` holds for a message seen so far, or `deadline`; whether it held.
-    pub async fn until(&mut self, deadline: Instant, pred: impl Fn(&[Observed]) -> bool) -> bool {
+    pub(crate) async fn until(
+        &mut self,
+        deadline: Instant,
+        pred: impl Fn(&[Observed]) -> bool,
+    ) -> bool {
         loop {
             if pred(&self.seen) {
                 return true;
@@ -34,18 +38,18 @@ impl Watch {
     }
 
     /// Reads everything until `deadline`.
-    pub async fn pump_until(&mut self, deadline: Instant) {
+    pub(crate) async fn pump_until(&mut self, deadline: Instant) {
         let _ = self.until(deadline, |_| false).await;
     }
 
     /// `(arrival, progress)` of notifications carrying `token`.
-    pub fn progress_for(&self, token: &ProgressToken) -> Vec<(Instant, f64)> {
+    pub(crate) fn progress_for(&self, token: &ProgressToken) -> Vec<(Instant, f64)> {
         let want = serde_json::to_value(token).unwrap_or(Value::Null);
         progress_in(&self.seen, &want)
     }
 
     /// Every progress notification, whatever its token.
-    pub fn all_progress(&self) -> Vec<Value> {
+    pub(crate) fn all_progress(&self) -> Vec<Value> {
         self.seen
             .iter()
             .filter_map(|o| match &o.msg {
@@ -59,7 +63,7 @@ impl Watch {
 
     /// The `data` of log messages a proxy sent after `since` about request `id` (logger
     /// `staunch.proxy`, `data.requestId`): its upstream went on with the cancelled work.
-    pub fn proxy_reports(&self, since: Instant, id: &Value) -> Vec<Value> {
+    pub(crate) fn proxy_reports(&self, since: Instant, id: &Value) -> Vec<Value> {
         self.seen
             .iter()
             .filter(|o| o.at > since)
@@ -75,7 +79,10 @@ impl Watch {
     }
 
     /// The response to `id`, with its arrival time.
-    pub fn response_for(&self, id: &RequestId) -> Option<(Instant, Result<Value, ErrorObject>)> {
+    pub(crate) fn response_for(
+        &self,
+        id: &RequestId,
+    ) -> Option<(Instant, Result<Value, ErrorObject>)> {
         self.seen.iter().find_map(|o| match &o.msg {
             Message::Response(r) if &r.id == id => Some((o.at, r.outcome.clone())),
             _ => None,
@@ -84,7 +91,7 @@ impl Watch {
 }
 
 /// `(arrival, progress)` of the notifications in `seen` whose token is `want` (as JSON).
-pub fn progress_in(seen: &[Observed], want: &Value) -> Vec<(Instant, f64)> {
+pub(crate) fn progress_in(seen: &[Observed], want: &Value) -> Vec<(Instant, f64)> {
     seen.iter()
         .filter_map(|o| match &o.msg {
             Message::Notification(n) if n.method == "notifications/progress" => {
@@ -98,13 +105,13 @@ pub fn progress_in(seen: &[Observed], want: &Value) -> Vec<(Instant, f64)> {
 }
 
 /// Whether `seen` holds the response to `id`.
-pub fn has_response(seen: &[Observed], id: &RequestId) -> bool {
+pub(crate) fn has_response(seen: &[Observed], id: &RequestId) -> bool {
     seen.iter()
         .any(|o| matches!(&o.msg, Message::Response(r) if &r.id == id))
 }
 
 /// Milliseconds, one decimal, for evidence.
-pub fn ms(d: std::time::Duration) -> String {
+pub(crate) fn ms(d: std::time::Duration) -> String {
     let v = d.as_secs_f64() * 1000.0;
     if v < 10.0 {
         format!("{v:.1} ms")

@@ -11,6 +11,8 @@
 //!   [`version`] negotiation.
 //! - [`stateless`]: the stateless era (2026-07-28): per-request `_meta`, header rules, error codes.
 
+// `pub` means public: what no other crate can reach is `pub(crate)`.
+#![warn(unreachable_pub)]
 #![forbid(unsafe_code)]
 
 pub mod codes;

@@ -24,6 +24,9 @@
 //! - [`Ledger`]: the recent calls whose upstream kept working after their cancel, for the
 //!   live page.
 
+// Public items are documented, and `pub` means public: what no other crate can reach is
+// `pub(crate)`.
+#![warn(missing_docs, unreachable_pub)]
 #![forbid(unsafe_code)]
 
 pub mod child;

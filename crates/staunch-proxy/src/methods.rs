@@ -116,7 +116,7 @@ impl Routes {
 }
 
 /// Adds the resource, prompt and completion methods the upstreams declare.
-pub fn register(mut builder: ServerBuilder, pools: &[Arc<Pool>]) -> ServerBuilder {
+pub(crate) fn register(mut builder: ServerBuilder, pools: &[Arc<Pool>]) -> ServerBuilder {
     let with = |cap: &str| -> Vec<Arc<Pool>> {
         pools
             .iter()

@@ -18,6 +18,8 @@
 //!   a no-op unless enabled.
 //! - [`transport::stdio`]: newline-delimited JSON-RPC on stdin/stdout.
 
+// `pub` means public: what no other crate can reach is `pub(crate)`.
+#![warn(unreachable_pub)]
 #![forbid(unsafe_code)]
 
 mod answer_relay;

@@ -25,7 +25,7 @@ use staunch_lifecycle::{Event, IdRef, TimestampCache, now_ms, write_dropped, wri
 use staunch_protocol::RequestId;
 
 /// How far the writer may fall behind before lines are dropped.
-pub const DEFAULT_BUFFER_BYTES: usize = 4 << 20;
+pub(crate) const DEFAULT_BUFFER_BYTES: usize = 4 << 20;
 
 thread_local! {
     /// Where a request's thread formats its line before appending it (see

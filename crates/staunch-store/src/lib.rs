@@ -19,6 +19,8 @@
 //! Errors are [`StoreError`]. The `testsuite` module (hidden from docs) is the driver test
 //! suite, written once over the traits and run against every backend.
 
+// `pub` means public: what no other crate can reach is `pub(crate)`.
+#![warn(unreachable_pub)]
 #![forbid(unsafe_code)]
 
 use std::sync::Arc;

@@ -29,7 +29,7 @@ pub(crate) enum Transport {
 
 impl Transport {
     /// Sends a frame; never blocks. Failures surface as `Inbound::Failed` / `Closed`.
-    pub fn send(&self, out: Outgoing) {
+    pub(crate) fn send(&self, out: Outgoing) {
         match self {
             Self::Stdio(t) => t.send(out.bytes),
             Self::Http(t) => t.send(out),
@@ -38,7 +38,7 @@ impl Transport {
 
     /// The client gave up on `id`: HTTP stops resuming it and closes its stream after a
     /// short linger (so a late answer can still be seen as evidence).
-    pub fn abandoned(&self, id: &RequestId) {
+    pub(crate) fn abandoned(&self, id: &RequestId) {
         if let Self::Http(t) = self {
             t.abandoned(id);
         }
@@ -47,7 +47,7 @@ impl Transport {
     /// The negotiated version, sent as `MCP-Protocol-Version` on HTTP, and whether the
     /// connection speaks the stateless era (per-request headers, no session, a closed stream
     /// is the cancel).
-    pub fn set_protocol_version(&self, v: Option<&str>, stateless: bool) {
+    pub(crate) fn set_protocol_version(&self, v: Option<&str>, stateless: bool) {
         if let Self::Http(t) = self {
             t.set_protocol_version(v, stateless);
         }
@@ -55,7 +55,7 @@ impl Transport {
 
     /// Whether a cancel goes on the wire as `notifications/cancelled` (everywhere but a
     /// stateless HTTP connection, where closing the request's stream is the cancel).
-    pub fn cancels_by_notification(&self) -> bool {
+    pub(crate) fn cancels_by_notification(&self) -> bool {
         match self {
             Self::Stdio(_) => true,
             Self::Http(t) => !t.is_stateless(),
@@ -63,7 +63,7 @@ impl Transport {
     }
 
     /// Ends the connection: stdin EOF and a bounded wait for the process, or HTTP DELETE.
-    pub async fn close(&self) {
+    pub(crate) async fn close(&self) {
         match self {
             Self::Stdio(t) => t.close().await,
             Self::Http(t) => t.close().await,

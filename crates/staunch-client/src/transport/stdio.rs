@@ -108,7 +108,7 @@ pub(crate) struct StdioTransport {
 
 impl StdioTransport {
     /// Spawns the server.
-    pub fn spawn(
+    pub(crate) fn spawn(
         cmd: &StdioCommand,
         stderr: StderrMode,
         inbound: Inbox,
@@ -149,7 +149,7 @@ impl StdioTransport {
     }
 
     /// Speaks over any pair of byte streams (used by tests with in-memory pipes).
-    pub fn from_io<R, W>(reader: R, writer: W, inbound: Inbox, tail: Option<Tail>) -> Self
+    pub(crate) fn from_io<R, W>(reader: R, writer: W, inbound: Inbox, tail: Option<Tail>) -> Self
     where
         R: AsyncRead + Unpin + Send + 'static,
         W: AsyncWrite + Unpin + Send + 'static,
@@ -163,7 +163,7 @@ impl StdioTransport {
         }
     }
 
-    pub fn send(&self, bytes: Vec<u8>) {
+    pub(crate) fn send(&self, bytes: Vec<u8>) {
         let w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(w) = w.as_ref() {
             let _ = w.send(bytes);
@@ -172,7 +172,7 @@ impl StdioTransport {
 
     /// Shuts the server down the MCP specification's way: closes its stdin (the signal to
     /// finish), waits; then SIGTERM, waits; then SIGKILL. Each wait is bounded.
-    pub async fn close(&self) {
+    pub(crate) async fn close(&self) {
         self.writer.lock().unwrap_or_else(|p| p.into_inner()).take();
         let mut child = self.child.lock().await;
         if let Some(c) = child.as_mut() {

@@ -11,7 +11,7 @@ use super::units::NumOrText;
 
 /// The whole file.
 #[derive(Debug, Deserialize)]
-pub struct RawFile {
+pub(super) struct RawFile {
     /// Format version; only 1 exists.
     pub version: Option<Spanned<i64>>,
     /// `staunch serve`'s settings (the flags that map simply).
@@ -27,7 +27,7 @@ pub struct RawFile {
 /// `[serve]`: flags of `staunch serve`. A flag given on the command line (or in its
 /// environment variable) wins over the file.
 #[derive(Debug, Default, Deserialize)]
-pub struct RawServe {
+pub(super) struct RawServe {
     pub http: Option<Spanned<String>>,
     pub store: Option<Spanned<String>>,
     pub store_schema: Option<Spanned<String>>,
@@ -43,7 +43,7 @@ pub struct RawServe {
 
 /// One `[[tool]]`.
 #[derive(Debug, Deserialize)]
-pub struct RawTool {
+pub(super) struct RawTool {
     pub name: Spanned<String>,
     pub title: Option<Spanned<String>>,
     pub description: Spanned<String>,
@@ -76,7 +76,7 @@ pub struct RawTool {
 
 /// `[tool.env]`: what the command's environment holds (it starts empty).
 #[derive(Debug, Default, Deserialize)]
-pub struct RawEnv {
+pub(super) struct RawEnv {
     /// Variables passed through from staunch's own environment, when set.
     #[serde(default)]
     pub allow: Vec<Spanned<String>>,
@@ -91,7 +91,7 @@ pub struct RawEnv {
 
 /// `[tool.params.NAME]`.
 #[derive(Debug, Deserialize)]
-pub struct RawParam {
+pub(super) struct RawParam {
     #[serde(rename = "type")]
     pub kind: Spanned<String>,
     pub description: Option<Spanned<String>>,

@@ -8,7 +8,7 @@ use serde::Deserialize;
 /// A number or a string with a unit (`"30s"`, `"1MiB"`).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(untagged)]
-pub enum NumOrText {
+pub(super) enum NumOrText {
     Num(i64),
     Text(String),
 }

@@ -32,7 +32,7 @@ use super::units::NumOrText;
 
 /// One `[[upstream]]` as written.
 #[derive(Debug, Deserialize)]
-pub struct RawUpstream {
+pub(super) struct RawUpstream {
     pub name: Spanned<String>,
     pub command: Option<Spanned<Vec<String>>>,
     pub url: Option<Spanned<String>>,
@@ -54,7 +54,7 @@ pub struct RawUpstream {
 
 /// `[upstream.tools.NAME]` as written.
 #[derive(Debug, Deserialize)]
-pub struct RawUpstreamTool {
+pub(super) struct RawUpstreamTool {
     pub shape: Option<Spanned<String>>,
     pub deadline: Option<Spanned<NumOrText>>,
     pub retry_safe: Option<Spanned<bool>>,

@@ -66,7 +66,7 @@ fn accepted(answer: &Value) -> bool {
 }
 
 /// Adds the fixtures; their jobs run on `rt`.
-pub fn register(b: ServerBuilder, rt: &JobRuntime) -> ServerBuilder {
+pub(super) fn register(b: ServerBuilder, rt: &JobRuntime) -> ServerBuilder {
     let b = b.tool(
         ToolSpec::quick("greet", "Greets someone (an ordinary tool, never a task)."),
         |_ctx: Context, a: GreetArgs| async move {

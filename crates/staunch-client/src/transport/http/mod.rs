@@ -159,7 +159,7 @@ pub(crate) struct HttpTransport {
 }
 
 impl HttpTransport {
-    pub fn new(ep: HttpEndpoint, opts: HttpOptions, inbound: Inbox) -> Self {
+    pub(crate) fn new(ep: HttpEndpoint, opts: HttpOptions, inbound: Inbox) -> Self {
         Self {
             shared: Arc::new(Shared {
                 ep,
@@ -176,28 +176,28 @@ impl HttpTransport {
         }
     }
 
-    pub fn endpoint(&self) -> &HttpEndpoint {
+    pub(crate) fn endpoint(&self) -> &HttpEndpoint {
         &self.shared.ep
     }
 
-    pub fn session_id(&self) -> Option<String> {
+    pub(crate) fn session_id(&self) -> Option<String> {
         lock(&self.shared.session).clone()
     }
 
-    pub fn resumes(&self) -> u64 {
+    pub(crate) fn resumes(&self) -> u64 {
         self.shared.resumes.load(Ordering::Relaxed)
     }
 
-    pub fn set_protocol_version(&self, v: Option<&str>, stateless: bool) {
+    pub(crate) fn set_protocol_version(&self, v: Option<&str>, stateless: bool) {
         *lock(&self.shared.version) = v.map(str::to_string);
         self.shared.stateless.store(stateless, Ordering::Relaxed);
     }
 
-    pub fn is_stateless(&self) -> bool {
+    pub(crate) fn is_stateless(&self) -> bool {
         self.shared.stateless.load(Ordering::Relaxed)
     }
 
-    pub fn send(&self, out: Outgoing) {
+    pub(crate) fn send(&self, out: Outgoing) {
         let stop = CancellationToken::new();
         if let Some(id) = &out.request {
             lock(&self.shared.inflight).insert(id.clone(), stop.clone());
@@ -220,7 +220,7 @@ impl HttpTransport {
         });
     }
 
-    pub fn abandoned(&self, id: &RequestId) {
+    pub(crate) fn abandoned(&self, id: &RequestId) {
         if self.is_stateless() {
             // Closing the stream is the cancel: no linger, the server must see it now.
             if let Some(stop) = lock(&self.shared.inflight).remove(id) {
@@ -240,7 +240,7 @@ impl HttpTransport {
         });
     }
 
-    pub async fn close(&self) {
+    pub(crate) async fn close(&self) {
         let stops: Vec<_> = lock(&self.shared.inflight)
             .drain()
             .map(|(_, s)| s)
