@@ -280,7 +280,7 @@ fn follow_store(
     mut cursor: u64,
 ) -> super::session::LiveRx {
     // Bounded: a client that stops reading stops the polling (backpressure), not memory.
-    let (tx, rx) = tokio::sync::mpsc::channel(state.cfg.connection_backlog.max(1));
+    let (tx, rx) = super::live::channel(state.cfg.connection_backlog);
     tokio::spawn(async move {
         let mut wait = std::time::Duration::from_millis(20);
         let mut quiet_since = tokio::time::Instant::now();
@@ -302,7 +302,7 @@ fn follow_store(
                             data: e.payload.into(),
                             last: done,
                         };
-                        if tx.send(item).await.is_err() || done {
+                        if !tx.send(item).await || done {
                             return;
                         }
                     }

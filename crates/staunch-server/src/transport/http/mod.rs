@@ -33,6 +33,7 @@ mod head;
 mod health;
 mod initialize;
 mod json_answer;
+mod live;
 mod lookup;
 mod metrics_listener;
 mod peer_share;

@@ -25,28 +25,15 @@ use std::time::Duration;
 use axum::body::Bytes;
 use staunch_protocol::RequestId;
 use staunch_store::{EventWrite, now_ms};
-use tokio::sync::mpsc;
 
 use super::batch::Batcher;
+use super::live::{self, LiveTx, Refused};
+pub(crate) use super::live::{LiveRx, SseItem};
 use super::stream_id::{new_stream_id, own_stream_number};
 use crate::fast_map::FastMap;
 use crate::outbound::{Outbound, OutboundKind, Sink};
 use crate::server::Server;
 use crate::session::Session;
-
-/// What a live connection receives.
-#[derive(Debug)]
-pub(crate) enum SseItem {
-    /// One message with its sequence number in its stream (its event id is
-    /// `{stream}:{seq}`, written only when it goes out as an event); `last` when it is the
-    /// response that ends its request's stream.
-    Event { seq: u64, data: Bytes, last: bool },
-    /// End this connection (the stream goes on; the client resumes with `Last-Event-ID`).
-    Close,
-}
-
-pub(crate) type LiveTx = mpsc::Sender<SseItem>;
-pub(crate) type LiveRx = mpsc::Receiver<SseItem>;
 
 /// Hands `item` to a live connection; `false` when the connection is gone or is more than its
 /// backlog behind (then it is to be detached: dropping the sender ends it after what is
@@ -54,8 +41,8 @@ pub(crate) type LiveRx = mpsc::Receiver<SseItem>;
 fn offer(live: &LiveTx, item: SseItem, stream_id: &str, batcher: &Batcher) -> bool {
     match live.try_send(item) {
         Ok(()) => true,
-        Err(mpsc::error::TrySendError::Closed(_)) => false,
-        Err(mpsc::error::TrySendError::Full(_)) => {
+        Err(Refused::Closed) => false,
+        Err(Refused::Full) => {
             batcher.connection_cut();
             tracing::warn!(
                 stream = %stream_id,
@@ -340,7 +327,7 @@ impl HttpSession {
             return Err(DuplicateId);
         }
         let stream_id = new_stream_id();
-        let (tx, rx) = mpsc::channel(self.backlog);
+        let (tx, rx) = live::channel(self.backlog);
         let stored = durability == Durability::Stored;
         routes.by_request.insert(req.clone(), stream_id.clone());
         routes
@@ -356,7 +343,7 @@ impl HttpSession {
     /// attached to it (one at a time).
     pub(crate) fn open_standalone(&self) -> Result<(Arc<str>, LiveRx), ()> {
         let mut routes = self.routes();
-        let (tx, rx) = mpsc::channel(self.backlog);
+        let (tx, rx) = live::channel(self.backlog);
         if let Some(id) = routes.standalone.clone() {
             let st = routes.streams.get_mut(&id).ok_or(())?;
             if st.live.as_ref().is_some_and(|l| !l.is_closed()) {
@@ -401,7 +388,7 @@ impl HttpSession {
         // The tail reaches back to the cursor unless older events were dropped from memory.
         let tail_start = st.tail.front().map_or(st.last_seq + 1, |(s, _)| *s);
         let from_store = (after.saturating_add(1) < tail_start).then_some(after);
-        let (tx, rx) = mpsc::channel(self.backlog);
+        let (tx, rx) = live::channel(self.backlog);
         st.live = Some(tx);
         Attach::Local {
             from_store,

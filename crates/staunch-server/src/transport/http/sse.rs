@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures_util::stream;
 use tokio::time::Instant;
@@ -69,15 +69,25 @@ pub(crate) fn body(
             Err(_) => Some((Ok(Bytes::from_static(b": keep-alive\n\n")), st)),
         }
     });
-    (
-        [
-            (header::CONTENT_TYPE, "text/event-stream"),
-            (header::CACHE_CONTROL, "no-cache"),
-            (header::HeaderName::from_static("x-accel-buffering"), "no"),
-        ],
-        Body::from_stream(frames),
-    )
-        .into_response()
+    stream_response(Body::from_stream(frames))
+}
+
+/// An SSE response around `body`. Its three headers go into a map made for three: a map grown
+/// from empty makes room for six, and an in-flight stream holds its response head.
+pub(crate) fn stream_response(body: Body) -> Response {
+    let mut r = Response::new(body);
+    let mut h = HeaderMap::with_capacity(3);
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    h.insert(
+        header::HeaderName::from_static("x-accel-buffering"),
+        HeaderValue::from_static("no"),
+    );
+    *r.headers_mut() = h;
+    r
 }
 
 /// A request's SSE answer: the priming event (the id a dropped client resumes from), `taken`

@@ -61,7 +61,9 @@ const NAME_HEADER: &str = "mcp-name";
 struct StreamSink {
     /// `None` once the client fell the whole backlog behind: nothing more is queued, and the
     /// stream ends after what is.
-    tx: Mutex<Option<mpsc::Sender<Outbound>>>,
+    /// Boxed items, as on a session's live channel (`super::live`): the channel's first block
+    /// is 32 slots, allocated with it, and a request waiting for its handler holds one.
+    tx: Mutex<Option<mpsc::Sender<Box<Outbound>>>>,
     /// The request, to cancel when its client falls behind. Weak: the request's connection
     /// holds this sink, and the response stream owns the request.
     request: OnceLock<Weak<StatelessRequest>>,
@@ -69,7 +71,7 @@ struct StreamSink {
 }
 
 impl StreamSink {
-    fn new(backlog: usize, batcher: Batcher) -> (Self, mpsc::Receiver<Outbound>) {
+    fn new(backlog: usize, batcher: Batcher) -> (Self, mpsc::Receiver<Box<Outbound>>) {
         let (tx, rx) = mpsc::channel(backlog.max(1));
         let sink = Self {
             tx: Mutex::new(Some(tx)),
@@ -103,7 +105,7 @@ impl Sink for StreamSink {
             // Cut off already: the request is being cancelled.
             return;
         };
-        match sender.try_send(msg) {
+        match sender.try_send(Box::new(msg)) {
             // Closed: the response is gone (the client closed it); nothing to deliver to.
             Ok(()) | Err(mpsc::error::TrySendError::Closed(_)) => {}
             Err(mpsc::error::TrySendError::Full(_)) => {
@@ -330,7 +332,7 @@ pub(crate) async fn post(
     // so that keep-alives can notice a client that left.
     let first = tokio::select! {
         m = rx.recv() => match m {
-            Some(m) => m,
+            Some(m) => *m,
             None => {
                 // The request ended without an answer (the server is shutting down).
                 guard.answered = true;
@@ -375,7 +377,7 @@ pub(crate) async fn post(
 
 struct BodyState {
     pending: Option<Outbound>,
-    rx: mpsc::Receiver<Outbound>,
+    rx: mpsc::Receiver<Box<Outbound>>,
     guard: StreamGuard,
     keep_alive: Duration,
     done: bool,
@@ -387,7 +389,7 @@ struct BodyState {
 /// comments while silent.
 fn sse_body(
     first: Option<Outbound>,
-    rx: mpsc::Receiver<Outbound>,
+    rx: mpsc::Receiver<Box<Outbound>>,
     guard: StreamGuard,
     keep_alive: Duration,
     open: crate::metrics::StreamGuard,
@@ -407,7 +409,7 @@ fn sse_body(
         let msg = match st.pending.take() {
             Some(m) => Some(m),
             None => match tokio::time::timeout(st.keep_alive, st.rx.recv()).await {
-                Ok(m) => m,
+                Ok(m) => m.map(|m| *m),
                 Err(_) => {
                     return Some((
                         Ok::<_, Infallible>(Bytes::from_static(b": keep-alive\n\n")),
@@ -423,15 +425,7 @@ fn sse_body(
         }
         Some((Ok(sse::event("", &msg.bytes)), st))
     });
-    (
-        [
-            (header::CONTENT_TYPE, "text/event-stream"),
-            (header::CACHE_CONTROL, "no-cache"),
-            (header::HeaderName::from_static("x-accel-buffering"), "no"),
-        ],
-        Body::from_stream(frames),
-    )
-        .into_response()
+    sse::stream_response(Body::from_stream(frames))
 }
 
 /// Whether `method`'s answer can only be an SSE stream (it never ends with a lone response while
