@@ -38,7 +38,9 @@ pub struct ReloadReport {
 /// shapes), and names to remove.
 #[derive(Debug, Default)]
 pub struct ServedChanges {
+    /// Tools to add, or to replace under their name.
     pub put: Vec<Arc<CommandTool>>,
+    /// Names of tools to take off the list.
     pub remove: Vec<String>,
 }
 

@@ -14,12 +14,16 @@ use std::path::{Component, Path, PathBuf};
 /// Why a rendered path was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum Refused {
+    /// The path is empty.
     #[error("names no file")]
     Empty,
+    /// The path is absolute.
     #[error("is an absolute path")]
     Absolute,
+    /// The path has a `..` component.
     #[error("has a `..` component")]
     Parent,
+    /// The resolved path is outside the root: a symbolic link points out.
     #[error("leads outside it through a symbolic link")]
     Escapes,
     /// The path does not resolve (most often: no such file).

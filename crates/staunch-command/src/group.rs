@@ -29,6 +29,7 @@ pub struct GroupGuard {
 }
 
 impl GroupGuard {
+    /// Guards group `pgid`: dropped while armed, it sends SIGTERM, then SIGKILL after `grace`.
     pub fn new(pgid: u32, grace: Duration) -> Self {
         Self {
             pgid,

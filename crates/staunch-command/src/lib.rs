@@ -17,8 +17,9 @@
 //!   (adds, replaces and removes request-shaped tools on the running server; new job tools
 //!   need a restart).
 
-// `pub` means public: what no other crate can reach is `pub(crate)`.
-#![warn(unreachable_pub)]
+// Public items are documented, and `pub` means public: what no other crate can reach is
+// `pub(crate)`.
+#![warn(missing_docs, unreachable_pub)]
 pub mod catalog;
 pub mod config;
 pub mod confine;

@@ -18,9 +18,11 @@ pub const MAX_LINE: usize = 16 * 1024;
 /// What was kept of standard output.
 #[derive(Debug, Default)]
 pub struct Captured {
+    /// The first `max_stdout` bytes.
     pub bytes: Vec<u8>,
     /// Bytes the command wrote in all.
     pub total: u64,
+    /// The command wrote more than the limit: `bytes` is not all of it.
     pub truncated: bool,
 }
 
@@ -64,6 +66,7 @@ pub struct Tail {
 }
 
 impl Tail {
+    /// Keeps the last `cap` bytes.
     pub fn new(cap: u64) -> Self {
         Self {
             buf: Vec::new(),

@@ -16,9 +16,13 @@ pub const DEFAULT_MAX_ITEMS: usize = 1024;
 /// A parameter's type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
+    /// A string (`type = "string"`).
     String,
+    /// An integer (`type = "integer"`).
     Integer,
+    /// A number (`type = "number"`).
     Number,
+    /// A boolean (`type = "boolean"`).
     Boolean,
     /// An array of strings: as a whole argv element, each item becomes one element.
     StringArray,
@@ -61,15 +65,26 @@ impl Kind {
 /// One typed parameter.
 #[derive(Debug, Clone)]
 pub struct Param {
+    /// The argument's name: a key of the call's `arguments`, and a `{name}` placeholder.
     pub name: String,
+    /// The type the argument must have (`type`).
     pub kind: Kind,
+    /// Shown to clients in the input schema.
     pub description: Option<String>,
+    /// A call must give it (default: true unless it has a default).
     pub required: bool,
+    /// Used when a call leaves it out or passes null.
     pub default: Option<Value>,
+    /// The only values accepted (`enum`).
     pub choices: Option<Vec<Value>>,
+    /// The smallest number accepted.
     pub minimum: Option<f64>,
+    /// The largest number accepted.
     pub maximum: Option<f64>,
+    /// Longest string accepted, in characters; for an array, of each item (default
+    /// [`DEFAULT_MAX_STRING`]).
     pub max_length: usize,
+    /// Most items of an array accepted (default [`DEFAULT_MAX_ITEMS`]).
     pub max_items: usize,
     /// For booleans: what `{name}` becomes when true.
     pub flag: Option<String>,
@@ -78,6 +93,7 @@ pub struct Param {
 /// A tool's input declaration.
 #[derive(Debug, Clone)]
 pub enum Params {
+    /// Typed parameters, one `[tool.params.NAME]` table each.
     Typed(Vec<Param>),
     /// A JSON Schema as written.
     Schema(Value),

@@ -17,9 +17,12 @@ pub const PREFIX: &str = "staunch-progress: ";
 /// One progress report.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct Report {
+    /// Work done so far; should increase from one report to the next.
     pub progress: f64,
+    /// Work in all, when known.
     #[serde(default)]
     pub total: Option<f64>,
+    /// A short line saying what is happening.
     #[serde(default)]
     pub message: Option<String>,
 }
@@ -27,9 +30,11 @@ pub struct Report {
 /// What a stderr line is.
 #[derive(Debug, PartialEq)]
 pub enum Line {
+    /// A well-formed report.
     Progress(Report),
     /// A line with the prefix that does not parse: kept in the tail so the author sees it.
     Malformed,
+    /// An ordinary stderr line.
     Other,
 }
 

@@ -18,12 +18,14 @@ use crate::verdict::{self, Verdict};
 /// A tool ready to run.
 #[derive(Debug)]
 pub struct Runner {
+    /// The tool's definition.
     pub tool: Arc<CommandTool>,
     /// Calls of this tool running at once.
     pub permits: Arc<Semaphore>,
 }
 
 impl Runner {
+    /// A runner that lets `tool.concurrency` calls run at once.
     pub fn new(tool: Arc<CommandTool>) -> Self {
         let permits = Arc::new(Semaphore::new(tool.concurrency));
         Self { tool, permits }

@@ -20,8 +20,11 @@ use tokio::process::{Child, Command};
 /// Everything needed to start one command.
 #[derive(Debug, Clone)]
 pub struct Spawn {
+    /// Absolute path of the program.
     pub program: PathBuf,
+    /// Its arguments, after the program name.
     pub args: Vec<OsString>,
+    /// Working directory.
     pub cwd: PathBuf,
     /// The whole environment (nothing else is inherited).
     pub env: Vec<(OsString, OsString)>,

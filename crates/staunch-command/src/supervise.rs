@@ -33,24 +33,35 @@ pub enum EndedBy {
     /// It exited by itself.
     Exited,
     /// The call was cancelled (or its deadline passed); `killed` if it needed SIGKILL.
-    Cancelled { killed: bool },
+    Cancelled {
+        /// It needed SIGKILL after the grace.
+        killed: bool,
+    },
     /// Its standard output passed the limit with `stdout_overflow = "fail"`.
-    OutputLimit { killed: bool },
+    OutputLimit {
+        /// It needed SIGKILL after the grace.
+        killed: bool,
+    },
 }
 
 /// How a command ended, with its output.
 #[derive(Debug)]
 pub struct Finished {
+    /// Process id of the command, also its process group id.
     pub pid: u32,
     /// Exit code, when it exited.
     pub code: Option<i32>,
     /// The signal that ended it, when one did.
     pub signal: Option<i32>,
+    /// Why it ended.
     pub ended_by: EndedBy,
+    /// What was kept of standard output.
     pub stdout: Captured,
+    /// The end of standard error, without progress lines.
     pub stderr_tail: String,
     /// Stderr lines that were progress reports.
     pub progress_lines: u64,
+    /// Time from the start to the end.
     pub elapsed: Duration,
 }
 

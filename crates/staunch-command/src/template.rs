@@ -26,7 +26,9 @@ use serde_json::{Map, Value};
 /// One piece of a template.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Piece {
+    /// Literal text (`{{` and `}}` already read as braces).
     Text(String),
+    /// A `{name}` placeholder: the argument's name.
     Arg(String),
 }
 

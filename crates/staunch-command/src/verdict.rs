@@ -16,8 +16,11 @@ use crate::supervise::{EndedBy, Finished};
 pub enum Verdict {
     /// Success: text for the model, structured content when the result is JSON.
     Done {
+        /// What the model reads.
         text: String,
+        /// The result as JSON: the command's object, or what stdout or the file held.
         value: Value,
+        /// `value` is the tool's structured content (`result = "json"`).
         structured: bool,
     },
     /// A failure, described for the model.

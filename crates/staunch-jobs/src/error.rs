@@ -43,6 +43,7 @@ pub enum JobsError {
         for_job(.existing_job_id)
     )]
     KeyReused {
+        /// The key as the caller gave it.
         key: String,
         /// Empty when the caller may not learn it (a key shared by unauthenticated clients).
         existing_job_id: String,
@@ -50,7 +51,10 @@ pub enum JobsError {
     /// The caller's owner scope has this many jobs queued or running already; nothing was
     /// recorded.
     #[error("too many jobs: this caller already has {limit} jobs queued or running (the limit)")]
-    TooManyActive { limit: u64 },
+    TooManyActive {
+        /// The limit (`max_active_per_owner`).
+        limit: u64,
+    },
     /// The runtime is shutting down and takes no new jobs.
     #[error("the job runtime is shutting down")]
     ShuttingDown,

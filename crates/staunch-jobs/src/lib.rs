@@ -45,8 +45,9 @@
 //! of a side-effecting tool that is still queued or running is joined (in-flight dedupe), for
 //! agents that re-call a tool after a dropped stream.
 
-// `pub` means public: what no other crate can reach is `pub(crate)`.
-#![warn(unreachable_pub)]
+// Public items are documented, and `pub` means public: what no other crate can reach is
+// `pub(crate)`.
+#![warn(missing_docs, unreachable_pub)]
 #![forbid(unsafe_code)]
 
 mod call_start;

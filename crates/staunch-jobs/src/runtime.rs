@@ -32,9 +32,11 @@ use crate::state::{Inner, Waited, lock};
 /// A request to start a job.
 #[derive(Debug, Clone)]
 pub struct Submit {
+    /// Name of the job tool to run.
     pub tool: String,
     /// The arguments as a JSON object (without any idempotency key).
     pub args: Value,
+    /// The caller's idempotency key, if it gave one.
     pub idempotency_key: Option<String>,
     /// The owner scope's key ([`OwnerScope::key`]): the principal, a session's scope, or ""
     /// for whoever holds the job's id. Idempotency keys and in-flight dedupe are scoped by it.

@@ -9,8 +9,9 @@
 //! - [`timestamp`]: the `ts` format (RFC 3339, UTC, milliseconds); [`TimestampCache`] writes
 //!   the same text for a busy writer, formatting the date once per second.
 
-// `pub` means public: what no other crate can reach is `pub(crate)`.
-#![warn(unreachable_pub)]
+// Public items are documented, and `pub` means public: what no other crate can reach is
+// `pub(crate)`.
+#![warn(missing_docs, unreachable_pub)]
 #![forbid(unsafe_code)]
 
 mod clock;

@@ -109,9 +109,14 @@ pub fn format_ts(ms: Millis) -> String {
 /// A parsed line of a known event.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Line {
+    /// When it happened (`ts`).
     pub ts: Millis,
+    /// The key request ids are unique within: `stdio`, an HTTP session's hash, or a stateless
+    /// request's own key (`session`, or `session_id`).
     pub session: String,
+    /// The JSON-RPC id exactly as the client sent it.
     pub request_id: RequestId,
+    /// The event and its own fields.
     pub event: Event<'static>,
 }
 
@@ -122,10 +127,18 @@ pub enum Parsed {
     Known(Line),
     /// A JSON object with an event the audit does not know (e.g. `job.*`). Its timestamp, if
     /// readable, still counts towards "the last timestamp in the log".
-    Ignored { ts: Option<Millis> },
+    Ignored {
+        /// When it happened, if `ts` is readable.
+        ts: Option<Millis>,
+    },
     /// `log.dropped`: the writer lost `count` lines under pressure, so the log is incomplete
     /// (a request may lack its end, or its start).
-    Dropped { ts: Option<Millis>, count: u64 },
+    Dropped {
+        /// When it happened, if `ts` is readable.
+        ts: Option<Millis>,
+        /// Lines lost.
+        count: u64,
+    },
 }
 
 /// Parse one line (without its newline). `Ok(None)` for a blank line; `Err(reason)` for a

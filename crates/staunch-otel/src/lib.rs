@@ -9,8 +9,9 @@
 //! - [`spans`]: the spans, their names and attributes, trace context from `_meta`.
 //! - `http`: the exporter's HTTP client on the server's tokio runtime.
 
-// `pub` means public: what no other crate can reach is `pub(crate)`.
-#![warn(unreachable_pub)]
+// Public items are documented, and `pub` means public: what no other crate can reach is
+// `pub(crate)`.
+#![warn(missing_docs, unreachable_pub)]
 #![forbid(unsafe_code)]
 
 mod http;
@@ -33,8 +34,15 @@ pub const DEFAULT_SERVICE_NAME: &str = "staunch";
 /// Why traces could not be started.
 #[derive(Debug, thiserror::Error)]
 pub enum OtelError {
+    /// The endpoint is not a URL traces can be sent to.
     #[error("invalid OTLP endpoint {endpoint:?}: {why}")]
-    Endpoint { endpoint: String, why: String },
+    Endpoint {
+        /// The endpoint as given.
+        endpoint: String,
+        /// What is wrong with it.
+        why: String,
+    },
+    /// The OpenTelemetry SDK refused to build the exporter.
     #[error("the OTLP exporter could not be built: {0}")]
     Exporter(String),
 }

@@ -31,20 +31,35 @@ use staunch_server::trace::{
 /// Attribute keys. `mcp.*`, `jsonrpc.*` and `gen_ai.tool.name` follow the OpenTelemetry MCP
 /// semantic conventions; the rest are staunch's own.
 pub mod attr {
+    /// The JSON-RPC method (`tools/call`, …).
     pub const METHOD: &str = "mcp.method.name";
+    /// The tool called, for `tools/call`.
     pub const TOOL: &str = "gen_ai.tool.name";
+    /// The JSON-RPC request id, as text.
     pub const REQUEST_ID: &str = "jsonrpc.request.id";
+    /// The MCP protocol version of the request, when known.
     pub const PROTOCOL_VERSION: &str = "mcp.protocol.version";
+    /// The session as the lifecycle log names it (a hash: the session id is a credential).
     pub const SESSION_HASH: &str = "staunch.session.hash";
+    /// `2025` (session era) or `2026` (stateless era).
     pub const ERA: &str = "staunch.era";
+    /// How the request ended, as the lifecycle log names it (`ok`, `error`, `cancelled`, …).
     pub const OUTCOME: &str = "staunch.outcome";
+    /// Why a `rejected` request was refused (`busy`, `duplicate_id`).
     pub const REJECTED_WHY: &str = "staunch.rejected.why";
+    /// The panic message, for `panic`.
     pub const PANIC: &str = "staunch.panic";
+    /// On the `cancelled` event: the cancel's reason, when it gave one.
     pub const CANCEL_REASON: &str = "reason";
+    /// The job's id.
     pub const JOB_ID: &str = "staunch.job.id";
+    /// The job's tool.
     pub const JOB_TOOL: &str = "staunch.job.tool";
+    /// The attempt's number: 1 for the first run.
     pub const JOB_ATTEMPT: &str = "staunch.job.attempt";
+    /// What the attempt left the job in: `succeeded`, `failed`, `cancelled`, `lease_lost`, …
     pub const JOB_STATE: &str = "staunch.job.state";
+    /// Why a `failed` attempt failed: `error`, `max_runtime` or `panic`.
     pub const JOB_REASON: &str = "staunch.job.reason";
 }
 

@@ -11,8 +11,9 @@
 //! [`ProbeReport`]: one [`Check`] per concern, each PASS, WARN, FAIL or SKIP with its
 //! evidence. The command line (`staunch probe`) parses flags, connects and prints the report.
 
-// `pub` means public: what no other crate can reach is `pub(crate)`.
-#![warn(unreachable_pub)]
+// Public items are documented, and `pub` means public: what no other crate can reach is
+// `pub(crate)`.
+#![warn(missing_docs, unreachable_pub)]
 mod cancel;
 mod close;
 mod http;

@@ -43,6 +43,7 @@ pub struct Check {
 }
 
 impl Check {
+    /// A check with its id, verdict, evidence sentence and raw figures.
     pub fn new(id: &'static str, status: Status, evidence: impl Into<String>, data: Value) -> Self {
         Self {
             id,
@@ -56,24 +57,36 @@ impl Check {
 /// Counts per verdict.
 #[derive(Debug, Default, Serialize)]
 pub struct Summary {
+    /// Checks that passed.
     pub pass: usize,
+    /// Checks that warned.
     pub warn: usize,
+    /// Checks that failed.
     pub fail: usize,
+    /// Checks that were skipped.
     pub skip: usize,
 }
 
 /// The whole run.
 #[derive(Debug, Serialize)]
 pub struct ProbeReport {
+    /// The server probed: its URL or command line.
     pub target: String,
+    /// `Streamable HTTP` or `stdio`.
     pub transport: &'static str,
+    /// What the server said of itself: name, version, protocol version, capabilities, era; null
+    /// until connected.
     pub server: Value,
+    /// The checks, in the order run.
     pub checks: Vec<Check>,
+    /// Counts per verdict.
     pub summary: Summary,
+    /// How long the run took, in milliseconds.
     pub duration_ms: u64,
 }
 
 impl ProbeReport {
+    /// An empty report on `target` over `transport`.
     pub fn new(target: String, transport: &'static str) -> Self {
         Self {
             target,
@@ -85,6 +98,7 @@ impl ProbeReport {
         }
     }
 
+    /// Adds a check and counts its verdict.
     pub fn push(&mut self, c: Check) {
         match c.status {
             Status::Pass => self.summary.pass += 1,
@@ -95,10 +109,12 @@ impl ProbeReport {
         self.checks.push(c);
     }
 
+    /// Whether any check failed.
     pub fn failed(&self) -> bool {
         self.summary.fail > 0
     }
 
+    /// The report as a table for people: the server, one row per check, then the counts.
     pub fn render_table(&self) -> String {
         let mut out = format!("staunch probe: {} ({})\n", self.target, self.transport);
         if let Some(name) = self.server["name"].as_str() {

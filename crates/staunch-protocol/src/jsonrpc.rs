@@ -184,6 +184,7 @@ pub fn method_label(method: &str) -> &str {
     if plain { method } else { "_OTHER" }
 }
 
+/// Reads one frame (one JSON value) as a JSON-RPC message; batches and scalars are refused.
 pub fn parse_message(frame: &[u8]) -> Result<Message, FrameError> {
     match crate::frame::read(frame).map_err(|e| FrameError::Parse(e.to_string()))? {
         Frame::Object(env) => classify(env),

@@ -11,8 +11,9 @@
 //!   [`version`] negotiation.
 //! - [`stateless`]: the stateless era (2026-07-28): per-request `_meta`, header rules, error codes.
 
-// `pub` means public: what no other crate can reach is `pub(crate)`.
-#![warn(unreachable_pub)]
+// Public items are documented, and `pub` means public: what no other crate can reach is
+// `pub(crate)`.
+#![warn(missing_docs, unreachable_pub)]
 #![forbid(unsafe_code)]
 
 pub mod codes;

@@ -10,15 +10,25 @@ use crate::RequestId;
 
 /// Method names.
 pub mod methods {
+    /// Request: the session era's handshake (2025 revisions).
     pub const INITIALIZE: &str = "initialize";
+    /// Notification: the client finished initializing.
     pub const INITIALIZED: &str = "notifications/initialized";
+    /// Request: a liveness check, answered with an empty result.
     pub const PING: &str = "ping";
+    /// Request: the tools the server offers.
     pub const TOOLS_LIST: &str = "tools/list";
+    /// Request: calls a tool.
     pub const TOOLS_CALL: &str = "tools/call";
+    /// Request: sets the least severe level of log message the client wants.
     pub const LOGGING_SET_LEVEL: &str = "logging/setLevel";
+    /// Notification: a request was cancelled.
     pub const CANCELLED: &str = "notifications/cancelled";
+    /// Notification: progress of a request that carried a `progressToken`.
     pub const PROGRESS: &str = "notifications/progress";
+    /// Notification: a log message.
     pub const MESSAGE: &str = "notifications/message";
+    /// Request: the stateless era's (2026-07-28) discovery of versions, capabilities and identity.
     pub const SERVER_DISCOVER: &str = "server/discover";
 }
 

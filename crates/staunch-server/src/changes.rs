@@ -22,9 +22,11 @@ pub enum Change {
     /// A task of the tasks extension changed: its id and its full `DetailedTask`, the params
     /// of `notifications/tasks`.
     Task {
+        /// The task's id.
         id: String,
         /// Its owner key ([`crate::owner_key`]): only a listener with the same key hears it.
         owner: String,
+        /// The task's `DetailedTask`.
         detail: serde_json::Value,
     },
 }

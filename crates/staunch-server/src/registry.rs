@@ -76,10 +76,13 @@ const SHARDS: usize = 16;
 pub struct InFlight {
     /// The connection: a session id, or `req-…` for a stateless request.
     pub connection: String,
+    /// The JSON-RPC id: a number, or a string in quotes.
     pub request_id: String,
     /// The tool called, or the method.
     pub what: String,
+    /// Time since the request started.
     pub elapsed: Duration,
+    /// The cancel it received, if any.
     pub cancel: Option<InFlightCancel>,
     /// Cancelled (not by its own deadline) and still running after the cancel grace period.
     pub orphaned: bool,

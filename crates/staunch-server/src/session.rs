@@ -84,14 +84,14 @@ impl Session {
         &self.inner.conn.label
     }
 
-    /// The principal the session is bound to (the one that created it, when the transport
-    /// authenticates); `None` without auth.
     /// What the session's requests and its place among sessions count against: its
     /// principal, else the address that opened it ([`crate::fair`]).
     pub(crate) fn peer_key(&self) -> Option<&crate::fair::PeerKey> {
         self.inner.conn.peer.as_ref()
     }
 
+    /// The principal the session is bound to (the one that created it, when the transport
+    /// authenticates); `None` without auth.
     pub fn principal(&self) -> Option<&str> {
         self.inner.conn.principal.as_deref()
     }

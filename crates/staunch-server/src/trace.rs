@@ -36,10 +36,12 @@ pub struct RequestStart<'a> {
     pub method: &'a str,
     /// The tool, for `tools/call`.
     pub tool: Option<&'a str>,
+    /// The JSON-RPC id as the client sent it.
     pub request_id: &'a RequestId,
     /// A short hash of the HTTP session's id ([`crate::session_hash`]); never the id itself
     /// (a credential). `None` for stdio and stateless requests.
     pub session_hash: Option<&'a str>,
+    /// Which protocol era the request belongs to.
     pub era: Era,
     /// The negotiated (2025) or declared (2026-07-28) protocol version.
     pub protocol_version: Option<&'a str>,
@@ -64,6 +66,7 @@ pub struct RequestEnd<'a> {
 /// A cancel as a span event: when it arrived and why.
 #[derive(Debug, Clone, Copy)]
 pub struct CancelSeen<'a> {
+    /// When the cancel arrived.
     pub at: SystemTime,
     /// The client's reason, `stream closed`, `session deleted`, `server shutdown`, `deadline`…
     pub reason: Option<&'a str>,
@@ -81,8 +84,11 @@ pub trait RequestSpan: Send + Sync {
 /// What is known when a job attempt starts.
 #[derive(Debug)]
 pub struct JobAttempt<'a> {
+    /// The job's id.
     pub job_id: &'a str,
+    /// The job's tool.
     pub tool: &'a str,
+    /// The attempt's number: 1 for the first run.
     pub attempt: u32,
     /// The `traceparent` of the request span that started the job, as recorded with it.
     pub link: Option<&'a str>,
@@ -122,6 +128,7 @@ impl Traces {
         }
     }
 
+    /// Whether a tracer makes spans.
     pub fn enabled(&self) -> bool {
         self.tracer.is_some()
     }

@@ -10,7 +10,12 @@
 pub enum StoreError {
     /// The `--store` value could not be understood.
     #[error("invalid store spec {spec:?}: {reason}")]
-    InvalidSpec { spec: String, reason: String },
+    InvalidSpec {
+        /// The value as given.
+        spec: String,
+        /// What is wrong with it.
+        reason: String,
+    },
 
     /// The caller passed something the store refuses (an over-long idempotency key, a bad cursor).
     #[error("invalid input: {0}")]
@@ -18,7 +23,12 @@ pub enum StoreError {
 
     /// A record with this id exists already (session or stream ids are chosen by the caller).
     #[error("{what} {id:?} already exists")]
-    AlreadyExists { what: &'static str, id: String },
+    AlreadyExists {
+        /// What kind of record: `session` or `stream`.
+        what: &'static str,
+        /// The id that is taken.
+        id: String,
+    },
 
     /// The stream does not exist *for this session* (it may exist for another one: we do not say).
     #[error("unknown stream {0:?}")]
@@ -44,15 +54,19 @@ pub enum StoreError {
     #[error("the SQLite worker thread is gone")]
     WorkerGone,
 
+    /// SQLite reported an error.
     #[error("sqlite: {0}")]
     Sqlite(#[from] rusqlite::Error),
 
+    /// PostgreSQL reported an error, or its connection failed.
     #[error("postgres: {0}")]
     Postgres(#[from] tokio_postgres::Error),
 
+    /// Getting a connection from the PostgreSQL pool failed.
     #[error("postgres pool: {0}")]
     Pool(#[from] deadpool_postgres::PoolError),
 
+    /// The PostgreSQL connection pool could not be built.
     #[error("postgres pool setup: {0}")]
     PoolBuild(#[from] deadpool_postgres::BuildError),
 }

@@ -13,11 +13,13 @@ use crate::StoreError;
 /// One stored SSE message.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StoredEvent {
+    /// The stream the event belongs to.
     pub stream_id: String,
     /// Per-stream sequence number, from 1, gap-free until retention removes a prefix.
     pub seq: u64,
     /// The JSON-RPC message exactly as it was appended.
     pub payload: String,
+    /// When the event was appended.
     pub created_ms: i64,
 }
 
@@ -28,7 +30,10 @@ pub enum Replay {
     Events(Vec<StoredEvent>),
     /// Some events after the cursor were already purged. Replaying what is left would hide a gap,
     /// so the caller must tell the client instead (an error or a fresh stream).
-    Gone { oldest_retained: u64 },
+    Gone {
+        /// Sequence number of the oldest event still stored.
+        oldest_retained: u64,
+    },
     /// No such stream in this session (including: it exists but belongs to another session).
     UnknownStream,
 }
@@ -38,18 +43,25 @@ pub enum Replay {
 pub enum EventWrite {
     /// [`EventStore::create_stream`].
     Create {
+        /// The session the stream belongs to.
         session_id: String,
+        /// The new stream's id.
         stream_id: String,
     },
     /// [`EventStore::append`].
     Append {
+        /// The session the stream belongs to.
         session_id: String,
+        /// The stream appended to.
         stream_id: String,
+        /// The JSON-RPC message, as JSON text.
         payload: String,
     },
     /// [`EventStore::mark_closed`].
     Close {
+        /// The session the stream belongs to.
         session_id: String,
+        /// The stream to close.
         stream_id: String,
     },
 }

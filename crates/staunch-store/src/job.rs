@@ -36,14 +36,20 @@ pub const REASON_CANCELLED: &str = "cancelled";
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum JobState {
+    /// Waiting to be claimed.
     Queued,
+    /// Claimed: a worker holds its lease.
     Running,
+    /// Finished with a result.
     Succeeded,
+    /// Ended with an error; `error_reason` says why.
     Failed,
+    /// Cancelled: before it started, by its worker, or by the reaper after a cancel request.
     Cancelled,
 }
 
 impl JobState {
+    /// The stored name: `queued`, `running`, `succeeded`, `failed` or `cancelled`.
     pub fn as_str(self) -> &'static str {
         match self {
             JobState::Queued => "queued",
@@ -54,6 +60,7 @@ impl JobState {
         }
     }
 
+    /// Reads a name written by [`JobState::as_str`]; an unknown one is [`StoreError::Corrupt`].
     pub fn parse(s: &str) -> Result<JobState, StoreError> {
         Ok(match s {
             "queued" => JobState::Queued,
@@ -91,37 +98,54 @@ pub struct JobRecord {
     /// The HTTP session that started it, as the lifecycle log names it (a hash: the session id
     /// is a credential). Rows written before staunch recorded the hash hold the raw id.
     pub session_id: Option<String>,
+    /// Name of the tool the job runs.
     pub tool: String,
+    /// The tool's arguments, as JSON text.
     pub args_json: String,
     /// Hash of the canonical arguments, computed by the caller; compared on key reuse.
     pub args_fingerprint: String,
     /// Cleared once `idem_expires_ms` has passed, so the key can start a new job.
     pub idem_key: Option<String>,
+    /// When `idem_key` stops being honoured; None for a job created without a key.
     pub idem_expires_ms: Option<i64>,
+    /// Where the job is now; the module docs show the transitions.
     pub state: JobState,
     /// Set when a cancel was asked for while running; a flag, not a state.
     pub cancel_requested_ms: Option<i64>,
+    /// What asked for the cancel, as free text (e.g. `tasks/cancel (session …)`).
     pub cancel_requested_by: Option<String>,
     /// How many times the job was claimed.
     pub attempt: u32,
+    /// Claims allowed in all; a lost lease re-queues a retry-safe job only while `attempt` is
+    /// below this.
     pub max_attempts: u32,
     /// May the job run again after its worker vanished? Side-effecting tools say no.
     pub retry_safe: bool,
+    /// Owner id ([`owner_id`]) of the latest claim; None until claimed and after a re-queue.
     pub lease_owner: Option<String>,
     /// Fencing token: +1 on every claim; worker writes must present the current one.
     pub lease_token: u64,
+    /// When the current lease runs out unless a heartbeat extends it; None when not running.
     pub lease_expires_ms: Option<i64>,
+    /// Time of the latest claim or heartbeat; None until claimed.
     pub heartbeat_ms: Option<i64>,
     /// Latest progress, `{"progress":…,"total":…,"message":…}`.
     pub progress_json: Option<String>,
+    /// The latest checkpoint the worker saved (JSON), which a re-run attempt resumes from.
     pub checkpoint_json: Option<String>,
+    /// The tool's result (JSON) once `succeeded`.
     pub result_json: Option<String>,
+    /// `{"code":…,"message":…}` once `failed`.
     pub error_json: Option<String>,
     /// Machine-readable cause of `failed`/`cancelled`: `lease_lost`, `panic`, `cancelled`, …
     pub error_reason: Option<String>,
+    /// When the job was created.
     pub created_ms: i64,
+    /// When it was first claimed; None until then.
     pub started_ms: Option<i64>,
+    /// When it reached a terminal state; None before.
     pub finished_ms: Option<i64>,
+    /// When the row last changed.
     pub updated_ms: i64,
     /// How long the row is kept after it reaches a terminal state.
     pub ttl_ms: i64,
@@ -136,17 +160,23 @@ pub struct JobRecord {
 /// What [`JobStore::create`] needs. Build it with [`NewJob::new`] and adjust the fields.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewJob {
+    /// The caller the job belongs to ([`JobRecord::principal`]).
     pub principal: String,
     /// As [`JobRecord::session_id`]: the log's hash of the session, never the id.
     pub session_id: Option<String>,
+    /// Name of the tool to run.
     pub tool: String,
+    /// The tool's arguments, as JSON text.
     pub args_json: String,
+    /// Hash of the canonical arguments, compared when the idempotency key is reused.
     pub args_fingerprint: String,
     /// At most [`MAX_IDEM_KEY_CHARS`] characters.
     pub idem_key: Option<String>,
     /// How long the key is honoured from `now_ms` (default [`DEFAULT_IDEM_TTL_MS`]).
     pub idem_ttl_ms: i64,
+    /// Claims allowed in all, at least 1 (default 1).
     pub max_attempts: u32,
+    /// May the job run again after its worker vanished? (default false).
     pub retry_safe: bool,
     /// Retention after the terminal state (default [`DEFAULT_JOB_TTL_MS`]).
     pub ttl_ms: i64,
@@ -156,6 +186,7 @@ pub struct NewJob {
     /// Refuse ([`CreateOutcome::TooManyActive`]) when the principal already has this many
     /// queued or running jobs. A key or dedupe that finds an existing job still returns it.
     pub max_active: Option<u64>,
+    /// Creation time; the key's and the row's deadlines count from it.
     pub now_ms: i64,
     /// The starting request span's `traceparent` (recorded as [`JobRecord::trace_parent`]).
     pub trace_parent: Option<String>,
@@ -218,16 +249,19 @@ impl NewJob {
 /// The answer to [`JobStore::create`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CreateOutcome {
+    /// A new job, queued.
     Created(JobRecord),
     /// Same key and same arguments (or an in-flight duplicate): this job, in whatever state.
     Existing(JobRecord),
     /// Same key, other arguments: refuse, never attach the call to the old job.
     KeyReused {
+        /// The job the key belongs to.
         existing_job_id: String,
     },
     /// The principal has `NewJob::max_active` jobs queued or running already: nothing was
     /// recorded.
     TooManyActive {
+        /// The principal's limit ([`NewJob::max_active`]).
         limit: u64,
     },
 }
@@ -235,7 +269,9 @@ pub enum CreateOutcome {
 /// A claimed job: the worker presents `token` (with its owner id) on every later write.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Lease {
+    /// The job as claimed: `running`, its `attempt` and `lease_token` already advanced.
     pub job: JobRecord,
+    /// Fencing token of this claim (the job's `lease_token`).
     pub token: u64,
 }
 
@@ -243,7 +279,10 @@ pub struct Lease {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Heartbeat {
     /// The lease was extended. `cancel_requested` tells the worker to stop.
-    Held { cancel_requested: bool },
+    Held {
+        /// A cancel was requested: the worker stops.
+        cancel_requested: bool,
+    },
     /// The lease is gone (expired and reaped, or the job is terminal): stop, write nothing more.
     Lost,
 }
@@ -251,11 +290,16 @@ pub enum Heartbeat {
 /// How a worker ends its job.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum JobOutcome {
+    /// The tool returned a result: recorded as `succeeded`.
     Succeeded {
+        /// The result, as JSON text.
         result_json: String,
     },
+    /// The job failed: recorded as `failed`.
     Failed {
+        /// `{"code":…,"message":…}` by convention.
         error_json: String,
+        /// Machine-readable cause, stored as [`JobRecord::error_reason`].
         reason: String,
     },
     /// The worker saw the cancel flag and stopped.
@@ -265,6 +309,7 @@ pub enum JobOutcome {
 /// The answer to [`JobStore::finish`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FinishOutcome {
+    /// The terminal state was written.
     Recorded,
     /// Another claim holds the job now (the token moved on) or it is not running: nothing written.
     Lost,
@@ -282,13 +327,16 @@ pub enum CancelOutcome {
     Requested(JobRecord),
     /// Nothing to do; here is how it ended.
     AlreadyTerminal(JobRecord),
+    /// No job has this id.
     NotFound,
 }
 
 /// One job moved by [`JobStore::reap_expired`] or [`JobStore::release_owner`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReapedJob {
+    /// The job's id.
     pub id: String,
+    /// `queued` (it runs again), `failed` or `cancelled`.
     pub new_state: JobState,
 }
 
@@ -296,12 +344,15 @@ pub struct ReapedJob {
 /// the answer once one came. A key is unique for the life of its job.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JobInput {
+    /// Names the question within its job; the client answers under it.
     pub key: String,
     /// The request as the client sees it in `inputRequests` (`{"method": …, "params": …}`).
     pub request_json: String,
     /// The client's answer (`inputResponses[key]`), once given.
     pub response_json: Option<String>,
+    /// When the job asked.
     pub asked_ms: i64,
+    /// When the answer arrived; None while unanswered.
     pub answered_ms: Option<i64>,
 }
 
@@ -318,7 +369,12 @@ pub enum Signal {
     /// Job `id` changed (progress, a question, its state) in the process whose owner id is
     /// `by` ([`JobStore::notify_changed`]); subscribers re-read the row. On PostgreSQL it
     /// crosses instances; other stores send none (their changes are seen in-process).
-    Changed { id: String, by: String },
+    Changed {
+        /// The job that changed.
+        id: String,
+        /// Owner id of the process that changed it.
+        by: String,
+    },
     /// The subscription was (re)established after it may have missed signals (PostgreSQL's
     /// LISTEN connection came back): whoever follows jobs re-reads them now. Sent after
     /// the [`Signal::Wake`] of the same reconnection.
@@ -330,8 +386,11 @@ pub enum Signal {
     /// an instance that does not run it ([`crate::SessionStore::relay_cancel`]): the instance
     /// that runs it cancels it.
     RequestCancelled {
+        /// The `Mcp-Session-Id` of the request's session.
         session_id: String,
+        /// The request's JSON-RPC id, as JSON text.
         request_id: String,
+        /// The reason the client gave, if any.
         reason: Option<String>,
     },
 }
@@ -353,6 +412,7 @@ pub trait JobStore: Send + Sync + 'static {
     /// dedupe points at. The key claim is atomic: concurrent creates with one key make one job.
     async fn create(&self, job: NewJob) -> Result<CreateOutcome, StoreError>;
 
+    /// The job with this id; None if there is none (or it was purged).
     async fn get(&self, id: &str) -> Result<Option<JobRecord>, StoreError>;
 
     /// A principal's jobs ordered by (created_ms, id), `limit` at a time (capped at 1000).
@@ -508,12 +568,15 @@ pub trait JobStore: Send + Sync + 'static {
 /// What [`JobStore::list_all`] selects. Empty `states` means every state.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JobFilter {
+    /// States to include; empty means every state.
     pub states: Vec<JobState>,
+    /// Only jobs of this tool.
     pub tool: Option<String>,
     /// Only jobs created at or after this time (epoch ms).
     pub created_from_ms: Option<i64>,
     /// Only jobs created before this time (epoch ms).
     pub created_before_ms: Option<i64>,
+    /// Most jobs returned (capped at 1000; default 100).
     pub limit: usize,
 }
 

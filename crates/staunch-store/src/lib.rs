@@ -19,8 +19,9 @@
 //! Errors are [`StoreError`]. The `testsuite` module (hidden from docs) is the driver test
 //! suite, written once over the traits and run against every backend.
 
-// `pub` means public: what no other crate can reach is `pub(crate)`.
-#![warn(unreachable_pub)]
+// Public items are documented, and `pub` means public: what no other crate can reach is
+// `pub(crate)`.
+#![warn(missing_docs, unreachable_pub)]
 #![forbid(unsafe_code)]
 
 use std::sync::Arc;
@@ -58,8 +59,11 @@ pub const SCHEMA_VERSION: usize = schema::MIGRATIONS.len();
 /// The three stores of one backend, cheap to clone.
 #[derive(Clone)]
 pub struct Stores {
+    /// SSE events, for `Last-Event-ID` replay.
     pub events: Arc<dyn EventStore>,
+    /// HTTP session records.
     pub sessions: Arc<dyn SessionStore>,
+    /// Durable jobs.
     pub jobs: Arc<dyn JobStore>,
 }
 

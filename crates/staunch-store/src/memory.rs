@@ -32,6 +32,7 @@ pub struct MemoryEventStore {
 }
 
 impl MemoryEventStore {
+    /// An empty store.
     pub fn new() -> MemoryEventStore {
         MemoryEventStore::default()
     }
@@ -188,6 +189,7 @@ pub struct MemorySessionStore {
 }
 
 impl MemorySessionStore {
+    /// An empty store.
     pub fn new() -> MemorySessionStore {
         MemorySessionStore::default()
     }

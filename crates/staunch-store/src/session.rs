@@ -8,15 +8,21 @@ use crate::StoreError;
 /// What the server remembers about one `Mcp-Session-Id`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SessionRecord {
+    /// The `Mcp-Session-Id` the server handed out.
     pub id: String,
+    /// The protocol version agreed at `initialize`.
     pub protocol_version: String,
+    /// The client's `clientInfo` from `initialize`, as JSON text.
     pub client_info_json: String,
+    /// The client's `capabilities` from `initialize`, as JSON text.
     pub client_capabilities_json: String,
     /// The authenticated caller, when the request carried one; sessions are bound to it.
     pub principal: Option<String>,
     /// The level set by `logging/setLevel`, if any.
     pub log_level: Option<String>,
+    /// When the session was created.
     pub created_ms: i64,
+    /// When a request last used it; never moves backwards ([`SessionStore::touch`]).
     pub last_seen_ms: i64,
 }
 
@@ -41,6 +47,7 @@ pub trait SessionStore: Send + Sync + 'static {
     /// Stores a new session; [`StoreError::AlreadyExists`] if the id is taken.
     async fn create(&self, record: SessionRecord) -> Result<(), StoreError>;
 
+    /// The session with this id, if the store holds it.
     async fn get(&self, id: &str) -> Result<Option<SessionRecord>, StoreError>;
 
     /// Records activity. `last_seen_ms` never moves backwards (instances' clocks differ a
@@ -60,8 +67,6 @@ pub trait SessionStore: Send + Sync + 'static {
     /// Removes sessions not seen for more than `idle_ms` and returns their ids.
     async fn expire_idle(&self, now_ms: i64, idle_ms: i64) -> Result<Vec<String>, StoreError>;
 
-    /// The secret called `name` that every instance sharing this store uses: the first caller
-    /// stores its `candidate`, everyone (itself included) gets the stored value back.
     /// Keeps a client's answer to the server→client request `request_id` of session
     /// `session_id`, received by an instance that did not send that request, for the one that
     /// did ([`SessionStore::take_answer`]). An answer already kept for that id stays as it
@@ -109,6 +114,8 @@ pub trait SessionStore: Send + Sync + 'static {
         self.get("").await.map(|_| ())
     }
 
+    /// The secret called `name` that every instance sharing this store uses: the first caller
+    /// stores its `candidate`, everyone (itself included) gets the stored value back.
     async fn shared_secret(
         &self,
         name: &str,

@@ -22,7 +22,9 @@ pub struct ConfigError {
 /// them all).
 #[derive(Debug, Clone, thiserror::Error)]
 pub struct ConfigErrors {
+    /// The file the mistakes are in.
     pub path: PathBuf,
+    /// The mistakes, by line and column.
     pub errors: Vec<ConfigError>,
 }
 
@@ -58,7 +60,9 @@ pub enum LoadError {
     /// The file could not be read.
     #[error("cannot read {}: {source}", path.display())]
     Read {
+        /// The file.
         path: PathBuf,
+        /// Why it could not be read.
         source: std::io::Error,
     },
     /// The file is not valid.

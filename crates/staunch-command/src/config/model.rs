@@ -27,17 +27,28 @@ pub struct CommandConfig {
 /// `[serve]`: defaults for `staunch serve`'s flags (a flag given explicitly wins).
 #[derive(Debug, Clone, Default)]
 pub struct ServeSettings {
+    /// `--http`: the address to serve Streamable HTTP on.
     pub http: Option<SocketAddr>,
+    /// `--store`: a SQLite file (already resolved against the config file's directory),
+    /// `:memory:` or a `postgres://` URL.
     pub store: Option<String>,
+    /// `--store-schema`: the PostgreSQL schema for staunch's tables.
     pub store_schema: Option<String>,
+    /// `--instance-name`: this instance's stable name among those sharing the store.
     pub instance_name: Option<String>,
+    /// `--log-file`, already resolved against the config file's directory.
     pub log_file: Option<PathBuf>,
+    /// `--no-log`: write no lifecycle log.
     pub no_log: Option<bool>,
     /// Serve the demo tools next to the command tools (default false with a config file).
     pub demo_tools: Option<bool>,
+    /// `--max-in-flight`: requests in flight across all sessions (at least 1).
     pub max_in_flight: Option<usize>,
+    /// `--endpoint`: the HTTP path of the MCP endpoint.
     pub endpoint: Option<String>,
+    /// `--allow-host`: extra host names accepted in Host and Origin.
     pub allow_hosts: Option<Vec<String>>,
+    /// `--job-workers`: job bodies this instance runs at once (at least 1).
     pub job_workers: Option<usize>,
 }
 
@@ -79,40 +90,61 @@ pub const BASE_ENV: &[&str] = &["PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR"
 /// Output limits.
 #[derive(Debug, Clone, Copy)]
 pub struct OutputLimits {
+    /// Bytes of standard output kept (`max_stdout`).
     pub max_stdout: u64,
+    /// What happens past `max_stdout` (`stdout_overflow`).
     pub overflow: Overflow,
+    /// Bytes of the end of standard error kept for failure messages.
     pub stderr_tail: u64,
+    /// Largest result file read, in bytes (`result = "file"`).
     pub max_result: u64,
 }
 
 /// One command tool.
 #[derive(Debug, Clone)]
 pub struct CommandTool {
+    /// The tool's name in `tools/list`; a job tool also gets `start_`, `get_` and `cancel_` tools.
     pub name: String,
+    /// A human-readable title shown to clients.
     pub title: Option<String>,
+    /// What the tool does, for the model choosing it.
     pub description: String,
+    /// How calls are served: quick (the default), streaming, job or atomic.
     pub shape: Shape,
     /// Absolute path of the program (found at load time).
     pub program: PathBuf,
+    /// The argument vector after the program, one template per element.
     pub args: Vec<ArgTemplate>,
     /// Working directory (absolute).
     pub cwd: PathBuf,
+    /// The command's environment.
     pub env: EnvPolicy,
+    /// The input the tool takes; every call is validated against it before anything runs.
     pub params: Params,
     /// Deadline (quick, streaming, atomic) or maximum runtime per attempt (job).
     pub deadline: Option<Duration>,
     /// Between SIGTERM and SIGKILL.
     pub grace: Duration,
+    /// Bounds on what is kept of the command's output.
     pub limits: OutputLimits,
     /// Calls of this tool running at once (more wait).
     pub concurrency: usize,
+    /// Running it again is harmless: shown as `idempotentHint`, and a job may run again after its
+    /// worker vanished.
     pub retry_safe: bool,
+    /// Changes something outside itself (default true for job and atomic tools); shown to
+    /// clients as `readOnlyHint: false`.
     pub side_effects: bool,
+    /// Job tools: attempts in all, 1 to 100, retry-safe tools only (the runtime's default when
+    /// None).
     pub max_attempts: Option<u32>,
+    /// Job tools: overrides the runtime's in-flight dedupe.
     pub dedupe_inflight: Option<bool>,
+    /// What becomes the call's result.
     pub result: ResultMode,
     /// How often elapsed-time progress goes out while the command reports none.
     pub elapsed_progress: Option<Duration>,
+    /// Exit codes that mean success (default `[0]`).
     pub ok_exit_codes: Vec<i32>,
 }
 

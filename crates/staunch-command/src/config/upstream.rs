@@ -67,13 +67,18 @@ pub(super) struct RawUpstreamTool {
 pub enum UpstreamTarget {
     /// A stdio command (argv), with extra environment and a working directory.
     Command {
+        /// The program and its arguments.
         argv: Vec<String>,
+        /// Variables set on top of staunch's environment.
         env: Vec<(String, String)>,
+        /// Working directory, relative to the config file's directory; staunch's own when None.
         cwd: Option<PathBuf>,
     },
     /// A Streamable HTTP URL, with headers (values resolved from the environment at load).
     Url {
+        /// The MCP endpoint, an http(s) URL.
         url: String,
+        /// Sent with every request; `header_env` values are already read from the environment.
         headers: Vec<(String, String)>,
     },
 }
@@ -81,9 +86,13 @@ pub enum UpstreamTarget {
 /// The shape of one upstream tool.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct UpstreamToolRule {
+    /// Its shape; the upstream's `default_shape` when None.
     pub shape: Option<Shape>,
+    /// Its deadline; the server's default for the shape when None.
     pub deadline: Option<Duration>,
+    /// Running it again is harmless (default false).
     pub retry_safe: bool,
+    /// Job tools: whether it changes anything (default true).
     pub side_effects: Option<bool>,
     /// The stop policy's grace for this tool (the upstream's when `None`).
     pub kill_after_cancel: Option<Duration>,
@@ -92,16 +101,22 @@ pub struct UpstreamToolRule {
 /// A validated `[[upstream]]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UpstreamConfig {
+    /// Names the upstream in logs and errors; unique in the file.
     pub name: String,
+    /// A command (stdio) or a URL.
     pub target: UpstreamTarget,
+    /// Put before each of its tool and prompt names (empty: none).
     pub prefix: String,
+    /// The shape of its tools that have no rule (default quick).
     pub default_shape: Shape,
+    /// One connection (process) per downstream session instead of one shared.
     pub isolate: bool,
     /// The protocol spoken to it (`None`: auto).
     pub protocol: Option<String>,
     /// The stop policy (command upstreams only): each call in a process of its own, whose
     /// group is killed if it still runs this long after the call's cancel.
     pub kill_after_cancel: Option<Duration>,
+    /// Per-tool rules (`[upstream.tools.NAME]`), by the upstream's own tool name.
     pub tools: BTreeMap<String, UpstreamToolRule>,
 }
 
