@@ -5,7 +5,7 @@
 //! session era's `initialize` when the server does not understand it (`protocol.md` §6.3).
 //! [`EraChoice`] forces one era instead. In the stateless era every request carries the
 //! protocol version and the client's identity and capabilities in `params._meta`
-//! ([`meta_for`]); on HTTP the same facts travel in headers ([`header_value`] for the
+//! (`meta_for`); on HTTP the same facts travel in headers ([`header_value`] for the
 //! non-ASCII form of `Mcp-Name`). Every result carries `resultType` ([`ResultType`]).
 
 use serde_json::{Map, Value, json};

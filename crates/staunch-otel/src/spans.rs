@@ -1,4 +1,4 @@
-//! The spans: [`OtelTracer`] implements `staunch_server::trace::Tracer` with the OpenTelemetry
+//! The spans: `OtelTracer` implements `staunch_server::trace::Tracer` with the OpenTelemetry
 //! SDK.
 //!
 //! - A request span (kind `SERVER`) is named `{method} {tool}` (the MCP semantic conventions'

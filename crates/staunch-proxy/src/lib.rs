@@ -16,7 +16,7 @@
 //!   a crash, server-to-client requests routed to the call that caused them ([`route`]).
 //! - [`child`]: the stdio upstream in its own process group with a parent-death signal, ended
 //!   the spec's way (stdin closed, SIGTERM, SIGKILL).
-//! - [`register`]: the upstreams' tools (and resources, prompts, completions) on a
+//! - [`register`](mod@register): the upstreams' tools (and resources, prompts, completions) on a
 //!   `ServerBuilder`, with name prefixes and collisions refused; `job`-shaped tools run as
 //!   durable jobs of staunch-jobs ([`forward::UpstreamJob`]).
 //! - [`follow`]: an upstream's `tools/list_changed` (or a restart) re-lists its tools and

@@ -203,7 +203,7 @@ impl Context {
     /// Why the request was stopped, once it was: the client's cancel, its stream or session
     /// closing, shutdown, or the deadline. Set before the token fires, so a handler that wakes
     /// on [`Context::cancelled`] can read it. Work that outlives the request (a durable job)
-    /// uses [`CancelReason::client_asked`] to decide whether to stop it too.
+    /// uses [`CancelReason::client_asked`](crate::reason::CancelReason::client_asked) to decide whether to stop it too.
     pub fn cancel_reason(&self) -> Option<crate::reason::CancelReason> {
         self.shared
             .why

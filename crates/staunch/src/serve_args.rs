@@ -70,7 +70,7 @@ pub struct ServeArgs {
         help_heading = heading::TRANSPORT
     )]
     pub endpoint: String,
-    /// Extra host names accepted in Host and Origin (localhost, 127.0.0.1 and [::1] always are).
+    /// Extra host names accepted in Host and Origin (localhost, 127.0.0.1 and `[::1]` always are).
     #[arg(
         long = "allow-host",
         env = "STAUNCH_ALLOW_HOSTS",

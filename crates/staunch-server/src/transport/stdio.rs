@@ -1,6 +1,6 @@
 //! stdio: newline-delimited JSON-RPC; stdout carries only protocol messages.
 //!
-//! One reader loop hands each line to the [`Session`]; one writer task owns stdout and flushes
+//! One reader loop hands each line to the [`Session`](crate::Session); one writer task owns stdout and flushes
 //! when its queue is empty (so a burst of responses costs one write). stdin EOF (or server
 //! shutdown) closes the session: every in-flight request is cancelled, and the loop returns
 //! after a bounded drain.

@@ -19,7 +19,7 @@ pub struct Allow {
 }
 
 impl Allow {
-    /// localhost, 127.0.0.1 and [::1].
+    /// localhost, 127.0.0.1 and `[::1]`.
     pub fn loopback() -> Self {
         Self {
             hosts: vec!["localhost".into(), "127.0.0.1".into(), "[::1]".into()],

@@ -1,16 +1,16 @@
 //! Streamable HTTP, both protocol eras on one endpoint, decided per request: 2025 sessions
 //! (2025-03-26 … 2025-11-25) where a dropped stream loses nothing, and 2026-07-28 stateless
-//! requests where closing a request's stream is its cancel ([`stateless`]).
+//! requests where closing a request's stream is its cancel (`stateless`).
 //!
 //! In the session era, one endpoint (default `/mcp`): POST carries one client message (a request is answered with an
 //! SSE stream whose first event primes the client with an id and a `retry`), GET opens the
 //! standalone stream or resumes any stream with `Last-Event-ID`, DELETE ends the session and
 //! cancels its requests.
 //!
-//! Every message a session sends goes through its [`session::HttpSession`] writer, which gives
+//! Every message a session sends goes through its `session::HttpSession` writer, which gives
 //! it its event id, keeps it in the stream's in-memory tail, hands it to the live connection, if
 //! any, and queues it for the [`EventStore`] (committed in batches a few ms later by
-//! [`batch`], which also says what a crash in that window loses). So a client that drops the
+//! `batch`, which also says what a crash in that window loses). So a client that drops the
 //! connection — or whose call finishes while it is away — gets everything after its last
 //! event id when it comes back, exactly once. A disconnect is never a cancel in these
 //! versions: only `notifications/cancelled`, DELETE or session expiry are.
@@ -123,7 +123,7 @@ pub struct HttpConfig {
     /// Writes queued for the event store (not yet committed) at which a new request waits
     /// for the store, and is refused with 503 if it does not catch up in time.
     pub event_queue_max: usize,
-    /// Answer every 2025 session request with an SSE stream, even those [`plain`] would answer
+    /// Answer every 2025 session request with an SSE stream, even those `plain` would answer
     /// with a JSON body (no progress token, and safe to run again): every answer is then
     /// resumable, at the cost of storing it.
     pub always_sse: bool,

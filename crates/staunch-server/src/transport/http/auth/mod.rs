@@ -9,7 +9,7 @@
 //! stateless request is authenticated on its own.
 //!
 //! Refusals follow RFC 6750 and RFC 9728: 401 with `WWW-Authenticate: Bearer
-//! resource_metadata="…"` pointing at this server's protected-resource metadata ([`metadata`])
+//! resource_metadata="…"` pointing at this server's protected-resource metadata (`metadata`)
 //! — plus `error="invalid_token"` when a token was presented and failed — and 403
 //! `insufficient_scope` with the scopes needed when a tool asks for scopes the token lacks.
 //! Tokens are never logged or forwarded.
