@@ -163,3 +163,36 @@ fn the_dependency_check_finds_a_forbidden_dependency() {
                     serde = \"1\"\n\n[dev-dependencies]\nstaunch-proxy.workspace = true\n";
     assert_eq!(staunch_dependencies(manifest), ["staunch-jobs"]);
 }
+
+/// The lints every library crate keeps on (clippy, run with `-D warnings`, enforces them): its
+/// public items documented, and `pub` only on what another crate can reach.
+const LIBRARY_LINTS: &str = "#![warn(missing_docs, unreachable_pub)]";
+
+/// Whether a crate root turns the library lints on (a line of its own, not a comment).
+fn has_library_lints(lib_rs: &str) -> bool {
+    lib_rs.lines().any(|l| l.trim() == LIBRARY_LINTS)
+}
+
+#[test]
+fn every_library_crate_keeps_the_library_lints_on() {
+    let crates = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut without = Vec::new();
+    for (krate, _) in FORBIDDEN {
+        let lib = std::fs::read_to_string(crates.join(krate).join("src/lib.rs"))
+            .unwrap_or_else(|e| panic!("{krate}/src/lib.rs: {e}"));
+        if !has_library_lints(&lib) {
+            without.push(*krate);
+        }
+    }
+    assert!(
+        without.is_empty(),
+        "library crates without `{LIBRARY_LINTS}`: {without:?}"
+    );
+}
+
+#[test]
+fn the_lint_check_does_not_take_a_comment_or_a_subset_for_the_lints() {
+    assert!(has_library_lints("//! x\n\n#![warn(missing_docs, unreachable_pub)]\n"));
+    assert!(!has_library_lints("// #![warn(missing_docs, unreachable_pub)]\n"));
+    assert!(!has_library_lints("#![warn(unreachable_pub)]\n"));
+}
