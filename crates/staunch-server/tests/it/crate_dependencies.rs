@@ -192,7 +192,11 @@ fn every_library_crate_keeps_the_library_lints_on() {
 
 #[test]
 fn the_lint_check_does_not_take_a_comment_or_a_subset_for_the_lints() {
-    assert!(has_library_lints("//! x\n\n#![warn(missing_docs, unreachable_pub)]\n"));
-    assert!(!has_library_lints("// #![warn(missing_docs, unreachable_pub)]\n"));
+    assert!(has_library_lints(
+        "//! x\n\n#![warn(missing_docs, unreachable_pub)]\n"
+    ));
+    assert!(!has_library_lints(
+        "// #![warn(missing_docs, unreachable_pub)]\n"
+    ));
     assert!(!has_library_lints("#![warn(unreachable_pub)]\n"));
 }
