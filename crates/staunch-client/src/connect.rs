@@ -191,6 +191,7 @@ async fn initialize(
     }
     client.inner().enter_session(Some(&negotiated));
     client.notify(methods::INITIALIZED, None);
+    client.inner().transport.session_started();
     Ok(ServerInfo {
         protocol_version: negotiated,
         era: Era::Session,

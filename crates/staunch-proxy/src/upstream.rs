@@ -149,6 +149,9 @@ impl Upstream {
         ));
         if let Target::Http { headers, .. } = &spec.target {
             opts.http.headers.extend(headers.iter().cloned());
+            // A 2025 server sends its list changes and the log messages of no request on the
+            // session's standalone stream, which is only there once the client opens it.
+            opts.http.listen = true;
         }
         if let Some(p) = &spec.protocol {
             let (era, version) =

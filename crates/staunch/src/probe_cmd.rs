@@ -119,6 +119,9 @@ pub async fn run(args: ProbeArgs) -> anyhow::Result<i32> {
     opts.init_timeout = Duration::from_secs(20);
     // Long enough to see a late answer to a cancelled request.
     opts.http.linger_after_cancel = Duration::from_secs(5);
+    // What a proxy says about its upstream's work after a cancel comes on the session's
+    // standalone stream (it belongs to no request any more).
+    opts.http.listen = true;
     let client = match target.connect(&opts).await {
         Ok(c) => c,
         Err(e) => {

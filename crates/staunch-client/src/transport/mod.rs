@@ -62,6 +62,13 @@ impl Transport {
         }
     }
 
+    /// A session began: over HTTP, open its standalone stream if the options ask for it.
+    pub(crate) fn session_started(&self) {
+        if let Self::Http(t) = self {
+            t.listen();
+        }
+    }
+
     /// Ends the connection: stdin EOF and a bounded wait for the process, or HTTP DELETE.
     pub(crate) async fn close(&self) {
         match self {

@@ -400,3 +400,80 @@ async fn a_forgotten_session_is_session_expired() {
         .await;
     assert!(matches!(r, Err(ClientError::SessionExpired)), "{r:?}");
 }
+
+/// With `listen`, the session's standalone stream is opened after `initialize`: what the
+/// server sends there reaches the notification handler; when it drops, it is opened again
+/// from its last event id after the server's `retry`; a 405 ends it for good.
+#[tokio::test]
+async fn the_standalone_stream_is_read_resumed_and_given_up_on_405() {
+    let gets = Arc::new(Mutex::new(0u32));
+    let g = gets.clone();
+    let fake = Fake::start(move |req| {
+        if let Some(r) = init_reply(req) {
+            return r;
+        }
+        if req.method != "GET" {
+            return Reply::Empty(400);
+        }
+        let mut n = g.lock().unwrap();
+        *n += 1;
+        let log = |text: &str| {
+            json!({"jsonrpc":"2.0","method":"notifications/message",
+                   "params":{"level":"warning","logger":"fake","data":text}})
+        };
+        match *n {
+            1 => Reply::SseCut(vec![
+                "id: s1\nretry: 100\ndata:\n\n".into(),
+                event("s2", &log("first")),
+            ]),
+            2 => Reply::Sse(vec![event("s3", &log("second"))]),
+            _ => Reply::Empty(405),
+        }
+    })
+    .await;
+    let heard = Arc::new(Mutex::new(Vec::new()));
+    let h = heard.clone();
+    let mut o = opts();
+    o.http.listen = true;
+    o.notifications = Some(staunch_client::NotificationHandler::new(
+        move |method, params| {
+            if method == "notifications/message" {
+                let text = params.and_then(|p| p["data"].as_str()).unwrap_or("");
+                h.lock().unwrap().push(text.to_string());
+            }
+        },
+    ));
+    let client = Client::connect_http(&fake.url(), &o).await.unwrap();
+    let until = Instant::now() + Duration::from_secs(10);
+    while *gets.lock().unwrap() < 3 && Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(*heard.lock().unwrap(), ["first", "second"]);
+    let reqs: Vec<Seen> = fake
+        .seen()
+        .into_iter()
+        .filter(|r| r.method == "GET")
+        .collect();
+    assert_eq!(reqs.len(), 3, "opened, resumed, refused; then left alone");
+    assert_eq!(reqs[0].header("last-event-id"), None);
+    assert_eq!(reqs[0].header("mcp-session-id"), Some("S-1"));
+    assert_eq!(reqs[1].header("last-event-id"), Some("s2"));
+    assert_eq!(reqs[2].header("last-event-id"), Some("s3"));
+    let waited = reqs[1].at.duration_since(reqs[0].at);
+    assert!(
+        waited >= Duration::from_millis(100),
+        "the server's retry: {waited:?}"
+    );
+    client.close().await;
+}
+
+/// Without `listen` (the default) no GET is sent.
+#[tokio::test]
+async fn no_standalone_stream_unless_asked() {
+    let fake = Fake::start(|req| init_reply(req).unwrap_or(Reply::Empty(400))).await;
+    let client = Client::connect_http(&fake.url(), &opts()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    client.close().await;
+    assert!(fake.seen().iter().all(|r| r.method != "GET"));
+}

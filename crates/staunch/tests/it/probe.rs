@@ -274,6 +274,37 @@ async fn without_a_status_tool_the_proxy_tells_the_probe_its_upstream_went_on() 
     assert_eq!(code, 0, "a WARN is not a failure");
 }
 
+/// The same over HTTP: the proxy's report belongs to no request any more, so it travels on the
+/// session's standalone stream, which the probe opens.
+#[tokio::test]
+async fn over_http_the_proxy_tells_the_probe_on_the_sessions_own_stream() {
+    let Some(peers) = Peers::find("over_http_the_proxy_tells_the_probe") else {
+        return;
+    };
+    let mut extra = vec!["--"];
+    let upstream = peers.py_stdio();
+    extra.extend(upstream.iter().map(String::as_str));
+    let proxy = crate::common::http::HttpServer::launch("proxy", Some(":memory:"), &extra).await;
+    let url = proxy.url();
+    let (code, report) = probe(&[
+        "--protocol",
+        "2025-11-25",
+        "--tool",
+        "stubborn_count",
+        "--status-tool",
+        "no_such_status_tool",
+        &url,
+    ])
+    .await;
+    let routed = check(&report, "cancel.routed");
+    assert_eq!(routed["status"], "WARN", "{routed:#}");
+    let first = &routed["data"]["proxy_reports"][0];
+    assert_eq!(first["upstream"], "upstream", "{routed:#}");
+    assert_eq!(first["tool"], "stubborn_count", "{routed:#}");
+    assert!(first["afterCancelMs"].as_u64().is_some(), "{routed:#}");
+    assert_eq!(code, 0, "a WARN is not a failure");
+}
+
 #[tokio::test]
 async fn an_sdk_upstream_that_ignores_cancels_is_reported_through_the_proxy() {
     let Some(peers) = Peers::find("an_sdk_upstream_that_ignores_cancels_is_reported") else {

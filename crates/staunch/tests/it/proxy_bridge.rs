@@ -243,7 +243,25 @@ async fn an_upstream_prompt_list_change_reaches_sessions_and_listeners() {
     let mut args = vec!["--".to_string()];
     args.extend(peers.ts_stdio());
     let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-    let proxy = HttpServer::launch("proxy", Some(":memory:"), &refs).await;
+    prompt_list_change_reaches_sessions_and_listeners(&refs).await;
+}
+
+/// The same with the upstream over Streamable HTTP, where its SDK sends the change on the
+/// session's standalone stream: only there once the proxy opens it.
+#[tokio::test]
+async fn an_http_upstreams_prompt_list_change_reaches_sessions_and_listeners() {
+    let Some(peers) = Peers::find("an_http_upstreams_prompt_list_change_reaches") else {
+        return;
+    };
+    let upstream = peers.ts_http().await;
+    let url = upstream.url();
+    prompt_list_change_reaches_sessions_and_listeners(&["--upstream", &url]).await;
+}
+
+/// The upstream (after `proxy_args`) adds a prompt; a 2025 session's standalone stream and a
+/// 2026-07-28 listener on the proxy both hear that the list changed, and the list has it.
+async fn prompt_list_change_reaches_sessions_and_listeners(proxy_args: &[&str]) {
+    let proxy = HttpServer::launch("proxy", Some(":memory:"), proxy_args).await;
 
     // A 2025 session's standalone stream, and a 2026-07-28 listener.
     let sid = proxy.initialize().await;

@@ -63,6 +63,10 @@ pub struct HttpOptions {
     pub headers: Vec<(String, String)>,
     /// Largest JSON body read.
     pub max_body_bytes: usize,
+    /// Open the session's standalone stream (GET) once `initialize` succeeds, so that what the
+    /// server sends outside any request reaches the client: log messages, list changes, its
+    /// own requests. Session era only; a server that offers none (405) is left alone.
+    pub listen: bool,
 }
 
 impl Default for HttpOptions {
@@ -74,6 +78,7 @@ impl Default for HttpOptions {
             linger_after_cancel: Duration::from_secs(1),
             headers: Vec::new(),
             max_body_bytes: 16 * 1024 * 1024,
+            listen: false,
         }
     }
 }
@@ -91,6 +96,8 @@ struct Shared {
     inflight: Mutex<HashMap<RequestId, CancellationToken>>,
     abandoned: Mutex<HashSet<RequestId>>,
     resumes: AtomicU64,
+    /// Stops the standalone stream's reader ([`HttpTransport::listen`]) when the client closes.
+    listening: CancellationToken,
     handle: tokio::runtime::Handle,
 }
 
@@ -171,6 +178,7 @@ impl HttpTransport {
                 inflight: Mutex::default(),
                 abandoned: Mutex::default(),
                 resumes: AtomicU64::new(0),
+                listening: CancellationToken::new(),
                 handle: tokio::runtime::Handle::current(),
             }),
         }
@@ -240,7 +248,24 @@ impl HttpTransport {
         });
     }
 
+    /// Opens the session's standalone stream when [`HttpOptions::listen`] asks for it (see
+    /// there); its reader runs until the client closes.
+    pub(crate) fn listen(&self) {
+        if !self.shared.opts.listen || self.is_stateless() {
+            return;
+        }
+        let shared = self.shared.clone();
+        self.shared.handle.spawn(async move {
+            let stop = shared.listening.clone();
+            tokio::select! {
+                _ = read_standalone(&shared) => {}
+                _ = stop.cancelled() => {}
+            }
+        });
+    }
+
     pub(crate) async fn close(&self) {
+        self.shared.listening.cancel();
         let stops: Vec<_> = lock(&self.shared.inflight)
             .drain()
             .map(|(_, s)| s)
@@ -368,6 +393,58 @@ async fn read_stateless_stream(shared: &Shared, mut stream: SseStream, id: Optio
                 );
             }
         }
+    }
+}
+
+/// Reads the session's standalone stream: every event goes to the router as a message that no
+/// request's stream carried. When the connection drops it comes back with `Last-Event-ID` (the
+/// server replays what was missed), waiting the `retry` the server asked for; it gives up after
+/// [`HttpOptions::max_resumes`] attempts in a row that bring no event, and at once when the
+/// server says it offers no such stream (405) or knows no such session (404).
+async fn read_standalone(shared: &Shared) {
+    let mut last: Option<String> = None;
+    let mut retry = shared.opts.default_retry;
+    let mut attempts: u32 = 0;
+    loop {
+        let mut headers = shared.session_headers(true);
+        if let Some(id) = &last {
+            headers.push((LAST_EVENT_ID.to_string(), id.clone()));
+        }
+        let refs: Vec<(&str, &str)> = headers
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        match shared.ep.get(&refs).await {
+            Ok(r) if (200..300).contains(&r.status()) && r.is_sse() => {
+                let mut stream = r.into_sse();
+                while let Ok(Some(ev)) = stream.next_event().await {
+                    attempts = 0;
+                    if !ev.data.is_empty()
+                        && shared.deliver(ev.data.as_bytes(), None) == Delivered::Unreadable
+                    {
+                        tracing::debug!("unreadable event on the standalone stream");
+                    }
+                }
+                if let Some(id) = stream.last_event_id() {
+                    last = Some(id.to_string());
+                }
+                if let Some(wait) = stream.retry() {
+                    retry = wait;
+                }
+            }
+            Ok(r) if matches!(r.status(), 404 | 405) => {
+                tracing::debug!(status = r.status(), "no standalone stream on this server");
+                return;
+            }
+            Ok(r) => tracing::debug!(status = r.status(), "standalone stream GET failed"),
+            Err(e) => tracing::debug!("standalone stream GET failed: {e}"),
+        }
+        attempts += 1;
+        if attempts > shared.opts.max_resumes {
+            tracing::debug!(attempts, "standalone stream given up");
+            return;
+        }
+        tokio::time::sleep(retry.min(shared.opts.max_retry_wait)).await;
     }
 }
 
