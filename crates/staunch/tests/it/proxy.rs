@@ -193,6 +193,8 @@ fn argv_refs(v: &[String]) -> Vec<&str> {
 /// The Python SDK 1.30 peer answers a cancelled request (`code: 0`, python-sdk#2493) and, over
 /// HTTP, loses a result whose stream dropped (no event store). Behind the proxy both checks
 /// pass: the late answer is dropped (and logged), the proxy's event store replays the result.
+/// Over HTTP the probe also hears the proxy say, on the session's standalone stream, that the
+/// upstream answered after the cancel: `cancel.routed` is a WARN naming the upstream's tool.
 #[tokio::test]
 async fn python_peer_fails_directly_and_passes_behind_the_proxy() {
     let Some(peers) = Peers::find("python_peer_fails_directly_and_passes_behind_the_proxy") else {
@@ -268,12 +270,13 @@ async fn python_peer_fails_directly_and_passes_behind_the_proxy() {
     let proxy =
         HttpServer::launch("proxy", None, &["--upstream", &up, "--metrics", &metrics]).await;
     let (_, report) = probe(&["--protocol", "2025-11-25", &proxy.url()]).await;
-    for id in [
-        "http.resume",
-        "cancel.no_response",
-        "cancel.routed",
-        "http.bad_origin",
-    ] {
+    let routed = check(&report, "cancel.routed");
+    assert_eq!(routed["status"], "WARN", "{routed:#}");
+    assert_eq!(
+        routed["data"]["proxy_reports"][0]["tool"], "slow_count",
+        "{routed:#}"
+    );
+    for id in ["http.resume", "cancel.no_response", "http.bad_origin"] {
         assert_eq!(
             status(&report, id),
             "PASS",
