@@ -328,7 +328,7 @@ async fn serve_http(
         tracing::warn!(%addr, "serving on a non-loopback address");
     }
     if let Some(base) = &args.live_page {
-        crate::operate::live_page::validate(base, &args.endpoint, addr, args.auth.enabled())
+        staunch_live::validate(base, &args.endpoint, addr, args.auth.enabled())
             .map_err(anyhow::Error::msg)?;
         if let Some(auth) = &mut cfg.auth {
             // Listed in the protected-resource metadata's scopes_supported.
@@ -351,12 +351,12 @@ async fn serve_http(
         let auth = transport
             .authenticator()
             .map(|a| (a, args.live_page_scope.clone()));
-        let access = crate::operate::live_page::Access {
+        let access = staunch_live::Access {
             allow: cfg.allow.clone(),
             auth,
             max_streams: args.live_page_max_streams as usize,
         };
-        transport = transport.with_routes(crate::operate::live_page::routes(
+        transport = transport.with_routes(staunch_live::routes(
             base,
             server,
             stores.jobs,

@@ -562,7 +562,7 @@ pub struct ServeArgs {
     #[arg(
         long,
         env = "STAUNCH_LIVE_PAGE_SCOPE",
-        default_value = crate::operate::live_page::OPERATOR_SCOPE,
+        default_value = staunch_live::OPERATOR_SCOPE,
         value_name = "SCOPE",
         hide_short_help = true,
         help_heading = heading::OBSERVE

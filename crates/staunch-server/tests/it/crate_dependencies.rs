@@ -85,6 +85,16 @@ const FORBIDDEN: &[(&str, &[&str])] = &[
         ],
     ),
     (
+        "staunch-live",
+        &[
+            "staunch-command",
+            "staunch-client",
+            "staunch-audit",
+            "staunch-demo",
+            "staunch-probe",
+        ],
+    ),
+    (
         "staunch-probe",
         &[
             "staunch-server",

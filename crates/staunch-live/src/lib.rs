@@ -1,7 +1,7 @@
 //! The live page (`staunch serve --http ADDR --live-page /staunch`): requests in flight and
 //! jobs, updated every half second over SSE, with a cancel button per job.
 //!
-//! Server-rendered: the page and every update are HTML fragments rendered in `live_render`
+//! Server-rendered: the page and every update are HTML fragments rendered in `render`
 //! (one rendering path, escaped once); the inline script only swaps them in and posts cancels.
 //!
 //! Access ([`Access`]):
@@ -25,7 +25,15 @@
 //! Streams are capped (`--live-page-max-streams`): one more answers 503.
 //!
 //! Routes under the base path `P`: `GET P` (the page), `GET P/events` (SSE snapshots),
-//! `POST P/jobs/{id}/cancel`.
+//! `POST P/jobs/{id}/cancel`. [`validate`] checks the path and the address before [`routes`]
+//! makes them.
+
+// Public items are documented, and `pub` means public: what no other crate can reach is
+// `pub(crate)`.
+#![warn(missing_docs, unreachable_pub)]
+#![forbid(unsafe_code)]
+
+mod render;
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -44,7 +52,7 @@ use staunch_server::Server;
 use staunch_server::transport::http::{Allow, Authenticator, Identity};
 use staunch_store::{CancelOutcome, JobStore};
 
-use super::live_render::{escape, snapshot};
+use crate::render::{escape, snapshot};
 
 /// How often the page is updated.
 const REFRESH: Duration = Duration::from_millis(500);
@@ -63,6 +71,7 @@ const PAGE: &str = include_str!("live_page.html");
 /// with auth on, whose token carries the operator scope.
 #[derive(Clone, Debug)]
 pub struct Access {
+    /// The Host and Origin values the MCP endpoint accepts.
     pub allow: Allow,
     /// With `--auth`: the endpoint's verifier and the scope the page needs.
     pub auth: Option<(Authenticator, String)>,
@@ -156,6 +165,31 @@ impl LiveState {
     }
 }
 
+/// Why the page cannot be served as asked; each message names the flag to change.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LivePageError {
+    /// Without auth the page is served only on a loopback address.
+    #[error(
+        "--live-page without --auth is served only on a loopback --http address (got {0}); add \
+         --auth to serve it elsewhere"
+    )]
+    NotLoopback(std::net::SocketAddr),
+    /// The base is not a path like `/staunch`.
+    #[error("--live-page must be a path like /staunch (got {0:?})")]
+    NotAPath(String),
+    /// The base holds characters a route cannot.
+    #[error("--live-page {0:?} has characters a path cannot hold")]
+    BadCharacters(String),
+    /// The base is the MCP endpoint or contains it.
+    #[error("--live-page {base:?} overlaps the MCP endpoint {endpoint:?}")]
+    OverlapsEndpoint {
+        /// The page's base path.
+        base: String,
+        /// The MCP endpoint's path.
+        endpoint: String,
+    },
+}
+
 /// Checks the `--live-page` path and that the page may be served on `addr` (any address with
 /// auth on; a loopback one without).
 pub fn validate(
@@ -163,27 +197,21 @@ pub fn validate(
     endpoint: &str,
     addr: std::net::SocketAddr,
     authenticated: bool,
-) -> Result<(), String> {
+) -> Result<(), LivePageError> {
     if !addr.ip().is_loopback() && !authenticated {
-        return Err(format!(
-            "--live-page without --auth is served only on a loopback --http address (got \
-             {addr}); add --auth to serve it elsewhere"
-        ));
+        return Err(LivePageError::NotLoopback(addr));
     }
     if !base.starts_with('/') || base.len() < 2 || base.ends_with('/') {
-        return Err(format!(
-            "--live-page must be a path like /staunch (got {base:?})"
-        ));
+        return Err(LivePageError::NotAPath(base.into()));
     }
     if base.contains(['{', '}', '*', '?', '#']) {
-        return Err(format!(
-            "--live-page {base:?} has characters a path cannot hold"
-        ));
+        return Err(LivePageError::BadCharacters(base.into()));
     }
     if base == endpoint || endpoint.starts_with(&format!("{base}/")) {
-        return Err(format!(
-            "--live-page {base:?} overlaps the MCP endpoint {endpoint:?}"
-        ));
+        return Err(LivePageError::OverlapsEndpoint {
+            base: base.into(),
+            endpoint: endpoint.into(),
+        });
     }
     Ok(())
 }
@@ -417,16 +445,26 @@ mod tests {
         let lo: std::net::SocketAddr = "127.0.0.1:0".parse().unwrap();
         let public: std::net::SocketAddr = "0.0.0.0:8080".parse().unwrap();
         assert!(validate("/staunch", "/mcp", lo, false).is_ok());
-        assert!(
-            validate("/staunch", "/mcp", public, false)
-                .unwrap_err()
-                .contains("loopback")
-        );
+        let refused = validate("/staunch", "/mcp", public, false).unwrap_err();
+        assert_eq!(refused, LivePageError::NotLoopback(public));
+        assert!(refused.to_string().contains("loopback"), "{refused}");
         // With auth, the page may be served on any address.
         assert!(validate("/staunch", "/mcp", public, true).is_ok());
-        assert!(validate("staunch", "/mcp", lo, false).is_err());
-        assert!(validate("/", "/mcp", lo, false).is_err());
-        assert!(validate("/mcp", "/mcp", lo, false).is_err());
-        assert!(validate("/a/{id}", "/mcp", lo, false).is_err());
+        assert!(matches!(
+            validate("staunch", "/mcp", lo, false),
+            Err(LivePageError::NotAPath(_))
+        ));
+        assert!(matches!(
+            validate("/", "/mcp", lo, false),
+            Err(LivePageError::NotAPath(_))
+        ));
+        assert!(matches!(
+            validate("/mcp", "/mcp", lo, false),
+            Err(LivePageError::OverlapsEndpoint { .. })
+        ));
+        assert!(matches!(
+            validate("/a/{id}", "/mcp", lo, false),
+            Err(LivePageError::BadCharacters(_))
+        ));
     }
 }

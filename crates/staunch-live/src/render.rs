@@ -13,15 +13,15 @@ use staunch_store::{JobFilter, JobRecord, JobState, JobStore};
 /// Jobs shown (newest first).
 const JOBS_SHOWN: usize = 50;
 
-pub(super) struct Snapshot {
-    pub(super) requests: String,
-    pub(super) jobs: String,
+pub(crate) struct Snapshot {
+    pub(crate) requests: String,
+    pub(crate) jobs: String,
     /// `None` when nothing is proxied (the section stays hidden).
-    pub(super) upstream: Option<String>,
-    pub(super) at: String,
+    pub(crate) upstream: Option<String>,
+    pub(crate) at: String,
 }
 
-pub(super) async fn snapshot(
+pub(crate) async fn snapshot(
     server: &Server,
     jobs: &dyn JobStore,
     upstreams: &[Arc<staunch_proxy::Pool>],
@@ -171,7 +171,7 @@ fn jobs_rows(jobs: &[JobRecord], now_ms: i64) -> String {
 }
 
 /// HTML-escapes text for element content and quoted attributes.
-pub(super) fn escape(s: &str) -> String {
+pub(crate) fn escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         match c {
