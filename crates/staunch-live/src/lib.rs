@@ -19,8 +19,8 @@
 //!   script asks for the token, keeps it in `sessionStorage` (never in a URL or a cookie) and
 //!   reads the stream with `fetch()` and an `Authorization` header. Nothing is sent on the
 //!   browser's own initiative, so there is nothing for another site to forge (CSRF); the Origin
-//!   check stays. A stream with auth ends every [`REAUTH`] and the page reconnects, so the token
-//!   is checked again (an expired JWT stops the updates).
+//!   check stays. A stream with auth ends every five minutes (`REAUTH`) and the page
+//!   reconnects, so the token is checked again (an expired JWT stops the updates).
 //!
 //! Streams are capped (`--live-page-max-streams`): one more answers 503.
 //!
