@@ -677,12 +677,17 @@ pub fn wire(
             if paused {
                 fig.late_progress_after_pause += 1;
             } else if l.since_abandoned > PROGRESS_AFTER_CANCEL {
+                // Named as the lifecycle log names it, so the server's account of the
+                // request can be looked up.
                 out.push(v(
                     "orphaned work (on the wire)",
                     format!(
-                        "instance {}: progress {} ms after the client cancelled",
+                        "instance {}: progress {} ms after the client cancelled (session {}, \
+                         request {})",
                         l.instance,
-                        l.since_abandoned.as_millis()
+                        l.since_abandoned.as_millis(),
+                        l.session.as_deref().map_or("-".into(), session_hash),
+                        l.request_id.as_deref().unwrap_or("-")
                     ),
                 ));
             }

@@ -89,7 +89,7 @@ pub struct LateSeen {
     pub instance: usize,
     /// The session the client held (the lifecycle log names it by its hash).
     pub session: Option<String>,
-    /// The request's id (responses only).
+    /// The request's id (for progress, from its token: the client numbers both alike).
     pub request_id: Option<String>,
     /// How long after the client gave up, and when it arrived.
     pub since_abandoned: Duration,
@@ -269,13 +269,17 @@ fn drain_late(
                 at: r.at.into_std(),
                 response: true,
             },
-            staunch_client::Late::Progress { at, .. } => {
+            staunch_client::Late::Progress { at, token, .. } => {
                 let at = at.into_std();
                 let gave_up = abandons.iter().rev().find(|a| **a <= at).copied();
                 LateSeen {
                     instance,
                     session: session.clone(),
-                    request_id: None,
+                    // As `RequestId` prints it (the log's key): a number bare, a string quoted.
+                    request_id: Some(match token {
+                        staunch_client::protocol::mcp::ProgressToken::Number(n) => n.to_string(),
+                        staunch_client::protocol::mcp::ProgressToken::String(s) => format!("{s:?}"),
+                    }),
                     since_abandoned: gave_up.map_or(Duration::ZERO, |a| at - a),
                     at,
                     response: false,
