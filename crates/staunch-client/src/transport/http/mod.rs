@@ -117,6 +117,20 @@ impl Shared {
         h
     }
 
+    /// A GET in this session: the standalone stream, or with `last_event_id` the stream that
+    /// event belongs to, from the event after it.
+    async fn get_stream(&self, last_event_id: Option<&str>) -> Result<RawResponse, ClientError> {
+        let mut headers = self.session_headers(true);
+        if let Some(id) = last_event_id {
+            headers.push((LAST_EVENT_ID.to_string(), id.to_string()));
+        }
+        let refs: Vec<(&str, &str)> = headers
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        self.ep.get(&refs).await
+    }
+
     fn fail(&self, id: Option<&RequestId>, error: ClientError) {
         match id {
             Some(id) => {
@@ -406,15 +420,7 @@ async fn read_standalone(shared: &Shared) {
     let mut retry = shared.opts.default_retry;
     let mut attempts: u32 = 0;
     loop {
-        let mut headers = shared.session_headers(true);
-        if let Some(id) = &last {
-            headers.push((LAST_EVENT_ID.to_string(), id.clone()));
-        }
-        let refs: Vec<(&str, &str)> = headers
-            .iter()
-            .map(|(k, v)| (k.as_str(), v.as_str()))
-            .collect();
-        match shared.ep.get(&refs).await {
+        match shared.get_stream(last.as_deref()).await {
             Ok(r) if (200..300).contains(&r.status()) && r.is_sse() => {
                 let mut stream = r.into_sse();
                 while let Ok(Some(ev)) = stream.next_event().await {
@@ -494,13 +500,7 @@ async fn read_stream(shared: &Shared, mut stream: SseStream, id: Option<&Request
                     .unwrap_or(shared.opts.default_retry)
                     .min(shared.opts.max_retry_wait);
                 tokio::time::sleep(wait).await;
-                let mut headers = shared.session_headers(true);
-                headers.push((LAST_EVENT_ID.to_string(), last.clone()));
-                let refs: Vec<(&str, &str)> = headers
-                    .iter()
-                    .map(|(k, v)| (k.as_str(), v.as_str()))
-                    .collect();
-                match shared.ep.get(&refs).await {
+                match shared.get_stream(Some(&last)).await {
                     Ok(r) if (200..300).contains(&r.status()) && r.is_sse() => {
                         shared.resumes.fetch_add(1, Ordering::Relaxed);
                         tracing::debug!(%id, last_event_id = %last, "resumed a dropped stream");
