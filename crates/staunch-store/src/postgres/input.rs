@@ -2,7 +2,7 @@
 //! [`crate::JobStore::ask_inputs`]). The fence and the inserts share one transaction; an answer
 //! is a guarded UPDATE, so two instances answering one key store exactly one answer.
 
-use super::{Pg, execute, query, query_opt, to_i64};
+use super::{Pg, execute, query_opt, to_i64};
 use crate::{JobInput, StoreError};
 
 pub(super) async fn ask(
@@ -72,14 +72,13 @@ pub(super) async fn answer(
 }
 
 pub(super) async fn list(pg: &Pg, id: &str) -> Result<Vec<JobInput>, StoreError> {
-    let c = pg.client().await?;
-    let rows = query(
-        &c,
-        "SELECT input_key, request_json, response_json, asked_ms, answered_ms \
-         FROM staunch_job_inputs WHERE job_id = $1 ORDER BY asked_ms, input_key",
-        &[&id],
-    )
-    .await?;
+    let rows = pg
+        .read(
+            "SELECT input_key, request_json, response_json, asked_ms, answered_ms \
+             FROM staunch_job_inputs WHERE job_id = $1 ORDER BY asked_ms, input_key",
+            &[&id],
+        )
+        .await?;
     Ok(rows
         .iter()
         .map(|r| JobInput {

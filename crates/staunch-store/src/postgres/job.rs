@@ -123,14 +123,13 @@ impl JobStore for PgJobStore {
     }
 
     async fn get(&self, id: &str) -> Result<Option<JobRecord>, StoreError> {
-        let c = self.pg.client().await?;
         opt_job(
-            query_opt(
-                &c,
-                &format!("SELECT {JOB_COLS} FROM staunch_jobs WHERE id = $1"),
-                &[&id],
-            )
-            .await?,
+            self.pg
+                .read_opt(
+                    &format!("SELECT {JOB_COLS} FROM staunch_jobs WHERE id = $1"),
+                    &[&id],
+                )
+                .await?,
         )
     }
 
@@ -145,16 +144,16 @@ impl JobStore for PgJobStore {
             None => (i64::MIN, String::new()),
         };
         let limit = clamp_limit(limit);
-        let c = self.pg.client().await?;
-        let rows = query(
-            &c,
-            &format!(
-                "SELECT {JOB_COLS} FROM staunch_jobs WHERE principal = $1 \
-                 AND (created_ms, id) > ($2::bigint, $3::text) ORDER BY created_ms, id LIMIT $4"
-            ),
-            &[&principal, &after_ms, &after_id, &(limit as i64 + 1)],
-        )
-        .await?;
+        let rows = self
+            .pg
+            .read(
+                &format!(
+                    "SELECT {JOB_COLS} FROM staunch_jobs WHERE principal = $1 \
+                     AND (created_ms, id) > ($2::bigint, $3::text) ORDER BY created_ms, id LIMIT $4"
+                ),
+                &[&principal, &after_ms, &after_id, &(limit as i64 + 1)],
+            )
+            .await?;
         let mut jobs = rows
             .iter()
             .map(job_from_row)

@@ -50,6 +50,57 @@ impl Pg {
     async fn client(&self) -> Result<deadpool_postgres::Client, StoreError> {
         Ok(self.pool.get().await?)
     }
+
+    /// A read-only statement returning at most one row, made again on the next connection
+    /// when the one it ran on turns out dead ([`connection_lost`]): reading twice is harmless.
+    /// At most once per pooled connection, since each dead one leaves the pool as it fails.
+    async fn read_opt(
+        &self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Option<Row>, StoreError> {
+        let mut lost = 0;
+        loop {
+            let c = self.client().await?;
+            match query_opt(&c, sql, params).await {
+                Err(e) if connection_lost(&e) && lost < POOL_SIZE => lost += 1,
+                r => return r,
+            }
+        }
+    }
+
+    /// [`Pg::read_opt`] for a statement returning rows.
+    async fn read(
+        &self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<Row>, StoreError> {
+        let mut lost = 0;
+        loop {
+            let c = self.client().await?;
+            match query(&c, sql, params).await {
+                Err(e) if connection_lost(&e) && lost < POOL_SIZE => lost += 1,
+                r => return r,
+            }
+        }
+    }
+}
+
+/// The connection died under the statement: its backend was terminated (a failover, an idle
+/// killer, an operator) or crashed, and the pool, which hands out a connection without asking
+/// the server first, had not noticed yet. The connection is closed by now, so the pool drops it
+/// when it comes back.
+fn connection_lost(e: &StoreError) -> bool {
+    use tokio_postgres::error::SqlState;
+    match e {
+        StoreError::Postgres(e) => {
+            e.is_closed()
+                || e.code().is_some_and(|c| {
+                    *c == SqlState::ADMIN_SHUTDOWN || *c == SqlState::CRASH_SHUTDOWN
+                })
+        }
+        _ => false,
+    }
 }
 
 /// Opens the stores on the database at `url` (`postgres://…`) and applies migrations.

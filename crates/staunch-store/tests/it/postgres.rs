@@ -207,3 +207,56 @@ async fn recv(rx: &mut tokio::sync::broadcast::Receiver<Signal>, want: &Signal) 
         .await
         .unwrap_or_else(|_| panic!("no {want:?} in time"));
 }
+
+/// Backends killed under the pool (a failover, an idle killer, an operator): a read made at
+/// once still answers. The pool hands out a connection without asking the server first, so the
+/// read may land on a dead one; it is made again on a fresh one (reading twice is harmless).
+#[tokio::test]
+async fn a_read_survives_its_pooled_connection_being_killed() {
+    let Some(url) = url() else { return };
+    let schema = fresh_schema("read_killed");
+    let app = format!("staunch-reads-{schema}");
+    let sep = if url.contains('?') { '&' } else { '?' };
+    let store = staunch_store::open_postgres_in_schema(
+        &format!("{url}{sep}application_name={app}"),
+        &schema,
+    )
+    .await
+    .unwrap();
+    let admin = admin(&url).await;
+    let mut failures = Vec::new();
+    for round in 0..5 {
+        // Several connections in the pool, then every one of them killed.
+        let (a, b, c) = tokio::join!(
+            store.jobs.get("job-a"),
+            store.jobs.get("job-b"),
+            store.jobs.get("job-c")
+        );
+        assert!(
+            a.is_ok() && b.is_ok() && c.is_ok(),
+            "round {round}: reads before the kill"
+        );
+        let killed = admin
+            .query(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1",
+                &[&app],
+            )
+            .await
+            .unwrap();
+        assert!(
+            !killed.is_empty(),
+            "round {round}: found the pool's connections"
+        );
+        for i in 0..3 {
+            if let Err(e) = store.jobs.get("job-a").await {
+                failures.push(format!("round {round}, read {i}: {e}"));
+            }
+        }
+    }
+    drop(store);
+    drop_schema(&url, &schema).await;
+    assert!(
+        failures.is_empty(),
+        "reads failed after the kill: {failures:#?}"
+    );
+}
