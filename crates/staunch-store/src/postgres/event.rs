@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use super::{Pg, execute, query, query_opt, to_i64, to_u64};
+use super::{Pg, execute, query_opt, to_i64, to_u64};
 use crate::event::{Step, StreamRun, plan};
 use crate::{BatchOutcome, EventStore, EventWrite, Replay, StoreError, StoredEvent};
 
@@ -131,20 +131,20 @@ impl EventStore for PgEventStore {
         after_seq: u64,
         limit: usize,
     ) -> Result<Replay, StoreError> {
-        let c = self.pg.client().await?;
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         // One statement, one snapshot: the retention horizon and the events agree, so a purge
         // running concurrently cannot open a silent gap.
-        let rows = query(
-            &c,
-            "SELECT s.purged_through, e.seq, e.payload, e.created_ms \
+        let rows = self
+            .pg
+            .read(
+                "SELECT s.purged_through, e.seq, e.payload, e.created_ms \
              FROM staunch_sse_streams s \
              LEFT JOIN LATERAL (SELECT seq, payload, created_ms FROM staunch_sse_events \
                  WHERE stream_id = s.stream_id AND seq > $3 ORDER BY seq LIMIT $4) e ON TRUE \
              WHERE s.stream_id = $1 AND s.session_id = $2 ORDER BY e.seq",
-            &[&stream_id, &session_id, &to_i64(after_seq), &limit],
-        )
-        .await?;
+                &[&stream_id, &session_id, &to_i64(after_seq), &limit],
+            )
+            .await?;
         let Some(first) = rows.first() else {
             return Ok(Replay::UnknownStream);
         };

@@ -49,14 +49,14 @@ impl SessionStore for PgSessionStore {
     }
 
     async fn get(&self, id: &str) -> Result<Option<SessionRecord>, StoreError> {
-        let c = self.pg.client().await?;
-        let row = query_opt(
-            &c,
-            "SELECT id, protocol_version, client_info_json, client_capabilities_json, \
+        let row = self
+            .pg
+            .read_opt(
+                "SELECT id, protocol_version, client_info_json, client_capabilities_json, \
              principal, log_level, created_ms, last_seen_ms FROM staunch_sessions WHERE id = $1",
-            &[&id],
-        )
-        .await?;
+                &[&id],
+            )
+            .await?;
         Ok(row.map(|r| SessionRecord {
             id: r.get(0),
             protocol_version: r.get(1),
@@ -95,13 +95,13 @@ impl SessionStore for PgSessionStore {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
-        let c = self.pg.client().await?;
-        let rows = query(
-            &c,
-            "SELECT id FROM staunch_sessions WHERE id = ANY($1)",
-            &[&ids],
-        )
-        .await?;
+        let rows = self
+            .pg
+            .read(
+                "SELECT id FROM staunch_sessions WHERE id = ANY($1)",
+                &[&ids],
+            )
+            .await?;
         let held: std::collections::HashSet<String> = rows.iter().map(|r| r.get(0)).collect();
         Ok(ids.iter().filter(|i| !held.contains(*i)).cloned().collect())
     }

@@ -224,32 +224,42 @@ async fn a_read_survives_its_pooled_connection_being_killed() {
     .await
     .unwrap();
     let admin = admin(&url).await;
-    let mut failures = Vec::new();
-    for round in 0..5 {
-        // Several connections in the pool, then every one of them killed.
-        let (a, b, c) = tokio::join!(
-            store.jobs.get("job-a"),
-            store.jobs.get("job-b"),
-            store.jobs.get("job-c")
-        );
-        assert!(
-            a.is_ok() && b.is_ok() && c.is_ok(),
-            "round {round}: reads before the kill"
-        );
-        let killed = admin
+    let kill = || async {
+        admin
             .query(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1",
                 &[&app],
             )
             .await
-            .unwrap();
-        assert!(
-            !killed.is_empty(),
-            "round {round}: found the pool's connections"
-        );
-        for i in 0..3 {
-            if let Err(e) = store.jobs.get("job-a").await {
-                failures.push(format!("round {round}, read {i}: {e}"));
+            .unwrap()
+            .len()
+    };
+    // Each kind of read in turn: the pool filled, every connection killed, one read at once.
+    let mut failures = Vec::new();
+    for round in 0..3 {
+        for kind in ["job", "session", "replay"] {
+            let read = || async {
+                match kind {
+                    "job" => store.jobs.get("job-a").await.map(drop),
+                    "session" => store.sessions.get("sess-a").await.map(drop),
+                    _ => store
+                        .events
+                        .replay_after("sess-a", "stream-a", 0, 10)
+                        .await
+                        .map(drop),
+                }
+            };
+            let (a, b, c) = tokio::join!(read(), read(), read());
+            assert!(
+                a.is_ok() && b.is_ok() && c.is_ok(),
+                "{kind}, round {round}: before the kill"
+            );
+            assert!(
+                kill().await > 0,
+                "{kind}, round {round}: found the pool's connections"
+            );
+            if let Err(e) = read().await {
+                failures.push(format!("{kind}, round {round}: {e}"));
             }
         }
     }
