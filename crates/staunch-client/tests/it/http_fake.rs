@@ -38,6 +38,9 @@ enum Reply {
     SseCut(Vec<String>),
     /// SSE events, then the stream ends properly.
     Sse(Vec<String>),
+    /// SSE events, then the stream is held open until the client closes the connection; the
+    /// close is recorded as a request with method `CLOSED`.
+    SseHold(Vec<String>),
 }
 
 type Script = Arc<dyn Fn(&Seen) -> Reply + Send + Sync>;
@@ -141,6 +144,30 @@ async fn serve(mut sock: TcpStream, script: Script, seen: Arc<Mutex<Vec<Seen>>>)
                 .write_all(format!("HTTP/1.1 {status} X\r\ncontent-length: 0\r\n\r\n").as_bytes())
                 .await
                 .is_ok(),
+            Reply::SseHold(events) => {
+                let mut out = String::from(
+                    "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n",
+                );
+                for e in events {
+                    out.push_str(&format!("{:x}\r\n{e}\r\n", e.len()));
+                }
+                if sock.write_all(out.as_bytes()).await.is_err() {
+                    return;
+                }
+                let mut chunk = [0u8; 64];
+                while let Ok(n) = sock.read(&mut chunk).await {
+                    if n == 0 {
+                        break;
+                    }
+                }
+                seen.lock().unwrap().push(Seen {
+                    method: "CLOSED".into(),
+                    headers: Vec::new(),
+                    body: Value::Null,
+                    at: Instant::now(),
+                });
+                return;
+            }
             Reply::Sse(events) | Reply::SseCut(events) if events.is_empty() => false,
             r @ (Reply::Sse(_) | Reply::SseCut(_)) => {
                 let (events, cut) = match r {
@@ -476,4 +503,41 @@ async fn no_standalone_stream_unless_asked() {
     tokio::time::sleep(Duration::from_millis(200)).await;
     client.close().await;
     assert!(fake.seen().iter().all(|r| r.method != "GET"));
+}
+
+/// A client dropped without `close` lets go of its standalone stream: the reader would
+/// otherwise hold the connection for as long as the server keeps the session.
+#[tokio::test]
+async fn a_dropped_client_closes_its_standalone_stream() {
+    let fake = Fake::start(|req| {
+        if let Some(r) = init_reply(req) {
+            return r;
+        }
+        if req.method == "GET" {
+            return Reply::SseHold(vec!["id: s1\nretry: 100\ndata:\n\n".into()]);
+        }
+        Reply::Empty(400)
+    })
+    .await;
+    let mut o = opts();
+    o.http.listen = true;
+    let client = Client::connect_http(&fake.url(), &o).await.unwrap();
+    let open = |fake: &Fake| fake.seen().iter().any(|r| r.method == "GET");
+    let closed = |fake: &Fake| fake.seen().iter().any(|r| r.method == "CLOSED");
+    let until = Instant::now() + Duration::from_secs(5);
+    while !open(&fake) && Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(open(&fake), "the standalone stream was opened");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!closed(&fake), "held open while the client lives");
+    drop(client);
+    let until = Instant::now() + Duration::from_secs(5);
+    while !closed(&fake) && Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        closed(&fake),
+        "the connection was closed after the client was dropped"
+    );
 }

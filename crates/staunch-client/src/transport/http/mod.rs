@@ -303,6 +303,14 @@ impl HttpTransport {
     }
 }
 
+/// A client dropped without `close` stops reading its standalone stream: the reader would
+/// otherwise hold that connection for as long as the server keeps the session.
+impl Drop for HttpTransport {
+    fn drop(&mut self) {
+        self.shared.listening.cancel();
+    }
+}
+
 /// The headers of a stateless request: its version, method and name (never a session).
 fn stateless_headers(shared: &Shared, out: &Outgoing) -> Vec<(String, String)> {
     let mut h = Vec::with_capacity(3);
