@@ -73,6 +73,11 @@ impl UpstreamAcc {
         ts: Millis,
         known: Option<(Label, Option<Millis>)>,
     ) {
+        if what == Some("error") {
+            // An error answer after the cancel: the upstream stopped and said so late. Not
+            // work that went on.
+            return;
+        }
         let late = self.calls.entry(key).or_insert_with(|| {
             let (label, cancel) = known.unwrap_or((Label::new(None, None), None));
             Late {

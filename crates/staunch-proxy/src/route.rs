@@ -200,6 +200,8 @@ impl Calls {
     /// Writes `upstream.late` for something that arrived after its call was abandoned.
     pub fn log_late(&self, late: &Late) {
         let (id, what) = match late {
+            // An error answer is the upstream saying, late, that it stopped.
+            Late::Response(r) if r.outcome.is_err() => (&r.id, "error"),
             Late::Response(r) => (&r.id, "response"),
             Late::Progress {
                 token: ProgressToken::Number(n),
@@ -226,12 +228,18 @@ impl Calls {
                     session: ctx.session_id(),
                     request_id: &request_id,
                 };
-                let sent = if what == "response" {
-                    Sent::Response
-                } else {
-                    Sent::Progress
+                let sent = match what {
+                    "response" => Some(Sent::Response),
+                    "progress" => Some(Sent::Progress),
+                    // An error answer to the cancelled request: the upstream stopped and said so
+                    // late, where the spec asks for no answer at all. A protocol slip, dropped
+                    // here and logged, but no work went on: the ledger and the client's session
+                    // do not hear of it.
+                    _ => None,
                 };
-                if self.ledger.sent(key, abandoned_at, sent) {
+                if let Some(sent) = sent
+                    && self.ledger.sent(key, abandoned_at, sent)
+                {
                     // The client's view is clean (nothing late reaches it), so it is told, once
                     // per call, on its session: the work it cancelled went on upstream.
                     let after = abandoned_at.elapsed();

@@ -23,7 +23,7 @@
 //! | `staunch_job_lease_losses_total` | counter | — |
 //! | `staunch_job_reaper_actions_total` | counter | `action` (`requeued`, `failed`, `cancelled`, `purged`) |
 //! | `staunch_idempotency_hits_total` | counter | — |
-//! | `staunch_upstream_late_total` | counter | `upstream`, `tool`, `kind` (`progress`, `response`): what a proxied upstream sent after its call was cancelled — work that went on |
+//! | `staunch_upstream_late_total` | counter | `upstream`, `tool`, `kind` (`progress`, `response`, `error`): what a proxied upstream sent after its call was cancelled — work that went on, or (`error`) a late answer saying it stopped |
 //! | `staunch_upstream_stopped_total` | counter | `upstream`, `tool`, `how` (`exited`, `killed`): upstream processes of cancelled calls ended by the stop policy (`kill_after_cancel`); `killed` were still running after the grace |
 
 use std::sync::{Arc, Mutex};

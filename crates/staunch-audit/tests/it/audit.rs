@@ -685,6 +685,16 @@ fn a_log_whose_writer_dropped_lines_is_not_clean_and_says_so() {
     assert!(clean.is_clean());
 }
 
+/// An upstream that answers its cancelled request with an error, 6 ms later (the Python SDK's
+/// "Request cancelled"), stopped: the late answer is logged, but it is not orphaned work.
+#[test]
+fn a_late_error_answer_from_the_upstream_is_not_orphaned_work() {
+    let r = audit("upstream_late_error.jsonl");
+    assert_eq!(r.orphaned.count, 0);
+    assert_eq!(r.orphaned_upstream.count, 0);
+    assert!(r.is_clean());
+}
+
 /// Behind `staunch proxy` the downstream request stops cleanly (`cancelled`, 3 ms) while the
 /// upstream goes on: its late progress and response (`upstream.late`) are orphaned work, and
 /// the log is not clean.
