@@ -53,20 +53,13 @@ impl Pg {
 
     /// A read-only statement returning at most one row, made again on the next connection
     /// when the one it ran on turns out dead ([`connection_lost`]): reading twice is harmless.
-    /// At most once per pooled connection, since each dead one leaves the pool as it fails.
     async fn read_opt(
         &self,
         sql: &str,
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<Option<Row>, StoreError> {
-        let mut lost = 0;
-        loop {
-            let c = self.client().await?;
-            match query_opt(&c, sql, params).await {
-                Err(e) if connection_lost(&e) && lost < POOL_SIZE => lost += 1,
-                r => return r,
-            }
-        }
+        self.reading(|c| async move { query_opt(&c, sql, params).await })
+            .await
     }
 
     /// [`Pg::read_opt`] for a statement returning rows.
@@ -75,10 +68,21 @@ impl Pg {
         sql: &str,
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<Vec<Row>, StoreError> {
+        self.reading(|c| async move { query(&c, sql, params).await })
+            .await
+    }
+
+    /// Runs `read` on a pooled connection, and again on the next one while the connection
+    /// turns out dead: at most once per pooled connection, since each dead one leaves the pool
+    /// as it fails.
+    async fn reading<T, F, Fut>(&self, read: F) -> Result<T, StoreError>
+    where
+        F: Fn(deadpool_postgres::Client) -> Fut,
+        Fut: std::future::Future<Output = Result<T, StoreError>>,
+    {
         let mut lost = 0;
         loop {
-            let c = self.client().await?;
-            match query(&c, sql, params).await {
+            match read(self.client().await?).await {
                 Err(e) if connection_lost(&e) && lost < POOL_SIZE => lost += 1,
                 r => return r,
             }
