@@ -197,22 +197,12 @@ impl Calls {
         }
     }
 
-    /// Writes `upstream.late` for something that arrived after its call was abandoned.
+    /// Writes `upstream.late` for something that arrived after its call was abandoned: an
+    /// error answer within [`STOPPED_ANSWER`] of the cancel as `error`, any other answer as
+    /// `response`, progress as `progress`.
     pub fn log_late(&self, late: &Late) {
-        let (id, what) = match late {
-            // An error answer is the upstream saying, late, that it stopped.
-            Late::Response(r) if r.outcome.is_err() => (&r.id, "error"),
-            Late::Response(r) => (&r.id, "response"),
-            Late::Progress {
-                token: ProgressToken::Number(n),
-                ..
-            } => {
-                return self.log_late_id(*n, "progress");
-            }
-            Late::Progress { .. } => return,
-        };
-        if let RequestId::Number(n) = id {
-            self.log_late_id(*n, what);
+        if let Some((id, what)) = late_kind(late) {
+            self.log_late_id(id, what);
         }
     }
 
@@ -276,6 +266,32 @@ impl Calls {
     }
 }
 
+/// The proxy's own upstream id of a late message and what it was (`upstream.late`'s `late`);
+/// `None` for an id the proxy did not send (it numbers its requests).
+fn late_kind(late: &Late) -> Option<(i64, &'static str)> {
+    match late {
+        // An error answer soon after the cancel is the upstream saying, late, that it stopped;
+        // one that comes later still shows how long it went on.
+        Late::Response(r) => {
+            let RequestId::Number(n) = r.id else {
+                return None;
+            };
+            let stopped = r.outcome.is_err() && r.since_abandoned <= STOPPED_ANSWER;
+            Some((n, if stopped { "error" } else { "response" }))
+        }
+        Late::Progress {
+            token: ProgressToken::Number(n),
+            ..
+        } => Some((*n, "progress")),
+        Late::Progress { .. } => None,
+    }
+}
+
+/// How soon after its cancel an upstream's error answer counts as the upstream saying it
+/// stopped (the Python SDK's "Request cancelled" comes within milliseconds) rather than as
+/// work that went on and then failed.
+pub const STOPPED_ANSWER: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// A tracked call; dropping it unanswered marks the call abandoned (its cancel was sent).
 pub struct Tracked {
     calls: Arc<Calls>,
@@ -313,5 +329,57 @@ impl Drop for Tracked {
                 t.abandoned.remove(&old);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use serde_json::json;
+    use staunch_client::LateResponse;
+    use staunch_protocol::{ErrorObject, RequestId};
+
+    use super::*;
+
+    fn answer(outcome: Result<Value, ErrorObject>, after: Duration) -> Late {
+        Late::Response(LateResponse {
+            id: RequestId::Number(7),
+            at: tokio::time::Instant::now(),
+            since_abandoned: after,
+            outcome,
+        })
+    }
+
+    #[test]
+    fn an_error_answer_soon_after_the_cancel_says_the_upstream_stopped() {
+        let cancelled = || Err(ErrorObject::new(0, "Request cancelled"));
+        let ms = Duration::from_millis;
+        // The Python SDK's answer, milliseconds after the cancel: it stopped.
+        assert_eq!(late_kind(&answer(cancelled(), ms(6))), Some((7, "error")));
+        // An error long after the cancel: the work went on, then failed.
+        assert_eq!(
+            late_kind(&answer(cancelled(), ms(3_000))),
+            Some((7, "response"))
+        );
+        // A result, however soon: the work was done.
+        assert_eq!(
+            late_kind(&answer(Ok(json!({"content": []})), ms(6))),
+            Some((7, "response"))
+        );
+        let progress = Late::Progress {
+            token: ProgressToken::Number(9),
+            progress: 1.0,
+            at: tokio::time::Instant::now(),
+        };
+        assert_eq!(late_kind(&progress), Some((9, "progress")));
+        // Not an id the proxy sent.
+        let foreign = Late::Response(LateResponse {
+            id: RequestId::String("x".into()),
+            at: tokio::time::Instant::now(),
+            since_abandoned: ms(1),
+            outcome: cancelled(),
+        });
+        assert_eq!(late_kind(&foreign), None);
     }
 }
