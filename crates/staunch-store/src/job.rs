@@ -19,7 +19,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast;
 
-use crate::StoreError;
+use crate::{Signal, StoreError};
 
 /// Idempotency keys are honoured for at least this long (jobs.md §1: ≥ 24 h).
 pub const DEFAULT_IDEM_TTL_MS: i64 = 24 * 60 * 60 * 1000;
@@ -356,45 +356,6 @@ pub struct JobInput {
     pub answered_ms: Option<i64>,
 }
 
-/// A hint that something changed. Signals can be lost (a dropped LISTEN connection, a lagging
-/// receiver, another process on the same SQLite file): workers must keep polling as the
-/// backstop and treat signals only as "look now".
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Signal {
-    /// Cancel was requested for this job.
-    Cancel(String),
-    /// New work may be claimable, or signals may have been missed (sent after every
-    /// (re)subscription): poll now.
-    Wake,
-    /// Job `id` changed (progress, a question, its state) in the process whose owner id is
-    /// `by` ([`JobStore::notify_changed`]); subscribers re-read the row. On PostgreSQL it
-    /// crosses instances; other stores send none (their changes are seen in-process).
-    Changed {
-        /// The job that changed.
-        id: String,
-        /// Owner id of the process that changed it.
-        by: String,
-    },
-    /// The subscription was (re)established after it may have missed signals (PostgreSQL's
-    /// LISTEN connection came back): whoever follows jobs re-reads them now. Sent after
-    /// the [`Signal::Wake`] of the same reconnection.
-    Reconnected,
-    /// The HTTP session with this id was deleted (a client's DELETE on some instance): an
-    /// instance holding it ends it now. Sent by PostgreSQL's session store only.
-    SessionEnded(String),
-    /// A client cancelled request `request_id` (its JSON form) of session `session_id` through
-    /// an instance that does not run it ([`crate::SessionStore::relay_cancel`]): the instance
-    /// that runs it cancels it.
-    RequestCancelled {
-        /// The `Mcp-Session-Id` of the request's session.
-        session_id: String,
-        /// The request's JSON-RPC id, as JSON text.
-        request_id: String,
-        /// The reason the client gave, if any.
-        reason: Option<String>,
-    },
-}
-
 /// Durable job storage. Object safe: use it as `Arc<dyn JobStore>`.
 ///
 /// # Owners and restarts
@@ -610,40 +571,4 @@ pub fn owner_id(instance_name: &str) -> String {
 /// [`JobStore::release_owner`] at boot.
 pub fn owner_prefix(instance_name: &str) -> String {
     format!("{instance_name}/")
-}
-
-/// Encodes a `list` cursor. Opaque to callers.
-pub(crate) fn encode_cursor(created_ms: i64, id: &str) -> String {
-    format!("{created_ms}:{id}")
-}
-
-pub(crate) fn decode_cursor(cursor: &str) -> Result<(i64, String), StoreError> {
-    let bad = || StoreError::InvalidInput(format!("bad job list cursor {cursor:?}"));
-    let (ms, id) = cursor.split_once(':').ok_or_else(bad)?;
-    Ok((ms.parse().map_err(|_| bad())?, id.to_owned()))
-}
-
-/// `list` pages are capped so one call cannot pull a whole table.
-pub(crate) fn clamp_limit(limit: usize) -> usize {
-    limit.clamp(1, 1000)
-}
-
-/// (state, result_json, error_json, error_reason) written by `finish`.
-pub(crate) fn outcome_columns(
-    outcome: JobOutcome,
-) -> (JobState, Option<String>, Option<String>, Option<String>) {
-    match outcome {
-        JobOutcome::Succeeded { result_json } => {
-            (JobState::Succeeded, Some(result_json), None, None)
-        }
-        JobOutcome::Failed { error_json, reason } => {
-            (JobState::Failed, None, Some(error_json), Some(reason))
-        }
-        JobOutcome::Cancelled => (
-            JobState::Cancelled,
-            None,
-            None,
-            Some(REASON_CANCELLED.into()),
-        ),
-    }
 }

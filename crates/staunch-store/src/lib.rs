@@ -29,10 +29,12 @@ use std::sync::Arc;
 mod error;
 mod event;
 mod job;
+mod job_rows;
 mod memory;
 mod postgres;
 mod schema;
 mod session;
+mod signal;
 mod sqlite;
 
 #[doc(hidden)]
@@ -43,7 +45,7 @@ pub use event::{BatchOutcome, EventStore, EventWrite, Replay, StoredEvent};
 pub use job::{
     CancelOutcome, CreateOutcome, DEFAULT_IDEM_TTL_MS, DEFAULT_JOB_TTL_MS, FinishOutcome,
     Heartbeat, JobFilter, JobInput, JobOutcome, JobRecord, JobState, JobStore, Lease,
-    MAX_IDEM_KEY_CHARS, NewJob, REASON_CANCELLED, REASON_LEASE_LOST, ReapedJob, Signal, owner_id,
+    MAX_IDEM_KEY_CHARS, NewJob, REASON_CANCELLED, REASON_LEASE_LOST, ReapedJob, owner_id,
     owner_prefix,
 };
 pub use memory::{MemoryEventStore, MemorySessionStore};
@@ -51,6 +53,7 @@ pub use postgres::{open_postgres, open_postgres_in_schema};
 pub use session::{
     ANSWER_TTL_MS, MAX_ANSWERS_PER_SESSION, SessionRecord, SessionStore, WRITER_ROW_TTL_MS,
 };
+pub use signal::Signal;
 pub use sqlite::open_sqlite;
 
 /// The schema version a store is at once opened: the number of migrations applied.

@@ -24,7 +24,7 @@ use tokio::task::JoinHandle;
 use super::job_row::{job_from_row, lease_of, opt_job};
 use super::listen::{self, WAKE_PAYLOAD, cancel_payload, changed_payload, channel_for_schema};
 use super::{Pg, execute, query, query_opt, to_i64};
-use crate::job::{clamp_limit, decode_cursor, encode_cursor, outcome_columns};
+use crate::job_rows::{clamp_limit, decode_cursor, encode_cursor, outcome_columns};
 use crate::schema::{FAIR_TRIES, JOB_COLS, expire_set_clause, fair_owners_sql};
 use crate::{
     CancelOutcome, CreateOutcome, FinishOutcome, Heartbeat, JobFilter, JobInput, JobOutcome,

@@ -3,7 +3,7 @@
 
 use super::job_row::job_from_row;
 use super::{Pg, execute, query, to_u64};
-use crate::job::clamp_limit;
+use crate::job_rows::clamp_limit;
 use crate::schema::JOB_COLS;
 use crate::{JobFilter, JobRecord, JobState, StoreError};
 

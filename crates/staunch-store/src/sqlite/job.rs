@@ -14,7 +14,7 @@ use tokio::sync::broadcast;
 use super::job_create::create_in;
 use super::job_row::{conv_err, get_job, job_from_row};
 use super::{Db, to_i64, write_tx};
-use crate::job::{clamp_limit, decode_cursor, encode_cursor, outcome_columns};
+use crate::job_rows::{clamp_limit, decode_cursor, encode_cursor, outcome_columns};
 use crate::schema::{FAIR_TRIES, JOB_COLS, expire_set_clause, fair_owners_sql};
 use crate::{
     CancelOutcome, CreateOutcome, FinishOutcome, Heartbeat, JobFilter, JobInput, JobOutcome,
