@@ -64,8 +64,11 @@ def record_step(tag: str | None, entry: list[int]) -> None:
     entry[0] += 1
     entry[1] = int(time.time() * 1000)
     if STEPS_DIR and tag and tag.isalnum():
-        with open(os.path.join(STEPS_DIR, tag), "w", encoding="utf-8") as f:
+        # Written aside, then renamed over: a reader never sees the file emptied for the write.
+        path = os.path.join(STEPS_DIR, tag)
+        with open(f"{path}.{os.getpid()}.tmp", "w", encoding="utf-8") as f:
             f.write(f"{entry[0]} {os.getpid()}")
+        os.replace(f"{path}.{os.getpid()}.tmp", path)
 
 
 class CountStatus(TypedDict):

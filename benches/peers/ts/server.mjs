@@ -48,7 +48,7 @@
 // The SDK is resolved from ./node_modules, a symlink to .tools/ts/node_modules that
 // scripts/setup-tools creates.
 import { randomUUID } from 'node:crypto';
-import { writeFileSync } from 'node:fs';
+import { renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import * as z from 'zod/v4';
@@ -110,7 +110,10 @@ function recordStep(tag) {
   stepsByTag.set(tag, e);
   const dir = process.env.PEER_STEPS_DIR;
   if (dir && /^[A-Za-z0-9]+$/.test(tag)) {
-    writeFileSync(join(dir, tag), `${e.steps} ${process.pid}`);
+    // Written aside, then renamed over: a reader never sees the file emptied for the write.
+    const tmp = join(dir, `${tag}.${process.pid}.tmp`);
+    writeFileSync(tmp, `${e.steps} ${process.pid}`);
+    renameSync(tmp, join(dir, tag));
   }
 }
 
