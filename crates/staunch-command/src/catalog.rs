@@ -166,7 +166,12 @@ mod tests {
                 )
             })
             .collect();
-        crate::config::parse(&text, std::path::Path::new("/tmp/staunch.toml")).unwrap()
+        crate::config::parse(
+            &text,
+            std::path::Path::new("/tmp/staunch.toml"),
+            &crate::config::NoFlags,
+        )
+        .unwrap()
     }
 
     #[test]

@@ -169,6 +169,7 @@ mod tests {
         let config = crate::config::parse(
             "[[tool]]\nname = \"t\"\ndescription = \"d\"\nprogram = \"/bin/echo\"\n",
             Path::new("/tmp/staunch.toml"),
+            &crate::config::NoFlags,
         )
         .expect("a valid config");
         let finished = Finished {

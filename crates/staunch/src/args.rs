@@ -38,6 +38,16 @@ pub fn parse_secs(s: &str) -> Result<u64, String> {
     Ok(d.as_secs())
 }
 
+/// A count that cannot be zero (`--max-in-flight`, `--job-workers`): zero would refuse every
+/// request or never run a job, which is never what was meant.
+pub fn parse_at_least_one(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!("{s:?} is not a whole number")),
+    }
+}
+
 /// An address to listen on: `127.0.0.1:8080`, `[::1]:8080`, or a host name with a port
 /// (`localhost:8080`), resolved once at start; a name with IPv4 and IPv6 addresses binds the
 /// IPv4 one.

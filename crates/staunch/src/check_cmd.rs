@@ -23,7 +23,7 @@ pub struct CheckArgs {
 
 /// Runs the check; returns the exit code.
 pub fn run(args: CheckArgs) -> anyhow::Result<i32> {
-    match staunch_command::load(&args.config) {
+    match staunch_command::load(&args.config, &crate::serve_table::SettableFlags::new()) {
         Ok(cfg) => {
             println!(
                 "{}: ok, {} tool{}",

@@ -1,13 +1,11 @@
-//! `staunch serve --config staunch.toml`: loads the command tools, applies the file's
-//! `[serve]` table to flags not given explicitly, registers the tools, reloads them on SIGHUP
-//! and sweeps away processes a dead staunch left behind.
+//! `staunch serve --config staunch.toml`: the loaded file (its `[serve]` table is applied in
+//! `serve_table`), reloading the tools on SIGHUP and sweeping away processes a dead staunch
+//! left behind.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use staunch_command::{CommandConfig, CommandTools};
-
-use crate::serve_args::ServeArgs;
 
 /// How often the orphan sweep runs while serving.
 const SWEEP_EVERY: Duration = Duration::from_secs(30);
@@ -26,53 +24,6 @@ impl Loaded {
             .iter()
             .any(|t| t.shape == staunch_server::Shape::Job)
     }
-}
-
-/// Loads `--config` (refusing an invalid file) and applies its `[serve]` table to the flags
-/// `given` does not name (a flag given on the command line or in the environment wins).
-pub fn prepare(
-    args: &mut ServeArgs,
-    given: &dyn Fn(&str) -> bool,
-) -> anyhow::Result<Option<Loaded>> {
-    let Some(path) = args.config.clone() else {
-        return Ok(None);
-    };
-    let config = staunch_command::load(&path).map_err(|e| {
-        anyhow::anyhow!("{e}\nstaunch serve: refusing to start with an invalid configuration")
-    })?;
-    apply_serve_table(args, &config.serve, given);
-    let demo_tools = args.demo_tools || config.serve.demo_tools.unwrap_or(false);
-    Ok(Some(Loaded {
-        path,
-        config,
-        demo_tools,
-    }))
-}
-
-fn apply_serve_table(
-    args: &mut ServeArgs,
-    s: &staunch_command::config::ServeSettings,
-    given: &dyn Fn(&str) -> bool,
-) {
-    macro_rules! set {
-        ($field:ident, $value:expr) => {
-            if !given(stringify!($field))
-                && let Some(v) = $value
-            {
-                args.$field = v;
-            }
-        };
-    }
-    set!(http, s.http.map(Some));
-    set!(store, s.store.clone());
-    set!(store_schema, s.store_schema.clone().map(Some));
-    set!(instance_name, s.instance_name.clone().map(Some));
-    set!(log_file, s.log_file.clone().map(Some));
-    set!(no_log, s.no_log);
-    set!(max_in_flight, s.max_in_flight);
-    set!(endpoint, s.endpoint.clone());
-    set!(allow_hosts, s.allow_hosts.clone());
-    set!(job_workers, s.job_workers);
 }
 
 /// Reloads on SIGHUP: a valid file replaces the tools' definitions and adds or removes
@@ -94,7 +45,7 @@ pub fn reload_on_sighup(path: PathBuf, tools: CommandTools, server: staunch_serv
 }
 
 fn reload(path: &Path, tools: &CommandTools, server: &staunch_server::Server) {
-    match staunch_command::load(path) {
+    match staunch_command::load(path, &crate::serve_table::SettableFlags::new()) {
         Ok(cfg) => {
             let r = tools.reload(&cfg, server);
             tracing::warn!(

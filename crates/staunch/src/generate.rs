@@ -89,7 +89,10 @@ pub fn reference() -> String {
          <!-- Generated from the command line's definitions by \
          `STAUNCH_BLESS=1 cargo test -p staunch --bin staunch reference`; do not edit. -->\n\n\
          The same text as `staunch COMMAND --help`, on one page. Every flag of `serve` (and of \
-         `proxy`, which takes them all) can also be set by the environment variable shown.\n",
+         `proxy`, which takes them all) can also be set by the environment variable shown, and \
+         by the key shown in the `[serve]` table of the `--config` file (a switch as `true`, a \
+         repeatable flag as an array); a flag wins over its variable, which wins over the \
+         file.\n",
     );
     for (name, cmd) in pages(&root, "staunch").into_iter().skip(1) {
         command_section(&mut out, &name.replace('-', " "), &cmd);
@@ -124,6 +127,13 @@ fn command_section(out: &mut String, name: &str, cmd: &Command) {
             out.push_str(&format!("| `{value}` | {} |\n", cell(&help_of(a))));
         }
     }
+    // The keys of staunch.toml's `[serve]` table: serve's flags, which proxy takes too.
+    let file_keys = if matches!(name, "staunch serve" | "staunch proxy") {
+        use staunch_command::config::ServeFlags as _;
+        crate::serve_table::SettableFlags::new().keys()
+    } else {
+        Vec::new()
+    };
     let mut headings: Vec<Option<&str>> = Vec::new();
     for a in
         cmd.get_opts().chain(cmd.get_arguments().filter(|a| {
@@ -147,17 +157,37 @@ fn command_section(out: &mut String, name: &str, cmd: &Command) {
         if flags.is_empty() {
             continue;
         }
+        let (file_head, file_rule) = if file_keys.is_empty() {
+            ("", "")
+        } else {
+            (" staunch.toml |", "---|")
+        };
         out.push_str(&format!(
-            "\n### {}\n\n| flag | variable | default | meaning |\n|---|---|---|---|\n",
+            "\n### {}\n\n| flag | variable |{file_head} default | meaning |\n|---|---|{file_rule}---|---|\n",
             heading.unwrap_or("Options")
         ));
         for a in flags {
+            let env = a
+                .get_env()
+                .map(|e| format!("`{}`", e.to_string_lossy()))
+                .unwrap_or_default();
+            let file = if file_keys.is_empty() {
+                String::new()
+            } else {
+                let id = a.get_id().as_str();
+                let key = file_keys.iter().any(|k| k == id);
+                format!(
+                    " {} |",
+                    if key {
+                        format!("`{id}`")
+                    } else {
+                        String::new()
+                    }
+                )
+            };
             out.push_str(&format!(
-                "| {} | {} | {} | {} |\n",
+                "| {} | {env} |{file} {} | {} |\n",
                 flag_cell(a),
-                a.get_env()
-                    .map(|e| format!("`{}`", e.to_string_lossy()))
-                    .unwrap_or_default(),
                 default_cell(a),
                 cell(&help_of(a))
             ));

@@ -22,6 +22,7 @@ mod proxy_cmd;
 mod release_memory;
 mod serve;
 mod serve_args;
+mod serve_table;
 mod state_dir;
 mod tools_cmd;
 mod upstreams;

@@ -296,10 +296,13 @@ fn import_mcp_servers(file: &std::path::Path) -> anyhow::Result<Vec<UpstreamSpec
     Ok(out)
 }
 
-/// `proxy`; `given` as for [`crate::serve::run`].
-pub async fn run(args: ProxyArgs, given: &dyn Fn(&str) -> bool) -> anyhow::Result<i32> {
+/// `proxy`; `commands` as for [`crate::serve::run`].
+pub async fn run(
+    args: ProxyArgs,
+    commands: Option<crate::command_tools::Loaded>,
+) -> anyhow::Result<i32> {
     let specs = specs(&args)?;
-    crate::serve::run_with(args.serve, specs, given).await
+    crate::serve::run_with(args.serve, specs, commands).await
 }
 
 #[cfg(test)]

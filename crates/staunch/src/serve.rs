@@ -113,19 +113,21 @@ pub struct Built {
     pub proxied: Option<staunch_proxy::Registered>,
 }
 
-/// `serve`; `given` names the flags given on the command line or in the environment (they
-/// win over the `[serve]` table of `--config`).
-pub async fn run(args: ServeArgs, given: &dyn Fn(&str) -> bool) -> anyhow::Result<i32> {
-    run_with(args, Vec::new(), given).await
+/// `serve`; `commands` is its `--config`, loaded (its `[serve]` table already applied to
+/// `args`).
+pub async fn run(
+    args: ServeArgs,
+    commands: Option<crate::command_tools::Loaded>,
+) -> anyhow::Result<i32> {
+    run_with(args, Vec::new(), commands).await
 }
 
 /// `serve`, with the tools of `upstreams` (`staunch proxy`) beside or instead of the others.
 pub async fn run_with(
     mut args: ServeArgs,
     mut upstreams: Vec<staunch_proxy::UpstreamSpec>,
-    given: &dyn Fn(&str) -> bool,
+    commands: Option<crate::command_tools::Loaded>,
 ) -> anyhow::Result<i32> {
-    let commands = crate::command_tools::prepare(&mut args, given)?;
     if let Some(c) = &commands {
         upstreams.extend(
             c.config

@@ -103,6 +103,8 @@ pub struct ServeArgs {
         default_value = crate::state_dir::DEFAULT_STORE,
         env = "STAUNCH_STORE",
         value_name = "STORE",
+        // A file, unless `:memory:` or a URL: relative to staunch.toml when set there.
+        value_hint = clap::ValueHint::FilePath,
         help_heading = heading::STORE
     )]
     pub store: String,
@@ -143,6 +145,7 @@ pub struct ServeArgs {
         default_value_t = 1024,
         env = "STAUNCH_MAX_IN_FLIGHT",
         value_name = "N",
+        value_parser = crate::args::parse_at_least_one,
         help_heading = heading::REQUESTS
     )]
     pub max_in_flight: usize,
@@ -302,6 +305,7 @@ pub struct ServeArgs {
         default_value_t = 8,
         env = "STAUNCH_JOB_WORKERS",
         value_name = "N",
+        value_parser = crate::args::parse_at_least_one,
         help_heading = heading::JOBS
     )]
     pub job_workers: usize,

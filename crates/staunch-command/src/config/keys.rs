@@ -12,7 +12,7 @@ use toml::Spanned;
 use toml::de::{DeTable, DeValue};
 
 use super::error::Errors;
-use super::raw::{RawEnv, RawFile, RawParam, RawServe, RawTool};
+use super::raw::{RawEnv, RawFile, RawParam, RawTool};
 use super::upstream::{RawUpstream, RawUpstreamTool};
 
 /// Keys a table must have (the rest are optional), named where the reader learns why.
@@ -37,9 +37,6 @@ pub(crate) fn report_unknown(source: &str, errors: &mut Errors) -> usize {
     let before = errors.list.len();
     let root = root.get_ref();
     check(root, fields_of::<RawFile>(), "", errors);
-    if let Some(serve) = table(root, "serve") {
-        check(serve, fields_of::<RawServe>(), "serve", errors);
-    }
     for (i, (tool, at)) in tables(root, "tool").enumerate() {
         let label = labelled("tool", i, tool);
         check(tool, fields_of::<RawTool>(), &label, errors);

@@ -6,7 +6,8 @@
 //!
 //! Modules: `raw` (the file as written), `keys` (unknown and missing keys), `units` (durations
 //! and sizes), `process` (a tool's program and environment), `param_check` (its parameters),
-//! `upstream` (the `[[upstream]]` tables), `model` (the validated result), `error`.
+//! `upstream` (the `[[upstream]]` tables), `serve_table` (`[serve]`, checked against the flags
+//! the binary defines), `model` (the validated result), `error`.
 
 mod error;
 mod keys;
@@ -14,6 +15,7 @@ mod model;
 mod param_check;
 mod process;
 mod raw;
+mod serve_table;
 mod units;
 mod upstream;
 
@@ -30,8 +32,10 @@ use toml::Spanned;
 pub use error::{ConfigError, ConfigErrors, LoadError};
 pub use model::{
     BASE_ENV, CommandConfig, CommandTool, EnvPolicy, OutputLimits, Overflow, ResultMode,
-    ServeSettings,
 };
+#[cfg(test)]
+pub(crate) use serve_table::NoFlags;
+pub use serve_table::{FlagArity, FlagShape, ServeFlags, ServeSetting, ServeSettings};
 pub use units::parse_duration;
 pub use upstream::{UpstreamConfig, UpstreamTarget, UpstreamToolRule};
 
@@ -40,7 +44,7 @@ use crate::template::ArgTemplate;
 use error::Errors;
 use param_check::params;
 use process::{env, program};
-use raw::{RawFile, RawServe, RawTool};
+use raw::{RawFile, RawTool};
 use units::NumOrText;
 
 /// Default grace between SIGTERM and SIGKILL.
@@ -54,24 +58,22 @@ pub const DEFAULT_CONCURRENCY: usize = 8;
 /// Default interval of elapsed-time progress.
 pub const DEFAULT_ELAPSED_PROGRESS: Duration = Duration::from_secs(2);
 
-/// The keys the `[serve]` table takes — each one a `staunch serve` flag's name with `_` for
-/// `-` — so that the binary can check that every key names a flag it has.
-pub fn serve_keys() -> &'static [&'static str] {
-    keys::fields_of::<RawServe>()
-}
-
-/// Reads and validates the file at `path`.
-pub fn load(path: &Path) -> Result<CommandConfig, LoadError> {
+/// Reads and validates the file at `path`; its `[serve]` table is checked against `flags`.
+pub fn load(path: &Path, flags: &dyn ServeFlags) -> Result<CommandConfig, LoadError> {
     let source = std::fs::read_to_string(path).map_err(|source| LoadError::Read {
         path: path.to_path_buf(),
         source,
     })?;
-    parse(&source, path).map_err(LoadError::Invalid)
+    parse(&source, path, flags).map_err(LoadError::Invalid)
 }
 
 /// Validates `source` as if read from `path` (relative programs and directories are resolved
-/// against `path`'s directory).
-pub fn parse(source: &str, path: &Path) -> Result<CommandConfig, ConfigErrors> {
+/// against `path`'s directory); its `[serve]` table is checked against `flags`.
+pub fn parse(
+    source: &str,
+    path: &Path,
+    flags: &dyn ServeFlags,
+) -> Result<CommandConfig, ConfigErrors> {
     let mut errors = Errors::new(source);
     let raw: RawFile = match toml::from_str(source) {
         Ok(r) => r,
@@ -101,7 +103,7 @@ pub fn parse(source: &str, path: &Path) -> Result<CommandConfig, ConfigErrors> {
     let serve = raw
         .serve
         .as_ref()
-        .map(|s| serve_settings(s, &base, &mut errors))
+        .map(|s| serve_table::settings(s, flags, &base, &mut errors))
         .unwrap_or_default();
     let mut tools = Vec::new();
     let mut names: HashSet<String> = HashSet::new();
@@ -143,54 +145,6 @@ pub fn parse(source: &str, path: &Path) -> Result<CommandConfig, ConfigErrors> {
         tools,
         upstreams,
     })
-}
-
-fn serve_settings(s: &RawServe, base: &Path, errors: &mut Errors<'_>) -> ServeSettings {
-    let mut out = ServeSettings::default();
-    if let Some(h) = &s.http {
-        match h.get_ref().parse() {
-            Ok(a) => out.http = Some(a),
-            Err(_) => errors.at(
-                h.span(),
-                "serve.http",
-                format!(
-                    "{:?} is not an address such as \"127.0.0.1:8080\"",
-                    h.get_ref()
-                ),
-            ),
-        }
-    }
-    // A SQLite file is relative to this file, like every other path in it.
-    out.store = s.store.as_ref().map(|v| {
-        let st = v.get_ref();
-        let is_file =
-            st != ":memory:" && !st.starts_with("postgres://") && !st.starts_with("postgresql://");
-        if is_file {
-            let file = st.strip_prefix("sqlite:").unwrap_or(st);
-            base.join(file).display().to_string()
-        } else {
-            st.clone()
-        }
-    });
-    out.store_schema = s.store_schema.as_ref().map(|v| v.get_ref().clone());
-    out.instance_name = s.instance_name.as_ref().map(|v| v.get_ref().clone());
-    out.log_file = s.log_file.as_ref().map(|v| base.join(v.get_ref()));
-    out.no_log = s.no_log.as_ref().map(|v| *v.get_ref());
-    out.demo_tools = s.demo_tools.as_ref().map(|v| *v.get_ref());
-    out.endpoint = s.endpoint.as_ref().map(|v| v.get_ref().clone());
-    out.allow_hosts = s.allow_hosts.as_ref().map(|v| v.get_ref().clone());
-    out.max_in_flight = positive(&s.max_in_flight, "serve.max_in_flight", errors);
-    out.job_workers = positive(&s.job_workers, "serve.job_workers", errors);
-    out
-}
-
-fn positive(v: &Option<Spanned<i64>>, field: &str, errors: &mut Errors<'_>) -> Option<usize> {
-    let v = v.as_ref()?;
-    if *v.get_ref() < 1 {
-        errors.at(v.span(), field, "must be at least 1");
-        return None;
-    }
-    Some(*v.get_ref() as usize)
 }
 
 fn tool(t: &RawTool, label: &str, base: &Path, errors: &mut Errors<'_>) -> Option<CommandTool> {

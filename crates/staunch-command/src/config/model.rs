@@ -1,7 +1,6 @@
 //! The validated configuration: what the supervisor and the tool adapter run from. Built only
 //! by [`super::load`] / [`super::parse`], so every value here has been checked.
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,39 +16,11 @@ pub struct CommandConfig {
     /// The file it came from.
     pub path: PathBuf,
     /// `[serve]`.
-    pub serve: ServeSettings,
+    pub serve: super::ServeSettings,
     /// The `[[tool]]`s, in file order.
     pub tools: Vec<Arc<CommandTool>>,
     /// The `[[upstream]]`s (servers `staunch proxy` fronts), in file order.
     pub upstreams: Vec<super::UpstreamConfig>,
-}
-
-/// `[serve]`: defaults for `staunch serve`'s flags (a flag given explicitly wins).
-#[derive(Debug, Clone, Default)]
-pub struct ServeSettings {
-    /// `--http`: the address to serve Streamable HTTP on.
-    pub http: Option<SocketAddr>,
-    /// `--store`: a SQLite file (already resolved against the config file's directory),
-    /// `:memory:` or a `postgres://` URL.
-    pub store: Option<String>,
-    /// `--store-schema`: the PostgreSQL schema for staunch's tables.
-    pub store_schema: Option<String>,
-    /// `--instance-name`: this instance's stable name among those sharing the store.
-    pub instance_name: Option<String>,
-    /// `--log-file`, already resolved against the config file's directory.
-    pub log_file: Option<PathBuf>,
-    /// `--no-log`: write no lifecycle log.
-    pub no_log: Option<bool>,
-    /// Serve the demo tools next to the command tools (default false with a config file).
-    pub demo_tools: Option<bool>,
-    /// `--max-in-flight`: requests in flight across all sessions (at least 1).
-    pub max_in_flight: Option<usize>,
-    /// `--endpoint`: the HTTP path of the MCP endpoint.
-    pub endpoint: Option<String>,
-    /// `--allow-host`: extra host names accepted in Host and Origin.
-    pub allow_hosts: Option<Vec<String>>,
-    /// `--job-workers`: job bodies this instance runs at once (at least 1).
-    pub job_workers: Option<usize>,
 }
 
 /// What becomes the tool's result.

@@ -14,31 +14,14 @@ use super::units::NumOrText;
 pub(super) struct RawFile {
     /// Format version; only 1 exists.
     pub version: Option<Spanned<i64>>,
-    /// `staunch serve`'s settings (the flags that map simply).
-    pub serve: Option<RawServe>,
+    /// Defaults for `staunch serve`'s flags, one key per flag.
+    pub serve: Option<super::serve_table::RawServe>,
     /// The command tools, one `[[tool]]` table each.
     #[serde(default, rename = "tool")]
     pub tools: Vec<Spanned<RawTool>>,
     /// The servers `staunch proxy` fronts, one `[[upstream]]` table each.
     #[serde(default, rename = "upstream")]
     pub upstreams: Vec<Spanned<super::upstream::RawUpstream>>,
-}
-
-/// `[serve]`: flags of `staunch serve`. A flag given on the command line (or in its
-/// environment variable) wins over the file.
-#[derive(Debug, Default, Deserialize)]
-pub(super) struct RawServe {
-    pub http: Option<Spanned<String>>,
-    pub store: Option<Spanned<String>>,
-    pub store_schema: Option<Spanned<String>>,
-    pub instance_name: Option<Spanned<String>>,
-    pub log_file: Option<Spanned<String>>,
-    pub no_log: Option<Spanned<bool>>,
-    pub demo_tools: Option<Spanned<bool>>,
-    pub max_in_flight: Option<Spanned<i64>>,
-    pub endpoint: Option<Spanned<String>>,
-    pub allow_hosts: Option<Spanned<Vec<String>>>,
-    pub job_workers: Option<Spanned<i64>>,
 }
 
 /// One `[[tool]]`.

@@ -2,7 +2,56 @@
 
 use std::path::Path;
 
-use staunch_command::config::{ResultMode, parse};
+use staunch_command::config::{
+    CommandConfig, ConfigErrors, FlagArity, FlagShape, ResultMode, ServeFlags,
+};
+
+/// A few flags, shaped and checked as the binary's are.
+struct Flags;
+
+impl ServeFlags for Flags {
+    fn keys(&self) -> Vec<String> {
+        [
+            "http",
+            "store",
+            "log_file",
+            "no_log",
+            "demo_tools",
+            "max_in_flight",
+            "allow_hosts",
+        ]
+        .map(String::from)
+        .to_vec()
+    }
+
+    fn shape(&self, key: &str) -> Option<FlagShape> {
+        let (arity, path) = match key {
+            "http" | "max_in_flight" => (FlagArity::One, false),
+            "store" | "log_file" => (FlagArity::One, true),
+            "no_log" | "demo_tools" => (FlagArity::Switch, false),
+            "allow_hosts" => (FlagArity::Many, false),
+            _ => return None,
+        };
+        Some(FlagShape { arity, path })
+    }
+
+    fn check(&self, key: &str, values: &[String]) -> Result<(), String> {
+        let one = values.first().map_or("", String::as_str);
+        match key {
+            "http" if one.parse::<std::net::SocketAddr>().is_err() => {
+                Err(format!("{one:?} is not an address"))
+            }
+            "max_in_flight" if one.parse::<u32>().map_or(true, |n| n < 1) => {
+                Err("must be at least 1".into())
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+fn parse(source: &str, path: &Path) -> Result<CommandConfig, ConfigErrors> {
+    staunch_command::config::parse(source, path, &Flags)
+}
 
 fn errors(source: &str) -> Vec<String> {
     match parse(source, Path::new("/tmp/staunch.toml")) {
@@ -137,7 +186,7 @@ zzz = 1
     has(
         &errs,
         2,
-        "serve.zzz: unknown key (this table takes: http, store",
+        "serve.zzz: unknown key: no flag of staunch serve has this name (this table takes: http, store",
     );
 }
 
@@ -215,8 +264,11 @@ params.out = { type = "string", default = "report.txt" }
 params.verbose = { type = "boolean", default = false, flag = "-v" }
 "#;
     let cfg = parse(src, Path::new("/tmp/staunch.toml")).unwrap();
-    assert_eq!(cfg.serve.store.as_deref(), Some(":memory:"));
-    assert_eq!(cfg.serve.demo_tools, Some(true));
+    assert_eq!(cfg.serve.get("store").unwrap().values, [":memory:"]);
+    assert_eq!(
+        cfg.serve.get("demo_tools").unwrap().values,
+        Vec::<String>::new()
+    );
     let t = &cfg.tools[0];
     assert_eq!(t.name, "report");
     assert_eq!(t.max_attempts, Some(2));
@@ -271,4 +323,47 @@ fn the_stop_policy_takes_a_grace_on_command_upstreams_only() {
     let bad = "version = 1\n\n[[upstream]]\nname = \"py\"\ncommand = [\"python3\"]\n\
                kill_after_cancel = \"soon\"\n";
     has(&errors(bad), 6, "upstream[0] \"py\".kill_after_cancel");
+}
+
+/// `[serve]` takes any flag the program defines, spelled as the file spells values: a switch
+/// as a boolean, a repeatable flag as an array, a file relative to the configuration.
+#[test]
+fn the_serve_table_gives_each_flag_its_values() {
+    let src = r#"
+[serve]
+http = "127.0.0.1:8080"
+store = "state.db"
+log_file = "/var/log/staunch.jsonl"
+no_log = false
+demo_tools = true
+max_in_flight = 64
+allow_hosts = ["mcp.example", "mcp.internal"]
+"#;
+    let cfg = parse(src, Path::new("/etc/staunch/staunch.toml")).unwrap();
+    let values = |k: &str| cfg.serve.get(k).map(|s| s.values.clone());
+    assert_eq!(values("http").unwrap(), ["127.0.0.1:8080"]);
+    assert_eq!(values("store").unwrap(), ["/etc/staunch/state.db"]);
+    assert_eq!(values("log_file").unwrap(), ["/var/log/staunch.jsonl"]);
+    assert_eq!(values("no_log"), None, "a switch set to false sets nothing");
+    assert_eq!(values("demo_tools").unwrap(), Vec::<String>::new());
+    assert_eq!(values("max_in_flight").unwrap(), ["64"]);
+    assert_eq!(
+        values("allow_hosts").unwrap(),
+        ["mcp.example", "mcp.internal"]
+    );
+}
+
+/// A value of the wrong kind, or one the flag refuses, is a mistake at its line, beside the
+/// file's other mistakes.
+#[test]
+fn a_serve_value_the_flag_refuses_is_named_at_its_line() {
+    let errs = errors(
+        "[serve]\nno_log = \"yes\"\nmax_in_flight = 0\nhttp = [\"127.0.0.1:1\"]\n\
+         allow_hosts = { a = 1 }\n",
+    );
+    has(&errs, 2, "serve.no_log: a switch: true or false");
+    has(&errs, 3, "serve.max_in_flight: must be at least 1");
+    has(&errs, 4, "serve.http: takes one value, not an array");
+    has(&errs, 5, "serve.allow_hosts: a string or a number");
+    assert_eq!(errs.len(), 4, "{errs:#?}");
 }

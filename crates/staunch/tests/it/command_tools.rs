@@ -805,6 +805,101 @@ async fn the_serve_table_sets_defaults_and_demo_tools_are_opt_in() {
     assert!(dir.path().join("from-file.db").exists());
 }
 
+/// The tool names `staunch serve --config FILE` lists over stdio, with `env` set.
+fn listed_tools(config: &Path, env: &[(&str, &str)]) -> Vec<String> {
+    use std::io::Write as _;
+    let mut child = std::process::Command::new(BIN)
+        .args(["serve", "--no-log", "--store", ":memory:", "--config"])
+        .arg(config)
+        .envs(env.iter().copied())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    for msg in [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "test", "version": "0"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
+    ] {
+        writeln!(stdin, "{msg}").unwrap();
+    }
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let list = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|m| m["id"] == 2)
+        .unwrap_or_else(|| {
+            panic!(
+                "no tools/list answer: {stdout}\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+    list["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// Every flag of `serve` is a key of `[serve]`, not only the few the table once listed: the
+/// file's `profile` takes effect, its environment variable wins over the file, and `staunch
+/// check` names a value the flag refuses at its line, in the flag's words.
+#[test]
+fn any_serve_flag_is_a_key_of_the_serve_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("staunch.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[serve]\ndemo_tools = true\nprofile = \"conformance\"\ncancel_grace_ms = \"1.5s\"\n\n\
+             [[tool]]\nname = \"hello\"\ndescription = \"Says hello.\"\nprogram = \"{FIX}/argv.py\"\n"
+        ),
+    )
+    .unwrap();
+    let names = listed_tools(&config, &[]);
+    assert!(
+        names.iter().any(|n| n == "test_simple_text") && names.iter().any(|n| n == "hello"),
+        "the file's profile is served: {names:?}"
+    );
+    let names = listed_tools(&config, &[("STAUNCH_PROFILE", "demo")]);
+    assert!(
+        names.iter().any(|n| n == "echo") && !names.iter().any(|n| n == "test_simple_text"),
+        "the variable wins over the file: {names:?}"
+    );
+    std::fs::write(
+        &config,
+        "[serve]\nmax_in_flight = 0\ncancel_grace_ms = \"soon\"\nmax_inflight = 3\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new(BIN)
+        .args(["check", "--config"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(":2:17: serve.max_in_flight: invalid value '0' for '--max-in-flight <N>'"),
+        "{err}"
+    );
+    assert!(
+        err.contains(":3:19: serve.cancel_grace_ms: invalid value 'soon'"),
+        "{err}"
+    );
+    assert!(
+        err.contains(":4:1: serve.max_inflight: unknown key; did you mean \"max_in_flight\"?"),
+        "{err}"
+    );
+    assert!(err.contains("3 mistakes"), "{err}");
+}
+
 /// Security review, second pass: a `result = "file"` tool read whatever path its arguments
 /// named (`../outside.txt`, an absolute path, a symbolic link out of its directory) and handed
 /// the content to the client. Over real HTTP on loopback: every escape fails with a message

@@ -1,0 +1,289 @@
+//! The `[serve]` table of `--config`, applied as flags. Each key is a flag of `staunch serve`
+//! (its id: the flag's name with `_` for `-`), so a setting is defined once, by its clap
+//! argument, which also makes `--help`, the environment variable, the man page and the
+//! generated reference. A value is parsed by that flag's own parser, so the file takes what the
+//! flag takes (`"1.5s"`, `64`, `["a", "b"]`). A flag given on the command line or in its
+//! environment variable wins over the file.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use clap::parser::ValueSource;
+use clap::{Arg, ArgAction, CommandFactory, FromArgMatches, ValueHint};
+use staunch_command::config::{FlagArity, FlagShape, ServeFlags, ServeSetting};
+
+use crate::cli::{Cli, Command};
+use crate::command_tools::Loaded;
+
+/// Flags the file cannot set: `config` names the file itself.
+const NOT_FROM_FILE: &[&str] = &["config", "help", "version"];
+
+/// The flags of `staunch serve`, as the `[serve]` table sees them.
+pub struct SettableFlags {
+    /// `serve`'s command, with no environment variables: checking the file's value of a flag
+    /// must not read that flag's variable (a bad variable is not the file's mistake).
+    serve: clap::Command,
+}
+
+impl SettableFlags {
+    /// `staunch serve`'s flags.
+    pub fn new() -> Self {
+        let serve = Cli::command()
+            .find_subcommand("serve")
+            .expect("the serve command")
+            .clone()
+            .mut_args(|a| a.env(None));
+        Self { serve }
+    }
+
+    fn arg(&self, key: &str) -> Option<&Arg> {
+        if NOT_FROM_FILE.contains(&key) {
+            return None;
+        }
+        self.serve
+            .get_arguments()
+            .find(|a| a.get_id() == key && a.get_long().is_some())
+    }
+
+    /// The command-line words that say `setting` (`--allow-host=a --allow-host=b`).
+    fn words(&self, setting: &ServeSetting) -> Vec<OsString> {
+        let Some(long) = self.arg(&setting.key).and_then(Arg::get_long) else {
+            return Vec::new();
+        };
+        if setting.values.is_empty() {
+            return vec![format!("--{long}").into()];
+        }
+        setting
+            .values
+            .iter()
+            .map(|v| format!("--{long}={v}").into())
+            .collect()
+    }
+}
+
+impl ServeFlags for SettableFlags {
+    fn keys(&self) -> Vec<String> {
+        self.serve
+            .get_arguments()
+            .filter(|a| a.get_long().is_some())
+            .map(|a| a.get_id().to_string())
+            .filter(|id| !NOT_FROM_FILE.contains(&id.as_str()))
+            .collect()
+    }
+
+    fn shape(&self, key: &str) -> Option<FlagShape> {
+        let arg = self.arg(key)?;
+        let arity = match arg.get_action() {
+            ArgAction::SetTrue | ArgAction::SetFalse => FlagArity::Switch,
+            ArgAction::Append => FlagArity::Many,
+            _ => FlagArity::One,
+        };
+        let path = matches!(
+            arg.get_value_hint(),
+            ValueHint::AnyPath | ValueHint::FilePath | ValueHint::DirPath
+        );
+        Some(FlagShape { arity, path })
+    }
+
+    fn check(&self, key: &str, values: &[String]) -> Result<(), String> {
+        let setting = ServeSetting {
+            key: key.to_string(),
+            values: values.to_vec(),
+        };
+        let argv = std::iter::once(OsString::from("serve")).chain(self.words(&setting));
+        match self.serve.clone().try_get_matches_from(argv) {
+            Ok(_) => Ok(()),
+            Err(e) => Err(clap_message(&e)),
+        }
+    }
+}
+
+/// A clap error's first line without its `error: ` prefix: the file's mistake, not the usage.
+fn clap_message(e: &clap::Error) -> String {
+    let text = e.to_string();
+    let first = text.lines().next().unwrap_or_default();
+    first.strip_prefix("error: ").unwrap_or(first).to_string()
+}
+
+/// For `serve` and `proxy` with `--config`: loads the file (refusing an invalid one) and
+/// returns the command line with its `[serve]` table applied to the flags not given on the
+/// command line or in the environment, and the loaded file. Other commands pass through.
+pub fn apply(cli: Cli) -> anyhow::Result<(Cli, Option<Loaded>)> {
+    let path = match &cli.command {
+        Command::Serve(args) => args.config.clone(),
+        Command::Proxy(args) => args.serve.config.clone(),
+        _ => None,
+    };
+    let Some(path) = path else {
+        return Ok((cli, None));
+    };
+    let flags = SettableFlags::new();
+    let config = staunch_command::load(&path, &flags).map_err(|e| {
+        anyhow::anyhow!("{e}\nstaunch serve: refusing to start with an invalid configuration")
+    })?;
+    let argv: Vec<OsString> = std::env::args_os().collect();
+    let cli = with_settings(cli, argv, &config.serve.settings, &flags)
+        .map_err(|e| anyhow::anyhow!("the [serve] table of {}: {e}", path.display()))?;
+    let demo_tools = match &cli.command {
+        Command::Serve(args) => args.demo_tools,
+        Command::Proxy(args) => args.serve.demo_tools,
+        _ => false,
+    };
+    Ok((
+        cli,
+        Some(Loaded {
+            path: PathBuf::from(&path),
+            config,
+            demo_tools,
+        }),
+    ))
+}
+
+/// `cli` (parsed from `argv`) with `settings` applied: each one whose flag `argv` and the
+/// environment do not give goes in as if written right after the command's name, and the
+/// line is parsed again, so a value and its flag's conflicts are checked as on the command line.
+fn with_settings(
+    cli: Cli,
+    argv: Vec<OsString>,
+    settings: &[ServeSetting],
+    flags: &SettableFlags,
+) -> Result<Cli, String> {
+    let matches = Cli::command()
+        .try_get_matches_from(&argv)
+        .map_err(|e| clap_message(&e))?;
+    let Some((_, sub)) = matches.subcommand() else {
+        return Ok(cli);
+    };
+    let given = |key: &str| {
+        sub.try_get_raw(key).is_ok()
+            && sub
+                .value_source(key)
+                .is_some_and(|s| s != ValueSource::DefaultValue)
+    };
+    let words: Vec<OsString> = settings
+        .iter()
+        .filter(|s| !given(&s.key))
+        .flat_map(|s| flags.words(s))
+        .collect();
+    if words.is_empty() {
+        return Ok(cli);
+    }
+    // `staunch` has no options of its own, so the command's name is the first word after it.
+    let mut argv = argv;
+    argv.splice(2..2, words);
+    let matches = Cli::command()
+        .try_get_matches_from(argv)
+        .map_err(|e| clap_message(&e))?;
+    Cli::from_arg_matches(&matches).map_err(|e| clap_message(&e))
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    fn setting(key: &str, values: &[&str]) -> ServeSetting {
+        ServeSetting {
+            key: key.into(),
+            values: values.iter().map(|v| v.to_string()).collect(),
+        }
+    }
+
+    fn argv(words: &[&str]) -> Vec<OsString> {
+        words.iter().map(OsString::from).collect()
+    }
+
+    /// One definition per setting: every flag of `serve` but `--config` is a key, shaped as
+    /// its clap argument says.
+    #[test]
+    fn every_serve_flag_but_config_is_a_key_of_its_shape() {
+        let flags = SettableFlags::new();
+        let keys = flags.keys();
+        let serve = Cli::command().find_subcommand("serve").unwrap().clone();
+        for arg in serve.get_arguments().filter(|a| a.get_long().is_some()) {
+            let id = arg.get_id().as_str();
+            assert_eq!(
+                keys.iter().any(|k| k == id),
+                !NOT_FROM_FILE.contains(&id),
+                "{id}"
+            );
+        }
+        assert!(keys.len() > 60, "{keys:?}");
+        let shape = |k: &str| flags.shape(k).unwrap();
+        assert_eq!(shape("no_log").arity, FlagArity::Switch);
+        assert_eq!(shape("allow_hosts").arity, FlagArity::Many);
+        assert_eq!(shape("max_in_flight").arity, FlagArity::One);
+        assert!(shape("store").path && shape("log_file").path);
+        assert!(!shape("endpoint").path);
+        assert!(flags.shape("config").is_none());
+        assert!(flags.shape("max_inflight").is_none());
+    }
+
+    /// A value goes through its flag's own parser: what the flag refuses, the file does too,
+    /// in the flag's words.
+    #[test]
+    fn a_value_is_checked_by_its_flags_parser() {
+        let flags = SettableFlags::new();
+        assert_eq!(flags.check("cancel_grace_ms", &["1.5s".into()]), Ok(()));
+        assert_eq!(flags.check("max_in_flight", &["64".into()]), Ok(()));
+        let refused = flags.check("max_in_flight", &["0".into()]).unwrap_err();
+        assert!(refused.contains("--max-in-flight"), "{refused}");
+        let refused = flags.check("http", &["nowhere".into()]).unwrap_err();
+        assert!(refused.contains("--http"), "{refused}");
+        assert_eq!(
+            flags.words(&setting("allow_hosts", &["a", "b"])),
+            argv(&["--allow-host=a", "--allow-host=b"])
+        );
+        assert_eq!(flags.words(&setting("no_log", &[])), argv(&["--no-log"]));
+    }
+
+    /// The command line wins over the file; the file fills in the rest.
+    #[test]
+    fn the_command_line_wins_over_the_file() {
+        let words = argv(&["staunch", "serve", "--max-in-flight", "7", "--no-log"]);
+        let cli = Cli::try_parse_from(&words).unwrap();
+        let settings = [
+            setting("max_in_flight", &["64"]),
+            setting("cancel_grace_ms", &["2s"]),
+            setting("allow_hosts", &["mcp.example", "mcp.internal"]),
+            setting("no_log", &[]),
+        ];
+        let cli = with_settings(cli, words, &settings, &SettableFlags::new()).unwrap();
+        let Command::Serve(args) = cli.command else {
+            panic!("serve")
+        };
+        assert_eq!(args.max_in_flight, 7);
+        assert_eq!(args.cancel_grace_ms, 2000);
+        assert_eq!(args.allow_hosts, ["mcp.example", "mcp.internal"]);
+        assert!(args.no_log);
+    }
+
+    /// `proxy` takes the same table for its downstream side; its command after `--` is kept.
+    #[test]
+    fn the_proxy_takes_the_table_and_keeps_its_command() {
+        let words = argv(&["staunch", "proxy", "--", "python3", "server.py"]);
+        let cli = Cli::try_parse_from(&words).unwrap();
+        let settings = [setting("max_in_flight", &["9"])];
+        let cli = with_settings(cli, words, &settings, &SettableFlags::new()).unwrap();
+        let Command::Proxy(args) = cli.command else {
+            panic!("proxy")
+        };
+        assert_eq!(args.serve.max_in_flight, 9);
+        assert_eq!(args.command, argv(&["python3", "server.py"]));
+    }
+
+    /// A setting that conflicts with a flag given on the command line is refused in clap's
+    /// words, not silently dropped.
+    #[test]
+    fn a_setting_that_conflicts_with_a_given_flag_is_refused() {
+        let words = argv(&["staunch", "serve", "--log-file", "/tmp/x.jsonl"]);
+        let cli = Cli::try_parse_from(&words).unwrap();
+        let err = with_settings(cli, words, &[setting("no_log", &[])], &SettableFlags::new())
+            .expect_err("a conflict");
+        assert!(
+            err.contains("--no-log") && err.contains("--log-file"),
+            "{err}"
+        );
+    }
+}
