@@ -26,6 +26,11 @@
 //   add_prompt {name}              -> registers a prompt `name` (text "hello from NAME");
 //                                     the SDK sends notifications/prompts/list_changed.
 //                                     Prompt `greeting` is there from the start.
+//   touch_resource {uri}           -> bumps the revision of resource note://counter and, if
+//                                     `uri` is subscribed (resources/subscribe), sends
+//                                     notifications/resources/updated {uri, _meta:
+//                                     {"peer/revision": N}}; returns text `updated URI to N`
+//                                     or `not subscribed URI`.
 //   slow_count_status {tag?}       -> {"tag","steps","last_step_unix_ms"} as
 //                                     structuredContent and JSON text: did the work
 //                                     go on after a cancel?
@@ -56,7 +61,11 @@ import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { createMcpExpressApp } from '@modelcontextprotocol/sdk/server/express.js';
-import { isInitializeRequest } from '@modelcontextprotocol/sdk/types.js';
+import {
+  isInitializeRequest,
+  SubscribeRequestSchema,
+  UnsubscribeRequestSchema,
+} from '@modelcontextprotocol/sdk/types.js';
 import { InMemoryTaskStore, InMemoryTaskMessageQueue } from '@modelcontextprotocol/sdk/experimental/tasks/stores/in-memory.js';
 
 const [mode = 'stdio', portArg] = process.argv.slice(2);
@@ -175,6 +184,41 @@ function buildServer() {
     async ({ name }) => {
       prompt(name);
       return { content: [{ type: 'text', text: `added ${name}` }] };
+    },
+  );
+
+  // A resource a client may subscribe to: touch_resource changes it and, while it is
+  // subscribed, tells the client with the SDK's sendResourceUpdated.
+  let revision = 0;
+  const subscribed = new Set();
+  server.registerResource(
+    'counter',
+    'note://counter',
+    { description: 'A revision number touch_resource bumps' },
+    async (uri) => ({ contents: [{ uri: uri.href, text: `revision ${revision}` }] }),
+  );
+  server.server.registerCapabilities({ resources: { subscribe: true } });
+  server.server.setRequestHandler(SubscribeRequestSchema, async (req) => {
+    subscribed.add(req.params.uri);
+    return {};
+  });
+  server.server.setRequestHandler(UnsubscribeRequestSchema, async (req) => {
+    subscribed.delete(req.params.uri);
+    return {};
+  });
+  server.registerTool(
+    'touch_resource',
+    {
+      description: 'Bump a resource; its subscribers hear notifications/resources/updated',
+      inputSchema: { uri: z.string() },
+    },
+    async ({ uri }) => {
+      revision += 1;
+      if (!subscribed.has(uri)) {
+        return { content: [{ type: 'text', text: `not subscribed ${uri}` }] };
+      }
+      await server.server.sendResourceUpdated({ uri, _meta: { 'peer/revision': revision } });
+      return { content: [{ type: 'text', text: `updated ${uri} to ${revision}` }] };
     },
   );
 

@@ -21,6 +21,8 @@
 //!   durable jobs of staunch-jobs ([`forward::UpstreamJob`]).
 //! - [`follow`]: an upstream's `tools/list_changed` (or a restart) re-lists its tools and
 //!   updates the served set at run time.
+//! - `subscriptions`: `resources/subscribe` and listen streams' `resourceSubscriptions`
+//!   made at the upstream that serves the resource, its updates passed on unchanged.
 //! - [`Ledger`]: the recent calls whose upstream kept working after their cancel, for the
 //!   live page.
 
@@ -38,6 +40,7 @@ mod methods;
 pub mod register;
 pub mod route;
 mod spec;
+mod subscriptions;
 mod upstream;
 
 pub use error::ProxyError;

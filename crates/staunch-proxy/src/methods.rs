@@ -2,6 +2,7 @@
 //! merged (prompt names get their upstream's prefix), and each `resources/read`,
 //! `prompts/get` and `completion/complete` goes to the upstream that listed the resource or
 //! prompt. Each runs in its own downstream request, so cancels and deadlines apply as to tools.
+//! Subscriptions to resources are `subscriptions`'.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -18,12 +19,12 @@ const MAX_PAGES: usize = 100;
 
 /// The upstreams that serve one capability, and which upstream a resource uri came from.
 #[derive(Default)]
-struct Routes {
-    pools: Vec<Arc<Pool>>,
+pub(crate) struct Routes {
+    pub(crate) pools: Vec<Arc<Pool>>,
     uri_owner: Mutex<HashMap<String, usize>>,
 }
 
-fn rpc(e: ClientError) -> ToolError {
+pub(crate) fn rpc(e: ClientError) -> ToolError {
     match e {
         ClientError::Rpc(e) => ToolError::Rpc(e),
         ClientError::Cancelled => ToolError::Cancelled,
@@ -85,7 +86,7 @@ async fn list_all(
     Ok(out)
 }
 
-fn invalid(message: String) -> ToolError {
+pub(crate) fn invalid(message: String) -> ToolError {
     ToolError::Rpc(ErrorObject::new(codes::INVALID_PARAMS, message))
 }
 
@@ -102,7 +103,7 @@ fn by_prefix<'a>(pools: &'a [Arc<Pool>], name: &'a str) -> Option<(&'a Arc<Pool>
 }
 
 impl Routes {
-    fn owner_of_uri(&self, uri: &str) -> Option<&Arc<Pool>> {
+    pub(crate) fn owner_of_uri(&self, uri: &str) -> Option<&Arc<Pool>> {
         if self.pools.len() == 1 {
             return self.pools.first();
         }
@@ -146,7 +147,16 @@ pub(crate) fn register(mut builder: ServerBuilder, pools: &[Arc<Pool>]) -> Serve
         ..Routes::default()
     });
     if !resources.pools.is_empty() {
-        builder = builder.capability("resources", list_changed(&resources.pools, "resources"));
+        let mut declared = list_changed(&resources.pools, "resources");
+        if resources
+            .pools
+            .iter()
+            .any(|p| crate::subscriptions::takes_subscriptions(p))
+        {
+            declared["subscribe"] = json!(true);
+            builder = crate::subscriptions::register(builder, resources.clone());
+        }
+        builder = builder.capability("resources", declared);
         for (method, key) in [
             ("resources/list", "resources"),
             ("resources/templates/list", "resourceTemplates"),

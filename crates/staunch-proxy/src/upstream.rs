@@ -97,6 +97,9 @@ pub struct Upstream {
     /// The upstream's prompt and resource list changes, which [`crate::follow`] announces
     /// downstream (those lists are read from the upstream at each request).
     lists_changed: tokio::sync::broadcast::Sender<ListChanged>,
+    /// The params of the upstream's `notifications/resources/updated`, which
+    /// [`crate::subscriptions`] passes to the downstream subscribers of that resource.
+    resource_updates: tokio::sync::broadcast::Sender<serde_json::Value>,
 }
 
 /// A list of the upstream's, besides its tools, that it says changed.
@@ -134,6 +137,8 @@ impl Upstream {
         let logs = calls.clone();
         let (lists_changed, _) = tokio::sync::broadcast::channel(16);
         let lists = lists_changed.clone();
+        let (resource_updates, _) = tokio::sync::broadcast::channel(64);
+        let updates = resource_updates.clone();
         opts.notifications = Some(NotificationHandler::new(
             move |method, params| match method {
                 "notifications/tools/list_changed" => wake.notify_one(),
@@ -143,6 +148,11 @@ impl Upstream {
                 }
                 "notifications/resources/list_changed" => {
                     let _ = lists.send(ListChanged::Resources);
+                }
+                "notifications/resources/updated" => {
+                    if let Some(p) = params {
+                        let _ = updates.send(p.clone());
+                    }
                 }
                 _ => {}
             },
@@ -174,6 +184,7 @@ impl Upstream {
             restarts: Default::default(),
             tools_changed,
             lists_changed,
+            resource_updates,
         });
         up.client().await?;
         Ok(up)
@@ -202,6 +213,11 @@ impl Upstream {
     /// The upstream's prompt and resource list changes, from now on.
     pub fn lists_changed(&self) -> tokio::sync::broadcast::Receiver<ListChanged> {
         self.lists_changed.subscribe()
+    }
+
+    /// The params of each `notifications/resources/updated` the upstream sends, from now on.
+    pub fn resource_updates(&self) -> tokio::sync::broadcast::Receiver<serde_json::Value> {
+        self.resource_updates.subscribe()
     }
 
     /// How many times the connection was made again after the first.

@@ -1,11 +1,11 @@
 //! [`ListenHub`]: where a server announces changes — tool, prompt and resource lists, updated
 //! resources, tasks — to every open `subscriptions/listen` stream (the `listen` module serves them).
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, watch};
 use tokio_util::sync::CancellationToken;
 
 /// A change a listen stream may carry.
@@ -49,6 +49,11 @@ pub struct ListenHub {
     tx: broadcast::Sender<Change>,
     closing: CancellationToken,
     tasks: Arc<Mutex<HashMap<String, WatchedTask>>>,
+    /// How many open listen streams asked for each resource uri; the set of those uris is
+    /// published on `uris` for whoever must subscribe to them at their source (a proxy's
+    /// upstream).
+    resources: Arc<Mutex<HashMap<String, usize>>>,
+    uris: Arc<watch::Sender<BTreeSet<String>>>,
 }
 
 /// A task id some open listen stream asked for.
@@ -82,6 +87,30 @@ impl Drop for TaskWatch {
     }
 }
 
+/// Keeps resource uris watched while a listen stream is open; forgets them when dropped.
+#[derive(Debug)]
+pub(crate) struct ResourceWatch {
+    hub: ListenHub,
+    uris: Vec<String>,
+}
+
+impl Drop for ResourceWatch {
+    fn drop(&mut self) {
+        let mut counts = self.hub.lock_resources();
+        for uri in &self.uris {
+            if let Some(n) = counts.get_mut(uri) {
+                *n -= 1;
+                if *n == 0 {
+                    counts.remove(uri);
+                    self.hub.uris.send_modify(|set| {
+                        set.remove(uri);
+                    });
+                }
+            }
+        }
+    }
+}
+
 impl Default for ListenHub {
     fn default() -> Self {
         // A stream that falls this far behind gets told "something changed" once per kind
@@ -91,6 +120,8 @@ impl Default for ListenHub {
             tx,
             closing: CancellationToken::new(),
             tasks: Arc::default(),
+            resources: Arc::default(),
+            uris: Arc::new(watch::channel(BTreeSet::new()).0),
         }
     }
 }
@@ -134,6 +165,34 @@ impl ListenHub {
         }
     }
 
+    /// The resource uris some open listen stream asked for (`resourceSubscriptions`), kept
+    /// current: what a server whose resources live elsewhere subscribes to at their source.
+    pub fn watched_resources(&self) -> watch::Receiver<BTreeSet<String>> {
+        self.uris.subscribe()
+    }
+
+    /// Watches the resource `uris` until the returned guard is dropped.
+    pub(crate) fn watch_resources(&self, uris: &[String]) -> ResourceWatch {
+        let mut counts = self.lock_resources();
+        for uri in uris {
+            let n = counts.entry(uri.clone()).or_default();
+            *n += 1;
+            if *n == 1 {
+                self.uris.send_modify(|set| {
+                    set.insert(uri.clone());
+                });
+            }
+        }
+        ResourceWatch {
+            hub: self.clone(),
+            uris: uris.to_vec(),
+        }
+    }
+
+    fn lock_resources(&self) -> std::sync::MutexGuard<'_, HashMap<String, usize>> {
+        self.resources.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     fn lock_tasks(&self) -> std::sync::MutexGuard<'_, HashMap<String, WatchedTask>> {
         self.tasks.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -164,6 +223,22 @@ mod tests {
             owner: "o".into(),
             detail: json!({"taskId": id, "status": status}),
         }
+    }
+
+    /// The watched uris are published while a stream wants them, once however many streams
+    /// do, and withdrawn when the last one ends.
+    #[test]
+    fn resource_uris_are_published_while_some_stream_watches_them() {
+        let hub = ListenHub::default();
+        let watched = hub.watched_resources();
+        let set = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>();
+        let a = hub.watch_resources(&["r://a".into(), "r://b".into()]);
+        let b = hub.watch_resources(&["r://b".into()]);
+        assert_eq!(*watched.borrow(), set(&["r://a", "r://b"]));
+        drop(a);
+        assert_eq!(*watched.borrow(), set(&["r://b"]), "b is still wanted");
+        drop(b);
+        assert!(watched.borrow().is_empty());
     }
 
     #[test]

@@ -164,6 +164,7 @@ pub(crate) async fn listen(
     // Watch and subscribe first: a change between the acknowledgement and the first recv is
     // not lost.
     let _watch = hub.watch_tasks(&filter.task_ids);
+    let _resources = hub.watch_resources(&filter.uris);
     let mut rx = hub.subscribe();
     let mut ack = Map::new();
     ack.insert("notifications".into(), filter.honoured());

@@ -8,7 +8,11 @@
 //! - tools the upstream only runs as tasks (`taskSupport: "required"`: the TypeScript SDK's
 //!   experimental 2025 tasks, and a 2026-07-28 upstream's tasks extension): called as a task
 //!   and followed to its end, a cancel becoming `tasks/cancel`;
-//! - prompt list changes, announced to 2025 sessions and 2026-07-28 listen streams.
+//! - prompt list changes, announced to 2025 sessions and 2026-07-28 listen streams;
+//! - resource subscriptions: a 2025 session's `resources/subscribe` and a 2026-07-28 listen
+//!   stream's `resourceSubscriptions` subscribe at the upstream, its
+//!   `notifications/resources/updated` reaches each subscriber, and the last one to go
+//!   unsubscribes it there.
 
 use std::path::Path;
 use std::time::Duration;
@@ -16,7 +20,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::client_support::Peers;
-use crate::common::http::{HttpServer, call, stateless};
+use crate::common::http::{HttpServer, call, rpc, stateless};
 
 /// The steps file the TypeScript peer writes for `tag` (`PEER_STEPS_DIR`): steps done.
 fn steps(dir: &Path, tag: &str) -> Option<u64> {
@@ -364,4 +368,183 @@ async fn a_2026_upstreams_task_only_tool_is_followed_through_the_tasks_extension
         text.contains("failing_job always reports a tool execution error"),
         "the task's own result: {answer}"
     );
+}
+
+/// Whether the TypeScript peer says `note://counter` is subscribed there: its `touch_resource`
+/// bumps the resource and, if it is, sends `notifications/resources/updated`.
+async fn touch(proxy: &HttpServer, sid: &str, id: &str) -> String {
+    let (_, r) = proxy
+        .post(
+            Some(sid),
+            &call(json!(id), "touch_resource", json!({"uri": COUNTER}), None),
+        )
+        .await
+        .answer(Duration::from_secs(30))
+        .await;
+    r["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{r}"))
+        .to_string()
+}
+
+const COUNTER: &str = "note://counter";
+
+/// An upstream written with the TypeScript SDK that takes subscriptions: two 2025 sessions and
+/// a 2026-07-28 listener subscribe through the proxy, each hears the upstream's update (the
+/// sessions with its params unchanged, `_meta` included), and once the last of them goes the
+/// upstream is unsubscribed.
+#[tokio::test]
+async fn resource_subscriptions_reach_the_upstream_and_its_updates_every_subscriber() {
+    let Some(peers) = Peers::find("resource_subscriptions_reach_the_upstream") else {
+        return;
+    };
+    let mut args = vec!["--".to_string()];
+    args.extend(peers.ts_stdio());
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let proxy = HttpServer::launch("proxy", Some(":memory:"), &refs).await;
+
+    let a = proxy.initialize().await;
+    let b = proxy.initialize().await;
+    let init = proxy
+        .post(
+            None,
+            &json!({"jsonrpc": "2.0", "id": "i", "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "caps", "version": "0"}}}),
+        )
+        .await
+        .answer(Duration::from_secs(10))
+        .await
+        .1;
+    assert_eq!(
+        init["result"]["capabilities"]["resources"]["subscribe"], true,
+        "the proxy offers what its upstream offers: {init}"
+    );
+    let list = rpc(
+        &proxy,
+        &a,
+        json!({"jsonrpc": "2.0", "id": "l", "method": "resources/list"}),
+    )
+    .await;
+    assert_eq!(list["result"]["resources"][0]["uri"], COUNTER, "{list}");
+    assert_eq!(
+        touch(&proxy, &a, "t0").await,
+        format!("not subscribed {COUNTER}")
+    );
+
+    let subscribe = |id: &str| json!({"jsonrpc": "2.0", "id": id, "method": "resources/subscribe", "params": {"uri": COUNTER}});
+    let mut stream_a = proxy.get(&a, None).await;
+    let mut stream_b = proxy.get(&b, None).await;
+    for (sid, id) in [(&a, "sa"), (&b, "sb")] {
+        let r = rpc(&proxy, sid, subscribe(id)).await;
+        assert_eq!(r["result"], json!({}), "{r}");
+    }
+    let updated = touch(&proxy, &a, "t1").await;
+    assert!(updated.starts_with("updated"), "{updated}");
+    for (stream, who) in [(&mut stream_a, "a"), (&mut stream_b, "b")] {
+        let heard = wait_for_method(
+            stream,
+            "notifications/resources/updated",
+            Duration::from_secs(10),
+        )
+        .await
+        .unwrap_or_else(|| panic!("session {who} heard no update"));
+        let revision = updated.rsplit(' ').next().unwrap().parse::<u64>().unwrap();
+        assert_eq!(
+            heard["params"],
+            json!({"uri": COUNTER, "_meta": {"peer/revision": revision}}),
+            "session {who} hears the upstream's params unchanged"
+        );
+    }
+
+    // A unsubscribes: B still hears, A does not.
+    let r = rpc(
+        &proxy,
+        &a,
+        json!({"jsonrpc": "2.0", "id": "ua", "method": "resources/unsubscribe",
+        "params": {"uri": COUNTER}}),
+    )
+    .await;
+    assert_eq!(r["result"], json!({}), "{r}");
+    assert!(touch(&proxy, &b, "t2").await.starts_with("updated"));
+    assert!(
+        wait_for_method(
+            &mut stream_b,
+            "notifications/resources/updated",
+            Duration::from_secs(10)
+        )
+        .await
+        .is_some()
+    );
+    assert!(
+        wait_for_method(
+            &mut stream_a,
+            "notifications/resources/updated",
+            Duration::from_millis(500)
+        )
+        .await
+        .is_none(),
+        "an unsubscribed session hears nothing"
+    );
+
+    // A 2026-07-28 listener asks for the resource; B's session ends: the upstream stays
+    // subscribed for the listener, which hears the update.
+    let listen = stateless(
+        json!("listen"),
+        "subscriptions/listen",
+        json!({"notifications": {"resourceSubscriptions": [COUNTER]}}),
+    );
+    let mut listener = proxy.post_stateless(&listen).await;
+    assert_eq!(listener.status.as_u16(), 200);
+    let ack = wait_for_method(
+        &mut listener,
+        "notifications/subscriptions/acknowledged",
+        Duration::from_secs(10),
+    )
+    .await
+    .expect("acknowledged");
+    assert_eq!(
+        ack["params"]["notifications"]["resourceSubscriptions"],
+        json!([COUNTER]),
+        "{ack}"
+    );
+    let gone = proxy
+        .send(
+            "DELETE",
+            &[
+                ("mcp-session-id", b.as_str()),
+                ("mcp-protocol-version", "2025-11-25"),
+            ],
+            "",
+        )
+        .await;
+    assert!(gone.status.is_success(), "{}", gone.status);
+    // The listener's subscription is made in the background: touch until it is there.
+    let until = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !touch(&proxy, &a, "t3").await.starts_with("updated") {
+        assert!(
+            tokio::time::Instant::now() < until,
+            "the listener's subscription never reached the upstream"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let heard = wait_for_method(
+        &mut listener,
+        "notifications/resources/updated",
+        Duration::from_secs(10),
+    )
+    .await
+    .expect("the listener heard the update");
+    assert_eq!(heard["params"]["uri"], COUNTER, "{heard}");
+
+    // The listener goes too: nobody wants the resource, and the upstream is unsubscribed.
+    drop(listener);
+    let until = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !touch(&proxy, &a, "t4").await.starts_with("not subscribed") {
+        assert!(
+            tokio::time::Instant::now() < until,
+            "the upstream stayed subscribed with nobody listening"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
