@@ -9,7 +9,7 @@
 //! the close of its listen stream) the upstream is unsubscribed.
 //!
 //! Subscriptions are made on each upstream's shared connection, where its notifications
-//! arrive. One lock orders them, held across the upstream's answer, so a subscribe and an
+//! arrive, and made again when that connection restarts. One lock orders them, held across the upstream's answer, so a subscribe and an
 //! unsubscribe of one resource never reach the upstream out of order.
 
 use std::collections::{BTreeSet, HashMap};
@@ -97,6 +97,15 @@ pub(crate) fn register(mut builder: ServerBuilder, routes: Arc<Routes>) -> Serve
                     }
                     Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
                 }
+            }
+        });
+    }
+    for pool in subs.routes.pools.iter().filter(|p| takes_subscriptions(p)) {
+        let mut reconnected = pool.shared().reconnected();
+        let (s, pool) = (subs.clone(), pool.clone());
+        tokio::spawn(async move {
+            while reconnected.changed().await.is_ok() {
+                s.subscribe_again(&pool).await;
             }
         });
     }
@@ -199,6 +208,24 @@ impl Subscriptions {
         }
         drop(table);
         self.hub.announce(Change::ResourceUpdated(uri));
+    }
+
+    /// `pool`'s upstream restarted and knows no subscription: it is told each one again.
+    async fn subscribe_again(&self, pool: &Arc<Pool>) {
+        let table = self.table.lock().await;
+        for (uri, entry) in table.iter() {
+            if !entry
+                .upstream
+                .as_ref()
+                .is_some_and(|p| Arc::ptr_eq(p, pool))
+            {
+                continue;
+            }
+            if let Err(e) = tell(pool, "resources/subscribe", json!({"uri": uri}), None).await {
+                tracing::warn!(uri = %uri, upstream = %pool.spec().name, error = ?e,
+                    "a restarted upstream refused a subscription it had before");
+            }
+        }
     }
 
     /// Keeps the upstreams subscribed to what open listen streams ask for.

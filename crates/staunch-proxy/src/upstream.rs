@@ -100,6 +100,9 @@ pub struct Upstream {
     /// The params of the upstream's `notifications/resources/updated`, which
     /// [`crate::subscriptions`] passes to the downstream subscribers of that resource.
     resource_updates: tokio::sync::broadcast::Sender<serde_json::Value>,
+    /// The number of restarts, published after each one: what the upstream was told (its
+    /// resource subscriptions) is told again to the new process or connection.
+    reconnected: tokio::sync::watch::Sender<u64>,
 }
 
 /// A list of the upstream's, besides its tools, that it says changed.
@@ -185,6 +188,7 @@ impl Upstream {
             tools_changed,
             lists_changed,
             resource_updates,
+            reconnected: tokio::sync::watch::Sender::new(0),
         });
         up.client().await?;
         Ok(up)
@@ -218,6 +222,11 @@ impl Upstream {
     /// The params of each `notifications/resources/updated` the upstream sends, from now on.
     pub fn resource_updates(&self) -> tokio::sync::broadcast::Receiver<serde_json::Value> {
         self.resource_updates.subscribe()
+    }
+
+    /// Changes after each restart of the connection (its value: the restarts so far).
+    pub fn reconnected(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.reconnected.subscribe()
     }
 
     /// How many times the connection was made again after the first.
@@ -319,6 +328,9 @@ impl Upstream {
                     }
                 });
                 *self.current.lock().unwrap_or_else(|p| p.into_inner()) = Some(client.clone());
+                if had_one {
+                    self.reconnected.send_replace(self.restarts());
+                }
                 *live = Some(Live {
                     _listen: listen_for_tool_changes(&client, &self.spec.name),
                     client: client.clone(),

@@ -416,7 +416,7 @@ async fn tool_names(proxy: &HttpServer, session: &str) -> Vec<String> {
 }
 
 /// Processes whose command line contains `marker`.
-fn pids_with(marker: &str) -> Vec<u32> {
+pub(crate) fn pids_with(marker: &str) -> Vec<u32> {
     let mut out = Vec::new();
     for e in std::fs::read_dir("/proc").unwrap().flatten() {
         let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {

@@ -548,3 +548,68 @@ async fn resource_subscriptions_reach_the_upstream_and_its_updates_every_subscri
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// The upstream's process dies and the proxy starts a new one, which knows no subscription:
+/// the proxy subscribes it again, and the session keeps hearing updates.
+#[tokio::test]
+async fn a_restarted_upstream_is_subscribed_again() {
+    let Some(peers) = Peers::find("a_restarted_upstream_is_subscribed_again") else {
+        return;
+    };
+    let marker = format!("resubscribe-marker-{}", std::process::id());
+    let mut args = vec!["--".to_string()];
+    args.extend(peers.ts_stdio());
+    // The peer ignores a second word in stdio mode; it names the process here.
+    args.push(marker.clone());
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let proxy = HttpServer::launch("proxy", Some(":memory:"), &refs).await;
+    let sid = proxy.initialize().await;
+    rpc(
+        &proxy,
+        &sid,
+        json!({"jsonrpc": "2.0", "id": "l", "method": "resources/list"}),
+    )
+    .await;
+    let mut stream = proxy.get(&sid, None).await;
+    let r = rpc(
+        &proxy,
+        &sid,
+        json!({"jsonrpc": "2.0", "id": "s", "method": "resources/subscribe",
+               "params": {"uri": COUNTER}}),
+    )
+    .await;
+    assert_eq!(r["result"], json!({}), "{r}");
+
+    let first = crate::proxy::pids_with(&marker);
+    assert_eq!(first.len(), 1, "{first:?}");
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(first[0] as i32).unwrap(),
+        rustix::process::Signal::KILL,
+    )
+    .unwrap();
+    // The next calls start a new process; the subscription is made there in the background.
+    let until = tokio::time::Instant::now() + Duration::from_secs(20);
+    let mut n = 0;
+    loop {
+        n += 1;
+        let text = touch(&proxy, &sid, &format!("t{n}")).await;
+        if text.starts_with("updated") {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < until,
+            "the new process was never subscribed: {text}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let second = crate::proxy::pids_with(&marker);
+    assert!(second.len() == 1 && second != first, "{first:?} {second:?}");
+    let heard = wait_for_method(
+        &mut stream,
+        "notifications/resources/updated",
+        Duration::from_secs(10),
+    )
+    .await
+    .expect("the session heard the new process's update");
+    assert_eq!(heard["params"]["uri"], COUNTER, "{heard}");
+}
