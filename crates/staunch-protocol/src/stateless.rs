@@ -153,6 +153,30 @@ impl RequestMeta {
         })
     }
 
+    /// Takes the keys [`RequestMeta`] was read from (and `clientInfo`) out of `params._meta`,
+    /// and drops a `_meta` left empty: what a request in flight keeps of its `_meta` is then
+    /// only the client's own keys (`progressToken`, vendor keys), and its client's facts are
+    /// held once, in the [`RequestMeta`], not twice.
+    pub fn strip_from(params: &mut Option<Value>) {
+        let Some(Value::Object(p)) = params else {
+            return;
+        };
+        let Some(Value::Object(meta)) = p.get_mut("_meta") else {
+            return;
+        };
+        for key in [
+            keys::PROTOCOL_VERSION,
+            keys::CLIENT_CAPABILITIES,
+            keys::CLIENT_INFO,
+            keys::LOG_LEVEL,
+        ] {
+            meta.remove(key);
+        }
+        if meta.is_empty() {
+            p.remove("_meta");
+        }
+    }
+
     /// -32022 unless this server serves the request's version.
     pub fn check_version(&self) -> Result<(), ErrorObject> {
         if version::is_stateless_supported(&self.protocol_version) {
@@ -235,6 +259,28 @@ mod tests {
 
     fn params(meta: Value) -> Value {
         json!({"_meta": meta})
+    }
+
+    #[test]
+    fn stripping_leaves_only_the_clients_own_keys() {
+        let mut p = Some(json!({"name": "t", "_meta": {
+            keys::PROTOCOL_VERSION: version::STATELESS,
+            keys::CLIENT_CAPABILITIES: {"elicitation": {}},
+            keys::CLIENT_INFO: {"name": "c", "version": "1"},
+            keys::LOG_LEVEL: "info",
+            "progressToken": 7,
+            "io.staunch/idempotency-key": "k"
+        }}));
+        RequestMeta::strip_from(&mut p);
+        assert_eq!(
+            p,
+            Some(
+                json!({"name": "t", "_meta": {"progressToken": 7, "io.staunch/idempotency-key": "k"}})
+            )
+        );
+        let mut p = Some(json!({"_meta": {keys::PROTOCOL_VERSION: version::STATELESS}}));
+        RequestMeta::strip_from(&mut p);
+        assert_eq!(p, Some(json!({})), "an emptied _meta goes");
     }
 
     #[test]

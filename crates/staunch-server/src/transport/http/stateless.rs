@@ -295,7 +295,7 @@ fn validate(
 pub(crate) async fn post(
     state: Arc<HttpState>,
     headers: HeaderMap,
-    req: Request,
+    mut req: Request,
     sse_ok: bool,
     principal: Option<String>,
     slot: Option<PeerSlot>,
@@ -307,6 +307,7 @@ pub(crate) async fn post(
             return sse::error_answer(status, Some(&req.id), &e);
         }
     };
+    RequestMeta::strip_from(&mut req.params);
     // Checked: the headers are not held for as long as the request runs.
     drop(headers);
     let (sink, mut rx) = StreamSink::new(state.cfg.connection_backlog, state.batcher.clone());
