@@ -139,7 +139,10 @@ impl Context {
     }
 
     /// The request's `params._meta` object as the client sent it (vendor keys such as
-    /// `io.staunch/idempotency-key` live here), if any.
+    /// `io.staunch/idempotency-key` live here), if any. Of a 2026-07-28 request's `_meta`, the
+    /// protocol's own keys (version, capabilities, `clientInfo`, `logLevel`) are not here: they
+    /// were read into the request ([`Context::client_capabilities`],
+    /// [`Context::protocol_version`]).
     pub fn meta(&self) -> Option<&Value> {
         self.shared.meta.as_ref()
     }
