@@ -37,6 +37,7 @@ pub mod follow;
 pub mod forward;
 mod ledger;
 mod methods;
+mod owners;
 pub mod register;
 pub mod route;
 mod spec;

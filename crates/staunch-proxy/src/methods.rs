@@ -4,36 +4,17 @@
 //! prompt. Each runs in its own downstream request, so cancels and deadlines apply as to tools.
 //! Subscriptions to resources are `subscriptions`'.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use serde_json::{Value, json};
-use staunch_client::{CallOptions, ClientError};
-use staunch_protocol::{ErrorObject, codes};
+use staunch_client::CallOptions;
 use staunch_server::{Context, ServerBuilder, ToolError};
 
+use crate::owners::{Routes, invalid, rpc};
 use crate::upstream::Pool;
 
 /// Pages fetched per upstream list.
 const MAX_PAGES: usize = 100;
-
-/// The upstreams that serve one capability, and which upstream a resource uri came from.
-#[derive(Default)]
-pub(crate) struct Routes {
-    pub(crate) pools: Vec<Arc<Pool>>,
-    uri_owner: Mutex<HashMap<String, usize>>,
-}
-
-pub(crate) fn rpc(e: ClientError) -> ToolError {
-    match e {
-        ClientError::Rpc(e) => ToolError::Rpc(e),
-        ClientError::Cancelled => ToolError::Cancelled,
-        other => ToolError::Rpc(ErrorObject::new(
-            codes::INTERNAL_ERROR,
-            format!("the upstream failed: {other}"),
-        )),
-    }
-}
 
 fn opts(ctx: &Context) -> CallOptions {
     CallOptions {
@@ -86,10 +67,6 @@ async fn list_all(
     Ok(out)
 }
 
-pub(crate) fn invalid(message: String) -> ToolError {
-    ToolError::Rpc(ErrorObject::new(codes::INVALID_PARAMS, message))
-}
-
 /// The upstream whose prefix starts `name`, and the name it knows.
 fn by_prefix<'a>(pools: &'a [Arc<Pool>], name: &'a str) -> Option<(&'a Arc<Pool>, &'a str)> {
     // The longest matching prefix wins, so "" (no prefix) is the last resort.
@@ -100,20 +77,6 @@ fn by_prefix<'a>(pools: &'a [Arc<Pool>], name: &'a str) -> Option<(&'a Arc<Pool>
                 .map(|rest| (p, rest))
         })
         .max_by_key(|(p, _)| p.spec().prefix.len())
-}
-
-impl Routes {
-    pub(crate) fn owner_of_uri(&self, uri: &str) -> Option<&Arc<Pool>> {
-        if self.pools.len() == 1 {
-            return self.pools.first();
-        }
-        let i = *self
-            .uri_owner
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(uri)?;
-        self.pools.get(i)
-    }
 }
 
 /// Adds the resource, prompt and completion methods the upstreams declare.
@@ -142,10 +105,7 @@ pub(crate) fn register(mut builder: ServerBuilder, pools: &[Arc<Pool>]) -> Serve
             json!({})
         }
     };
-    let resources = Arc::new(Routes {
-        pools: with("resources"),
-        ..Routes::default()
-    });
+    let resources = Arc::new(Routes::new(with("resources")));
     if !resources.pools.is_empty() {
         let mut declared = list_changed(&resources.pools, "resources");
         if resources
@@ -168,12 +128,7 @@ pub(crate) fn register(mut builder: ServerBuilder, pools: &[Arc<Pool>]) -> Serve
                     let mut all = Vec::new();
                     for (i, pool) in r.pools.iter().enumerate() {
                         let items = list_all(pool, &ctx, method, key).await?;
-                        let mut owners = r.uri_owner.lock().unwrap_or_else(|p| p.into_inner());
-                        for item in &items {
-                            if let Some(uri) = item["uri"].as_str() {
-                                owners.insert(uri.to_string(), i);
-                            }
-                        }
+                        r.listed(i, &items);
                         all.extend(items);
                     }
                     Ok(json!({ key: all }))

@@ -21,7 +21,7 @@ use staunch_client::CallOptions;
 use staunch_server::{Change, Context, ListenHub, Notifier, ServerBuilder, ToolError};
 use tokio_util::sync::CancellationToken;
 
-use crate::methods::{Routes, invalid, rpc};
+use crate::owners::{Routes, invalid, rpc};
 use crate::upstream::Pool;
 
 /// How long a subscription change made for a listen stream (no request to bound it) may take.

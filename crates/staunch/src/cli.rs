@@ -1,7 +1,12 @@
 //! The command line: `staunch serve | proxy | tools | call | probe | audit | jobs | check`, each
 //! command's flags in its own module (`serve`'s in `serve_args`).
 
-use clap::{Parser, Subcommand};
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use clap::parser::ValueSource;
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
+use staunch_command::config::ServeSetting;
 
 use crate::serve_args::{SERVE_AFTER_HELP, ServeArgs};
 
@@ -50,7 +55,7 @@ pub enum Command {
 
 /// Runs the command; returns the process exit code.
 pub async fn run(cli: Cli) -> anyhow::Result<i32> {
-    let (cli, commands) = crate::serve_table::apply(cli)?;
+    let (cli, commands) = with_config_file(cli)?;
     match cli.command {
         Command::Serve(args) => crate::serve::run(*args, commands).await,
         Command::Call(args) => crate::call::run(args).await,
@@ -63,6 +68,78 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Completions(args) => crate::generate::completions(args),
         Command::Man(args) => crate::generate::man(args),
     }
+}
+
+/// For `serve` and `proxy` with `--config`: loads the file (refusing an invalid one) and
+/// returns the command line with its `[serve]` table applied to the flags not given on the
+/// command line or in the environment, and the loaded file. Other commands pass through.
+fn with_config_file(cli: Cli) -> anyhow::Result<(Cli, Option<crate::command_tools::Loaded>)> {
+    let path = match &cli.command {
+        Command::Serve(args) => args.config.clone(),
+        Command::Proxy(args) => args.serve.config.clone(),
+        _ => None,
+    };
+    let Some(path) = path else {
+        return Ok((cli, None));
+    };
+    let flags = crate::serve_table::SettableFlags::new();
+    let config = staunch_command::load(&path, &flags).map_err(|e| {
+        anyhow::anyhow!("{e}\nstaunch serve: refusing to start with an invalid configuration")
+    })?;
+    let argv: Vec<OsString> = std::env::args_os().collect();
+    let cli = with_settings(cli, argv, &config.serve.settings, &flags)
+        .map_err(|e| anyhow::anyhow!("the [serve] table of {}: {e}", path.display()))?;
+    let demo_tools = match &cli.command {
+        Command::Serve(args) => args.demo_tools,
+        Command::Proxy(args) => args.serve.demo_tools,
+        _ => false,
+    };
+    Ok((
+        cli,
+        Some(crate::command_tools::Loaded {
+            path: PathBuf::from(&path),
+            config,
+            demo_tools,
+        }),
+    ))
+}
+
+/// `cli` (parsed from `argv`) with `settings` applied: each one whose flag `argv` and the
+/// environment do not give goes in as if written right after the command's name, and the
+/// line is parsed again, so a value and its flag's conflicts are checked as on the command line.
+fn with_settings(
+    cli: Cli,
+    argv: Vec<OsString>,
+    settings: &[ServeSetting],
+    flags: &crate::serve_table::SettableFlags,
+) -> Result<Cli, String> {
+    let matches = Cli::command()
+        .try_get_matches_from(&argv)
+        .map_err(|e| crate::serve_table::clap_message(&e))?;
+    let Some((_, sub)) = matches.subcommand() else {
+        return Ok(cli);
+    };
+    let given = |key: &str| {
+        sub.try_get_raw(key).is_ok()
+            && sub
+                .value_source(key)
+                .is_some_and(|s| s != ValueSource::DefaultValue)
+    };
+    let words: Vec<OsString> = settings
+        .iter()
+        .filter(|s| !given(&s.key))
+        .flat_map(|s| flags.words(s))
+        .collect();
+    if words.is_empty() {
+        return Ok(cli);
+    }
+    // `staunch` has no options of its own, so the command's name is the first word after it.
+    let mut argv = argv;
+    argv.splice(2..2, words);
+    let matches = Cli::command()
+        .try_get_matches_from(argv)
+        .map_err(|e| crate::serve_table::clap_message(&e))?;
+    Cli::from_arg_matches(&matches).map_err(|e| crate::serve_table::clap_message(&e))
 }
 
 #[cfg(test)]
@@ -110,6 +187,17 @@ mod tests {
         }
     }
 
+    fn setting(key: &str, values: &[&str]) -> ServeSetting {
+        ServeSetting {
+            key: key.into(),
+            values: values.iter().map(|v| v.to_string()).collect(),
+        }
+    }
+
+    fn argv(words: &[&str]) -> Vec<OsString> {
+        words.iter().map(OsString::from).collect()
+    }
+
     #[test]
     fn unit_flags_take_durations() {
         let cli = Cli::try_parse_from([
@@ -146,5 +234,71 @@ mod tests {
         for h in [heading::TOOLS, heading::STORE, heading::JOBS, heading::AUTH] {
             assert!(short.contains(&format!("{h}:")), "-h groups under {h}");
         }
+    }
+
+    /// The command line wins over the file; the file fills in the rest.
+    #[test]
+    fn the_command_line_wins_over_the_file() {
+        let words = argv(&["staunch", "serve", "--max-in-flight", "7", "--no-log"]);
+        let cli = Cli::try_parse_from(&words).unwrap();
+        let settings = [
+            setting("max_in_flight", &["64"]),
+            setting("cancel_grace_ms", &["2s"]),
+            setting("allow_hosts", &["mcp.example", "mcp.internal"]),
+            setting("no_log", &[]),
+        ];
+        let cli = with_settings(
+            cli,
+            words,
+            &settings,
+            &crate::serve_table::SettableFlags::new(),
+        )
+        .unwrap();
+        let Command::Serve(args) = cli.command else {
+            panic!("serve")
+        };
+        assert_eq!(args.max_in_flight, 7);
+        assert_eq!(args.cancel_grace_ms, 2000);
+        assert_eq!(args.allow_hosts, ["mcp.example", "mcp.internal"]);
+        assert!(args.no_log);
+    }
+
+    /// `proxy` takes the same table for its downstream side; its command after `--` is kept.
+    #[test]
+    fn the_proxy_takes_the_table_and_keeps_its_command() {
+        let words = argv(&["staunch", "proxy", "--", "python3", "server.py"]);
+        let cli = Cli::try_parse_from(&words).unwrap();
+        let settings = [setting("max_in_flight", &["9"])];
+        let cli = with_settings(
+            cli,
+            words,
+            &settings,
+            &crate::serve_table::SettableFlags::new(),
+        )
+        .unwrap();
+        let Command::Proxy(args) = cli.command else {
+            panic!("proxy")
+        };
+        assert_eq!(args.serve.max_in_flight, 9);
+        assert_eq!(args.command, argv(&["python3", "server.py"]));
+    }
+
+    /// A setting that conflicts with a flag given on the command line is refused in clap's
+    /// words, not silently dropped.
+    #[test]
+    fn a_setting_that_conflicts_with_a_given_flag_is_refused() {
+        let words = argv(&["staunch", "serve", "--log-file", "/tmp/x.jsonl"]);
+        let cli = Cli::try_parse_from(&words).unwrap();
+        let err = with_settings(
+            cli,
+            words,
+            &[setting("no_log", &[])],
+            &crate::serve_table::SettableFlags::new(),
+        )
+        .expect_err("a conflict");
+        assert!(
+            err.contains("--no-log") && err.contains("--log-file"),
+            "{err}"
+        );
     }
 }

@@ -6,14 +6,11 @@
 //! environment variable wins over the file.
 
 use std::ffi::OsString;
-use std::path::PathBuf;
 
-use clap::parser::ValueSource;
-use clap::{Arg, ArgAction, CommandFactory, FromArgMatches, ValueHint};
+use clap::{Arg, ArgAction, Args, ValueHint};
 use staunch_command::config::{FlagArity, FlagShape, ServeFlags, ServeSetting};
 
-use crate::cli::{Cli, Command};
-use crate::command_tools::Loaded;
+use crate::serve_args::ServeArgs;
 
 /// Flags the file cannot set: `config` names the file itself.
 const NOT_FROM_FILE: &[&str] = &["config", "help", "version"];
@@ -28,11 +25,7 @@ pub struct SettableFlags {
 impl SettableFlags {
     /// `staunch serve`'s flags.
     pub fn new() -> Self {
-        let serve = Cli::command()
-            .find_subcommand("serve")
-            .expect("the serve command")
-            .clone()
-            .mut_args(|a| a.env(None));
+        let serve = ServeArgs::augment_args(clap::Command::new("serve")).mut_args(|a| a.env(None));
         Self { serve }
     }
 
@@ -46,7 +39,7 @@ impl SettableFlags {
     }
 
     /// The command-line words that say `setting` (`--allow-host=a --allow-host=b`).
-    fn words(&self, setting: &ServeSetting) -> Vec<OsString> {
+    pub fn words(&self, setting: &ServeSetting) -> Vec<OsString> {
         let Some(long) = self.arg(&setting.key).and_then(Arg::get_long) else {
             return Vec::new();
         };
@@ -99,89 +92,18 @@ impl ServeFlags for SettableFlags {
 }
 
 /// A clap error's first line without its `error: ` prefix: the file's mistake, not the usage.
-fn clap_message(e: &clap::Error) -> String {
+pub fn clap_message(e: &clap::Error) -> String {
     let text = e.to_string();
     let first = text.lines().next().unwrap_or_default();
     first.strip_prefix("error: ").unwrap_or(first).to_string()
 }
 
-/// For `serve` and `proxy` with `--config`: loads the file (refusing an invalid one) and
-/// returns the command line with its `[serve]` table applied to the flags not given on the
-/// command line or in the environment, and the loaded file. Other commands pass through.
-pub fn apply(cli: Cli) -> anyhow::Result<(Cli, Option<Loaded>)> {
-    let path = match &cli.command {
-        Command::Serve(args) => args.config.clone(),
-        Command::Proxy(args) => args.serve.config.clone(),
-        _ => None,
-    };
-    let Some(path) = path else {
-        return Ok((cli, None));
-    };
-    let flags = SettableFlags::new();
-    let config = staunch_command::load(&path, &flags).map_err(|e| {
-        anyhow::anyhow!("{e}\nstaunch serve: refusing to start with an invalid configuration")
-    })?;
-    let argv: Vec<OsString> = std::env::args_os().collect();
-    let cli = with_settings(cli, argv, &config.serve.settings, &flags)
-        .map_err(|e| anyhow::anyhow!("the [serve] table of {}: {e}", path.display()))?;
-    let demo_tools = match &cli.command {
-        Command::Serve(args) => args.demo_tools,
-        Command::Proxy(args) => args.serve.demo_tools,
-        _ => false,
-    };
-    Ok((
-        cli,
-        Some(Loaded {
-            path: PathBuf::from(&path),
-            config,
-            demo_tools,
-        }),
-    ))
-}
-
-/// `cli` (parsed from `argv`) with `settings` applied: each one whose flag `argv` and the
-/// environment do not give goes in as if written right after the command's name, and the
-/// line is parsed again, so a value and its flag's conflicts are checked as on the command line.
-fn with_settings(
-    cli: Cli,
-    argv: Vec<OsString>,
-    settings: &[ServeSetting],
-    flags: &SettableFlags,
-) -> Result<Cli, String> {
-    let matches = Cli::command()
-        .try_get_matches_from(&argv)
-        .map_err(|e| clap_message(&e))?;
-    let Some((_, sub)) = matches.subcommand() else {
-        return Ok(cli);
-    };
-    let given = |key: &str| {
-        sub.try_get_raw(key).is_ok()
-            && sub
-                .value_source(key)
-                .is_some_and(|s| s != ValueSource::DefaultValue)
-    };
-    let words: Vec<OsString> = settings
-        .iter()
-        .filter(|s| !given(&s.key))
-        .flat_map(|s| flags.words(s))
-        .collect();
-    if words.is_empty() {
-        return Ok(cli);
-    }
-    // `staunch` has no options of its own, so the command's name is the first word after it.
-    let mut argv = argv;
-    argv.splice(2..2, words);
-    let matches = Cli::command()
-        .try_get_matches_from(argv)
-        .map_err(|e| clap_message(&e))?;
-    Cli::from_arg_matches(&matches).map_err(|e| clap_message(&e))
-}
-
 #[cfg(test)]
 mod tests {
-    use clap::Parser;
+    use clap::CommandFactory;
 
     use super::*;
+    use crate::cli::Cli;
 
     fn setting(key: &str, values: &[&str]) -> ServeSetting {
         ServeSetting {
@@ -236,54 +158,5 @@ mod tests {
             argv(&["--allow-host=a", "--allow-host=b"])
         );
         assert_eq!(flags.words(&setting("no_log", &[])), argv(&["--no-log"]));
-    }
-
-    /// The command line wins over the file; the file fills in the rest.
-    #[test]
-    fn the_command_line_wins_over_the_file() {
-        let words = argv(&["staunch", "serve", "--max-in-flight", "7", "--no-log"]);
-        let cli = Cli::try_parse_from(&words).unwrap();
-        let settings = [
-            setting("max_in_flight", &["64"]),
-            setting("cancel_grace_ms", &["2s"]),
-            setting("allow_hosts", &["mcp.example", "mcp.internal"]),
-            setting("no_log", &[]),
-        ];
-        let cli = with_settings(cli, words, &settings, &SettableFlags::new()).unwrap();
-        let Command::Serve(args) = cli.command else {
-            panic!("serve")
-        };
-        assert_eq!(args.max_in_flight, 7);
-        assert_eq!(args.cancel_grace_ms, 2000);
-        assert_eq!(args.allow_hosts, ["mcp.example", "mcp.internal"]);
-        assert!(args.no_log);
-    }
-
-    /// `proxy` takes the same table for its downstream side; its command after `--` is kept.
-    #[test]
-    fn the_proxy_takes_the_table_and_keeps_its_command() {
-        let words = argv(&["staunch", "proxy", "--", "python3", "server.py"]);
-        let cli = Cli::try_parse_from(&words).unwrap();
-        let settings = [setting("max_in_flight", &["9"])];
-        let cli = with_settings(cli, words, &settings, &SettableFlags::new()).unwrap();
-        let Command::Proxy(args) = cli.command else {
-            panic!("proxy")
-        };
-        assert_eq!(args.serve.max_in_flight, 9);
-        assert_eq!(args.command, argv(&["python3", "server.py"]));
-    }
-
-    /// A setting that conflicts with a flag given on the command line is refused in clap's
-    /// words, not silently dropped.
-    #[test]
-    fn a_setting_that_conflicts_with_a_given_flag_is_refused() {
-        let words = argv(&["staunch", "serve", "--log-file", "/tmp/x.jsonl"]);
-        let cli = Cli::try_parse_from(&words).unwrap();
-        let err = with_settings(cli, words, &[setting("no_log", &[])], &SettableFlags::new())
-            .expect_err("a conflict");
-        assert!(
-            err.contains("--no-log") && err.contains("--log-file"),
-            "{err}"
-        );
     }
 }
