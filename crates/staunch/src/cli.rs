@@ -187,15 +187,18 @@ mod tests {
         }
     }
 
-    fn setting(key: &str, values: &[&str]) -> ServeSetting {
-        ServeSetting {
-            key: key.into(),
-            values: values.iter().map(|v| v.to_string()).collect(),
-        }
-    }
+    use crate::serve_table::{argv, setting};
 
-    fn argv(words: &[&str]) -> Vec<OsString> {
-        words.iter().map(OsString::from).collect()
+    /// `words` parsed, then `settings` applied as from a file.
+    fn with_file(words: &[&str], settings: &[ServeSetting]) -> Result<Cli, String> {
+        let words = argv(words);
+        let cli = Cli::try_parse_from(&words).unwrap();
+        with_settings(
+            cli,
+            words,
+            settings,
+            &crate::serve_table::SettableFlags::new(),
+        )
     }
 
     #[test]
@@ -239,19 +242,15 @@ mod tests {
     /// The command line wins over the file; the file fills in the rest.
     #[test]
     fn the_command_line_wins_over_the_file() {
-        let words = argv(&["staunch", "serve", "--max-in-flight", "7", "--no-log"]);
-        let cli = Cli::try_parse_from(&words).unwrap();
         let settings = [
             setting("max_in_flight", &["64"]),
             setting("cancel_grace_ms", &["2s"]),
             setting("allow_hosts", &["mcp.example", "mcp.internal"]),
             setting("no_log", &[]),
         ];
-        let cli = with_settings(
-            cli,
-            words,
+        let cli = with_file(
+            &["staunch", "serve", "--max-in-flight", "7", "--no-log"],
             &settings,
-            &crate::serve_table::SettableFlags::new(),
         )
         .unwrap();
         let Command::Serve(args) = cli.command else {
@@ -266,14 +265,10 @@ mod tests {
     /// `proxy` takes the same table for its downstream side; its command after `--` is kept.
     #[test]
     fn the_proxy_takes_the_table_and_keeps_its_command() {
-        let words = argv(&["staunch", "proxy", "--", "python3", "server.py"]);
-        let cli = Cli::try_parse_from(&words).unwrap();
         let settings = [setting("max_in_flight", &["9"])];
-        let cli = with_settings(
-            cli,
-            words,
+        let cli = with_file(
+            &["staunch", "proxy", "--", "python3", "server.py"],
             &settings,
-            &crate::serve_table::SettableFlags::new(),
         )
         .unwrap();
         let Command::Proxy(args) = cli.command else {
@@ -287,13 +282,9 @@ mod tests {
     /// words, not silently dropped.
     #[test]
     fn a_setting_that_conflicts_with_a_given_flag_is_refused() {
-        let words = argv(&["staunch", "serve", "--log-file", "/tmp/x.jsonl"]);
-        let cli = Cli::try_parse_from(&words).unwrap();
-        let err = with_settings(
-            cli,
-            words,
+        let err = with_file(
+            &["staunch", "serve", "--log-file", "/tmp/x.jsonl"],
             &[setting("no_log", &[])],
-            &crate::serve_table::SettableFlags::new(),
         )
         .expect_err("a conflict");
         assert!(

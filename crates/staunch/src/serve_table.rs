@@ -98,23 +98,27 @@ pub fn clap_message(e: &clap::Error) -> String {
     first.strip_prefix("error: ").unwrap_or(first).to_string()
 }
 
+/// A setting as the file would give it (tests).
+#[cfg(test)]
+pub(crate) fn setting(key: &str, values: &[&str]) -> ServeSetting {
+    ServeSetting {
+        key: key.into(),
+        values: values.iter().map(|v| v.to_string()).collect(),
+    }
+}
+
+/// Command-line words (tests).
+#[cfg(test)]
+pub(crate) fn argv(words: &[&str]) -> Vec<OsString> {
+    words.iter().map(OsString::from).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use clap::CommandFactory;
 
     use super::*;
     use crate::cli::Cli;
-
-    fn setting(key: &str, values: &[&str]) -> ServeSetting {
-        ServeSetting {
-            key: key.into(),
-            values: values.iter().map(|v| v.to_string()).collect(),
-        }
-    }
-
-    fn argv(words: &[&str]) -> Vec<OsString> {
-        words.iter().map(OsString::from).collect()
-    }
 
     /// One definition per setting: every flag of `serve` but `--config` is a key, shaped as
     /// its clap argument says.
