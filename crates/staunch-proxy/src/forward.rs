@@ -86,9 +86,15 @@ async fn forward(
     on_progress: impl FnMut(&Progress) + Send,
 ) -> Outcome {
     let (tool, ctx) = (call.tool, call.ctx);
-    // The stop policy: a process of its own for this call, ended when the call is.
+    // The stop policy: a process of its own for this call, ended when the call is — or, with
+    // `isolate`, the session's own process, retired when one of its calls is cancelled.
     let own_process = pool.spec().kill_after_cancel_of(tool);
+    let session = ctx
+        .filter(|_| pool.spec().isolate)
+        .and_then(Context::owning_session)
+        .map(str::to_string);
     let up = match (own_process, ctx) {
+        (Some(_), Some(ctx)) if session.is_some() => pool.for_request(ctx).await,
         (Some(_), _) => pool.for_one_call().await,
         (None, Some(ctx)) => pool.for_request(ctx).await,
         (None, None) => Ok(pool.shared().clone()),
@@ -97,10 +103,22 @@ async fn forward(
         Ok(up) => up,
         Err(e) => return Outcome::Failed(e.to_string()),
     };
+    let started = tokio::time::Instant::now();
     let outcome = forward_on(&up, call, on_progress).await;
-    if let Some(grace) = own_process {
-        let cancelled = matches!(outcome, Outcome::Cancelled);
-        end_own_process(pool, up, tool, ctx.cloned(), grace, cancelled);
+    let cancelled = matches!(outcome, Outcome::Cancelled);
+    match (own_process, session) {
+        (Some(grace), Some(session)) if cancelled => {
+            if pool.retire(&session, &up, started) {
+                end_own_process(pool, up, tool, ctx.cloned(), grace, true);
+            } else {
+                tracing::warn!(upstream = %pool.spec().name, tool = %tool, session = %session,
+                    "upstream.not_stopped: the session's upstream process serves another call; it is not stopped");
+            }
+        }
+        // The session's process serves its next call.
+        (Some(_), Some(_)) => {}
+        (Some(grace), None) => end_own_process(pool, up, tool, ctx.cloned(), grace, cancelled),
+        (None, _) => {}
     }
     outcome
 }

@@ -84,10 +84,10 @@ pub struct UpstreamSpec {
     /// Validated with [`staunch_client::EraChoice::parse`] when the spec is made.
     pub protocol: Option<String>,
     /// The stop policy, for a command upstream that ignores cancels (`None`: off). Each call
-    /// runs in an upstream process of its own; when the call is cancelled, the process's
-    /// stdin is closed and, if it is still running after this grace, its process group is
-    /// killed. A process that serves one call never serves another, so no other call is hit.
-    /// A rule's own setting wins.
+    /// runs in an upstream process of its own — with `isolate`, its session's — and when the
+    /// call is cancelled, the process's stdin is closed and, if it is still running after this
+    /// grace, its process group is killed; the next call gets a fresh process. A process that
+    /// serves another call in flight is never stopped. A rule's own setting wins.
     pub kill_after_cancel: Option<Duration>,
 }
 

@@ -500,6 +500,22 @@ impl Pool {
         Ok(chosen)
     }
 
+    /// The stop policy with `isolate`: takes `up`, the process of `session`, out of service
+    /// after a call of it that started at `since` was cancelled, so the session's next call
+    /// gets a fresh one — unless another call is in flight on it or picked it since (it then
+    /// serves on, and false is returned). The caller stops what it took.
+    pub fn retire(&self, session: &str, up: &Arc<Upstream>, since: Instant) -> bool {
+        let mut map = self.per_session.lock().unwrap_or_else(|p| p.into_inner());
+        let Some((current, used)) = map.get(session) else {
+            return false;
+        };
+        if !Arc::ptr_eq(current, up) || *used > since || up.calls().in_flight() > 0 {
+            return false;
+        }
+        map.remove(session);
+        true
+    }
+
     /// Ends `up`, the connection of `session`, once `closed` (the session's end) completes —
     /// unless it was replaced or reaped meanwhile. Holds neither the pool nor the connection,
     /// so it keeps nothing alive.

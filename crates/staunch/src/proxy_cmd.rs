@@ -77,7 +77,9 @@ pub struct ProxyArgs {
     /// exit after its stdin closes, then its process group is killed.
     ///
     /// Logged (`upstream.stopped`) and counted (`staunch_upstream_stopped_total`). A process
-    /// serves one call only, so no other call is hit. Costs a process start per call.
+    /// serves one call only, so no other call is hit. Costs a process start per call. With
+    /// --isolate, each session's process serves its calls and is the one stopped (then
+    /// replaced for the session's next call), unless it serves another call in flight.
     #[arg(long, value_name = "GRACE", value_parser = crate::args::parse_duration, help_heading = UPSTREAM)]
     pub kill_after_cancel: Option<std::time::Duration>,
     /// The protocol spoken to the upstream: auto, a session-era version, or 2026-07-28.
