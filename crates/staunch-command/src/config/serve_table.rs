@@ -81,6 +81,14 @@ pub(super) fn settings(
     for (key, value) in raw {
         let name = key.get_ref();
         let field = format!("serve.{name}");
+        if name == "config" {
+            errors.at(
+                key.span(),
+                field,
+                "a configuration file cannot name one: give --config on the command line",
+            );
+            continue;
+        }
         let Some(shape) = flags.shape(name) else {
             errors.at(key.span(), field, unknown(name, &flags.keys()));
             continue;

@@ -359,11 +359,16 @@ allow_hosts = ["mcp.example", "mcp.internal"]
 fn a_serve_value_the_flag_refuses_is_named_at_its_line() {
     let errs = errors(
         "[serve]\nno_log = \"yes\"\nmax_in_flight = 0\nhttp = [\"127.0.0.1:1\"]\n\
-         allow_hosts = { a = 1 }\n",
+         allow_hosts = { a = 1 }\nconfig = \"other.toml\"\n",
     );
     has(&errs, 2, "serve.no_log: a switch: true or false");
     has(&errs, 3, "serve.max_in_flight: must be at least 1");
     has(&errs, 4, "serve.http: takes one value, not an array");
     has(&errs, 5, "serve.allow_hosts: a string or a number");
-    assert_eq!(errs.len(), 4, "{errs:#?}");
+    has(
+        &errs,
+        6,
+        "serve.config: a configuration file cannot name one",
+    );
+    assert_eq!(errs.len(), 5, "{errs:#?}");
 }
