@@ -84,6 +84,8 @@ impl Backoff {
 
 /// One upstream connection, restarted when it goes away.
 pub struct Upstream {
+    /// Unique among the connections this process made (a key that outlives no reuse).
+    id: u64,
     spec: Arc<UpstreamSpec>,
     opts: ConnectOptions,
     calls: Arc<Calls>,
@@ -177,7 +179,9 @@ impl Upstream {
                 opts.protocol_version = v;
             }
         }
+        static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         let up = Arc::new(Self {
+            id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             spec,
             opts,
             calls,
@@ -192,6 +196,11 @@ impl Upstream {
         });
         up.client().await?;
         Ok(up)
+    }
+
+    /// This connection's id, unique in the process.
+    pub fn id(&self) -> u64 {
+        self.id
     }
 
     /// The upstream's name.

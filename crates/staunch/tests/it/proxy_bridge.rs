@@ -613,3 +613,41 @@ async fn a_restarted_upstream_is_subscribed_again() {
     .expect("the session heard the new process's update");
     assert_eq!(heard["params"]["uri"], COUNTER, "{heard}");
 }
+
+/// With `--isolate` each session has its own upstream process, whose resources are its own: a
+/// session's subscription is made on its process, and it hears the updates its process sends;
+/// another session's process is not subscribed.
+#[tokio::test]
+async fn with_isolate_a_session_subscribes_on_its_own_process() {
+    let Some(peers) = Peers::find("with_isolate_a_session_subscribes_on_its_own_process") else {
+        return;
+    };
+    let mut args = vec!["--isolate".to_string(), "--".to_string()];
+    args.extend(peers.ts_stdio());
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let proxy = HttpServer::launch("proxy", Some(":memory:"), &refs).await;
+    let (a, b) = (proxy.initialize().await, proxy.initialize().await);
+    let mut stream = proxy.get(&a, None).await;
+    let r = rpc(
+        &proxy,
+        &a,
+        json!({"jsonrpc": "2.0", "id": "s", "method": "resources/subscribe",
+               "params": {"uri": COUNTER}}),
+    )
+    .await;
+    assert_eq!(r["result"], json!({}), "{r}");
+    assert!(
+        touch(&proxy, &b, "tb").await.starts_with("not subscribed"),
+        "the other session's process is not subscribed"
+    );
+    let updated = touch(&proxy, &a, "ta").await;
+    assert!(updated.starts_with("updated"), "{updated}");
+    let heard = wait_for_method(
+        &mut stream,
+        "notifications/resources/updated",
+        Duration::from_secs(10),
+    )
+    .await
+    .expect("the session heard its own process's update");
+    assert_eq!(heard["params"]["uri"], COUNTER, "{heard}");
+}
