@@ -57,32 +57,22 @@ async fn proxy(upstream: &[String], steps_dir: &Path, policy: &[&str]) -> HttpSe
 /// it, and returns the pid that worked and the steps counted 2 s and 3 s after the cancel.
 async fn cancel_a_stubborn_call(proxy: &HttpServer, dir: &Path, tag: &str) -> (u32, u64, u64) {
     let sid = proxy.initialize().await;
-    let mut stream = proxy
-        .post(
-            Some(&sid),
-            &call(
-                json!(1),
-                "stubborn_count",
-                json!({"steps": 400, "delay_ms": 50, "tag": tag}),
-                Some(json!("p")),
-            ),
-        )
-        .await;
-    let first = stream
-        .next_message(Duration::from_secs(30))
-        .await
-        .expect("progress: the upstream is working");
-    assert_eq!(first["method"], "notifications/progress", "{first}");
+    let _stream = start_stubborn(proxy, &sid, 1, 400, tag).await;
     let (_, pid) = steps(dir, tag).expect("the upstream recorded a step");
-    let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
-                        "params": {"requestId": 1, "reason": "the test gives up"}});
-    assert_eq!(proxy.post(Some(&sid), &cancel).await.status.as_u16(), 202);
+    cancel(proxy, &sid, 1).await;
+    let (at_2s, at_3s) = steps_after_cancel(dir, tag).await;
+    (pid, at_2s, at_3s)
+}
+
+/// The steps of `tag` counted 2 s and 3 s after now (a cancel just sent): equal when the work
+/// stopped within a grace of 1 s + 1 s.
+async fn steps_after_cancel(dir: &Path, tag: &str) -> (u64, u64) {
     let cancelled_at = tokio::time::Instant::now();
     tokio::time::sleep_until(cancelled_at + Duration::from_secs(2)).await;
     let (at_2s, _) = steps(dir, tag).unwrap();
     tokio::time::sleep_until(cancelled_at + Duration::from_secs(3)).await;
     let (at_3s, _) = steps(dir, tag).unwrap();
-    (pid, at_2s, at_3s)
+    (at_2s, at_3s)
 }
 
 /// The TypeScript SDK upstream: without the policy the cancelled work goes on (the defect);
@@ -356,11 +346,7 @@ async fn with_isolate_the_stop_policy_stops_the_sessions_own_process() {
     // The only call is cancelled: the process is stopped, the work with it.
     let _alone = start_stubborn(&proxy, &sid, 5, 400, "alone").await;
     cancel(&proxy, &sid, 5).await;
-    let cancelled_at = tokio::time::Instant::now();
-    tokio::time::sleep_until(cancelled_at + Duration::from_secs(2)).await;
-    let (at_2s, _) = steps(dir.path(), "alone").unwrap();
-    tokio::time::sleep_until(cancelled_at + Duration::from_secs(3)).await;
-    let (at_3s, _) = steps(dir.path(), "alone").unwrap();
+    let (at_2s, at_3s) = steps_after_cancel(dir.path(), "alone").await;
     assert_eq!(
         at_2s, at_3s,
         "the work stopped ({at_2s} then {at_3s} steps)"
