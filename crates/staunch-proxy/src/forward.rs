@@ -22,7 +22,8 @@ use staunch_protocol::mcp::methods;
 use staunch_server::{CallToolResult, Context, LifecycleEvent, ToolError, ToolHandler};
 use tokio_util::sync::CancellationToken;
 
-use crate::upstream::{Pool, Upstream};
+use crate::pool::Pool;
+use crate::upstream::Upstream;
 
 /// `tools/call` params for the upstream: its own tool name, the arguments, and the downstream
 /// `_meta` (trace context and the like) without the downstream progress token.

@@ -14,6 +14,9 @@
 //! - [`UpstreamSpec`] / [`Target`] / [`ToolRule`]: what to front and how each tool is shaped.
 //! - [`Upstream`]: one supervised connection — its own request ids, restart with back-off after
 //!   a crash, server-to-client requests routed to the call that caused them ([`route`]).
+//! - [`Pool`]: an upstream's connections: one shared, or one per downstream session
+//!   (`--isolate`); under the stop policy one per call, or the session's own retired after a
+//!   cancel.
 //! - [`child`]: the stdio upstream in its own process group with a parent-death signal, ended
 //!   the spec's way (stdin closed, SIGTERM, SIGKILL).
 //! - [`register`](mod@register): the upstreams' tools (and resources, prompts, completions) on a
@@ -38,6 +41,7 @@ pub mod forward;
 mod ledger;
 mod methods;
 mod owners;
+mod pool;
 pub mod register;
 pub mod route;
 mod spec;
@@ -47,6 +51,7 @@ mod upstream;
 pub use error::ProxyError;
 pub use follow::follow_tool_changes;
 pub use ledger::{CallKey, LateWork, Ledger, Sent};
+pub use pool::Pool;
 pub use register::{Registered, ServedTool, register};
 pub use spec::{Target, ToolRule, UpstreamSpec};
-pub use upstream::{Pool, Upstream};
+pub use upstream::Upstream;

@@ -11,7 +11,7 @@ use staunch_client::CallOptions;
 use staunch_server::{Context, ServerBuilder, ToolError};
 
 use crate::owners::{Routes, invalid, rpc};
-use crate::upstream::Pool;
+use crate::pool::Pool;
 
 /// Pages fetched per upstream list.
 const MAX_PAGES: usize = 100;

@@ -10,7 +10,7 @@ use staunch_client::ClientError;
 use staunch_protocol::{ErrorObject, codes};
 use staunch_server::ToolError;
 
-use crate::upstream::Pool;
+use crate::pool::Pool;
 
 /// The upstreams that serve one capability, and which upstream a resource uri came from.
 pub(crate) struct Routes {

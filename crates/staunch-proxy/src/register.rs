@@ -12,8 +12,8 @@ use staunch_server::{Metrics, ServerBuilder, Shape, ToolSpec};
 
 use crate::ProxyError;
 use crate::forward::{ForwardTool, UpstreamJob};
+use crate::pool::Pool;
 use crate::spec::UpstreamSpec;
-use crate::upstream::Pool;
 
 /// One served tool: its name here, its upstream, its name there, its shape.
 pub type ServedTool = (String, String, String, Shape);

@@ -25,7 +25,8 @@ use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 
 use crate::owners::{Routes, invalid, rpc};
-use crate::upstream::{Pool, Upstream};
+use crate::pool::Pool;
+use crate::upstream::Upstream;
 
 /// How long a subscription change made for a listen stream (no request to bound it) may take.
 const BACKGROUND_TIMEOUT: Duration = Duration::from_secs(30);
