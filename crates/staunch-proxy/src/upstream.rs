@@ -90,7 +90,6 @@ pub struct Upstream {
     live: tokio::sync::Mutex<Option<Live>>,
     current: Mutex<Option<Client>>,
     backoff: Mutex<Backoff>,
-    restarts: std::sync::atomic::AtomicU64,
     /// Woken by the upstream's `notifications/tools/list_changed`, and by a restart (the new
     /// process may serve other tools): [`crate::follow`] lists its tools again.
     tools_changed: Arc<tokio::sync::Notify>,
@@ -186,7 +185,6 @@ impl Upstream {
             live: tokio::sync::Mutex::new(None),
             current: Mutex::new(None),
             backoff: Mutex::default(),
-            restarts: Default::default(),
             tools_changed,
             lists_changed,
             resource_updates,
@@ -238,7 +236,7 @@ impl Upstream {
 
     /// How many times the connection was made again after the first.
     pub fn restarts(&self) -> u64 {
-        self.restarts.load(std::sync::atomic::Ordering::Relaxed)
+        *self.reconnected.borrow()
     }
 
     /// The process id of a stdio upstream's current process.
@@ -322,8 +320,6 @@ impl Upstream {
                 *backoff = Backoff::default();
                 drop(backoff);
                 if had_one {
-                    self.restarts
-                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     tracing::warn!(upstream = %self.spec.name, "upstream.restarted");
                     self.tools_changed.notify_one();
                 }
@@ -336,7 +332,9 @@ impl Upstream {
                 });
                 *self.current.lock().unwrap_or_else(|p| p.into_inner()) = Some(client.clone());
                 if had_one {
-                    self.reconnected.send_replace(self.restarts());
+                    // Counted once the new connection is current: whoever hears of it talks
+                    // to the new one.
+                    self.reconnected.send_modify(|n| *n += 1);
                 }
                 *live = Some(Live {
                     _listen: listen_for_tool_changes(&client, &self.spec.name),

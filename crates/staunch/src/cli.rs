@@ -89,17 +89,11 @@ fn with_config_file(cli: Cli) -> anyhow::Result<(Cli, Option<crate::command_tool
     let argv: Vec<OsString> = std::env::args_os().collect();
     let cli = with_settings(cli, argv, &config.serve.settings, &flags)
         .map_err(|e| anyhow::anyhow!("the [serve] table of {}: {e}", path.display()))?;
-    let demo_tools = match &cli.command {
-        Command::Serve(args) => args.demo_tools,
-        Command::Proxy(args) => args.serve.demo_tools,
-        _ => false,
-    };
     Ok((
         cli,
         Some(crate::command_tools::Loaded {
             path: PathBuf::from(&path),
             config,
-            demo_tools,
         }),
     ))
 }

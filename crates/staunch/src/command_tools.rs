@@ -10,11 +10,11 @@ use staunch_command::{CommandConfig, CommandTools};
 /// How often the orphan sweep runs while serving.
 const SWEEP_EVERY: Duration = Duration::from_secs(30);
 
-/// The loaded configuration, and whether the demo tools are served next to it.
+/// The loaded configuration (whether the demo tools are served next to it is
+/// `--demo-tools`, which its `[serve]` table may set).
 pub struct Loaded {
     pub path: PathBuf,
     pub config: CommandConfig,
-    pub demo_tools: bool,
 }
 
 impl Loaded {

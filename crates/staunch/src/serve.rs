@@ -102,7 +102,7 @@ fn serves_demo(
     commands: Option<&crate::command_tools::Loaded>,
     has_upstreams: bool,
 ) -> bool {
-    commands.map_or(!has_upstreams || args.demo_tools, |c| c.demo_tools)
+    args.demo_tools || (commands.is_none() && !has_upstreams)
 }
 
 /// What [`build_server`] made.
