@@ -31,6 +31,11 @@
 //                                     notifications/resources/updated {uri, _meta:
 //                                     {"peer/revision": N}}; returns text `updated URI to N`
 //                                     or `not subscribed URI`.
+//   greet {}                       -> asks the client's name (elicitation/create on the
+//                                     call's own stream, extra.sendRequest) and returns
+//                                     text `Hello, NAME!` (`Hello, stranger!` if declined);
+//                                     each call is recorded as a step under tag `greet`
+//                                     (slow_count_status {tag: "greet"}: how often it ran).
 //   slow_count_status {tag?}       -> {"tag","steps","last_step_unix_ms"} as
 //                                     structuredContent and JSON text: did the work
 //                                     go on after a cancel?
@@ -62,6 +67,7 @@ import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js'
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { createMcpExpressApp } from '@modelcontextprotocol/sdk/server/express.js';
 import {
+  ElicitResultSchema,
   isInitializeRequest,
   SubscribeRequestSchema,
   UnsubscribeRequestSchema,
@@ -244,6 +250,30 @@ function buildServer() {
         }
       }
       return { content: [{ type: 'text', text: `counted ${steps}` }] };
+    },
+  );
+
+  server.registerTool(
+    'greet',
+    { description: "Ask the user's name, then greet them", inputSchema: {} },
+    async (_args, extra) => {
+      recordStep('greet');
+      const answer = await extra.sendRequest(
+        {
+          method: 'elicitation/create',
+          params: {
+            message: 'What is your name?',
+            requestedSchema: {
+              type: 'object',
+              properties: { name: { type: 'string' } },
+              required: ['name'],
+            },
+          },
+        },
+        ElicitResultSchema,
+      );
+      const name = answer.action === 'accept' ? answer.content?.name : undefined;
+      return { content: [{ type: 'text', text: `Hello, ${name ?? 'stranger'}!` }] };
     },
   );
 

@@ -428,6 +428,18 @@ impl PendingRequest {
         crate::timeout::wait(&mut self, opts, &mut on_progress).await
     }
 
+    /// Like [`wait`](Self::wait), but borrows the request: a wait given up before the answer
+    /// (its future dropped) leaves the request pending, to be waited for again later or
+    /// cancelled by dropping it. A proxy parks an upstream call this way while its client
+    /// answers a question in a round of its own.
+    pub async fn wait_borrowed(
+        &mut self,
+        opts: &CallOptions,
+        mut on_progress: impl FnMut(&Progress) + Send,
+    ) -> Result<Value, ClientError> {
+        crate::timeout::wait(self, opts, &mut on_progress).await
+    }
+
     /// Like [`wait`](Self::wait), but keeps the request's progress subscription alive after
     /// the answer (a task's progress outlives the `tools/call` that created it).
     pub(crate) async fn wait_keep_progress(

@@ -7,9 +7,11 @@
 //! which sends `notifications/cancelled` for exactly its upstream id (or, to a 2026 upstream,
 //! closes its stream); the request core then sends nothing downstream. For `atomic` tools the
 //! request core never fires the token, so the upstream write finishes.
+//!
+//! A 2026-07-28 client's call on a session-era upstream that asks a question in the middle is
+//! parked while the client answers in a round of its own ([`park`](crate::park)).
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 use serde_json::{Map, Value, json};
@@ -19,10 +21,12 @@ use staunch_client::{CallOptions, ClientError, Progress};
 use staunch_jobs::{JobBody, JobContext, JobError};
 use staunch_protocol::RequestId;
 use staunch_protocol::mcp::methods;
-use staunch_server::{CallToolResult, Context, LifecycleEvent, ToolError, ToolHandler};
+use staunch_server::{CallToolResult, Context, ToolError, ToolHandler};
 use tokio_util::sync::CancellationToken;
 
+use crate::park::{self, AskingCall, Lot};
 use crate::pool::Pool;
+use crate::stop::end_own_process;
 use crate::upstream::Upstream;
 
 /// `tools/call` params for the upstream: its own tool name, the arguments, and the downstream
@@ -62,6 +66,8 @@ enum Outcome {
     Refused(staunch_protocol::ErrorObject),
     Cancelled,
     Failed(String),
+    /// The upstream asked a 2026 client a question: the call waits, parked, for its answer.
+    Parked(Box<AskingCall>),
 }
 
 /// One call to forward.
@@ -87,6 +93,14 @@ async fn forward(
     on_progress: impl FnMut(&Progress) + Send,
 ) -> Outcome {
     let (tool, ctx) = (call.tool, call.ctx);
+    // A later round of a call parked for its 2026 client's answer goes on where it stopped.
+    let resumed = match ctx.filter(|c| c.is_stateless()) {
+        Some(ctx) => match pool.lot().take(ctx, tool, &call.args) {
+            Ok(resumed) => resumed,
+            Err(why) => return Outcome::Failed(why),
+        },
+        None => None,
+    };
     // The stop policy: a process of its own for this call, ended when the call is — or, with
     // `isolate`, the session's own process, retired when one of its calls is cancelled.
     let own_process = pool.spec().kill_after_cancel_of(tool);
@@ -94,23 +108,43 @@ async fn forward(
         .filter(|_| pool.spec().isolate)
         .and_then(Context::owning_session)
         .map(str::to_string);
-    let up = match (own_process, ctx) {
-        (Some(_), Some(ctx)) if session.is_some() => pool.for_request(ctx).await,
-        (Some(_), _) => pool.for_one_call().await,
-        (None, Some(ctx)) => pool.for_request(ctx).await,
-        (None, None) => Ok(pool.shared().clone()),
+    let up = match (&resumed, own_process, ctx) {
+        (Some(asking), _, _) => Ok(asking.up.clone()),
+        (None, Some(_), Some(ctx)) if session.is_some() => pool.for_request(ctx).await,
+        (None, Some(_), _) => pool.for_one_call().await,
+        (None, None, Some(ctx)) => pool.for_request(ctx).await,
+        (None, None, None) => Ok(pool.shared().clone()),
     };
     let up = match up {
         Ok(up) => up,
         Err(e) => return Outcome::Failed(e.to_string()),
     };
     let started = tokio::time::Instant::now();
-    let outcome = forward_on(&up, call, on_progress).await;
+    let outcome = match (resumed, ctx) {
+        (Some(asking), Some(ctx)) => {
+            let opts = wait_options(call.progress, call.cancel);
+            go_on_asking(asking, ctx, pool.lot(), &opts, on_progress).await
+        }
+        _ => forward_on(&up, pool.lot(), call, on_progress).await,
+    };
+    if let Outcome::Parked(asking) = outcome {
+        // A process of the call's own is ended if the client never answers.
+        let stop = own_process.filter(|_| session.is_none()).map(|grace| {
+            let (metrics, ledger) = (pool.metrics().clone(), pool.ledger().clone());
+            let (up, tool) = (up.clone(), tool.to_string());
+            move || end_own_process(metrics, ledger, up, &tool, None, grace, true)
+        });
+        pool.lot().park(asking, pool.spec().question_wait, move || {
+            stop.into_iter().for_each(|f| f())
+        });
+        return Outcome::Asked(ToolError::InputRequired);
+    }
     let cancelled = matches!(outcome, Outcome::Cancelled);
     match (own_process, session) {
         (Some(grace), Some(session)) if cancelled => {
             if pool.retire(&session, &up, started) {
-                end_own_process(pool, up, tool, ctx.cloned(), grace, true);
+                let (metrics, ledger) = (pool.metrics().clone(), pool.ledger().clone());
+                end_own_process(metrics, ledger, up, tool, ctx.cloned(), grace, true);
             } else {
                 tracing::warn!(upstream = %pool.spec().name, tool = %tool, session = %session,
                     "upstream.not_stopped: the session's upstream process serves another call; it is not stopped");
@@ -118,81 +152,19 @@ async fn forward(
         }
         // The session's process serves its next call.
         (Some(_), Some(_)) => {}
-        (Some(grace), None) => end_own_process(pool, up, tool, ctx.cloned(), grace, cancelled),
+        (Some(grace), None) => {
+            let (metrics, ledger) = (pool.metrics().clone(), pool.ledger().clone());
+            end_own_process(metrics, ledger, up, tool, ctx.cloned(), grace, cancelled);
+        }
         (None, _) => {}
     }
     outcome
 }
 
-/// Ends the process that served one call under the stop policy, off the call's path: the
-/// ordinary shutdown after an answer; after a cancel, `grace` to exit and then its group
-/// killed — counted, and logged on the call's request (`upstream.stopped`).
-fn end_own_process(
-    pool: &Pool,
-    up: Arc<Upstream>,
-    tool: &str,
-    ctx: Option<Context>,
-    grace: Duration,
-    cancelled: bool,
-) {
-    let metrics = pool.metrics().clone();
-    let ledger = pool.ledger().clone();
-    let tool = tool.to_string();
-    let cancelled_at = std::time::Instant::now();
-    tokio::spawn(async move {
-        if !cancelled {
-            up.shut_down().await;
-            return;
-        }
-        let Some(killed) = up.stop_after_cancel(grace).await else {
-            return;
-        };
-        metrics.upstream_stopped(up.name(), &tool, killed);
-        if killed {
-            tracing::warn!(upstream = %up.name(), tool = %tool, grace_ms = grace.as_millis() as u64,
-                "upstream.stopped: still running after the cancelled call's grace; its process group was killed");
-        }
-        if let Some(ctx) = ctx {
-            let request_id = ctx.request_id().to_string();
-            let key = crate::ledger::CallKey {
-                upstream: up.name(),
-                tool: &tool,
-                session: ctx.session_id(),
-                request_id: &request_id,
-            };
-            ledger.stopped(key, cancelled_at, killed);
-            if killed {
-                ctx.log_to_session(
-                    staunch_protocol::mcp::LoggingLevel::Warning,
-                    crate::route::LATE_LOGGER,
-                    json!({
-                        "message": format!(
-                            "the upstream server {:?} was still running cancelled request {} \
-                             (tool {tool}) {} ms after the cancel: its process was killed",
-                            up.name(),
-                            request_id,
-                            grace.as_millis()
-                        ),
-                        "upstream": up.name(),
-                        "tool": &tool,
-                        "requestId": ctx.request_id(),
-                        "stopped": "killed",
-                        "graceMs": u64::try_from(grace.as_millis()).unwrap_or(u64::MAX),
-                    }),
-                );
-            }
-            ctx.log_event(&LifecycleEvent::UpstreamStopped {
-                upstream: up.name().into(),
-                grace_ms: u64::try_from(grace.as_millis()).unwrap_or(u64::MAX),
-                killed,
-            });
-        }
-    });
-}
-
-/// Forwards `call` on the connection `up`.
+/// Forwards `call` on the connection `up` (a call that asks its 2026 client parks in `lot`).
 async fn forward_on(
-    up: &Upstream,
+    up: &Arc<Upstream>,
+    lot: &Lot,
     call: Call<'_>,
     on_progress: impl FnMut(&Progress) + Send,
 ) -> Outcome {
@@ -212,6 +184,24 @@ async fn forward_on(
         cancel,
         as_task: _,
     } = call;
+    // A 2026 client answers a session-era upstream's questions in rounds of its own: the call
+    // is tracked with a channel for them and parked while the client answers.
+    if let Some(ctx) = ctx.filter(|c| c.is_stateless())
+        && client.era() == Era::Session
+    {
+        let params = call_params(tool, args.clone(), meta);
+        let pending = match client.start_request(methods::TOOLS_CALL, Some(params), progress) {
+            Ok(p) => p,
+            Err(e) => return Outcome::Failed(gone(up.name(), &e)),
+        };
+        let &RequestId::Number(n) = pending.id() else {
+            return Outcome::Failed("the upstream client named a call by a string".into());
+        };
+        let (tracked, questions) = up.calls().track_asking(n, ctx, tool);
+        let asking = AskingCall::new(up.clone(), (pending, tracked, questions), tool, args, ctx);
+        let opts = wait_options(progress, cancel);
+        return go_on_asking(asking, ctx, lot, &opts, on_progress).await;
+    }
     let mut params = call_params(tool, args, meta);
     // Only a 2026-07-28 upstream answers "input required", and only then is the call sent
     // again: keep a copy of its params for that case alone.
@@ -264,6 +254,25 @@ async fn forward_on(
         "the upstream server {:?} still asked for input after {MAX_INPUT_ROUNDS} rounds",
         up.name()
     ))
+}
+
+/// Goes on with an upstream call that asks its 2026 client, as part of `ctx`, waiting under
+/// `opts` (the request's progress and cancel).
+async fn go_on_asking(
+    asking: Box<AskingCall>,
+    ctx: &Context,
+    lot: &Lot,
+    opts: &CallOptions,
+    on_progress: impl FnMut(&Progress) + Send,
+) -> Outcome {
+    let up = asking.up.clone();
+    match park::go_on(asking, ctx, lot, opts, on_progress).await {
+        park::Step::Parked(asking) => Outcome::Parked(asking),
+        park::Step::Ended(Ok(v)) => Outcome::Answered(v),
+        park::Step::Ended(Err(ClientError::Rpc(e))) => Outcome::Refused(e),
+        park::Step::Ended(Err(ClientError::Cancelled)) => Outcome::Cancelled,
+        park::Step::Ended(Err(e)) => Outcome::Failed(gone(up.name(), &e)),
+    }
 }
 
 /// A tool the upstream only runs as a task (`taskSupport: "required"`): the call creates the
@@ -456,6 +465,8 @@ impl ToolHandler for ForwardTool {
                 // The deadline fires the same token: say which it was.
                 Outcome::Cancelled => Err(ctx.check().err().unwrap_or(ToolError::Cancelled)),
                 Outcome::Failed(m) => Ok(CallToolResult::error(m)),
+                // `forward` parks the call and says so; never seen here.
+                Outcome::Parked(_) => Err(ToolError::InputRequired),
             }
         })
     }
@@ -549,6 +560,8 @@ impl JobBody for UpstreamJob {
                 Outcome::Cancelled => Err(JobError::Cancelled),
                 Outcome::Asked(e) => Err(JobError::Failed(e.to_string())),
                 Outcome::Failed(m) => Err(JobError::Failed(m)),
+                // A job has no client to ask (no request): never parked.
+                Outcome::Parked(_) => Err(JobError::Failed("a job cannot ask a client".into())),
             }
         })
     }

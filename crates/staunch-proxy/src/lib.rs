@@ -17,6 +17,8 @@
 //! - [`Pool`]: an upstream's connections: one shared, or one per downstream session
 //!   (`--isolate`); under the stop policy one per call, or the session's own retired after a
 //!   cancel.
+//! - `stop`: the stop policy's end of a call's own process after a cancel (grace, then its
+//!   group killed), counted and put on the ledger.
 //! - [`child`]: the stdio upstream in its own process group with a parent-death signal, ended
 //!   the spec's way (stdin closed, SIGTERM, SIGKILL).
 //! - [`register`](mod@register): the upstreams' tools (and resources, prompts, completions) on a
@@ -24,6 +26,8 @@
 //!   durable jobs of staunch-jobs ([`forward::UpstreamJob`]).
 //! - [`follow`]: an upstream's `tools/list_changed` (or a restart) re-lists its tools and
 //!   updates the served set at run time.
+//! - `park`: a 2025 upstream's question in the middle of a 2026-07-28 client's call, put to
+//!   the client in a round of its own while the upstream call waits, parked.
 //! - `subscriptions`: `resources/subscribe` and listen streams' `resourceSubscriptions`
 //!   made at the upstream that serves the resource, its updates passed on unchanged.
 //! - [`Ledger`]: the recent calls whose upstream kept working after their cancel, for the
@@ -41,10 +45,12 @@ pub mod forward;
 mod ledger;
 mod methods;
 mod owners;
+mod park;
 mod pool;
 pub mod register;
 pub mod route;
 mod spec;
+mod stop;
 mod subscriptions;
 mod upstream;
 
@@ -53,5 +59,5 @@ pub use follow::follow_tool_changes;
 pub use ledger::{CallKey, LateWork, Ledger, Sent};
 pub use pool::Pool;
 pub use register::{Registered, ServedTool, register};
-pub use spec::{Target, ToolRule, UpstreamSpec};
+pub use spec::{QUESTION_WAIT, Target, ToolRule, UpstreamSpec};
 pub use upstream::Upstream;

@@ -13,6 +13,7 @@ use tokio::time::Instant;
 
 use crate::ProxyError;
 use crate::ledger::Ledger;
+use crate::park::Lot;
 use crate::spec::{Target, UpstreamSpec};
 use crate::upstream::Upstream;
 
@@ -35,6 +36,8 @@ pub struct Pool {
     /// serves stateless requests, which have no session).
     shared: Arc<Upstream>,
     per_session: Arc<PerSession>,
+    /// Calls parked while their 2026 clients answer the upstream's questions.
+    lot: Arc<Lot>,
 }
 
 impl Pool {
@@ -55,6 +58,7 @@ impl Pool {
         let spec = Arc::new(spec);
         let ledger = Arc::new(Ledger::default());
         let shared = Upstream::connect(spec.clone(), opts, metrics, ledger.clone()).await?;
+        let lot = Arc::new(Lot::new(&spec.name, metrics.clone()));
         Ok(Arc::new(Self {
             spec,
             opts: opts.clone(),
@@ -62,6 +66,7 @@ impl Pool {
             ledger,
             shared,
             per_session: Arc::default(),
+            lot,
         }))
     }
 
@@ -78,6 +83,11 @@ impl Pool {
     /// Its recent calls whose upstream went on after their cancel (the live page's list).
     pub fn ledger(&self) -> &Arc<Ledger> {
         &self.ledger
+    }
+
+    /// Calls parked while their 2026 clients answer the upstream's questions.
+    pub(crate) fn lot(&self) -> &Arc<Lot> {
+        &self.lot
     }
 
     /// The shared connection.

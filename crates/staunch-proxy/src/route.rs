@@ -4,6 +4,11 @@
 //! That table routes the upstream's own requests (sampling, elicitation, roots) to the
 //! downstream client that caused them, and — once a call is abandoned — names the downstream
 //! request in the `upstream.late` line when the upstream answers or reports progress anyway.
+//!
+//! A 2026-07-28 client answers questions in rounds of its own, not within the call: a call
+//! of such a client on a 2025 upstream is tracked with a channel ([`Calls::track_asking`]),
+//! and the upstream's questions go down it to the call, which puts them to its client
+//! (`park`).
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -16,6 +21,7 @@ use staunch_client::{Late, ServerRequest, ServerRequestHandler};
 use staunch_protocol::mcp::{LoggingLevel, ProgressToken};
 use staunch_protocol::{ErrorObject, RequestId, codes};
 use staunch_server::{Context, LifecycleEvent, Metrics, ToolError, UpstreamStep};
+use tokio::sync::{mpsc, oneshot};
 
 use crate::ledger::{CallKey, Ledger, Sent};
 
@@ -28,9 +34,31 @@ const MAX_ABANDONED: usize = 4096;
 /// A call's downstream request and the upstream's own name of its tool.
 type CallOf = (Context, Arc<str>);
 
+/// A question an upstream asked in the middle of a call whose client answers in rounds of its
+/// own: its method and params, and where its answer goes.
+#[derive(Debug)]
+pub(crate) struct Question {
+    pub(crate) method: String,
+    pub(crate) params: Value,
+    pub(crate) reply: oneshot::Sender<Result<Value, ErrorObject>>,
+}
+
+/// Questions waiting for their call to take them; the upstream waits for each anyway.
+const QUESTIONS_WAITING: usize = 4;
+
+/// A call in flight.
+#[derive(Clone)]
+struct Live {
+    ctx: Context,
+    tool: Arc<str>,
+    /// Where the upstream's questions go when the call's client answers them in rounds of its
+    /// own (a 2026-07-28 client).
+    questions: Option<mpsc::Sender<Question>>,
+}
+
 #[derive(Default)]
 struct Table {
-    live: HashMap<i64, CallOf>,
+    live: HashMap<i64, Live>,
     /// With when the call was abandoned.
     abandoned: HashMap<i64, (CallOf, Instant)>,
     abandoned_order: VecDeque<i64>,
@@ -43,14 +71,14 @@ enum SoleCall {
     /// Calls of several downstream sessions: it cannot be told.
     Several,
     /// The newest call in flight, all of them from one session.
-    One(Context),
+    One(Live),
 }
 
 impl Table {
     /// The downstream call a message that names none belongs to: the newest in flight, when
     /// all of them come from one downstream session.
     fn sole_session_call(&self) -> SoleCall {
-        let mut sessions = self.live.values().map(|(c, _)| c.session_id());
+        let mut sessions = self.live.values().map(|l| l.ctx.session_id());
         let Some(first) = sessions.next() else {
             return SoleCall::None;
         };
@@ -58,7 +86,7 @@ impl Table {
             return SoleCall::Several;
         }
         match self.live.iter().max_by_key(|(id, _)| **id) {
-            Some((_, (ctx, _))) => SoleCall::One(ctx.clone()),
+            Some((_, live)) => SoleCall::One(live.clone()),
             None => SoleCall::None,
         }
     }
@@ -100,7 +128,34 @@ impl Calls {
     /// Starts tracking upstream call `id` of `tool` for downstream request `ctx`; the guard
     /// ends it.
     pub fn track(self: &Arc<Self>, id: i64, ctx: &Context, tool: &str) -> Tracked {
-        self.lock().live.insert(id, (ctx.clone(), Arc::from(tool)));
+        self.track_with(id, ctx, tool, None)
+    }
+
+    /// [`Calls::track`] for a call whose client answers questions in rounds of its own: the
+    /// upstream's questions arrive on the receiver.
+    pub(crate) fn track_asking(
+        self: &Arc<Self>,
+        id: i64,
+        ctx: &Context,
+        tool: &str,
+    ) -> (Tracked, mpsc::Receiver<Question>) {
+        let (tx, rx) = mpsc::channel(QUESTIONS_WAITING);
+        (self.track_with(id, ctx, tool, Some(tx)), rx)
+    }
+
+    fn track_with(
+        self: &Arc<Self>,
+        id: i64,
+        ctx: &Context,
+        tool: &str,
+        questions: Option<mpsc::Sender<Question>>,
+    ) -> Tracked {
+        let live = Live {
+            ctx: ctx.clone(),
+            tool: Arc::from(tool),
+            questions,
+        };
+        self.lock().live.insert(id, live);
         ctx.log_event(&LifecycleEvent::Upstream {
             step: UpstreamStep::Sent,
             upstream: self.upstream.as_str().into(),
@@ -122,15 +177,15 @@ impl Calls {
     /// The downstream request an upstream request (sampling, elicitation …) belongs to: the
     /// call whose stream carried it, else — over stdio, where the wire does not say — the
     /// calls in flight when they all come from one downstream session.
-    fn owner(&self, req: &ServerRequest) -> Result<Context, ErrorObject> {
+    fn owner(&self, req: &ServerRequest) -> Result<Live, ErrorObject> {
         let t = self.lock();
         if let Some(RequestId::Number(n)) = &req.on_stream_of
-            && let Some((ctx, _)) = t.live.get(n)
+            && let Some(live) = t.live.get(n)
         {
-            return Ok(ctx.clone());
+            return Ok(live.clone());
         }
         match t.sole_session_call() {
-            SoleCall::One(ctx) => Ok(ctx),
+            SoleCall::One(live) => Ok(live),
             SoleCall::None => Err(ErrorObject::new(
                 codes::INVALID_REQUEST,
                 format!(
@@ -155,20 +210,24 @@ impl Calls {
         ServerRequestHandler::new(move |req| {
             let owner = calls.owner(&req);
             Box::pin(async move {
-                let ctx = owner?;
+                let Live { ctx, questions, .. } = owner?;
+                let params = req.params.unwrap_or(Value::Object(Default::default()));
                 if ctx.is_stateless() {
                     // A 2026 client answers questions in input-required rounds, each a new
-                    // request; the upstream waits inside one call. Not bridged.
-                    return Err(ErrorObject::new(
-                        codes::INTERNAL_ERROR,
-                        format!(
-                            "the client speaks 2026-07-28 (stateless): {} in the middle of a \
-                             call cannot be bridged to it",
-                            req.method
-                        ),
-                    ));
+                    // request, while the upstream waits inside one call: the call puts the
+                    // question to its client and parks until the next round brings the answer.
+                    let Some(questions) = questions else {
+                        return Err(ErrorObject::new(
+                            codes::INTERNAL_ERROR,
+                            format!(
+                                "the client speaks 2026-07-28 (stateless): {} in the middle of \
+                                 this call cannot be bridged to it",
+                                req.method
+                            ),
+                        ));
+                    };
+                    return ask_in_rounds(&questions, req.method, params).await;
                 }
-                let params = req.params.unwrap_or(Value::Object(Default::default()));
                 ctx.request_client(&req.method, params)
                     .await
                     .map_err(|e| match e {
@@ -189,8 +248,8 @@ impl Calls {
         let Some(params) = params else { return };
         let owner = self.lock().sole_session_call();
         match owner {
-            SoleCall::One(ctx) => {
-                ctx.forward_log(params);
+            SoleCall::One(live) => {
+                live.ctx.forward_log(params);
             }
             SoleCall::None | SoleCall::Several => tracing::debug!(upstream = %self.upstream,
                 "upstream log message with no single downstream session to pass it to"),
@@ -266,6 +325,31 @@ impl Calls {
     }
 }
 
+/// Hands an upstream's question to the call it belongs to, which asks its client in a round of
+/// its own, and waits for the answer.
+async fn ask_in_rounds(
+    questions: &mpsc::Sender<Question>,
+    method: String,
+    params: Value,
+) -> Result<Value, ErrorObject> {
+    let ended = || {
+        ErrorObject::new(
+            codes::INTERNAL_ERROR,
+            "the call this question belongs to ended before its client answered",
+        )
+    };
+    let (reply, answer) = oneshot::channel();
+    let question = Question {
+        method,
+        params,
+        reply,
+    };
+    if questions.send(question).await.is_err() {
+        return Err(ended());
+    }
+    answer.await.unwrap_or_else(|_| Err(ended()))
+}
+
 /// The proxy's own upstream id of a late message and what it was (`upstream.late`'s `late`);
 /// `None` for an id the proxy did not send (it numbers its requests).
 fn late_kind(late: &Late) -> Option<(i64, &'static str)> {
@@ -304,6 +388,14 @@ impl Tracked {
     pub fn answered(mut self) {
         self.answered = true;
     }
+
+    /// The call goes on as part of `ctx`, a later round of the same call: what the upstream
+    /// asks or sends late is that request's now.
+    pub(crate) fn hand_to(&self, ctx: &Context) {
+        if let Some(live) = self.calls.lock().live.get_mut(&self.id) {
+            live.ctx = ctx.clone();
+        }
+    }
 }
 
 impl Drop for Tracked {
@@ -312,17 +404,20 @@ impl Drop for Tracked {
         let Some(call) = t.live.remove(&self.id) else {
             return;
         };
-        let ctx = &call.0;
         if self.answered {
             return;
         }
+        let ctx = &call.ctx;
         ctx.log_event(&LifecycleEvent::Upstream {
             step: UpstreamStep::CancelSent,
             upstream: self.calls.upstream.as_str().into(),
             upstream_id: self.id,
             late: None,
         });
-        t.abandoned.insert(self.id, (call, Instant::now()));
+        t.abandoned.insert(
+            self.id,
+            ((call.ctx.clone(), call.tool.clone()), Instant::now()),
+        );
         t.abandoned_order.push_back(self.id);
         while t.abandoned_order.len() > MAX_ABANDONED {
             if let Some(old) = t.abandoned_order.pop_front() {

@@ -89,7 +89,15 @@ pub struct UpstreamSpec {
     /// grace, its process group is killed; the next call gets a fresh process. A process that
     /// serves another call in flight is never stopped. A rule's own setting wins.
     pub kill_after_cancel: Option<Duration>,
+    /// How long a call waits for a 2026-07-28 client's answer to the upstream's question
+    /// (elicitation, sampling, roots) asked in the middle of it, before it is cancelled
+    /// upstream. A 2025 upstream asks within the call; the client answers in a round of its
+    /// own, a new request, and meanwhile the upstream call is parked.
+    pub question_wait: Duration,
 }
+
+/// [`UpstreamSpec::question_wait`] unless set: a person answering a question takes minutes.
+pub const QUESTION_WAIT: Duration = Duration::from_secs(10 * 60);
 
 impl UpstreamSpec {
     /// An upstream with no prefix, tools `quick` unless a rule says otherwise, shared.
@@ -103,6 +111,7 @@ impl UpstreamSpec {
             isolate: false,
             protocol: None,
             kill_after_cancel: None,
+            question_wait: QUESTION_WAIT,
         }
     }
 

@@ -422,6 +422,16 @@ impl Context {
         self.shared.rounds.as_ref().map_or(0, Rounds::round)
     }
 
+    /// The keys of the questions the client has answered so far in this request's
+    /// input-required rounds (stateless era; none in the session era). A handler that keys its
+    /// questions by something it keeps between rounds finds its place with them.
+    pub fn answered_keys(&self) -> impl Iterator<Item = &str> {
+        self.shared
+            .rounds
+            .iter()
+            .flat_map(|rounds| rounds.answered_keys())
+    }
+
     /// Asks the user through the client (`elicitation/create`; `params` are its params:
     /// `message`, `requestedSchema`). Returns the client's answer (`action`, `content`).
     ///

@@ -219,6 +219,12 @@ impl Rounds {
         self.round
     }
 
+    /// The keys the client has answered so far: this round's `inputResponses` and the
+    /// earlier rounds' in the sealed state.
+    pub(crate) fn answered_keys(&self) -> impl Iterator<Item = &str> {
+        self.answers.keys().map(String::as_str)
+    }
+
     /// A key for an unnamed question of `kind`: the same on every round for the same call order.
     pub(crate) fn next_key(&self, kind: &str) -> String {
         let n = self.counter.fetch_add(1, Ordering::Relaxed) + 1;

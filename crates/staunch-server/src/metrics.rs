@@ -25,6 +25,8 @@
 //! | `staunch_idempotency_hits_total` | counter | — |
 //! | `staunch_upstream_late_total` | counter | `upstream`, `tool`, `kind` (`progress`, `response`, `error`): what a proxied upstream sent after its call was cancelled — work that went on, or (`error`) a late answer saying it stopped |
 //! | `staunch_upstream_stopped_total` | counter | `upstream`, `tool`, `how` (`exited`, `killed`): upstream processes of cancelled calls ended by the stop policy (`kill_after_cancel`); `killed` were still running after the grace |
+//! | `staunch_upstream_parked` | gauge | `upstream`: calls parked while their 2026-07-28 client answers a question the (session-era) upstream asked in the middle of the call |
+//! | `staunch_upstream_unanswered_total` | counter | `upstream`, `tool`: parked calls cancelled upstream because their client did not answer within `question_wait` |
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -107,6 +109,17 @@ struct UpstreamStopped {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct UpstreamName {
+    upstream: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct UpstreamTool {
+    upstream: String,
+    tool: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct UpstreamLate {
     upstream: String,
     tool: String,
@@ -134,6 +147,8 @@ struct Families {
     idempotency_hits: Counter,
     upstream_late: Family<UpstreamLate, Counter>,
     upstream_stopped: Family<UpstreamStopped, Counter>,
+    upstream_parked: Family<UpstreamName, Gauge>,
+    upstream_unanswered: Family<UpstreamTool, Counter>,
     hooks: Mutex<Vec<ScrapeHook>>,
     /// Method names seen on requests answered inline: a client chooses them (an unknown
     /// method is answered inline too), so their number is capped to keep series bounded.
@@ -189,6 +204,8 @@ impl Metrics {
             idempotency_hits: Counter::default(),
             upstream_late: Family::default(),
             upstream_stopped: Family::default(),
+            upstream_parked: Family::default(),
+            upstream_unanswered: Family::default(),
             hooks: Mutex::new(Vec::new()),
             inline_methods: Mutex::new(std::collections::HashSet::new()),
         };
@@ -275,6 +292,16 @@ impl Metrics {
             "Upstream processes of cancelled calls ended by the stop policy (killed: still \
              running after the grace).",
             f.upstream_stopped.clone(),
+        );
+        r.register(
+            "staunch_upstream_parked",
+            "Calls parked while their 2026-07-28 client answers the upstream's question.",
+            f.upstream_parked.clone(),
+        );
+        r.register(
+            "staunch_upstream_unanswered",
+            "Parked calls cancelled upstream: their client did not answer within the wait.",
+            f.upstream_unanswered.clone(),
         );
         Self(Some(Arc::new(f)))
     }
@@ -413,6 +440,30 @@ impl Metrics {
                     upstream: upstream.to_string(),
                     tool: tool.to_string(),
                     how: if killed { "killed" } else { "exited" },
+                })
+                .inc();
+        }
+    }
+
+    /// A call of `upstream` was parked (`delta` 1) while its 2026-07-28 client answers the
+    /// upstream's question, or left the lot (-1): answered, or given up.
+    pub fn upstream_parked(&self, upstream: &str, delta: i64) {
+        if let Some(f) = &self.0 {
+            f.upstream_parked
+                .get_or_create(&UpstreamName {
+                    upstream: upstream.to_string(),
+                })
+                .inc_by(delta);
+        }
+    }
+
+    /// A parked call of `tool` was cancelled upstream: its client did not answer in time.
+    pub fn upstream_unanswered(&self, upstream: &str, tool: &str) {
+        if let Some(f) = &self.0 {
+            f.upstream_unanswered
+                .get_or_create(&UpstreamTool {
+                    upstream: upstream.to_string(),
+                    tool: tool.to_string(),
                 })
                 .inc();
         }

@@ -82,6 +82,14 @@ pub struct ProxyArgs {
     /// replaced for the session's next call), unless it serves another call in flight.
     #[arg(long, value_name = "GRACE", value_parser = crate::args::parse_duration, help_heading = UPSTREAM)]
     pub kill_after_cancel: Option<std::time::Duration>,
+    /// How long a call waits for a 2026-07-28 client's answer to a question the upstream asks
+    /// in the middle of it (elicitation, sampling, roots).
+    ///
+    /// A session-era upstream asks within the call; such a client answers in a request of its
+    /// own, so the upstream call waits, parked, until then. Unanswered this long, it is
+    /// cancelled upstream.
+    #[arg(long, value_name = "WAIT", default_value = "10m", value_parser = parse_question_wait, help_heading = UPSTREAM)]
+    pub question_wait: std::time::Duration,
     /// The protocol spoken to the upstream: auto, a session-era version, or 2026-07-28.
     ///
     /// auto: `server/discover`, then `initialize` for a server that does not speak
@@ -100,6 +108,13 @@ pub struct ProxyArgs {
     /// The upstream command and its arguments (after `--`).
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<OsString>,
+}
+
+fn parse_question_wait(s: &str) -> Result<std::time::Duration, String> {
+    match crate::args::parse_duration(s)? {
+        d if d.is_zero() => Err("must be longer than 0 (0 would give up every question)".into()),
+        d => Ok(d),
+    }
 }
 
 fn parse_protocol(s: &str) -> Result<String, String> {
@@ -208,6 +223,7 @@ pub fn specs(args: &ProxyArgs) -> anyhow::Result<Vec<UpstreamSpec>> {
         s.default_shape = args.default_shape;
         s.isolate = args.isolate;
         s.kill_after_cancel = args.kill_after_cancel;
+        s.question_wait = args.question_wait;
         s.protocol = (args.upstream_protocol != "auto").then(|| args.upstream_protocol.clone());
         if !args.prefix.is_empty() && !several {
             s.prefix = args.prefix.clone();

@@ -35,6 +35,7 @@ pub fn spec_from_config(u: &staunch_command::config::UpstreamConfig) -> Upstream
     spec.isolate = u.isolate;
     spec.protocol = u.protocol.clone();
     spec.kill_after_cancel = u.kill_after_cancel;
+    spec.question_wait = u.question_wait.unwrap_or(staunch_proxy::QUESTION_WAIT);
     for (name, r) in &u.tools {
         spec.tools.insert(
             name.clone(),

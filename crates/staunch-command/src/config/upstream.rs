@@ -13,6 +13,8 @@
 //! protocol = "auto"                              # or "2025-11-25", "2026-07-28"
 //! kill_after_cancel = "2s"   # the stop policy (command upstreams): a process per call,
 //!                            # its group killed if still running this long after a cancel
+//! question_wait = "10m"      # how long a call waits, parked, for a 2026-07-28 client's
+//!                            # answer to the upstream's question (default 10m)
 //! [upstream.tools.export]
 //! shape = "job"
 //! deadline = "30m"
@@ -48,6 +50,7 @@ pub(super) struct RawUpstream {
     pub isolate: Option<Spanned<bool>>,
     pub protocol: Option<Spanned<String>>,
     pub kill_after_cancel: Option<Spanned<NumOrText>>,
+    pub question_wait: Option<Spanned<NumOrText>>,
     #[serde(default)]
     pub tools: BTreeMap<String, Spanned<RawUpstreamTool>>,
 }
@@ -116,6 +119,9 @@ pub struct UpstreamConfig {
     /// The stop policy (command upstreams only): each call in a process of its own, whose
     /// group is killed if it still runs this long after the call's cancel.
     pub kill_after_cancel: Option<Duration>,
+    /// How long a call waits, parked, for a 2026-07-28 client's answer to the upstream's
+    /// question (`None`: the proxy's default).
+    pub question_wait: Option<Duration>,
     /// Per-tool rules (`[upstream.tools.NAME]`), by the upstream's own tool name.
     pub tools: BTreeMap<String, UpstreamToolRule>,
 }
@@ -276,6 +282,25 @@ pub(crate) fn upstreams(
             f("kill_after_cancel"),
             errors,
         );
+        let question_wait =
+            u_ref
+                .question_wait
+                .as_ref()
+                .and_then(|d| match units::duration(d.get_ref()) {
+                    Ok(v) if v.is_zero() => {
+                        errors.at(
+                            d.span(),
+                            f("question_wait"),
+                            "a question_wait of 0 would give up every question at once",
+                        );
+                        None
+                    }
+                    Ok(v) => Some(v),
+                    Err(m) => {
+                        errors.at(d.span(), f("question_wait"), m);
+                        None
+                    }
+                });
         let mut stop_policy_at = u_ref
             .kill_after_cancel
             .as_ref()
@@ -344,6 +369,7 @@ pub(crate) fn upstreams(
                 isolate: u_ref.isolate.as_ref().is_some_and(|v| *v.get_ref()),
                 protocol,
                 kill_after_cancel,
+                question_wait,
                 tools,
             });
         }

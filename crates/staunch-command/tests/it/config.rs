@@ -302,6 +302,29 @@ fn a_result_file_outside_cwd_in_its_literal_text_is_refused() {
 }
 
 #[test]
+fn an_upstream_takes_how_long_a_parked_call_waits_for_its_answer() {
+    let up = |line: &str| {
+        format!("version = 1\n\n[[upstream]]\nname = \"py\"\ncommand = [\"python3\"]\n{line}\n")
+    };
+    let cfg = parse(
+        &up("question_wait = \"90s\""),
+        Path::new("/tmp/staunch.toml"),
+    )
+    .unwrap();
+    assert_eq!(
+        cfg.upstreams[0].question_wait,
+        Some(std::time::Duration::from_secs(90))
+    );
+    let unset = parse(&up(""), Path::new("/tmp/staunch.toml")).unwrap();
+    assert_eq!(unset.upstreams[0].question_wait, None);
+    for (bad, why) in [("\"0s\"", "give up every question"), ("\"soon\"", "soon")] {
+        let errs = errors(&up(&format!("question_wait = {bad}")));
+        has(&errs, 6, "upstream[0] \"py\".question_wait");
+        has(&errs, 6, why);
+    }
+}
+
+#[test]
 fn the_stop_policy_takes_a_grace_on_command_upstreams_only() {
     let src = "version = 1\n\n[[upstream]]\nname = \"py\"\ncommand = [\"python3\", \"s.py\"]\n\
                kill_after_cancel = \"2s\"\ntools.slow = { kill_after_cancel = \"500ms\" }\n";

@@ -378,7 +378,7 @@ async fn a_2026_client_closing_its_stream_cancels_the_2025_upstream_request() {
 
 /// Runs `tests-external/py2_client.py URL --mode auto EXTRA…` (Python `mcp` 2.x) and returns
 /// the JSON it prints; fails the test if it does not succeed within 90 s.
-async fn run_py2(py2: &std::path::Path, url: &str, extra: &[&str]) -> Value {
+pub(crate) async fn run_py2(py2: &std::path::Path, url: &str, extra: &[&str]) -> Value {
     let driver = common::external::root().join("tests-external/py2_client.py");
     let out = tokio::time::timeout(
         Duration::from_secs(90),

@@ -12,7 +12,10 @@
 //! - resource subscriptions: a 2025 session's `resources/subscribe` and a 2026-07-28 listen
 //!   stream's `resourceSubscriptions` subscribe at the upstream, its
 //!   `notifications/resources/updated` reaches each subscriber, and the last one to go
-//!   unsubscribes it there.
+//!   unsubscribes it there;
+//! - a 2025 upstream's question (elicitation) in the middle of a 2026-07-28 client's call:
+//!   put to the client as an input-required round while the upstream call waits, parked, and
+//!   answered to the upstream when the client's next round brings the answer.
 
 use std::path::Path;
 use std::time::Duration;
@@ -650,4 +653,217 @@ async fn with_isolate_a_session_subscribes_on_its_own_process() {
     .await
     .expect("the session heard its own process's update");
     assert_eq!(heard["params"]["uri"], COUNTER, "{heard}");
+}
+
+/// The TypeScript peer over stdio behind the proxy, spoken to in 2025-11-25 (it asks within
+/// the call), questions parked at most `wait`; `extra` proxy flags.
+async fn proxy_to_a_2025_upstream(peers: &Peers, wait: &str, extra: &[&str]) -> HttpServer {
+    let mut args: Vec<String> = extra.iter().map(|a| a.to_string()).collect();
+    args.extend([
+        "--upstream-protocol".to_string(),
+        "2025-11-25".into(),
+        "--question-wait".into(),
+        wait.into(),
+        "--tool".into(),
+        "slow_count=streaming".into(),
+        "--".into(),
+    ]);
+    args.extend(peers.ts_stdio());
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    HttpServer::launch("proxy", Some(":memory:"), &refs).await
+}
+
+/// How often the TypeScript peer's `greet` ran (it records a step under tag `greet`).
+async fn greet_runs(proxy: &HttpServer) -> u64 {
+    let (_, answer) = proxy
+        .post_stateless(&stateless(
+            json!("runs"),
+            "tools/call",
+            json!({"name": "slow_count_status", "arguments": {"tag": "greet"}}),
+        ))
+        .await
+        .answer(Duration::from_secs(20))
+        .await;
+    answer["result"]["structuredContent"]["steps"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{answer}"))
+}
+
+/// A real 2026-07-28 client (Python `mcp` 2.x) through the proxy to a 2025 upstream written
+/// with the TypeScript SDK: progress, the upstream's `elicitation/create` answered by the
+/// client's elicitation callback in an input-required round (the upstream call runs once,
+/// parked while the client answers), and a closed stream that stops the upstream's work.
+#[tokio::test]
+async fn a_2026_client_answers_a_2025_upstreams_question_in_a_round_of_its_own() {
+    let Some(peers) = Peers::find("a_2026_client_answers_a_2025_upstreams_question") else {
+        return;
+    };
+    let Some(py2) = crate::common::external::python2() else {
+        return;
+    };
+    let proxy = proxy_to_a_2025_upstream(&peers, "10m", &[]).await;
+    let v = crate::proxy::run_py2(&py2, &proxy.url(), &["--tag", "py2ts"]).await;
+    assert_eq!(v["protocolVersion"], "2026-07-28", "{v}");
+    assert_eq!(v["progress"], json!([1, 2, 3, 4, 5]), "{v}");
+    assert_eq!(v["greeting"], "Hello, Ada!", "{v}");
+    assert_eq!(greet_runs(&proxy).await, 1, "greet ran once upstream: {v}");
+    let c = &v["cancel"];
+    assert_eq!(
+        c["steps_later"], c["steps_later_still"],
+        "the upstream went on: {v}"
+    );
+}
+
+/// The rounds on the wire: the question goes out under a key naming the parked call, the
+/// answer reaches the upstream call that asked (it runs once), an answer for a call no longer
+/// parked is refused with a tool error, a client without the capability is not asked (the
+/// upstream hears why), and a call whose client does not come back within `--question-wait`
+/// is cancelled upstream.
+#[tokio::test]
+async fn a_parked_call_goes_on_with_its_answer_and_is_cancelled_unanswered() {
+    let Some(peers) = Peers::find("a_parked_call_goes_on_with_its_answer") else {
+        return;
+    };
+    let metrics = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .to_string();
+    let proxy = proxy_to_a_2025_upstream(&peers, "2s", &["--metrics", &metrics]).await;
+    let series = |name: &'static str| {
+        let metrics = metrics.clone();
+        async move {
+            let text = crate::common::http_get(&metrics, "/metrics").await;
+            text.lines()
+                .find(|l| l.starts_with(name))
+                .map(|l| l.rsplit(' ').next().unwrap_or_default().to_string())
+                .unwrap_or_default()
+        }
+    };
+    let greet = |id: &str, extra: Value| {
+        let mut params = json!({"name": "greet", "arguments": {}, "_meta": {
+            "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}}});
+        for (k, v) in extra.as_object().into_iter().flatten() {
+            params[k] = v.clone();
+        }
+        stateless(json!(id), "tools/call", params)
+    };
+    let ask = |msg: Value| {
+        let proxy = &proxy;
+        async move {
+            let (_, answer) = proxy
+                .post_stateless(&msg)
+                .await
+                .answer(Duration::from_secs(30))
+                .await;
+            answer
+        }
+    };
+
+    // Round 1: the question, under a key that names the parked call.
+    let first = ask(greet("g1", json!({}))).await;
+    let result = &first["result"];
+    assert_eq!(result["resultType"], "input_required", "{first}");
+    let requests = result["inputRequests"].as_object().expect("inputRequests");
+    assert_eq!(requests.len(), 1, "{first}");
+    let (key, question) = requests.iter().next().unwrap();
+    assert!(key.starts_with("staunch-proxy-"), "{key}");
+    assert_eq!(question["method"], "elicitation/create", "{first}");
+    assert_eq!(
+        question["params"]["message"], "What is your name?",
+        "{first}"
+    );
+    let state = result["requestState"].clone();
+    let answered = json!({
+        "inputResponses": {key: {"action": "accept", "content": {"name": "Ada"}}},
+        "requestState": state,
+    });
+
+    // Round 2: the answer reaches the call that asked.
+    let second = ask(greet("g2", answered.clone())).await;
+    assert_eq!(
+        second["result"]["content"][0]["text"], "Hello, Ada!",
+        "{second}"
+    );
+    assert_eq!(
+        greet_runs(&proxy).await,
+        1,
+        "one upstream call for two rounds"
+    );
+
+    // The same answer again: its call is done, and is not started again.
+    let again = ask(greet("g3", answered)).await;
+    assert_eq!(again["result"]["isError"], true, "{again}");
+    let text = again["result"]["content"][0]["text"].as_str().unwrap_or("");
+    assert!(text.contains("no longer waits"), "{again}");
+    assert_eq!(greet_runs(&proxy).await, 1, "not started again");
+
+    // A client without the elicitation capability is not asked: the upstream hears why.
+    let (_, refused) = proxy
+        .post_stateless(&stateless(
+            json!("g4"),
+            "tools/call",
+            json!({"name": "greet", "arguments": {}}),
+        ))
+        .await
+        .answer(Duration::from_secs(30))
+        .await;
+    assert_eq!(refused["result"]["isError"], true, "{refused}");
+    assert!(
+        refused["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or("")
+            .contains("elicitation"),
+        "{refused}"
+    );
+
+    // Unanswered for longer than --question-wait (2 s): cancelled upstream; its answer is
+    // refused.
+    let before = proxy.log_lines().len();
+    let parked = ask(greet("g5", json!({}))).await;
+    let key = parked["result"]["inputRequests"]
+        .as_object()
+        .and_then(|r| r.keys().next().cloned())
+        .unwrap_or_else(|| panic!("{parked}"));
+    assert_eq!(
+        series("staunch_upstream_parked{").await,
+        "1",
+        "one call parked"
+    );
+    let lines = proxy
+        .log_until(|l| {
+            l[before..]
+                .iter()
+                .any(|l| l["event"] == "upstream.cancel_sent")
+        })
+        .await;
+    assert!(
+        lines[before..]
+            .iter()
+            .any(|l| l["event"] == "upstream.cancel_sent"),
+        "the parked call is cancelled upstream: {:#?}",
+        &lines[before..]
+    );
+    assert_eq!(series("staunch_upstream_parked{").await, "0");
+    assert_eq!(
+        series("staunch_upstream_unanswered_total{").await,
+        "1",
+        "counted"
+    );
+    let late = ask(greet(
+        "g6",
+        json!({
+            "inputResponses": {&key: {"action": "accept", "content": {"name": "Bo"}}},
+            "requestState": parked["result"]["requestState"],
+        }),
+    ))
+    .await;
+    assert_eq!(late["result"]["isError"], true, "{late}");
+    assert!(
+        late["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or("")
+            .contains("no longer waits"),
+        "{late}"
+    );
 }
