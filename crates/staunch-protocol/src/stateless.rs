@@ -7,6 +7,7 @@
 
 use std::borrow::Cow;
 
+use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use crate::codes;
@@ -93,88 +94,42 @@ impl RequestMeta {
     /// -32602 (HTTP 400); a version this server does not serve is -32022 with `data.supported`
     /// and `data.requested` (HTTP 400).
     pub fn from_params(params: Option<&Value>) -> Result<Self, ErrorObject> {
-        let meta = params
-            .and_then(|p| p.get("_meta"))
-            .and_then(Value::as_object)
-            .ok_or_else(|| {
-                ErrorObject::invalid_params(format!(
-                    "missing params._meta: a {} request must carry {} and {}",
-                    version::STATELESS,
-                    keys::PROTOCOL_VERSION,
-                    keys::CLIENT_CAPABILITIES
-                ))
-            })?;
-        let protocol_version = match meta.get(keys::PROTOCOL_VERSION) {
-            Some(Value::String(v)) if !v.is_empty() => match version::known(v) {
-                Some(known) => Cow::Borrowed(known),
-                None => Cow::Owned(v.clone()),
-            },
-            Some(_) => {
-                return Err(ErrorObject::invalid_params(format!(
-                    "_meta[\"{}\"] must be a non-empty string",
-                    keys::PROTOCOL_VERSION
-                )));
+        let meta = meta_of(params)?;
+        let (protocol_version, log_level) = read(meta)?;
+        Ok(Self {
+            protocol_version,
+            client_capabilities: meta
+                .get(keys::CLIENT_CAPABILITIES)
+                .cloned()
+                .unwrap_or_default(),
+            log_level,
+        })
+    }
+
+    /// [`RequestMeta::from_params`], then takes the keys it was read from (and `clientInfo`)
+    /// out of `params._meta`, and drops a `_meta` left empty: what a request in flight keeps of
+    /// its `_meta` is then only the client's own keys (`progressToken`, vendor keys), and its
+    /// client's facts are held once, here, not twice. The capabilities move, uncopied. On an
+    /// error `params` are left as they were.
+    pub fn take_from(params: &mut Option<Value>) -> Result<Self, ErrorObject> {
+        let (protocol_version, log_level) = read(meta_of(params.as_ref())?)?;
+        let mut client_capabilities = Value::Null;
+        if let Some(Value::Object(p)) = params
+            && let Some(Value::Object(meta)) = p.get_mut("_meta")
+        {
+            client_capabilities = meta.remove(keys::CLIENT_CAPABILITIES).unwrap_or_default();
+            for key in [keys::PROTOCOL_VERSION, keys::CLIENT_INFO, keys::LOG_LEVEL] {
+                meta.remove(key);
             }
-            None => {
-                return Err(ErrorObject::invalid_params(format!(
-                    "missing _meta[\"{}\"]",
-                    keys::PROTOCOL_VERSION
-                )));
+            if meta.is_empty() {
+                p.remove("_meta");
             }
-        };
-        let client_capabilities = match meta.get(keys::CLIENT_CAPABILITIES) {
-            Some(v @ Value::Object(_)) => v.clone(),
-            Some(_) => {
-                return Err(ErrorObject::invalid_params(format!(
-                    "_meta[\"{}\"] must be an object",
-                    keys::CLIENT_CAPABILITIES
-                )));
-            }
-            None => {
-                return Err(ErrorObject::invalid_params(format!(
-                    "missing _meta[\"{}\"]",
-                    keys::CLIENT_CAPABILITIES
-                )));
-            }
-        };
-        let log_level = match meta.get(keys::LOG_LEVEL) {
-            None | Some(Value::Null) => None,
-            Some(v) => Some(serde_json::from_value(v.clone()).map_err(|_| {
-                ErrorObject::invalid_params(format!(
-                    "_meta[\"{}\"] must be a logging level (debug … emergency)",
-                    keys::LOG_LEVEL
-                ))
-            })?),
-        };
+        }
         Ok(Self {
             protocol_version,
             client_capabilities,
             log_level,
         })
-    }
-
-    /// Takes the keys [`RequestMeta`] was read from (and `clientInfo`) out of `params._meta`,
-    /// and drops a `_meta` left empty: what a request in flight keeps of its `_meta` is then
-    /// only the client's own keys (`progressToken`, vendor keys), and its client's facts are
-    /// held once, in the [`RequestMeta`], not twice.
-    pub fn strip_from(params: &mut Option<Value>) {
-        let Some(Value::Object(p)) = params else {
-            return;
-        };
-        let Some(Value::Object(meta)) = p.get_mut("_meta") else {
-            return;
-        };
-        for key in [
-            keys::PROTOCOL_VERSION,
-            keys::CLIENT_CAPABILITIES,
-            keys::CLIENT_INFO,
-            keys::LOG_LEVEL,
-        ] {
-            meta.remove(key);
-        }
-        if meta.is_empty() {
-            p.remove("_meta");
-        }
     }
 
     /// -32022 unless this server serves the request's version.
@@ -184,6 +139,71 @@ impl RequestMeta {
         }
         Err(unsupported_version(&self.protocol_version))
     }
+}
+
+/// A stateless request's `params._meta`, which must be there.
+fn meta_of(params: Option<&Value>) -> Result<&Map<String, Value>, ErrorObject> {
+    params
+        .and_then(|p| p.get("_meta"))
+        .and_then(Value::as_object)
+        .ok_or_else(|| {
+            ErrorObject::invalid_params(format!(
+                "missing params._meta: a {} request must carry {} and {}",
+                version::STATELESS,
+                keys::PROTOCOL_VERSION,
+                keys::CLIENT_CAPABILITIES
+            ))
+        })
+}
+
+/// Checks `meta`'s required fields (the capabilities an object) and reads the version and
+/// the log level.
+fn read(
+    meta: &Map<String, Value>,
+) -> Result<(Cow<'static, str>, Option<LoggingLevel>), ErrorObject> {
+    let protocol_version = match meta.get(keys::PROTOCOL_VERSION) {
+        Some(Value::String(v)) if !v.is_empty() => match version::known(v) {
+            Some(known) => Cow::Borrowed(known),
+            None => Cow::Owned(v.clone()),
+        },
+        Some(_) => {
+            return Err(ErrorObject::invalid_params(format!(
+                "_meta[\"{}\"] must be a non-empty string",
+                keys::PROTOCOL_VERSION
+            )));
+        }
+        None => {
+            return Err(ErrorObject::invalid_params(format!(
+                "missing _meta[\"{}\"]",
+                keys::PROTOCOL_VERSION
+            )));
+        }
+    };
+    match meta.get(keys::CLIENT_CAPABILITIES) {
+        Some(Value::Object(_)) => {}
+        Some(_) => {
+            return Err(ErrorObject::invalid_params(format!(
+                "_meta[\"{}\"] must be an object",
+                keys::CLIENT_CAPABILITIES
+            )));
+        }
+        None => {
+            return Err(ErrorObject::invalid_params(format!(
+                "missing _meta[\"{}\"]",
+                keys::CLIENT_CAPABILITIES
+            )));
+        }
+    }
+    let log_level = match meta.get(keys::LOG_LEVEL) {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(LoggingLevel::deserialize(v).map_err(|_| {
+            ErrorObject::invalid_params(format!(
+                "_meta[\"{}\"] must be a logging level (debug … emergency)",
+                keys::LOG_LEVEL
+            ))
+        })?),
+    };
+    Ok((protocol_version, log_level))
 }
 
 /// -32022 naming what is served and what was asked for.
@@ -271,16 +291,25 @@ mod tests {
             "progressToken": 7,
             "io.staunch/idempotency-key": "k"
         }}));
-        RequestMeta::strip_from(&mut p);
+        let m = RequestMeta::take_from(&mut p).unwrap();
+        assert_eq!(m.client_capabilities, json!({"elicitation": {}}), "moved");
+        assert_eq!(m.log_level, Some(LoggingLevel::Info));
         assert_eq!(
             p,
             Some(
                 json!({"name": "t", "_meta": {"progressToken": 7, "io.staunch/idempotency-key": "k"}})
             )
         );
-        let mut p = Some(json!({"_meta": {keys::PROTOCOL_VERSION: version::STATELESS}}));
-        RequestMeta::strip_from(&mut p);
+        let mut p = Some(json!({"_meta": {keys::PROTOCOL_VERSION: version::STATELESS,
+                                           keys::CLIENT_CAPABILITIES: {}}}));
+        RequestMeta::take_from(&mut p).unwrap();
         assert_eq!(p, Some(json!({})), "an emptied _meta goes");
+        // Refused: nothing is taken.
+        let refused = json!({"_meta": {keys::PROTOCOL_VERSION: version::STATELESS,
+                                       keys::CLIENT_CAPABILITIES: []}});
+        let mut p = Some(refused.clone());
+        assert!(RequestMeta::take_from(&mut p).is_err());
+        assert_eq!(p, Some(refused));
     }
 
     #[test]

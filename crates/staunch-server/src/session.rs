@@ -232,11 +232,8 @@ impl SessionInner {
     /// A stateless-era request on this connection (stdio speaks both eras): validated against
     /// its own `_meta`, answered on this connection, cancelled by `notifications/cancelled`.
     fn on_stateless_request(&self, mut req: Request, eager: bool) {
-        match RequestMeta::from_params(req.params.as_ref())
-            .and_then(|m| m.check_version().map(|()| m))
-        {
+        match RequestMeta::take_from(&mut req.params).and_then(|m| m.check_version().map(|()| m)) {
             Ok(meta) => {
-                RequestMeta::strip_from(&mut req.params);
                 let origin = self.origin(Peer::Stateless(Arc::new(meta)), eager);
                 dispatch(&self.server, &origin, req);
             }

@@ -867,3 +867,43 @@ async fn a_parked_call_goes_on_with_its_answer_and_is_cancelled_unanswered() {
         "{late}"
     );
 }
+
+/// Under the stop policy each call has an upstream process of its own: a parked call keeps
+/// its process until the client's next round, which gets its answer through to it.
+#[tokio::test]
+async fn a_parked_call_keeps_its_own_process_under_the_stop_policy() {
+    let Some(peers) = Peers::find("a_parked_call_keeps_its_own_process") else {
+        return;
+    };
+    let proxy = proxy_to_a_2025_upstream(&peers, "10m", &["--kill-after-cancel", "1s"]).await;
+    let greet = |id: &str, extra: Value| {
+        let mut params = json!({"name": "greet", "arguments": {}, "_meta": {
+            "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}}});
+        for (k, v) in extra.as_object().into_iter().flatten() {
+            params[k] = v.clone();
+        }
+        stateless(json!(id), "tools/call", params)
+    };
+    let (_, first) = proxy
+        .post_stateless(&greet("k1", json!({})))
+        .await
+        .answer(Duration::from_secs(30))
+        .await;
+    let key = first["result"]["inputRequests"]
+        .as_object()
+        .and_then(|r| r.keys().next().cloned())
+        .unwrap_or_else(|| panic!("{first}"));
+    let answered = json!({
+        "inputResponses": {key: {"action": "accept", "content": {"name": "Ada"}}},
+        "requestState": first["result"]["requestState"],
+    });
+    let (_, second) = proxy
+        .post_stateless(&greet("k2", answered))
+        .await
+        .answer(Duration::from_secs(30))
+        .await;
+    assert_eq!(
+        second["result"]["content"][0]["text"], "Hello, Ada!",
+        "{second}"
+    );
+}

@@ -214,10 +214,11 @@ fn check_param_headers(
     Ok(())
 }
 
-/// Checks the request against its headers and `_meta`; the error to answer with otherwise.
+/// Checks the request against its headers and `_meta`, whose protocol keys move into the
+/// [`RequestMeta`] it returns; the error to answer with otherwise.
 fn validate(
     headers: &HeaderMap,
-    req: &Request,
+    req: &mut Request,
     server: &crate::Server,
 ) -> Result<RequestMeta, (StatusCode, ErrorObject)> {
     let bad = |e: ErrorObject| (StatusCode::BAD_REQUEST, e);
@@ -229,7 +230,7 @@ fn validate(
                  in the header and in _meta",
             ))
         })?;
-    let meta = RequestMeta::from_params(req.params.as_ref()).map_err(bad)?;
+    let meta = RequestMeta::take_from(&mut req.params).map_err(bad)?;
     if header_version != meta.protocol_version {
         return Err(bad(header_mismatch(format!(
             "MCP-Protocol-Version header {header_version:?} does not match \
@@ -300,14 +301,13 @@ pub(crate) async fn post(
     principal: Option<String>,
     slot: Option<PeerSlot>,
 ) -> Response {
-    let meta = match validate(&headers, &req, &state.server) {
+    let meta = match validate(&headers, &mut req, &state.server) {
         Ok(m) => m,
         Err((status, e)) => {
             tracing::info!(method = %req.method, code = e.code, error = %e.message, "stateless request refused");
             return sse::error_answer(status, Some(&req.id), &e);
         }
     };
-    RequestMeta::strip_from(&mut req.params);
     // Checked: the headers are not held for as long as the request runs.
     drop(headers);
     let (sink, mut rx) = StreamSink::new(state.cfg.connection_backlog, state.batcher.clone());
