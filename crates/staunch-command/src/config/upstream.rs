@@ -142,6 +142,27 @@ fn grace(
     }
 }
 
+/// A duration that must be longer than 0 (`zero` says why).
+fn longer_than_zero(
+    d: Option<&Spanned<NumOrText>>,
+    field: String,
+    zero: &str,
+    errors: &mut Errors<'_>,
+) -> Option<Duration> {
+    let d = d?;
+    match units::duration(d.get_ref()) {
+        Ok(v) if v.is_zero() => {
+            errors.at(d.span(), field, zero);
+            None
+        }
+        Ok(v) => Some(v),
+        Err(m) => {
+            errors.at(d.span(), field, m);
+            None
+        }
+    }
+}
+
 fn shape(s: &Spanned<String>, field: String, errors: &mut Errors<'_>) -> Option<Shape> {
     Some(match s.get_ref().as_str() {
         "quick" => Shape::Quick,
@@ -282,25 +303,12 @@ pub(crate) fn upstreams(
             f("kill_after_cancel"),
             errors,
         );
-        let question_wait =
-            u_ref
-                .question_wait
-                .as_ref()
-                .and_then(|d| match units::duration(d.get_ref()) {
-                    Ok(v) if v.is_zero() => {
-                        errors.at(
-                            d.span(),
-                            f("question_wait"),
-                            "a question_wait of 0 would give up every question at once",
-                        );
-                        None
-                    }
-                    Ok(v) => Some(v),
-                    Err(m) => {
-                        errors.at(d.span(), f("question_wait"), m);
-                        None
-                    }
-                });
+        let question_wait = longer_than_zero(
+            u_ref.question_wait.as_ref(),
+            f("question_wait"),
+            "a question_wait of 0 would give up every question at once",
+            errors,
+        );
         let mut stop_policy_at = u_ref
             .kill_after_cancel
             .as_ref()
@@ -309,24 +317,12 @@ pub(crate) fn upstreams(
         for (tool, rule) in &u_ref.tools {
             let r = rule.get_ref();
             let tf = |field: &str| f(&format!("tools.{tool}.{field}"));
-            let deadline = r
-                .deadline
-                .as_ref()
-                .and_then(|d| match units::duration(d.get_ref()) {
-                    Ok(v) if v.is_zero() => {
-                        errors.at(
-                            d.span(),
-                            tf("deadline"),
-                            "a deadline of 0 would stop every call at once",
-                        );
-                        None
-                    }
-                    Ok(v) => Some(v),
-                    Err(m) => {
-                        errors.at(d.span(), tf("deadline"), m);
-                        None
-                    }
-                });
+            let deadline = longer_than_zero(
+                r.deadline.as_ref(),
+                tf("deadline"),
+                "a deadline of 0 would stop every call at once",
+                errors,
+            );
             tools.insert(
                 tool.clone(),
                 UpstreamToolRule {

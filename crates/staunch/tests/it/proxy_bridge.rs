@@ -673,6 +673,25 @@ async fn proxy_to_a_2025_upstream(peers: &Peers, wait: &str, extra: &[&str]) -> 
     HttpServer::launch("proxy", Some(":memory:"), &refs).await
 }
 
+/// A 2026-07-28 `greet` call from a client that declares elicitation, with `extra` params
+/// (`inputResponses`, `requestState`).
+fn greet_2026(id: &str, extra: Value) -> Value {
+    let mut params = json!({"name": "greet", "arguments": {}, "_meta": {
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}}});
+    for (k, v) in extra.as_object().into_iter().flatten() {
+        params[k] = v.clone();
+    }
+    stateless(json!(id), "tools/call", params)
+}
+
+/// The key of the first question an input-required answer asks.
+fn question_key(answer: &Value) -> String {
+    answer["result"]["inputRequests"]
+        .as_object()
+        .and_then(|r| r.keys().next().cloned())
+        .unwrap_or_else(|| panic!("{answer}"))
+}
+
 /// How often the TypeScript peer's `greet` ran (it records a step under tag `greet`).
 async fn greet_runs(proxy: &HttpServer) -> u64 {
     let (_, answer) = proxy
@@ -740,14 +759,6 @@ async fn a_parked_call_goes_on_with_its_answer_and_is_cancelled_unanswered() {
                 .unwrap_or_default()
         }
     };
-    let greet = |id: &str, extra: Value| {
-        let mut params = json!({"name": "greet", "arguments": {}, "_meta": {
-            "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}}});
-        for (k, v) in extra.as_object().into_iter().flatten() {
-            params[k] = v.clone();
-        }
-        stateless(json!(id), "tools/call", params)
-    };
     let ask = |msg: Value| {
         let proxy = &proxy;
         async move {
@@ -761,7 +772,7 @@ async fn a_parked_call_goes_on_with_its_answer_and_is_cancelled_unanswered() {
     };
 
     // Round 1: the question, under a key that names the parked call.
-    let first = ask(greet("g1", json!({}))).await;
+    let first = ask(greet_2026("g1", json!({}))).await;
     let result = &first["result"];
     assert_eq!(result["resultType"], "input_required", "{first}");
     let requests = result["inputRequests"].as_object().expect("inputRequests");
@@ -780,7 +791,7 @@ async fn a_parked_call_goes_on_with_its_answer_and_is_cancelled_unanswered() {
     });
 
     // Round 2: the answer reaches the call that asked.
-    let second = ask(greet("g2", answered.clone())).await;
+    let second = ask(greet_2026("g2", answered.clone())).await;
     assert_eq!(
         second["result"]["content"][0]["text"], "Hello, Ada!",
         "{second}"
@@ -792,7 +803,7 @@ async fn a_parked_call_goes_on_with_its_answer_and_is_cancelled_unanswered() {
     );
 
     // The same answer again: its call is done, and is not started again.
-    let again = ask(greet("g3", answered)).await;
+    let again = ask(greet_2026("g3", answered)).await;
     assert_eq!(again["result"]["isError"], true, "{again}");
     let text = again["result"]["content"][0]["text"].as_str().unwrap_or("");
     assert!(text.contains("no longer waits"), "{again}");
@@ -820,11 +831,8 @@ async fn a_parked_call_goes_on_with_its_answer_and_is_cancelled_unanswered() {
     // Unanswered for longer than --question-wait (2 s): cancelled upstream; its answer is
     // refused.
     let before = proxy.log_lines().len();
-    let parked = ask(greet("g5", json!({}))).await;
-    let key = parked["result"]["inputRequests"]
-        .as_object()
-        .and_then(|r| r.keys().next().cloned())
-        .unwrap_or_else(|| panic!("{parked}"));
+    let parked = ask(greet_2026("g5", json!({}))).await;
+    let key = question_key(&parked);
     assert_eq!(
         series("staunch_upstream_parked{").await,
         "1",
@@ -850,7 +858,7 @@ async fn a_parked_call_goes_on_with_its_answer_and_is_cancelled_unanswered() {
         "1",
         "counted"
     );
-    let late = ask(greet(
+    let late = ask(greet_2026(
         "g6",
         json!({
             "inputResponses": {&key: {"action": "accept", "content": {"name": "Bo"}}},
@@ -876,29 +884,18 @@ async fn a_parked_call_keeps_its_own_process_under_the_stop_policy() {
         return;
     };
     let proxy = proxy_to_a_2025_upstream(&peers, "10m", &["--kill-after-cancel", "1s"]).await;
-    let greet = |id: &str, extra: Value| {
-        let mut params = json!({"name": "greet", "arguments": {}, "_meta": {
-            "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}}});
-        for (k, v) in extra.as_object().into_iter().flatten() {
-            params[k] = v.clone();
-        }
-        stateless(json!(id), "tools/call", params)
-    };
     let (_, first) = proxy
-        .post_stateless(&greet("k1", json!({})))
+        .post_stateless(&greet_2026("k1", json!({})))
         .await
         .answer(Duration::from_secs(30))
         .await;
-    let key = first["result"]["inputRequests"]
-        .as_object()
-        .and_then(|r| r.keys().next().cloned())
-        .unwrap_or_else(|| panic!("{first}"));
+    let key = question_key(&first);
     let answered = json!({
         "inputResponses": {key: {"action": "accept", "content": {"name": "Ada"}}},
         "requestState": first["result"]["requestState"],
     });
     let (_, second) = proxy
-        .post_stateless(&greet("k2", answered))
+        .post_stateless(&greet_2026("k2", answered))
         .await
         .answer(Duration::from_secs(30))
         .await;
