@@ -19,11 +19,13 @@
 //! allow-list), [`auth`] (bearer tokens, OAuth JWTs, RFC 9728 metadata; off by default),
 //! `handlers` (the endpoint: POST and DELETE, dispatch), `lookup` (the session a request
 //! names, adopted from the store), `initialize`, `get` (standalone streams and resumes),
-//! `json_answer` and `plain` (answers without SSE), `stateless` (2026-07-28 requests),
+//! `json_answer` and `plain` (answers without SSE), `stateless` (2026-07-28 requests) with
+//! `answer_queue` (a request's messages on their way to its response),
 //! `session` (per-session routing and the writer), `sse` (event streams and error bodies),
 //! `batch` (the write-behind queue), `peer_share` (stateless in-flight shares per peer).
 
 mod accept;
+mod answer_queue;
 pub mod auth;
 mod batch;
 mod get;

@@ -33,6 +33,14 @@ use std::convert::Infallible;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
+use super::HttpState;
+use super::answer_queue::{self, NotQueued};
+use super::batch::Batcher;
+use super::peer_share::HeldSink;
+use super::sse;
+use crate::fair::PeerSlot;
+use crate::outbound::{Outbound, OutboundKind, Sink};
+use crate::server::StatelessRequest;
 use axum::body::{Body, Bytes};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -42,28 +50,17 @@ use staunch_protocol::stateless::{
     RequestMeta, decode_header_value, expected_name, header_mismatch,
 };
 use staunch_protocol::{ErrorObject, Request, codes};
-use tokio::sync::mpsc;
-
-use super::HttpState;
-use super::batch::Batcher;
-use super::peer_share::HeldSink;
-use super::sse;
-use crate::fair::PeerSlot;
-use crate::outbound::{Outbound, OutboundKind, Sink};
-use crate::server::StatelessRequest;
 
 pub(crate) use super::head::VERSION_HEADER;
 const METHOD_HEADER: &str = "mcp-method";
 const NAME_HEADER: &str = "mcp-name";
 
 /// A request's messages, from the core to this response: a queue of at most the connection
-/// backlog.
+/// backlog ([`answer_queue`], which costs a waiting request a few words).
 struct StreamSink {
     /// `None` once the client fell the whole backlog behind: nothing more is queued, and the
     /// stream ends after what is.
-    /// Boxed items, as on a session's live channel (`super::live`): the channel's first block
-    /// is 32 slots, allocated with it, and a request waiting for its handler holds one.
-    tx: Mutex<Option<mpsc::Sender<Box<Outbound>>>>,
+    tx: Mutex<Option<answer_queue::Sender<Outbound>>>,
     /// The request, to cancel when its client falls behind. Weak: the request's connection
     /// holds this sink, and the response stream owns the request.
     request: OnceLock<Weak<StatelessRequest>>,
@@ -71,8 +68,8 @@ struct StreamSink {
 }
 
 impl StreamSink {
-    fn new(backlog: usize, batcher: Batcher) -> (Self, mpsc::Receiver<Box<Outbound>>) {
-        let (tx, rx) = mpsc::channel(backlog.max(1));
+    fn new(backlog: usize, batcher: Batcher) -> (Self, answer_queue::Receiver<Outbound>) {
+        let (tx, rx) = answer_queue::queue(backlog);
         let sink = Self {
             tx: Mutex::new(Some(tx)),
             request: OnceLock::new(),
@@ -105,11 +102,11 @@ impl Sink for StreamSink {
             // Cut off already: the request is being cancelled.
             return;
         };
-        match sender.try_send(Box::new(msg)) {
+        match sender.try_send(msg) {
             // Closed: the response is gone (the client closed it); nothing to deliver to.
-            Ok(()) | Err(mpsc::error::TrySendError::Closed(_)) => {}
-            Err(mpsc::error::TrySendError::Full(_)) => {
-                let backlog = sender.max_capacity();
+            Ok(()) | Err(NotQueued::Closed) => {}
+            Err(NotQueued::Full) => {
+                let backlog = sender.capacity();
                 // Dropping the sender ends the stream once the client read what is queued.
                 *tx = None;
                 drop(tx);
@@ -333,7 +330,7 @@ pub(crate) async fn post(
     // so that keep-alives can notice a client that left.
     let first = tokio::select! {
         m = rx.recv() => match m {
-            Some(m) => *m,
+            Some(m) => m,
             None => {
                 // The request ended without an answer (the server is shutting down).
                 guard.answered = true;
@@ -378,7 +375,7 @@ pub(crate) async fn post(
 
 struct BodyState {
     pending: Option<Outbound>,
-    rx: mpsc::Receiver<Box<Outbound>>,
+    rx: answer_queue::Receiver<Outbound>,
     guard: StreamGuard,
     keep_alive: Duration,
     done: bool,
@@ -390,7 +387,7 @@ struct BodyState {
 /// comments while silent.
 fn sse_body(
     first: Option<Outbound>,
-    rx: mpsc::Receiver<Box<Outbound>>,
+    rx: answer_queue::Receiver<Outbound>,
     guard: StreamGuard,
     keep_alive: Duration,
     open: crate::metrics::StreamGuard,
@@ -410,7 +407,7 @@ fn sse_body(
         let msg = match st.pending.take() {
             Some(m) => Some(m),
             None => match tokio::time::timeout(st.keep_alive, st.rx.recv()).await {
-                Ok(m) => m.map(|m| *m),
+                Ok(m) => m,
                 Err(_) => {
                     return Some((
                         Ok::<_, Infallible>(Bytes::from_static(b": keep-alive\n\n")),
