@@ -68,10 +68,12 @@ pub(crate) struct Conn {
     /// Set for an HTTP session on a shared store: where answers to server→client requests
     /// that reached another instance wait ([`AnswerRelay`]).
     pub(crate) relay: std::sync::OnceLock<AnswerRelay>,
-    /// Fires when the session this connection carries closes (HTTP DELETE, expiry, shutdown,
-    /// stdin EOF: [`crate::Session::close`]), for work that lives as long as the session
-    /// ([`crate::Context::session_closed`]).
-    pub(crate) closed: CancellationToken,
+    /// Fires when the session this connection carries closes (HTTP DELETE, expiry, shutdown:
+    /// [`crate::Session::close`]), for work that lives as long as the session
+    /// ([`crate::Context::session_closed`]). Only a connection that owns its work (an HTTP
+    /// session) has one: a stateless request's connection would make one per request for
+    /// nothing.
+    pub(crate) closed: Option<CancellationToken>,
 }
 
 impl std::fmt::Debug for Conn {
@@ -121,7 +123,7 @@ impl Conn {
             outgoing: Mutex::new(HashMap::new()),
             next_outgoing: AtomicU64::new(1),
             relay: std::sync::OnceLock::new(),
-            closed: CancellationToken::new(),
+            closed: owns_work.then(CancellationToken::new),
         })
     }
 

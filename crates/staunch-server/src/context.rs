@@ -172,9 +172,11 @@ impl Context {
     /// resources a handler keeps per session beyond its request (a proxy's per-session
     /// upstream), so they end with the session rather than at an idle timeout.
     pub fn session_closed(&self) -> Option<WaitForCancellationFutureOwned> {
-        let conn = &self.shared.conn;
-        conn.owns_work
-            .then(|| conn.closed.clone().cancelled_owned())
+        self.shared
+            .conn
+            .closed
+            .clone()
+            .map(CancellationToken::cancelled_owned)
     }
 
     /// Who made the request, when the transport authenticated it (HTTP with `--auth`): the

@@ -182,7 +182,9 @@ impl Session {
             st.closed = true;
         }
         self.inner.closed.cancel();
-        self.inner.conn.closed.cancel();
+        if let Some(closed) = &self.inner.conn.closed {
+            closed.cancel();
+        }
         request::cancel_conn(&self.inner.server, &self.inner.conn, reason);
         self.inner.conn.clear_outgoing();
     }
