@@ -9,7 +9,7 @@
 //! request core never fires the token, so the upstream write finishes.
 //!
 //! A 2026-07-28 client's call on a session-era upstream that asks a question in the middle is
-//! parked while the client answers in a round of its own ([`park`](crate::park)).
+//! parked while the client answers in a round of its own (`park`).
 
 use std::sync::Arc;
 

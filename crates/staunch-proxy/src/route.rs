@@ -6,7 +6,7 @@
 //! request in the `upstream.late` line when the upstream answers or reports progress anyway.
 //!
 //! A 2026-07-28 client answers questions in rounds of its own, not within the call: a call
-//! of such a client on a 2025 upstream is tracked with a channel ([`Calls::track_asking`]),
+//! of such a client on a 2025 upstream is tracked with a channel (`Calls::track_asking`),
 //! and the upstream's questions go down it to the call, which puts them to its client
 //! (`park`).
 
