@@ -172,12 +172,7 @@ fn read(
                 keys::PROTOCOL_VERSION
             )));
         }
-        None => {
-            return Err(ErrorObject::invalid_params(format!(
-                "missing _meta[\"{}\"]",
-                keys::PROTOCOL_VERSION
-            )));
-        }
+        None => return Err(missing(keys::PROTOCOL_VERSION)),
     };
     match meta.get(keys::CLIENT_CAPABILITIES) {
         Some(Value::Object(_)) => {}
@@ -187,12 +182,7 @@ fn read(
                 keys::CLIENT_CAPABILITIES
             )));
         }
-        None => {
-            return Err(ErrorObject::invalid_params(format!(
-                "missing _meta[\"{}\"]",
-                keys::CLIENT_CAPABILITIES
-            )));
-        }
+        None => return Err(missing(keys::CLIENT_CAPABILITIES)),
     }
     let log_level = match meta.get(keys::LOG_LEVEL) {
         None | Some(Value::Null) => None,
@@ -204,6 +194,11 @@ fn read(
         })?),
     };
     Ok((protocol_version, log_level))
+}
+
+/// -32602 for a required `_meta` key that is not there.
+fn missing(key: &str) -> ErrorObject {
+    ErrorObject::invalid_params(format!("missing _meta[\"{key}\"]"))
 }
 
 /// -32022 naming what is served and what was asked for.

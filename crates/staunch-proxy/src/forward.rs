@@ -26,7 +26,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::park::{self, AskingCall, Lot};
 use crate::pool::Pool;
-use crate::stop::end_own_process;
+use crate::stop::{Stopper, end_own_process};
 use crate::upstream::Upstream;
 
 /// `tools/call` params for the upstream: its own tool name, the arguments, and the downstream
@@ -130,9 +130,8 @@ async fn forward(
     if let Outcome::Parked(asking) = outcome {
         // A process of the call's own is ended if the client never answers.
         let stop = own_process.filter(|_| session.is_none()).map(|grace| {
-            let (metrics, ledger) = (pool.metrics().clone(), pool.ledger().clone());
-            let (up, tool) = (up.clone(), tool.to_string());
-            move || end_own_process(metrics, ledger, up, &tool, None, grace, true)
+            let (stopper, up, tool) = (Stopper::of(pool), up.clone(), tool.to_string());
+            move || end_own_process(stopper, up, &tool, None, grace, true)
         });
         pool.lot().park(asking, pool.spec().question_wait, move || {
             stop.into_iter().for_each(|f| f())
@@ -143,8 +142,7 @@ async fn forward(
     match (own_process, session) {
         (Some(grace), Some(session)) if cancelled => {
             if pool.retire(&session, &up, started) {
-                let (metrics, ledger) = (pool.metrics().clone(), pool.ledger().clone());
-                end_own_process(metrics, ledger, up, tool, ctx.cloned(), grace, true);
+                end_own_process(Stopper::of(pool), up, tool, ctx.cloned(), grace, true);
             } else {
                 tracing::warn!(upstream = %pool.spec().name, tool = %tool, session = %session,
                     "upstream.not_stopped: the session's upstream process serves another call; it is not stopped");
@@ -153,8 +151,7 @@ async fn forward(
         // The session's process serves its next call.
         (Some(_), Some(_)) => {}
         (Some(grace), None) => {
-            let (metrics, ledger) = (pool.metrics().clone(), pool.ledger().clone());
-            end_own_process(metrics, ledger, up, tool, ctx.cloned(), grace, cancelled);
+            end_own_process(Stopper::of(pool), up, tool, ctx.cloned(), grace, cancelled);
         }
         (None, _) => {}
     }

@@ -111,11 +111,13 @@ pub(crate) enum Step {
 /// What the wait for the upstream saw first.
 enum Next {
     Ended(Result<Value, ClientError>),
-    Question(Option<Question>),
+    Question(Question),
 }
 
 /// Goes on with `call` as part of `ctx`: the open question answered from this round, then the
-/// upstream's answer awaited under `opts`, each new question put to the client.
+/// upstream's answer awaited under `opts`, each new question put to the client. The question
+/// channel stays open while the call is tracked (its sender is in the call table), so only the
+/// answer ends the wait.
 pub(crate) async fn go_on(
     mut call: Box<AskingCall>,
     ctx: &Context,
@@ -123,7 +125,6 @@ pub(crate) async fn go_on(
     opts: &CallOptions,
     mut on_progress: impl FnMut(&Progress) + Send,
 ) -> Step {
-    call.tracked.hand_to(ctx);
     loop {
         if let Some((key, q)) = call.asked.take() {
             let answer = match ctx.ask(Some(&key), &q.method, q.params.clone()).await {
@@ -141,7 +142,7 @@ pub(crate) async fn go_on(
         }
         let next = tokio::select! {
             r = call.pending.wait_borrowed(opts, &mut on_progress) => Next::Ended(r),
-            q = call.questions.recv() => Next::Question(q),
+            Some(q) = call.questions.recv() => Next::Question(q),
         };
         match next {
             Next::Ended(r) => {
@@ -151,7 +152,7 @@ pub(crate) async fn go_on(
                 }
                 return Step::Ended(r);
             }
-            Next::Question(Some(q)) if lot.is_full() => {
+            Next::Question(q) if lot.is_full() => {
                 let _ = q.reply.send(Err(ErrorObject::new(
                     codes::INTERNAL_ERROR,
                     format!(
@@ -160,21 +161,13 @@ pub(crate) async fn go_on(
                     ),
                 )));
             }
-            Next::Question(Some(q)) => {
+            Next::Question(q) => {
                 if call.id.is_empty() {
                     call.id = random_id();
                 }
                 call.count += 1;
                 let key = format!("{KEY_PREFIX}{}-{}", call.id, call.count);
                 call.asked = Some((key, q));
-            }
-            // Not reached while the call is tracked (its sender lives in the table).
-            Next::Question(None) => {
-                let r = call.pending.wait_borrowed(opts, &mut on_progress).await;
-                if !matches!(r, Err(ClientError::Cancelled)) {
-                    call.tracked.answered();
-                }
-                return Step::Ended(r);
             }
         }
     }
@@ -249,6 +242,8 @@ impl Lot {
         let id = call.id.clone();
         let lot = Arc::downgrade(self);
         let key = id.clone();
+        // Held until the call is in: an expiry that fires at once still finds it.
+        let mut parked = self.lock();
         let expiry = tokio::spawn(async move {
             tokio::time::sleep(wait).await;
             let Some(lot) = lot.upgrade() else { return };
@@ -268,13 +263,14 @@ impl Lot {
             on_expiry();
         })
         .abort_handle();
-        self.lock().insert(id, Parked { call, expiry });
+        parked.insert(id, Parked { call, expiry });
+        drop(parked);
         self.metrics.upstream_parked(&self.upstream, 1);
     }
 
-    /// The parked call `ctx` (a round of `tool` with `args`) answers, taken out of the lot:
-    /// `Ok(None)` when its answers name no parked call; an error for the client when they name
-    /// one that is gone or is not its own.
+    /// The parked call `ctx` (a round of `tool` with `args`) answers, taken out of the lot and
+    /// handed to `ctx`: `Ok(None)` when its answers name no parked call; an error for the
+    /// client when they name one that is gone or is not its own.
     pub(crate) fn take(
         &self,
         ctx: &Context,
@@ -311,6 +307,7 @@ impl Lot {
         self.metrics.upstream_parked(&self.upstream, -1);
         Ok(p.map(|p| {
             p.expiry.abort();
+            p.call.tracked.hand_to(ctx);
             p.call
         }))
     }

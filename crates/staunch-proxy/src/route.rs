@@ -407,17 +407,14 @@ impl Drop for Tracked {
         if self.answered {
             return;
         }
-        let ctx = &call.ctx;
-        ctx.log_event(&LifecycleEvent::Upstream {
+        call.ctx.log_event(&LifecycleEvent::Upstream {
             step: UpstreamStep::CancelSent,
             upstream: self.calls.upstream.as_str().into(),
             upstream_id: self.id,
             late: None,
         });
-        t.abandoned.insert(
-            self.id,
-            ((call.ctx.clone(), call.tool.clone()), Instant::now()),
-        );
+        t.abandoned
+            .insert(self.id, ((call.ctx, call.tool), Instant::now()));
         t.abandoned_order.push_back(self.id);
         while t.abandoned_order.len() > MAX_ABANDONED {
             if let Some(old) = t.abandoned_order.pop_front() {

@@ -9,14 +9,31 @@ use serde_json::json;
 use staunch_server::{Context, LifecycleEvent, Metrics};
 
 use crate::ledger::Ledger;
+use crate::pool::Pool;
 use crate::upstream::Upstream;
+
+/// Where a pool's stopped processes are counted and listed, owned, so a process can be ended
+/// later than the call that holds the pool (a parked call its client never answered).
+pub(crate) struct Stopper {
+    metrics: Metrics,
+    ledger: Arc<Ledger>,
+}
+
+impl Stopper {
+    /// `pool`'s metrics and ledger.
+    pub(crate) fn of(pool: &Pool) -> Self {
+        Self {
+            metrics: pool.metrics().clone(),
+            ledger: pool.ledger().clone(),
+        }
+    }
+}
 
 /// Ends the process that served one call under the stop policy, off the call's path: the
 /// ordinary shutdown after an answer; after a cancel, `grace` to exit and then its group
 /// killed — counted, and logged on the call's request (`upstream.stopped`).
 pub(crate) fn end_own_process(
-    metrics: Metrics,
-    ledger: Arc<Ledger>,
+    Stopper { metrics, ledger }: Stopper,
     up: Arc<Upstream>,
     tool: &str,
     ctx: Option<Context>,

@@ -692,17 +692,36 @@ fn question_key(answer: &Value) -> String {
         .unwrap_or_else(|| panic!("{answer}"))
 }
 
+/// The answer to a 2026-07-28 request `msg`.
+async fn answer_2026(proxy: &HttpServer, msg: &Value) -> Value {
+    let (_, answer) = proxy
+        .post_stateless(msg)
+        .await
+        .answer(Duration::from_secs(30))
+        .await;
+    answer
+}
+
+/// The params of a round that answers `input_required`'s one question with the name `name`.
+fn answering(input_required: &Value, name: &str) -> Value {
+    json!({
+        "inputResponses": {question_key(input_required):
+                           {"action": "accept", "content": {"name": name}}},
+        "requestState": input_required["result"]["requestState"],
+    })
+}
+
 /// How often the TypeScript peer's `greet` ran (it records a step under tag `greet`).
 async fn greet_runs(proxy: &HttpServer) -> u64 {
-    let (_, answer) = proxy
-        .post_stateless(&stateless(
+    let answer = answer_2026(
+        proxy,
+        &stateless(
             json!("runs"),
             "tools/call",
             json!({"name": "slow_count_status", "arguments": {"tag": "greet"}}),
-        ))
-        .await
-        .answer(Duration::from_secs(20))
-        .await;
+        ),
+    )
+    .await;
     answer["result"]["structuredContent"]["steps"]
         .as_u64()
         .unwrap_or_else(|| panic!("{answer}"))
@@ -743,11 +762,7 @@ async fn a_parked_call_goes_on_with_its_answer_and_is_cancelled_unanswered() {
     let Some(peers) = Peers::find("a_parked_call_goes_on_with_its_answer") else {
         return;
     };
-    let metrics = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .to_string();
+    let metrics = format!("127.0.0.1:{}", crate::client_support::free_port().await);
     let proxy = proxy_to_a_2025_upstream(&peers, "2s", &["--metrics", &metrics]).await;
     let series = |name: &'static str| {
         let metrics = metrics.clone();
@@ -759,20 +774,9 @@ async fn a_parked_call_goes_on_with_its_answer_and_is_cancelled_unanswered() {
                 .unwrap_or_default()
         }
     };
-    let ask = |msg: Value| {
-        let proxy = &proxy;
-        async move {
-            let (_, answer) = proxy
-                .post_stateless(&msg)
-                .await
-                .answer(Duration::from_secs(30))
-                .await;
-            answer
-        }
-    };
 
     // Round 1: the question, under a key that names the parked call.
-    let first = ask(greet_2026("g1", json!({}))).await;
+    let first = answer_2026(&proxy, &greet_2026("g1", json!({}))).await;
     let result = &first["result"];
     assert_eq!(result["resultType"], "input_required", "{first}");
     let requests = result["inputRequests"].as_object().expect("inputRequests");
@@ -784,14 +788,10 @@ async fn a_parked_call_goes_on_with_its_answer_and_is_cancelled_unanswered() {
         question["params"]["message"], "What is your name?",
         "{first}"
     );
-    let state = result["requestState"].clone();
-    let answered = json!({
-        "inputResponses": {key: {"action": "accept", "content": {"name": "Ada"}}},
-        "requestState": state,
-    });
+    let answered = answering(&first, "Ada");
 
     // Round 2: the answer reaches the call that asked.
-    let second = ask(greet_2026("g2", answered.clone())).await;
+    let second = answer_2026(&proxy, &greet_2026("g2", answered.clone())).await;
     assert_eq!(
         second["result"]["content"][0]["text"], "Hello, Ada!",
         "{second}"
@@ -803,22 +803,22 @@ async fn a_parked_call_goes_on_with_its_answer_and_is_cancelled_unanswered() {
     );
 
     // The same answer again: its call is done, and is not started again.
-    let again = ask(greet_2026("g3", answered)).await;
+    let again = answer_2026(&proxy, &greet_2026("g3", answered)).await;
     assert_eq!(again["result"]["isError"], true, "{again}");
     let text = again["result"]["content"][0]["text"].as_str().unwrap_or("");
     assert!(text.contains("no longer waits"), "{again}");
     assert_eq!(greet_runs(&proxy).await, 1, "not started again");
 
     // A client without the elicitation capability is not asked: the upstream hears why.
-    let (_, refused) = proxy
-        .post_stateless(&stateless(
+    let refused = answer_2026(
+        &proxy,
+        &stateless(
             json!("g4"),
             "tools/call",
             json!({"name": "greet", "arguments": {}}),
-        ))
-        .await
-        .answer(Duration::from_secs(30))
-        .await;
+        ),
+    )
+    .await;
     assert_eq!(refused["result"]["isError"], true, "{refused}");
     assert!(
         refused["result"]["content"][0]["text"]
@@ -831,8 +831,7 @@ async fn a_parked_call_goes_on_with_its_answer_and_is_cancelled_unanswered() {
     // Unanswered for longer than --question-wait (2 s): cancelled upstream; its answer is
     // refused.
     let before = proxy.log_lines().len();
-    let parked = ask(greet_2026("g5", json!({}))).await;
-    let key = question_key(&parked);
+    let parked = answer_2026(&proxy, &greet_2026("g5", json!({}))).await;
     assert_eq!(
         series("staunch_upstream_parked{").await,
         "1",
@@ -858,14 +857,7 @@ async fn a_parked_call_goes_on_with_its_answer_and_is_cancelled_unanswered() {
         "1",
         "counted"
     );
-    let late = ask(greet_2026(
-        "g6",
-        json!({
-            "inputResponses": {&key: {"action": "accept", "content": {"name": "Bo"}}},
-            "requestState": parked["result"]["requestState"],
-        }),
-    ))
-    .await;
+    let late = answer_2026(&proxy, &greet_2026("g6", answering(&parked, "Bo"))).await;
     assert_eq!(late["result"]["isError"], true, "{late}");
     assert!(
         late["result"]["content"][0]["text"]
@@ -884,21 +876,8 @@ async fn a_parked_call_keeps_its_own_process_under_the_stop_policy() {
         return;
     };
     let proxy = proxy_to_a_2025_upstream(&peers, "10m", &["--kill-after-cancel", "1s"]).await;
-    let (_, first) = proxy
-        .post_stateless(&greet_2026("k1", json!({})))
-        .await
-        .answer(Duration::from_secs(30))
-        .await;
-    let key = question_key(&first);
-    let answered = json!({
-        "inputResponses": {key: {"action": "accept", "content": {"name": "Ada"}}},
-        "requestState": first["result"]["requestState"],
-    });
-    let (_, second) = proxy
-        .post_stateless(&greet_2026("k2", answered))
-        .await
-        .answer(Duration::from_secs(30))
-        .await;
+    let first = answer_2026(&proxy, &greet_2026("k1", json!({}))).await;
+    let second = answer_2026(&proxy, &greet_2026("k2", answering(&first, "Ada"))).await;
     assert_eq!(
         second["result"]["content"][0]["text"], "Hello, Ada!",
         "{second}"
