@@ -36,6 +36,10 @@
 //                                     text `Hello, NAME!` (`Hello, stranger!` if declined);
 //                                     each call is recorded as a step under tag `greet`
 //                                     (slow_count_status {tag: "greet"}: how often it ran).
+//   rich {result}                  -> answers with `result` itself as its tool result, as
+//                                     given: annotations, _meta, structuredContent, keys of
+//                                     later protocol versions (what a proxy must pass on
+//                                     unchanged; the SDK itself refuses unknown content types).
 //   slow_count_status {tag?}       -> {"tag","steps","last_step_unix_ms"} as
 //                                     structuredContent and JSON text: did the work
 //                                     go on after a cancel?
@@ -174,6 +178,15 @@ function buildServer() {
       }
       return { content: [{ type: 'text', text: `counted ${steps}` }] };
     },
+  );
+
+  server.registerTool(
+    'rich',
+    {
+      description: 'Answer with the given object as the tool result, every field as given',
+      inputSchema: { result: z.record(z.string(), z.unknown()) },
+    },
+    async ({ result }) => result,
   );
 
   const prompt = (name) =>

@@ -27,6 +27,7 @@ use tokio_util::sync::CancellationToken;
 use crate::park::{self, AskingCall, Lot};
 use crate::pool::Pool;
 use crate::stop::{Stopper, end_own_process};
+use crate::tool_result::{content_text, error_value, forwarded_result, unreadable};
 use crate::upstream::Upstream;
 
 /// `tools/call` params for the upstream: its own tool name, the arguments, and the downstream
@@ -378,33 +379,6 @@ fn gone(upstream: &str, e: &ClientError) -> String {
     }
 }
 
-/// The result the upstream sent, as a staunch tool result.
-fn tool_result(v: Value) -> Result<CallToolResult, ToolError> {
-    if let Some(rt) = v.get("resultType").and_then(Value::as_str)
-        && rt != "complete"
-    {
-        return Ok(CallToolResult::error(format!(
-            "the upstream answered with resultType {rt:?} (it asks for input or made a task), \
-             which staunch proxy does not bridge here"
-        )));
-    }
-    let mut result: CallToolResult = serde_json::from_value(v).map_err(|e| {
-        ToolError::Internal(format!("the upstream sent an unreadable tool result: {e}"))
-    })?;
-    // The tool's own `_meta` and its content's annotations pass through; the protocol's keys
-    // (the upstream's serverInfo and the like) describe the upstream's hop, not this one.
-    if let Some(meta) = &mut result.meta {
-        meta.retain(|k, _| !k.starts_with(PROTOCOL_META_PREFIX));
-        if meta.is_empty() {
-            result.meta = None;
-        }
-    }
-    Ok(result)
-}
-
-/// `_meta` keys the protocol reserves for each hop (`io.modelcontextprotocol/serverInfo`, …).
-const PROTOCOL_META_PREFIX: &str = "io.modelcontextprotocol/";
-
 /// A request-shaped upstream tool.
 #[derive(Clone, Debug)]
 pub struct ForwardTool {
@@ -434,11 +408,24 @@ impl ForwardTool {
 }
 
 impl ToolHandler for ForwardTool {
+    /// The upstream's result, read into staunch's type (what `call_json` sends is the
+    /// server's way; this one is for a caller that wants the type).
     fn call(
         &self,
         ctx: Context,
         args: Value,
     ) -> BoxFuture<'static, Result<CallToolResult, ToolError>> {
+        let call = self.call_json(ctx, args);
+        Box::pin(async move {
+            serde_json::from_value(call.await?).map_err(|e| unreadable(&e.to_string()))
+        })
+    }
+
+    fn answers_json(&self) -> bool {
+        true
+    }
+
+    fn call_json(&self, ctx: Context, args: Value) -> BoxFuture<'static, Result<Value, ToolError>> {
         let this = self.clone();
         Box::pin(async move {
             let progress_ctx = ctx.clone();
@@ -456,12 +443,12 @@ impl ToolHandler for ForwardTool {
             })
             .await;
             match outcome {
-                Outcome::Answered(v) => tool_result(v),
+                Outcome::Answered(v) => forwarded_result(v),
                 Outcome::Refused(e) => Err(ToolError::Rpc(e)),
                 Outcome::Asked(e) => Err(e),
                 // The deadline fires the same token: say which it was.
                 Outcome::Cancelled => Err(ctx.check().err().unwrap_or(ToolError::Cancelled)),
-                Outcome::Failed(m) => Ok(CallToolResult::error(m)),
+                Outcome::Failed(m) => Ok(error_value(m)),
                 // `forward` parks the call and says so; never seen here.
                 Outcome::Parked(_) => Err(ToolError::InputRequired),
             }
@@ -493,21 +480,6 @@ impl UpstreamJob {
     pub fn as_task(mut self, yes: bool) -> Self {
         self.as_task = yes;
         self
-    }
-}
-
-/// The text of a tool result's content, for a job's error.
-fn content_text(v: &Value) -> String {
-    let texts: Vec<&str> = v["content"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|c| c["text"].as_str())
-        .collect();
-    if texts.is_empty() {
-        "the upstream tool reported an error without text".into()
-    } else {
-        texts.join("\n")
     }
 }
 
@@ -544,11 +516,15 @@ impl JobBody for UpstreamJob {
                     if v["isError"].as_bool() == Some(true) {
                         return Err(JobError::Failed(content_text(&v)));
                     }
-                    let result = tool_result(v).map_err(|e| JobError::Failed(e.to_string()))?;
-                    Ok(result
-                        .structured_content
-                        .clone()
-                        .unwrap_or_else(|| json!({"content": result.content})))
+                    let mut result =
+                        forwarded_result(v).map_err(|e| JobError::Failed(e.to_string()))?;
+                    if result["isError"].as_bool() == Some(true) {
+                        return Err(JobError::Failed(content_text(&result)));
+                    }
+                    Ok(match result.get_mut("structuredContent") {
+                        Some(structured) => structured.take(),
+                        None => json!({"content": result["content"].take()}),
+                    })
                 }
                 Outcome::Refused(e) => Err(JobError::Failed(format!(
                     "the upstream refused the call: {} ({})",
@@ -561,32 +537,5 @@ impl JobBody for UpstreamJob {
                 Outcome::Parked(_) => Err(JobError::Failed("a job cannot ask a client".into())),
             }
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_forwarded_result_keeps_the_tools_meta_and_annotations_but_not_the_upstreams_hop() {
-        let upstream = json!({
-            "resultType": "complete",
-            "content": [{"type": "text", "text": "hi", "annotations": {"audience": ["user"]},
-                         "_meta": {"x.example/k": 1}}],
-            "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "up", "version": "1"},
-                      "x.example/trace": "t1"}
-        });
-        let r = serde_json::to_value(tool_result(upstream).unwrap()).unwrap();
-        assert_eq!(
-            r["content"][0]["annotations"],
-            json!({"audience": ["user"]})
-        );
-        assert_eq!(r["content"][0]["_meta"], json!({"x.example/k": 1}));
-        assert_eq!(r["_meta"], json!({"x.example/trace": "t1"}));
-
-        let only_hop = json!({"content": [], "_meta": {"io.modelcontextprotocol/serverInfo": {}}});
-        let r = serde_json::to_value(tool_result(only_hop).unwrap()).unwrap();
-        assert!(r.get("_meta").is_none(), "{r}");
     }
 }

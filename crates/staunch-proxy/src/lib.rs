@@ -30,6 +30,8 @@
 //!   the client in a round of its own while the upstream call waits, parked.
 //! - `subscriptions`: `resources/subscribe` and listen streams' `resourceSubscriptions`
 //!   made at the upstream that serves the resource, its updates passed on unchanged.
+//! - `tool_result`: an upstream's tool result sent on as JSON, every field it carried kept
+//!   but its hop's own (`resultType`, the protocol's `_meta` keys).
 //! - [`Ledger`]: the recent calls whose upstream kept working after their cancel, for the
 //!   live page.
 
@@ -52,6 +54,7 @@ pub mod route;
 mod spec;
 mod stop;
 mod subscriptions;
+mod tool_result;
 mod upstream;
 
 pub use error::ProxyError;

@@ -357,6 +357,15 @@ fn extension_task_work(
             match entry.handler.call_with_tasks(ctx.clone(), args) {
                 Some(fut) => fut,
                 // The tool does not make tasks: an ordinary call.
+                None if entry.answers_json => {
+                    let fut = entry.handler.call_json(ctx, args2);
+                    Box::pin(async move {
+                        match fut.await {
+                            Err(ToolError::Tool(m)) => Ok(to_value(&CallToolResult::error(m))),
+                            other => other,
+                        }
+                    })
+                }
                 None => {
                     let fut = entry.handler.call(ctx, args2);
                     Box::pin(async move {

@@ -281,6 +281,28 @@ pub trait ToolHandler: Send + Sync + 'static {
         let _ = (ctx, args);
         None
     }
+
+    /// Whether the call is answered with [`call_json`](Self::call_json) rather than
+    /// [`call`](Self::call): a handler that already holds its result as JSON (a proxy's
+    /// upstream answer) says yes, so the result reaches the client with every field it
+    /// carried, those [`CallToolResult`] does not model included (new content types, keys of
+    /// later protocol versions). Asked once, when the tool is registered.
+    fn answers_json(&self) -> bool {
+        false
+    }
+
+    /// The call, answered with a tool result (`{"content": […], …}`) as JSON the server
+    /// sends on unread: it adds only what the request's era needs (`resultType` and
+    /// `_meta`'s `serverInfo` in 2026-07-28). A [`ToolError::Tool`] still becomes an
+    /// `isError` result. Called instead of [`call`](Self::call) when
+    /// [`answers_json`](Self::answers_json) says so; by default, `call`'s result serialised.
+    fn call_json(&self, ctx: Context, args: Value) -> BoxFuture<'static, Result<Value, ToolError>> {
+        let call = self.call(ctx, args);
+        Box::pin(async move {
+            call.await
+                .map(|r| serde_json::to_value(r).unwrap_or_default())
+        })
+    }
 }
 
 /// Closures over untyped arguments are handlers too.

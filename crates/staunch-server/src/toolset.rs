@@ -28,12 +28,15 @@ pub(crate) struct ToolEntry {
     /// The name, shared with every call's log, metrics and in-flight record (no copy per
     /// call).
     pub(crate) name: Arc<str>,
+    /// The handler answers with JSON ([`ToolHandler::answers_json`]), asked once here.
+    pub(crate) answers_json: bool,
 }
 
 impl ToolEntry {
     pub(crate) fn new(spec: ToolSpec, handler: Arc<dyn ToolHandler>) -> Self {
         Self {
             name: Arc::from(spec.name.as_str()),
+            answers_json: handler.answers_json(),
             spec,
             handler,
         }

@@ -4,7 +4,8 @@
 //! a map and a string per key — only to serialise that value and drop it was a tenth of an echo
 //! call, so a tool's result stays typed ([`Answer::Tool`]) and is serialised once, straight
 //! into the response. Everything else (methods, task handles, input-required rounds) is a
-//! value ([`Answer::Value`]).
+//! value ([`Answer::Value`]), and so is the result of a tool whose handler holds it as JSON
+//! already ([`crate::ToolHandler::answers_json`]: sent on unread, every field kept).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -63,6 +64,9 @@ impl Make {
     pub(crate) fn make(self, ctx: Context, params: Option<Value>) -> HandlerFuture {
         match self {
             Make::Value(f) => HandlerFuture::Value(f(ctx, params)),
+            Make::Tool(entry, args) if entry.answers_json => {
+                HandlerFuture::ToolJson(entry.handler.call_json(ctx, args))
+            }
             Make::Tool(entry, args) => HandlerFuture::Tool(entry.handler.call(ctx, args)),
         }
     }
@@ -72,6 +76,8 @@ impl Make {
 pub(crate) enum HandlerFuture {
     Value(BoxFuture<'static, Result<Value, ToolError>>),
     Tool(BoxFuture<'static, Result<CallToolResult, ToolError>>),
+    /// A tool whose handler answers with JSON ([`crate::ToolHandler::call_json`]).
+    ToolJson(BoxFuture<'static, Result<Value, ToolError>>),
 }
 
 impl Future for HandlerFuture {
@@ -84,6 +90,11 @@ impl Future for HandlerFuture {
             HandlerFuture::Tool(f) => f.as_mut().poll(cx).map(|r| match r {
                 Ok(r) => Ok(Answer::Tool(r)),
                 // A tool's own error is a result the model reads, not a protocol error.
+                Err(ToolError::Tool(m)) => Ok(Answer::Tool(CallToolResult::error(m))),
+                Err(e) => Err(e),
+            }),
+            HandlerFuture::ToolJson(f) => f.as_mut().poll(cx).map(|r| match r {
+                Ok(v) => Ok(Answer::Value(v)),
                 Err(ToolError::Tool(m)) => Ok(Answer::Tool(CallToolResult::error(m))),
                 Err(e) => Err(e),
             }),

@@ -4,21 +4,55 @@
 //! tree), and for a stateless request adds the era's keys to the written object. These tests
 //! pin the exact result objects: a session-era result is the tool's own; a stateless one is
 //! the same plus `resultType: "complete"` and the server's identity in `_meta`, beside any
-//! `_meta` keys the tool set itself (which it keeps, including its own serverInfo).
+//! `_meta` keys the tool set itself (which it keeps, including its own serverInfo). A handler
+//! that answers with JSON (`ToolHandler::answers_json`, a proxy's way) has its result sent
+//! unread: content types and keys `CallToolResult` does not model arrive as it wrote them.
 
 use crate::support;
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::future::BoxFuture;
 use serde_json::{Map, Value, json};
 use staunch_server::protocol::stateless::keys;
-use staunch_server::{CallToolResult, Context, Server, Session, ToolError, ToolSpec};
+use staunch_server::{CallToolResult, Context, Server, Session, ToolError, ToolHandler, ToolSpec};
 use support::{Wire, request_of, stateless_meta};
 
 #[derive(serde::Deserialize, schemars::JsonSchema)]
 struct Text {
     text: String,
+}
+
+/// A result with what `CallToolResult` does not model: a content type of a later protocol
+/// version and a key of the result's own.
+fn relayed_result(text: &str) -> Value {
+    json!({"content": [{"type": "text", "text": text, "annotations": {"priority": 1}},
+                       {"type": "x.example/hologram", "frames": [1, 2]}],
+           "x.example/field": {"later": true}})
+}
+
+/// Answers with JSON it holds (`Err` for the text "fail": a tool error).
+struct Relay;
+
+impl ToolHandler for Relay {
+    fn call(&self, _: Context, _: Value) -> BoxFuture<'static, Result<CallToolResult, ToolError>> {
+        unreachable!("a handler that answers JSON is called through call_json")
+    }
+
+    fn answers_json(&self) -> bool {
+        true
+    }
+
+    fn call_json(&self, _: Context, args: Value) -> BoxFuture<'static, Result<Value, ToolError>> {
+        let text = args["text"].as_str().unwrap_or_default().to_string();
+        Box::pin(async move {
+            if text == "fail" {
+                return Err(ToolError::Tool("relayed failure".into()));
+            }
+            Ok(relayed_result(&text))
+        })
+    }
 }
 
 fn server() -> Server {
@@ -41,6 +75,7 @@ fn server() -> Server {
             ToolSpec::quick("fails", "a tool execution error"),
             |_ctx: Context, a: Text| async move { Err::<CallToolResult, _>(ToolError::Tool(a.text)) },
         )
+        .tool_handler(ToolSpec::quick("relayed", "a result held as JSON"), Relay)
         .build()
 }
 
@@ -100,6 +135,19 @@ async fn a_session_result_is_the_tools_own() {
         assert_eq!(r["result"], want, "{tool}");
         assert_eq!(r["jsonrpc"], "2.0");
     }
+    for (id, text, want) in [
+        (4, "x", relayed_result("x")),
+        (
+            5,
+            "fail",
+            json!({"content": [{"type": "text", "text": "relayed failure"}], "isError": true}),
+        ),
+    ] {
+        let frame = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "relayed", "arguments": {"text": text}}});
+        s.handle_frame(frame.to_string().as_bytes());
+        assert_eq!(one_response(&wire, id).await["result"], want, "{text}");
+    }
 }
 
 #[tokio::test]
@@ -115,10 +163,14 @@ async fn a_stateless_result_adds_the_result_type_and_the_server_beside_the_tools
         "resultType": "complete"});
     let fails = json!({"content": [{"type": "text", "text": "x"}], "isError": true,
         "_meta": {(keys::SERVER_INFO): server_info()}, "resultType": "complete"});
+    let mut relayed = relayed_result("x");
+    relayed["_meta"] = json!({(keys::SERVER_INFO): server_info()});
+    relayed["resultType"] = json!("complete");
     for (id, tool, want) in [
         (1, "plain", plain),
         (2, "with_meta", with_meta),
         (3, "fails", fails),
+        (4, "relayed", relayed),
     ] {
         let wire = Arc::new(Wire::default());
         let frame = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {

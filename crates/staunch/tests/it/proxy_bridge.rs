@@ -13,6 +13,9 @@
 //!   stream's `resourceSubscriptions` subscribe at the upstream, its
 //!   `notifications/resources/updated` reaches each subscriber, and the last one to go
 //!   unsubscribes it there;
+//! - tool results, whole: annotations and `_meta` on content items, `structuredContent`, keys
+//!   of later protocol versions, as the upstream wrote them, to a 2025
+//!   session and to a 2026-07-28 request;
 //! - a 2025 upstream's question (elicitation) in the middle of a 2026-07-28 client's call:
 //!   put to the client as an input-required round while the upstream call waits, parked, and
 //!   answered to the upstream when the client's next round brings the answer.
@@ -671,6 +674,52 @@ async fn proxy_to_a_2025_upstream(peers: &Peers, wait: &str, extra: &[&str]) -> 
     args.extend(peers.ts_stdio());
     let refs: Vec<&str> = args.iter().map(String::as_str).collect();
     HttpServer::launch("proxy", Some(":memory:"), &refs).await
+}
+
+/// A tool result written by the TypeScript SDK upstream (its `rich` tool answers with the
+/// object it is given) reaches a 2025 session and a 2026-07-28 request with every field it
+/// carried, a key of the result's own included (the SDK itself refuses a content type it
+/// does not know and drops unknown keys of content items before it sends, so those cases are
+/// the request core's and `tool_result`'s tests); only the upstream's hop is not passed on (its serverInfo), and the 2026 answer
+/// has the era's own keys beside the upstream's.
+#[tokio::test]
+async fn an_upstream_tool_result_reaches_the_client_with_every_field() {
+    let Some(peers) = Peers::find("an_upstream_tool_result_reaches_the_client") else {
+        return;
+    };
+    let proxy = proxy_to_a_2025_upstream(&peers, "10m", &[]).await;
+    let result = json!({
+        "content": [
+            {"type": "text", "text": "hi", "annotations": {"audience": ["user"], "priority": 0.5},
+             "_meta": {"x.example/item": 1}},
+            {"type": "resource_link", "uri": "note://counter", "name": "counter",
+             "title": "Counter", "size": 12}
+        ],
+        "structuredContent": {"n": 1, "nested": {"deep": [null, "x"]}},
+        "x.example/field": {"later": true},
+        "_meta": {"x.example/trace": "t1"}
+    });
+
+    let sid = proxy.initialize().await;
+    let answer = rpc(
+        &proxy,
+        &sid,
+        call(json!(1), "rich", json!({"result": result}), None),
+    )
+    .await;
+    assert_eq!(answer["result"], result, "{answer}");
+
+    let params = json!({"name": "rich", "arguments": {"result": result}});
+    let answer = answer_2026(&proxy, &stateless(json!(2), "tools/call", params)).await;
+    let mut want = result.clone();
+    want["resultType"] = json!("complete");
+    want["_meta"]["io.modelcontextprotocol/serverInfo"] =
+        answer["result"]["_meta"]["io.modelcontextprotocol/serverInfo"].clone();
+    assert_eq!(answer["result"], want, "{answer}");
+    assert_eq!(
+        answer["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]["name"], "staunch",
+        "the proxy's identity, not the upstream's: {answer}"
+    );
 }
 
 /// A 2026-07-28 `greet` call from a client that declares elicitation, with `extra` params
