@@ -565,7 +565,8 @@ impl Auditor {
             },
             never_ended,
             malformed: self.malformed,
-            orphaned_upstream: std::mem::take(&mut self.upstream).finish(self.opts.examples),
+            orphaned_upstream: std::mem::take(&mut self.upstream)
+                .finish(self.opts.examples, millis(self.opts.slow_stop_threshold)),
         };
         report.summary.clean = report.is_clean();
         report

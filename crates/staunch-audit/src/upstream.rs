@@ -102,12 +102,25 @@ impl UpstreamAcc {
         self.killed.insert(key);
     }
 
-    /// The findings, grouped by upstream and tool, each group's longest first.
-    pub(crate) fn finish(self, examples: usize) -> UpstreamOrphans {
+    /// The findings, grouped by upstream and tool, each group's longest first. A call whose
+    /// upstream sent only progress, all of it within `crossing_ms` of the cancel, is left out:
+    /// those messages crossed the cancel on the wire, and the upstream stopped as promptly as
+    /// a server of staunch's own must (the audit's slow-stop threshold). Without a known
+    /// cancel time, or with a late response (the work was done), it is orphaned work.
+    pub(crate) fn finish(self, examples: usize, crossing_ms: u64) -> UpstreamOrphans {
         let mut groups: HashMap<(Arc<str>, Label), Vec<UpstreamOrphan>> = HashMap::new();
-        let count = self.calls.len() as u64;
         let stopped = self.killed.len() as u64;
-        for (key, l) in self.calls {
+        let calls: Vec<(Key, Late)> = self
+            .calls
+            .into_iter()
+            .filter(|(_, l)| {
+                l.response
+                    || l.cancel
+                        .is_none_or(|c| non_negative(l.last.saturating_sub(c)) > crossing_ms)
+            })
+            .collect();
+        let count = calls.len() as u64;
+        for (key, l) in calls {
             let stopped = self.killed.contains(&key);
             let (session, request_id) = key;
             groups

@@ -722,3 +722,46 @@ fn upstream_work_after_the_cancel_is_orphaned_work() {
     assert!(text.contains("Orphaned upstream work"), "{text}");
     assert!(text.contains("5.5 s") || text.contains("5500"), "{text}");
 }
+
+/// A proxied call cancelled at 17:00:01.000 whose upstream sent `late` lines (`(ms after the
+/// cancel, what)`).
+fn proxied_call_with_late(late: &[(u64, &str)]) -> String {
+    let mut log = String::from(
+        r#"{"ts":"2026-11-29T17:00:00.000Z","event":"request.start","request_id":1,"session":"s","method":"tools/call","tool":"py_slow_count"}
+{"ts":"2026-11-29T17:00:01.000Z","event":"request.cancel_received","request_id":1,"session":"s","reason":"timeout"}
+{"ts":"2026-11-29T17:00:01.001Z","event":"upstream.cancel_sent","request_id":1,"session":"s","upstream":"py","upstream_id":3}
+{"ts":"2026-11-29T17:00:01.001Z","event":"request.end","request_id":1,"session":"s","tool":"py_slow_count","outcome":"cancelled","duration_ms":1001,"after_cancel_ms":1}
+"#,
+    );
+    for (ms, what) in late {
+        log.push_str(&format!(
+            r#"{{"ts":"2026-11-29T17:00:{:02}.{:03}Z","event":"upstream.late","request_id":1,"session":"s","upstream":"py","upstream_id":3,"late":"{what}"}}"#,
+            1 + ms / 1000,
+            ms % 1000
+        ));
+        log.push('\n');
+    }
+    log
+}
+
+/// Progress the upstream sent just after the cancel (it crossed the cancel on the wire) is
+/// not work that went on, when nothing follows it later than the slow-stop threshold; work
+/// that went on past it, or a late result, is.
+#[test]
+fn upstream_progress_that_crossed_the_cancel_is_not_orphaned_work() {
+    let opts = AuditOptions::default();
+    let crossed = audit_str(&proxied_call_with_late(&[(1, "progress"), (6, "error")]), &opts);
+    assert_eq!(crossed.orphaned_upstream.count, 0);
+    assert!(crossed.is_clean());
+
+    let went_on = audit_str(
+        &proxied_call_with_late(&[(1, "progress"), (250, "progress")]),
+        &opts,
+    );
+    assert_eq!(went_on.orphaned_upstream.count, 1);
+    assert_eq!(went_on.orphaned_upstream.by_upstream[0].worst[0].progress, 2);
+    assert!(!went_on.is_clean());
+
+    let answered = audit_str(&proxied_call_with_late(&[(2, "response")]), &opts);
+    assert_eq!(answered.orphaned_upstream.count, 1, "the work was done");
+}
