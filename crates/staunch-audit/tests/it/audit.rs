@@ -750,7 +750,10 @@ fn proxied_call_with_late(late: &[(u64, &str)]) -> String {
 #[test]
 fn upstream_progress_that_crossed_the_cancel_is_not_orphaned_work() {
     let opts = AuditOptions::default();
-    let crossed = audit_str(&proxied_call_with_late(&[(1, "progress"), (6, "error")]), &opts);
+    let crossed = audit_str(
+        &proxied_call_with_late(&[(1, "progress"), (6, "error")]),
+        &opts,
+    );
     assert_eq!(crossed.orphaned_upstream.count, 0);
     assert!(crossed.is_clean());
 
@@ -759,7 +762,10 @@ fn upstream_progress_that_crossed_the_cancel_is_not_orphaned_work() {
         &opts,
     );
     assert_eq!(went_on.orphaned_upstream.count, 1);
-    assert_eq!(went_on.orphaned_upstream.by_upstream[0].worst[0].progress, 2);
+    assert_eq!(
+        went_on.orphaned_upstream.by_upstream[0].worst[0].progress,
+        2
+    );
     assert!(!went_on.is_clean());
 
     let answered = audit_str(&proxied_call_with_late(&[(2, "response")]), &opts);
