@@ -33,6 +33,7 @@ pub(crate) fn forwarded_result(v: Value) -> Result<Value, ToolError> {
     Ok(Value::Object(result))
 }
 
+/// An internal error for a result the proxy cannot pass on, saying `why`.
 pub(crate) fn unreadable(why: &str) -> ToolError {
     ToolError::Internal(format!(
         "the upstream sent an unreadable tool result: {why}"

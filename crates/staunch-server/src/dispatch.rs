@@ -356,23 +356,14 @@ fn extension_task_work(
             let args2 = args.clone();
             match entry.handler.call_with_tasks(ctx.clone(), args) {
                 Some(fut) => fut,
-                // The tool does not make tasks: an ordinary call.
-                None if entry.answers_json => {
+                // The tool does not make tasks: an ordinary call, its result as a value
+                // (`call_json` serialises a typed result, or passes a JSON one on).
+                None => {
                     let fut = entry.handler.call_json(ctx, args2);
                     Box::pin(async move {
                         match fut.await {
                             Err(ToolError::Tool(m)) => Ok(to_value(&CallToolResult::error(m))),
                             other => other,
-                        }
-                    })
-                }
-                None => {
-                    let fut = entry.handler.call(ctx, args2);
-                    Box::pin(async move {
-                        match fut.await {
-                            Ok(r) => Ok(to_value(&r)),
-                            Err(ToolError::Tool(m)) => Ok(to_value(&CallToolResult::error(m))),
-                            Err(e) => Err(e),
                         }
                     })
                 }

@@ -14,8 +14,8 @@
 //!   `notifications/resources/updated` reaches each subscriber, and the last one to go
 //!   unsubscribes it there;
 //! - tool results, whole: annotations and `_meta` on content items, `structuredContent`, keys
-//!   of later protocol versions, as the upstream wrote them, to a 2025
-//!   session and to a 2026-07-28 request;
+//!   of later protocol versions, as the upstream wrote them, to a 2025 session and to a
+//!   2026-07-28 request;
 //! - a 2025 upstream's question (elicitation) in the middle of a 2026-07-28 client's call:
 //!   put to the client as an input-required round while the upstream call waits, parked, and
 //!   answered to the upstream when the client's next round brings the answer.
@@ -678,10 +678,10 @@ async fn proxy_to_a_2025_upstream(peers: &Peers, wait: &str, extra: &[&str]) -> 
 
 /// A tool result written by the TypeScript SDK upstream (its `rich` tool answers with the
 /// object it is given) reaches a 2025 session and a 2026-07-28 request with every field it
-/// carried, a key of the result's own included (the SDK itself refuses a content type it
-/// does not know and drops unknown keys of content items before it sends, so those cases are
-/// the request core's and `tool_result`'s tests); only the upstream's hop is not passed on (its serverInfo), and the 2026 answer
-/// has the era's own keys beside the upstream's.
+/// carried, a key of the result's own included; the 2026 answer has the era's own keys beside
+/// the upstream's. (The SDK itself refuses a content type it does not know and drops unknown
+/// keys of content items before it sends, so those cases are the request core's and
+/// `tool_result`'s tests.)
 #[tokio::test]
 async fn an_upstream_tool_result_reaches_the_client_with_every_field() {
     let Some(peers) = Peers::find("an_upstream_tool_result_reaches_the_client") else {

@@ -33,14 +33,6 @@ use std::convert::Infallible;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
-use super::HttpState;
-use super::answer_queue::{self, NotQueued};
-use super::batch::Batcher;
-use super::peer_share::HeldSink;
-use super::sse;
-use crate::fair::PeerSlot;
-use crate::outbound::{Outbound, OutboundKind, Sink};
-use crate::server::StatelessRequest;
 use axum::body::{Body, Bytes};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -50,6 +42,15 @@ use staunch_protocol::stateless::{
     RequestMeta, decode_header_value, expected_name, header_mismatch,
 };
 use staunch_protocol::{ErrorObject, Request, codes};
+
+use super::HttpState;
+use super::answer_queue::{self, NotQueued};
+use super::batch::Batcher;
+use super::peer_share::HeldSink;
+use super::sse;
+use crate::fair::PeerSlot;
+use crate::outbound::{Outbound, OutboundKind, Sink};
+use crate::server::StatelessRequest;
 
 pub(crate) use super::head::VERSION_HEADER;
 const METHOD_HEADER: &str = "mcp-method";
