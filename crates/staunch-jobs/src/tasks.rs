@@ -170,7 +170,7 @@ impl MethodHandler for TaskGet {
     ) -> BoxFuture<'static, Result<Value, ToolError>> {
         let rt = self.0.clone();
         Box::pin(async move {
-            if ctx.is_stateless() {
+            if !ctx.has_session() {
                 return crate::tasks_ext::get(&rt, &ctx, &params).await;
             }
             let id = task_id(&params)?;
@@ -249,7 +249,7 @@ impl MethodHandler for TaskCancel {
     ) -> BoxFuture<'static, Result<Value, ToolError>> {
         let rt = self.0.clone();
         Box::pin(async move {
-            if ctx.is_stateless() {
+            if !ctx.has_session() {
                 return crate::tasks_ext::cancel(&rt, &ctx, &params).await;
             }
             let id = task_id(&params)?;

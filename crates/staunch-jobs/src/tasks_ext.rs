@@ -155,7 +155,7 @@ impl MethodHandler for TaskUpdate {
     ) -> BoxFuture<'static, Result<Value, ToolError>> {
         let rt = self.0.clone();
         Box::pin(async move {
-            if !ctx.is_stateless() {
+            if ctx.has_session() {
                 return Err(rpc(
                     codes::METHOD_NOT_FOUND,
                     "method not found: tasks/update belongs to the 2026-07-28 tasks extension",

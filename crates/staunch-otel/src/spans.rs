@@ -22,7 +22,6 @@ use opentelemetry::{Context, KeyValue};
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::{SdkTracer, Span};
 use serde_json::Value;
-use staunch_server::metrics::Era;
 use staunch_server::protocol::RequestId;
 use staunch_server::trace::{
     AttemptSpan, JobAttempt, RequestEnd, RequestSpan, RequestStart, Tracer,
@@ -113,13 +112,7 @@ impl Tracer for OtelTracer {
         let mut attrs = vec![
             KeyValue::new(attr::METHOD, start.method.to_string()),
             KeyValue::new(attr::REQUEST_ID, id_text(start.request_id)),
-            KeyValue::new(
-                attr::ERA,
-                match start.era {
-                    Era::Session => "2025",
-                    Era::Stateless => "2026",
-                },
-            ),
+            KeyValue::new(attr::ERA, start.era),
         ];
         if let Some(t) = start.tool {
             attrs.push(KeyValue::new(attr::TOOL, t.to_string()));

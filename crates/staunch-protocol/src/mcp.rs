@@ -30,6 +30,11 @@ pub mod methods {
     pub const MESSAGE: &str = "notifications/message";
     /// Request: the stateless era's (2026-07-28) discovery of versions, capabilities and identity.
     pub const SERVER_DISCOVER: &str = "server/discover";
+    /// Request: the stateless era's stream of list changes and resource updates (it replaces
+    /// the session era's GET stream and `resources/subscribe`).
+    pub const SUBSCRIPTIONS_LISTEN: &str = "subscriptions/listen";
+    /// Notification: the first message on a `subscriptions/listen` stream.
+    pub const SUBSCRIPTIONS_ACKNOWLEDGED: &str = "notifications/subscriptions/acknowledged";
 }
 
 /// Name and version of a client or server.

@@ -32,14 +32,6 @@ pub mod keys {
     pub const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
 }
 
-/// Method names that exist only in the stateless era.
-pub mod methods {
-    /// Replaces the GET stream and `resources/subscribe`.
-    pub const SUBSCRIPTIONS_LISTEN: &str = "subscriptions/listen";
-    /// The first message on a `subscriptions/listen` stream.
-    pub const SUBSCRIPTIONS_ACKNOWLEDGED: &str = "notifications/subscriptions/acknowledged";
-}
-
 /// Methods of the session era that the stateless era removed: a 2026-07-28 request for one of
 /// them is answered -32601 (HTTP 404).
 pub const REMOVED_METHODS: &[&str] = &[

@@ -95,7 +95,7 @@ async fn forward(
 ) -> Outcome {
     let (tool, ctx) = (call.tool, call.ctx);
     // A later round of a call parked for its 2026 client's answer goes on where it stopped.
-    let resumed = match ctx.filter(|c| c.is_stateless()) {
+    let resumed = match ctx.filter(|c| c.asks_in_rounds()) {
         Some(ctx) => match pool.lot().take(ctx, tool, &call.args) {
             Ok(resumed) => resumed,
             Err(why) => return Outcome::Failed(why),
@@ -184,7 +184,7 @@ async fn forward_on(
     } = call;
     // A 2026 client answers a session-era upstream's questions in rounds of its own: the call
     // is tracked with a channel for them and parked while the client answers.
-    if let Some(ctx) = ctx.filter(|c| c.is_stateless())
+    if let Some(ctx) = ctx.filter(|c| c.asks_in_rounds())
         && client.era() == Era::Session
     {
         let params = call_params(tool, args.clone(), meta);

@@ -212,7 +212,7 @@ impl Calls {
             Box::pin(async move {
                 let Live { ctx, questions, .. } = owner?;
                 let params = req.params.unwrap_or(Value::Object(Default::default()));
-                if ctx.is_stateless() {
+                if ctx.asks_in_rounds() {
                     // A 2026 client answers questions in input-required rounds, each a new
                     // request, while the upstream waits inside one call: the call puts the
                     // question to its client and parks until the next round brings the answer.

@@ -12,7 +12,7 @@ use std::time::Duration;
 use staunch_client::{
     Client, ConnectOptions, Era, NotificationHandler, PendingRequest, StderrMode,
 };
-use staunch_protocol::stateless::methods::SUBSCRIPTIONS_LISTEN;
+use staunch_protocol::mcp::methods::SUBSCRIPTIONS_LISTEN;
 use staunch_server::Metrics;
 use tokio::time::Instant;
 

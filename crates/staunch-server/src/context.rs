@@ -18,7 +18,6 @@ use std::time::Duration;
 
 use serde_json::Value;
 use staunch_protocol::mcp::{LoggingLevel, LoggingMessageParams, methods};
-use staunch_protocol::stateless::missing_capability;
 use staunch_protocol::{ErrorObject, RequestId, notification_bytes, request_bytes};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -26,11 +25,11 @@ use tokio_util::sync::{
     CancellationToken, WaitForCancellationFuture, WaitForCancellationFutureOwned,
 };
 
+use crate::codec::Peer;
 use crate::conn::{Conn, RequestKey};
 use crate::error::ToolError;
 use crate::input::{Rounds, capability_for};
 use crate::outbound::{Outbound, OutboundKind};
-use crate::peer::Peer;
 use crate::progress::Progress;
 
 /// State one request's handler shares with the runtime.
@@ -194,10 +193,19 @@ impl Context {
             .event(&self.shared.conn.log_label, &self.shared.id, event);
     }
 
-    /// Whether the request was made in the stateless era (2026-07-28): no session; closing its
-    /// stream cancels it; questions to the client are input-required rounds.
-    pub fn is_stateless(&self) -> bool {
-        self.shared.peer.is_stateless()
+    /// Whether the request belongs to a session (the session era, 2025): tasks are the
+    /// session's, log messages can reach the session after the request. A request without one
+    /// (2026-07-28) carries everything in its own `_meta` and is cancelled by closing its
+    /// stream.
+    pub fn has_session(&self) -> bool {
+        self.shared.peer.has_session()
+    }
+
+    /// Whether the client answers this request's questions (elicitation, sampling, roots) in
+    /// input-required rounds — a new request of its own, which carries the answers — rather
+    /// than answering a request of the server's while this one waits (see [`Context::ask`]).
+    pub fn asks_in_rounds(&self) -> bool {
+        self.shared.peer.asks_in_rounds()
     }
 
     /// Whether the request was cancelled (by the client, its session closing, or its deadline).
@@ -367,7 +375,7 @@ impl Context {
     /// has no session, and gets nothing. Returns whether it was sent. For a proxy telling the
     /// client that work it cancelled went on elsewhere.
     pub fn log_to_session(&self, level: LoggingLevel, logger: &str, data: Value) -> bool {
-        if self.shared.peer.is_stateless() || !self.logs_at(level) {
+        if !self.shared.peer.has_session() || !self.logs_at(level) {
             return false;
         }
         let params = LoggingMessageParams {
@@ -488,20 +496,7 @@ impl Context {
             if let Some(cap) = capability_for(method)
                 && !self.shared.peer.has_capability(cap)
             {
-                // The stateless era has a code for it (-32021, `requiredCapabilities`); the
-                // session era has none, and a protocol error there tells the model nothing:
-                // it gets a tool error it can read and pass on.
-                if !self.shared.peer.is_stateless() {
-                    return Err(ToolError::Tool(format!(
-                        "this tool needs to ask the user ({method}), but the client did not \
-                         declare the `{cap}` capability when it connected; use a client that \
-                         supports {cap}, or do without this tool"
-                    )));
-                }
-                return Err(ToolError::Rpc(missing_capability(
-                    cap,
-                    &format!("this request needs to send {method}"),
-                )));
+                return Err(self.shared.peer.missing_capability(cap, method));
             }
         }
         if let Some(rounds) = &self.shared.rounds {
@@ -523,10 +518,10 @@ impl Context {
                 Ok(answers)
             };
         }
-        if self.shared.peer.is_stateless() {
+        if self.shared.peer.asks_in_rounds() {
             return Err(ToolError::Rpc(ErrorObject::internal(
                 "this request cannot ask the client for input (only tools/call, prompts/get and \
-                 resources/read can, in the stateless era)",
+                 resources/read can ask in input-required rounds)",
             )));
         }
         let calls = questions
@@ -542,7 +537,7 @@ impl Context {
     /// and waits for its answer; gives up (and tells the client) if this request is cancelled.
     /// In the stateless era this is [`Context::ask`] (an input-required round).
     pub async fn request_client(&self, method: &str, params: Value) -> Result<Value, ToolError> {
-        if self.shared.peer.is_stateless() {
+        if self.shared.peer.asks_in_rounds() {
             return self.ask(None, method, params).await;
         }
         let conn = &self.shared.conn;

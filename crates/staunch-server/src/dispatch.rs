@@ -1,62 +1,36 @@
-//! Routing one request to what serves it, in the era it was made in.
+//! Routing one request to what serves it.
 //!
 //! The session handles `initialize` and `logging/setLevel` (they change the session) before it
-//! gets here. Everything else is routed the same way in both eras, with these differences:
-//! `ping` exists only in the session era; `server/discover` and `subscriptions/listen` only in
-//! the stateless era, which answers the session era's removed methods with -32601; a stateless
-//! `tools/call`, `prompts/get` or `resources/read` can ask the client for input in rounds; the
-//! session era's tasks (2025-11-25) are negotiated only with a session; the stateless era's
-//! tasks extension (SEP-2663) per request, from `clientCapabilities.extensions`, and it has
-//! no `tasks/result` or `tasks/list` (-32601).
+//! gets here. The request's era was decided where it came in: its [`Peer`](crate::codec::Peer) refuses the methods
+//! its era does not have ([`Peer::admits`](crate::codec::Peer::admits)), says whether a `tools/call`, `prompts/get` or
+//! `resources/read` can ask the client for input in rounds ([`Peer::asks_in_rounds`](crate::codec::Peer::asks_in_rounds)), and
+//! whether tasks are negotiated with a session (2025-11-25 tasks) or declared per request
+//! (the tasks extension, SEP-2663, from `clientCapabilities.extensions`). Everything else is
+//! routed the same way whatever the era.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 use staunch_protocol::mcp::{CallToolParams, CallToolResult, methods};
-use staunch_protocol::stateless::{REMOVED_METHODS, keys, methods as stateless, result_type};
-use staunch_protocol::{ErrorObject, Request, codes, version};
+use staunch_protocol::{ErrorObject, Request, codes};
 
+use crate::codec::discover;
 use crate::error::ToolError;
 use crate::fingerprint::Fingerprint;
 use crate::input::{Binding, Rounds};
 use crate::listen;
-use crate::peer::Peer;
 use crate::request::{self, Make, Origin, Work};
 use crate::shared::ServerInner;
 use crate::tool::{Shape, TASKS_EXTENSION, declares_tasks, missing_tasks_extension};
 
-/// Methods of the session era's tasks that the tasks extension removed (the result is inlined
-/// in `tasks/get`; there is no listing).
-const TASKS_REMOVED: &[&str] = &["tasks/result", "tasks/list"];
-
 /// Routes `req`; answers it inline or starts it in its own task. Never blocks.
 pub(crate) fn dispatch(server: &Arc<ServerInner>, origin: &Origin, mut req: Request) {
-    let stateless = origin.peer.is_stateless();
+    if let Err(e) = origin.peer.admits(&req.method) {
+        request::answer_now(server, origin, &req, Err(e));
+        return;
+    }
     let method = req.method.as_str();
-    if stateless && REMOVED_METHODS.contains(&method) {
-        let e = ErrorObject::new(
-            codes::METHOD_NOT_FOUND,
-            format!(
-                "method not found: {method} was removed in protocol {} (stateless requests need \
-                 no initialize, ping or logging/setLevel; use subscriptions/listen for updates)",
-                version::STATELESS
-            ),
-        );
-        request::answer_now(server, origin, &req, Err(e));
-        return;
-    }
-    if stateless && TASKS_REMOVED.contains(&method) {
-        let e = ErrorObject::new(
-            codes::METHOD_NOT_FOUND,
-            format!(
-                "method not found: {method} does not exist in the {TASKS_EXTENSION} extension \
-                 (tasks/get inlines the result)"
-            ),
-        );
-        request::answer_now(server, origin, &req, Err(e));
-        return;
-    }
     match method {
         methods::PING => request::answer_now(server, origin, &req, Ok(json!({}))),
         methods::TOOLS_LIST => {
@@ -64,20 +38,14 @@ pub(crate) fn dispatch(server: &Arc<ServerInner>, origin: &Origin, mut req: Requ
             request::answer_now(server, origin, &req, Ok(list));
         }
         methods::SERVER_DISCOVER => {
-            let outcome = if stateless {
-                Ok(discover(server))
-            } else {
-                Err(ErrorObject::invalid_params(format!(
-                    "server/discover is a {} request: send it with _meta[\"{}\"] and _meta[\"{}\"] \
-                     (or send initialize for a session)",
-                    version::STATELESS,
-                    keys::PROTOCOL_VERSION,
-                    keys::CLIENT_CAPABILITIES
-                )))
-            };
-            request::answer_now(server, origin, &req, outcome);
+            let found = discover(
+                &server.capabilities,
+                &server.extensions,
+                server.instructions.as_deref(),
+            );
+            request::answer_now(server, origin, &req, Ok(found));
         }
-        stateless::SUBSCRIPTIONS_LISTEN if stateless => {
+        methods::SUBSCRIPTIONS_LISTEN => {
             let hub = server.listen.clone();
             let caps = server.capabilities.clone();
             let tasks_offered = server.extensions.contains_key(TASKS_EXTENSION);
@@ -133,33 +101,6 @@ pub(crate) fn dispatch(server: &Arc<ServerInner>, origin: &Origin, mut req: Requ
     }
 }
 
-/// The `server/discover` result (stateless era): versions, capabilities, identity.
-fn discover(server: &ServerInner) -> Value {
-    let mut caps = server.capabilities.clone();
-    // The session era's tasks capability is negotiated at initialize; it is never advertised
-    // next to the stateless era's (the tasks extension lives under `extensions`).
-    caps.remove("tasks");
-    if !server.extensions.is_empty() {
-        let ext = caps
-            .entry("extensions")
-            .or_insert_with(|| Value::Object(Map::new()));
-        if let Value::Object(ext) = ext {
-            ext.extend(server.extensions.clone());
-        }
-    }
-    let mut out = Map::new();
-    out.insert(
-        "supportedVersions".into(),
-        json!(version::STATELESS_SUPPORTED),
-    );
-    out.insert("capabilities".into(), Value::Object(caps));
-    if let Some(i) = &server.instructions {
-        out.insert("instructions".into(), i.clone().into());
-    }
-    out.insert("resultType".into(), result_type::COMPLETE.into());
-    Value::Object(out)
-}
-
 fn name_of(req: &Request) -> Arc<str> {
     let p = req.params.as_ref();
     p.and_then(|p| p.get("name").or_else(|| p.get("uri")))
@@ -168,7 +109,7 @@ fn name_of(req: &Request) -> Arc<str> {
         .into()
 }
 
-/// The input-required rounds of a stateless request that may have them.
+/// The input-required rounds of a request that may have them.
 /// `args_fingerprint` is the arguments' [`Fingerprint`] when the caller has it already (a
 /// tool call computes it once for the log and for the binding).
 fn input_rounds(
@@ -179,7 +120,7 @@ fn input_rounds(
     name: impl FnOnce() -> Arc<str>,
     args_fingerprint: Option<Fingerprint>,
 ) -> Result<Option<Rounds>, ErrorObject> {
-    if !origin.peer.is_stateless() {
+    if !origin.peer.asks_in_rounds() {
         return Ok(None);
     }
     // The methods that have rounds, as names the binding keeps without a copy.
@@ -223,31 +164,27 @@ fn tool_call_work(
     // The binding fingerprints the arguments as sent (`null` when absent), the log `{}`.
     let sent_arguments = p.arguments.is_some();
     let args = Value::Object(p.arguments.unwrap_or_default());
-    // Once for both users: the log's `args_fingerprint` and a stateless call's binding of its
-    // input rounds (SHA-256 of the arguments; computing it twice was 7 % of a 2026 call).
-    let stateless = origin.peer.is_stateless();
+    // Once for both users: the log's `args_fingerprint` and the binding of a call's input
+    // rounds (SHA-256 of the arguments; computing it twice was 7 % of a call with rounds).
+    let asks_in_rounds = origin.peer.asks_in_rounds();
     let log = server.log.enabled();
-    let computed = (log || stateless).then(|| Fingerprint::of(&args));
-    // The binding needs it for a stateless call whose arguments were sent; the log always.
+    let computed = (log || asks_in_rounds).then(|| Fingerprint::of(&args));
+    // The binding needs it for a call with rounds whose arguments were sent; the log always.
     let (fingerprint, binding) = match computed {
-        Some(f) if stateless && sent_arguments => (log.then_some(f), Some(f)),
+        Some(f) if asks_in_rounds && sent_arguments => (log.then_some(f), Some(f)),
         f => (f.filter(|_| log), None),
     };
-    let rounds = if stateless {
-        input_rounds(
-            server,
-            origin,
-            req,
-            methods::TOOLS_CALL,
-            || entry.name.clone(),
-            binding,
-        )?
-    } else {
-        None
-    };
-    // Tasks (2025-11-25): negotiated per session; a server that does not declare them, or a
-    // stateless request, ignores the `task` field.
-    let tasks_declared = matches!(origin.peer, Peer::Session(_))
+    let rounds = input_rounds(
+        server,
+        origin,
+        req,
+        methods::TOOLS_CALL,
+        || entry.name.clone(),
+        binding,
+    )?;
+    // Tasks (2025-11-25) are negotiated with a session; a server that does not declare them,
+    // or a request without a session, ignores the `task` field.
+    let tasks_declared = origin.peer.has_session()
         && server
             .capabilities
             .get("tasks")
@@ -256,7 +193,8 @@ fn tool_call_work(
             .and_then(|t| t.get("requests")?.get("tools")?.get("call"))
             .is_some();
     let support = entry.spec.task_support();
-    if origin.peer.is_stateless()
+    // The tasks extension is declared per request, by a request without a session.
+    if !origin.peer.has_session()
         && support != "forbidden"
         && server.extensions.contains_key(TASKS_EXTENSION)
     {

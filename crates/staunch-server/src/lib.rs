@@ -25,6 +25,7 @@
 
 mod answer_relay;
 mod changes;
+mod codec;
 mod config;
 mod conn;
 mod context;
@@ -38,7 +39,6 @@ mod lifecycle;
 pub mod listen;
 pub mod metrics;
 mod outbound;
-mod peer;
 mod progress;
 mod reason;
 mod redact;

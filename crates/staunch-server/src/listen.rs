@@ -11,7 +11,8 @@
 //! completion result first (graceful closure).
 
 use serde_json::{Map, Value, json};
-use staunch_protocol::stateless::{keys, methods as stateless};
+use staunch_protocol::mcp::methods;
+use staunch_protocol::stateless::keys;
 use tokio::sync::broadcast;
 
 use crate::changes::{Change, ListenHub};
@@ -168,7 +169,7 @@ pub(crate) async fn listen(
     let mut rx = hub.subscribe();
     let mut ack = Map::new();
     ack.insert("notifications".into(), filter.honoured());
-    ctx.notify(stateless::SUBSCRIPTIONS_ACKNOWLEDGED, tag(ack));
+    ctx.notify(methods::SUBSCRIPTIONS_ACKNOWLEDGED, tag(ack));
     loop {
         let change = tokio::select! {
             biased;

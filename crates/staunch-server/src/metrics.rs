@@ -42,32 +42,6 @@ use prometheus_client::registry::Registry;
 /// The media type of the exposition.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
-/// Which protocol era a request came in.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Era {
-    /// 2025-xx: a session (stdio or HTTP).
-    Session,
-    /// 2026-07-28: a stateless request.
-    Stateless,
-}
-
-impl Era {
-    pub(crate) fn of(peer: &crate::peer::Peer) -> Era {
-        if peer.is_stateless() {
-            Era::Stateless
-        } else {
-            Era::Session
-        }
-    }
-
-    fn label(self) -> &'static str {
-        match self {
-            Era::Session => "2025",
-            Era::Stateless => "2026",
-        }
-    }
-}
-
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ToolEra {
     tool: String,
@@ -306,8 +280,8 @@ impl Metrics {
         Self(Some(Arc::new(f)))
     }
 
-    /// A request was admitted.
-    pub fn request_started(&self, tool: &str, era: Era) {
+    /// A request was admitted. `era` is the label of the request's era (`2025`, `2026`).
+    pub fn request_started(&self, tool: &str, era: &'static str) {
         if let Some(f) = &self.0 {
             f.in_flight.get_or_create(&tool_era(tool, era)).inc();
         }
@@ -318,7 +292,7 @@ impl Metrics {
     pub fn request_ended(
         &self,
         tool: &str,
-        era: Era,
+        era: &'static str,
         outcome: &'static str,
         after_cancel: Option<Duration>,
         progress: (u64, u64),
@@ -335,7 +309,7 @@ impl Metrics {
 
     /// A request answered without being admitted (busy, duplicate id): counted, never in
     /// flight.
-    pub fn request_answered(&self, tool: &str, era: Era, outcome: &'static str) {
+    pub fn request_answered(&self, tool: &str, era: &'static str, outcome: &'static str) {
         if let Some(f) = &self.0 {
             f.count(tool, era, outcome);
         }
@@ -343,7 +317,7 @@ impl Metrics {
 
     /// A request answered inline (cheap methods, and every unknown method): counted under its
     /// method while fewer than 64 distinct ones were seen, as `other` after that.
-    pub fn request_answered_inline(&self, method: &str, era: Era, outcome: &'static str) {
+    pub fn request_answered_inline(&self, method: &str, era: &'static str, outcome: &'static str) {
         let Some(f) = &self.0 else { return };
         let known = {
             let mut seen = f.inline_methods.lock().unwrap_or_else(|p| p.into_inner());
@@ -500,21 +474,21 @@ impl Metrics {
 }
 
 impl Families {
-    fn count(&self, tool: &str, era: Era, outcome: &'static str) {
+    fn count(&self, tool: &str, era: &'static str, outcome: &'static str) {
         self.requests
             .get_or_create(&ToolEraOutcome {
                 tool: tool.to_owned(),
-                era: era.label(),
+                era,
                 outcome,
             })
             .inc();
     }
 }
 
-fn tool_era(tool: &str, era: Era) -> ToolEra {
+fn tool_era(tool: &str, era: &'static str) -> ToolEra {
     ToolEra {
         tool: tool.to_owned(),
-        era: era.label(),
+        era,
     }
 }
 
@@ -537,8 +511,8 @@ mod tests {
     #[tokio::test]
     async fn disabled_metrics_collect_nothing() {
         let m = Metrics::disabled();
-        m.request_started("echo", Era::Session);
-        m.request_ended("echo", Era::Session, "ok", None, (1, 2));
+        m.request_started("echo", "2025");
+        m.request_ended("echo", "2025", "ok", None, (1, 2));
         drop(m.sse_stream_opened());
         assert_eq!(m.scrape().await, "");
     }
@@ -546,18 +520,18 @@ mod tests {
     #[tokio::test]
     async fn hooks_show_up_in_the_exposition() {
         let m = Metrics::enabled();
-        m.request_started("slow_count", Era::Stateless);
-        m.request_started("slow_count", Era::Stateless);
+        m.request_started("slow_count", "2026");
+        m.request_started("slow_count", "2026");
         m.request_ended(
             "slow_count",
-            Era::Stateless,
+            "2026",
             "cancelled",
             Some(Duration::from_millis(3)),
             (5, 7),
         );
-        m.request_answered("echo", Era::Session, "rejected");
+        m.request_answered("echo", "2025", "rejected");
         for i in 0..200 {
-            m.request_answered_inline(&format!("made/up/{i}"), Era::Session, "error");
+            m.request_answered_inline(&format!("made/up/{i}"), "2025", "error");
         }
         let guard = m.sse_stream_opened();
         m.sse_resume(true);

@@ -15,6 +15,7 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use crate::changes::{Change, ListenHub};
+use crate::codec::{AnswerKeys, Peer};
 use crate::config::Config;
 use crate::conn::Conn;
 use crate::context::Context;
@@ -23,7 +24,6 @@ use crate::input::StateKey;
 use crate::lifecycle::LifecycleLog;
 use crate::metrics::Metrics;
 use crate::outbound::Sink;
-use crate::peer::Peer;
 use crate::registry::{CancelReason, Registry};
 use crate::request::{self, Origin};
 use crate::session::Session;
@@ -257,7 +257,7 @@ impl Server {
         let conn = Conn::with_principal(label, sink, principal.map(Arc::from));
         let origin = Origin {
             conn: conn.clone(),
-            peer: Peer::Stateless(Arc::new(meta)),
+            peer: Peer::standalone(meta),
             eager,
         };
         let id = req.id.clone();
@@ -461,8 +461,11 @@ impl ServerBuilder {
         let instance_tag = tag.iter().map(|b| format!("{b:02x}")).collect();
         Server {
             inner: Arc::new(ServerInner {
-                server_info_json: serde_json::to_vec(&server_info_value).unwrap_or_default(),
-                server_info_value,
+                answer_keys: AnswerKeys {
+                    server_info_json: serde_json::to_vec(&server_info_value).unwrap_or_default(),
+                    server_info: server_info_value,
+                    list_ttl_ms: self.config.list_ttl_ms,
+                },
                 instance_tag,
                 registry: Registry::default(),
                 state_key: self.state_key.unwrap_or_else(StateKey::random),

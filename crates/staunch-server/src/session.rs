@@ -16,7 +16,6 @@ use serde_json::{Value, json};
 use staunch_protocol::mcp::{
     CancelledParams, InitializeParams, InitializeResult, SetLevelParams, methods,
 };
-use staunch_protocol::stateless::{RequestMeta, has_stateless_meta};
 use staunch_protocol::{
     ErrorObject, Message, Notification, Request, Response, codes, notification_bytes,
     parse_message, version,
@@ -26,10 +25,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::answer_relay::AnswerRelay;
 use crate::changes::Change;
+use crate::codec::{Peer, SessionFacts};
 use crate::conn::Conn;
 use crate::dispatch::{dispatch, parse_params};
 use crate::outbound::{Outbound, OutboundKind, Sink};
-use crate::peer::{Peer, SessionFacts};
 use crate::registry::{CancelReason, CancelResult};
 use crate::request::{self, Origin};
 use crate::shared::ServerInner;
@@ -206,11 +205,21 @@ impl SessionInner {
         }
     }
 
-    fn on_request(&self, req: Request, eager: bool) {
-        if has_stateless_meta(req.params.as_ref()) {
-            return self.on_stateless_request(req, eager);
+    fn on_request(&self, mut req: Request, eager: bool) {
+        // The era of this request, decided here once: a stateless-era request is served on
+        // this connection in its own terms (its `_meta`), cancelled by `notifications/cancelled`.
+        let peer = match Peer::of_request(&mut req, &self.facts) {
+            Ok(peer) => peer,
+            Err(e) => {
+                // Answered even though its `_meta` is unusable.
+                let origin = self.origin(Peer::Session(self.facts.clone()), eager);
+                return request::answer_now(&self.server, &origin, &req, Err(e));
+            }
+        };
+        let origin = self.origin(peer, eager);
+        if !origin.peer.has_session() {
+            return dispatch(&self.server, &origin, req);
         }
-        let origin = self.origin(Peer::Session(self.facts.clone()), eager);
         if self.facts.lock().closed {
             let e = ErrorObject::new(codes::INVALID_REQUEST, "the session is closed");
             return request::answer_now(&self.server, &origin, &req, Err(e));
@@ -228,22 +237,6 @@ impl SessionInner {
                 request::answer_now(&self.server, &origin, &req, outcome);
             }
             _ => dispatch(&self.server, &origin, req),
-        }
-    }
-
-    /// A stateless-era request on this connection (stdio speaks both eras): validated against
-    /// its own `_meta`, answered on this connection, cancelled by `notifications/cancelled`.
-    fn on_stateless_request(&self, mut req: Request, eager: bool) {
-        match RequestMeta::take_from(&mut req.params).and_then(|m| m.check_version().map(|()| m)) {
-            Ok(meta) => {
-                let origin = self.origin(Peer::Stateless(Arc::new(meta)), eager);
-                dispatch(&self.server, &origin, req);
-            }
-            Err(e) => {
-                // Answered in the request's own terms even though its _meta is unusable.
-                let origin = self.origin(Peer::Session(self.facts.clone()), eager);
-                request::answer_now(&self.server, &origin, &req, Err(e));
-            }
         }
     }
 

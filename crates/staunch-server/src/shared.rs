@@ -50,10 +50,8 @@ pub(crate) struct ServerInner {
     pub(crate) metrics: Metrics,
     /// Span hooks (a no-op unless enabled).
     pub(crate) traces: crate::trace::Traces,
-    /// `serverInfo` as JSON, for every stateless result's `_meta`.
-    pub(crate) server_info_value: Value,
-    /// The same, serialised (stateless results write it as it is).
-    pub(crate) server_info_json: Vec<u8>,
+    /// What the server writes into the answers of an era that asks for it.
+    pub(crate) answer_keys: crate::codec::AnswerKeys,
     /// Tells this process's stateless requests apart in the lifecycle log.
     pub(crate) instance_tag: String,
 }

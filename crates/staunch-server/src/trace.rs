@@ -19,8 +19,6 @@ use std::time::SystemTime;
 use serde_json::Value;
 use staunch_protocol::RequestId;
 
-use crate::metrics::Era;
-
 /// Makes spans. Implemented outside this crate (`staunch-otel`).
 pub trait Tracer: Send + Sync + 'static {
     /// A request started (or was answered or refused at once; then `end` follows directly).
@@ -41,8 +39,9 @@ pub struct RequestStart<'a> {
     /// A short hash of the HTTP session's id ([`crate::session_hash`]); never the id itself
     /// (a credential). `None` for stdio and stateless requests.
     pub session_hash: Option<&'a str>,
-    /// Which protocol era the request belongs to.
-    pub era: Era,
+    /// The request's protocol era: `2025` (a session) or `2026` (stateless), as the metrics
+    /// label it.
+    pub era: &'static str,
     /// The negotiated (2025) or declared (2026-07-28) protocol version.
     pub protocol_version: Option<&'a str>,
     /// The request's `params._meta`, where `traceparent`/`tracestate` travel.
@@ -156,7 +155,7 @@ pub(crate) struct RequestStartOwned<'a> {
     pub(crate) tool: Option<&'a str>,
     pub(crate) request_id: &'a RequestId,
     pub(crate) session_hash: Option<&'a str>,
-    pub(crate) era: Era,
+    pub(crate) era: &'static str,
     pub(crate) protocol_version: Option<String>,
     pub(crate) meta: Option<&'a Value>,
 }

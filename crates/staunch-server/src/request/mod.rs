@@ -14,8 +14,7 @@
 //! - [`answer_now`] answers cheap methods inline, logged like the rest.
 //!
 //! A request needs no session: it needs a connection to answer on ([`Conn`]) and what it knows
-//! about its client ([`Peer`]). Results of stateless requests are finished here for their era
-//! ([`respond`]): `resultType`, `serverInfo` in `_meta`, caching hints, the era's error codes.
+//! about its client ([`Peer`]), which also writes its answer for its era ([`respond`]).
 
 mod answer;
 mod cancel;
@@ -39,13 +38,12 @@ pub(crate) use answer::{Answer, Make};
 pub(crate) use cancel::{cancel, cancel_conn, cancel_everything, cancel_quietly};
 pub(crate) use respond::respond;
 
+use crate::codec::Peer;
 use crate::conn::{Conn, RequestKey};
 use crate::context::{Context, RequestShared};
 use crate::error::ToolError;
 use crate::fingerprint::Fingerprint;
 use crate::input::Rounds;
-use crate::metrics::Era;
-use crate::peer::Peer;
 use crate::progress::Progress;
 use crate::registry::{CancelReason, Slot};
 use crate::shared::ServerInner;
@@ -177,7 +175,7 @@ pub(crate) fn start(server: &Arc<ServerInner>, origin: &Origin, mut req: Request
     let metric_tool = work.tool.as_deref().unwrap_or(&req.method);
     server
         .metrics
-        .request_started(metric_tool, Era::of(&origin.peer));
+        .request_started(metric_tool, origin.peer.era_label());
     let version = origin.peer.protocol_version();
     server.log.event(
         &origin.conn.log_label,
@@ -277,7 +275,7 @@ pub(crate) fn answer_now(
     };
     server
         .metrics
-        .request_answered_inline(&req.method, Era::of(&origin.peer), ok.as_str());
+        .request_answered_inline(&req.method, origin.peer.era_label(), ok.as_str());
     if let Some(span) = server
         .traces
         .request(|| span_start(origin, req, None, version.as_deref().map(str::to_owned)))
@@ -324,7 +322,7 @@ fn reject(
     let metric_tool = work.tool.as_deref().unwrap_or(&req.method);
     server.metrics.request_answered(
         metric_tool,
-        Era::of(&origin.peer),
+        origin.peer.era_label(),
         Outcome::Rejected.as_str(),
     );
     if let Some(span) = server.traces.request(|| {
@@ -480,7 +478,7 @@ async fn run(
     let progress = shared.progress.stats();
     server.metrics.request_ended(
         end.tool.as_deref().unwrap_or(&end.method),
-        Era::of(&shared.peer),
+        shared.peer.era_label(),
         outcome.as_str(),
         stop_latency,
         (progress.sent, progress.coalesced),

@@ -7,7 +7,6 @@ use staunch_protocol::Request;
 use tokio::time::Instant;
 
 use super::Origin;
-use crate::metrics::Era;
 use crate::trace::{CancelSeen, RequestEnd, RequestSpan, RequestStartOwned};
 
 /// What a request span starts with (called only when spans are on).
@@ -23,7 +22,7 @@ pub(super) fn span_start<'a>(
         request_id: &req.id,
         // The hash the lifecycle log uses, never the session id (a credential).
         session_hash: origin.conn.owns_work.then_some(&*origin.conn.log_label),
-        era: Era::of(&origin.peer),
+        era: origin.peer.era_label(),
         protocol_version,
         meta: req.params.as_ref().and_then(|p| p.get("_meta")),
     }

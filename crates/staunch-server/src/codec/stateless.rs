@@ -1,0 +1,169 @@
+//! The stateless era (2026-07-28): a request's own `_meta`, the methods the era removed, and
+//! how its answers are finished.
+//!
+//! A result gets `resultType` (`complete` unless the handler set one), the server's identity
+//! in `_meta["io.modelcontextprotocol/serverInfo"]` and, for cacheable methods,
+//! `ttlMs`/`cacheScope` (SEP-2549) unless the handler set them; "resource not found" is -32602
+//! (SEP-2164) where it was -32002 before.
+
+use serde_json::{Map, Value, json};
+use staunch_protocol::mcp::{CallToolResult, methods};
+use staunch_protocol::stateless::{
+    REMOVED_METHODS, RequestMeta, TASKS_EXTENSION, has_stateless_meta, keys, result_type,
+};
+use staunch_protocol::{ErrorObject, Request, RequestId, codes, result_response_bytes, version};
+
+use super::AnswerKeys;
+use crate::error::ToolError;
+
+/// Methods of the session era's tasks that the tasks extension removed (the result is inlined
+/// in `tasks/get`; there is no listing).
+const TASKS_REMOVED: &[&str] = &["tasks/result", "tasks/list"];
+
+/// The request's own `_meta`, taken out of its params, when it names a protocol version;
+/// an error when it does so wrongly (a version not served, a key missing).
+pub(super) fn read_meta(req: &mut Request) -> Result<Option<RequestMeta>, ErrorObject> {
+    if !has_stateless_meta(req.params.as_ref()) {
+        return Ok(None);
+    }
+    let meta = RequestMeta::take_from(&mut req.params)?;
+    meta.check_version()?;
+    Ok(Some(meta))
+}
+
+/// The session era's methods this era removed, and the tasks methods its extension removed.
+pub(super) fn admits(method: &str) -> Result<(), ErrorObject> {
+    if REMOVED_METHODS.contains(&method) {
+        return Err(ErrorObject::new(
+            codes::METHOD_NOT_FOUND,
+            format!(
+                "method not found: {method} was removed in protocol {} (stateless requests need \
+                 no initialize, ping or logging/setLevel; use subscriptions/listen for updates)",
+                version::STATELESS
+            ),
+        ));
+    }
+    if TASKS_REMOVED.contains(&method) {
+        return Err(ErrorObject::new(
+            codes::METHOD_NOT_FOUND,
+            format!(
+                "method not found: {method} does not exist in the {TASKS_EXTENSION} extension \
+                 (tasks/get inlines the result)"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The `server/discover` result: versions, capabilities (with `extensions`, the extensions
+/// this era's requests can declare), instructions.
+pub(crate) fn discover(
+    capabilities: &Map<String, Value>,
+    extensions: &Map<String, Value>,
+    instructions: Option<&str>,
+) -> Value {
+    let mut caps = capabilities.clone();
+    // The session era's tasks capability is negotiated at initialize; it is never advertised
+    // next to this era's (the tasks extension lives under `extensions`).
+    caps.remove("tasks");
+    if !extensions.is_empty() {
+        let ext = caps
+            .entry("extensions")
+            .or_insert_with(|| Value::Object(Map::new()));
+        if let Value::Object(ext) = ext {
+            ext.extend(extensions.clone());
+        }
+    }
+    let mut out = Map::new();
+    out.insert(
+        "supportedVersions".into(),
+        json!(version::STATELESS_SUPPORTED),
+    );
+    out.insert("capabilities".into(), Value::Object(caps));
+    if let Some(i) = instructions {
+        out.insert("instructions".into(), i.into());
+    }
+    out.insert("resultType".into(), result_type::COMPLETE.into());
+    Value::Object(out)
+}
+
+/// Methods whose results carry caching hints, with the server's default hint.
+fn cache_hint(keys: &AnswerKeys, method: &str) -> Option<(u64, &'static str)> {
+    match method {
+        "tools/list"
+        | "prompts/list"
+        | "resources/list"
+        | "resources/templates/list"
+        | "server/discover" => Some((keys.list_ttl_ms, "public")),
+        // Contents may change at any time and may depend on who asks.
+        "resources/read" => Some((0, "private")),
+        _ => None,
+    }
+}
+
+/// A tool result's response. A result without `_meta` of its own (nearly all) is serialised
+/// once, then `"_meta":{serverInfo},"resultType":"complete"` is written before its closing
+/// brace — what [`finish_result`] makes of it, without building a value.
+pub(super) fn tool_result_bytes(
+    answer_keys: &AnswerKeys,
+    id: &RequestId,
+    r: &CallToolResult,
+) -> Vec<u8> {
+    if r.meta.is_none() {
+        let mut out = result_response_bytes(id, r);
+        // `{"jsonrpc":"2.0","id":…,"result":{…}}`: the result object's brace is the last but
+        // one.
+        if out.ends_with(b"}}") {
+            let tail = out.split_off(out.len() - 2);
+            out.extend_from_slice(b",\"_meta\":{\"");
+            out.extend_from_slice(keys::SERVER_INFO.as_bytes());
+            out.extend_from_slice(b"\":");
+            out.extend_from_slice(&answer_keys.server_info_json);
+            out.extend_from_slice(b"},\"resultType\":\"");
+            out.extend_from_slice(result_type::COMPLETE.as_bytes());
+            out.push(b'"');
+            out.extend_from_slice(&tail);
+            return out;
+        }
+    }
+    // A result with `_meta` of its own (not reachable otherwise for a serialised struct).
+    let mut v = serde_json::to_value(r).unwrap_or_default();
+    finish_result(answer_keys, methods::TOOLS_CALL, &mut v);
+    result_response_bytes(id, &v)
+}
+
+/// Adds what this era's results carry and the handler did not set.
+pub(super) fn finish_result(answer_keys: &AnswerKeys, method: &str, v: &mut Value) {
+    let Value::Object(obj) = v else { return };
+    obj.entry("resultType")
+        .or_insert_with(|| Value::from(result_type::COMPLETE));
+    let complete = obj.get("resultType").and_then(Value::as_str) == Some(result_type::COMPLETE);
+    if complete && let Some((ttl, scope)) = cache_hint(answer_keys, method) {
+        obj.entry("ttlMs").or_insert_with(|| Value::from(ttl));
+        obj.entry("cacheScope")
+            .or_insert_with(|| Value::from(scope));
+    }
+    let meta = obj
+        .entry("_meta")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if let Value::Object(meta) = meta {
+        meta.entry(keys::SERVER_INFO)
+            .or_insert_with(|| answer_keys.server_info.clone());
+    }
+}
+
+/// "Resource not found" is invalid params in this era.
+pub(super) fn error(mut e: ErrorObject) -> ErrorObject {
+    if e.code == codes::RESOURCE_NOT_FOUND {
+        e.code = codes::INVALID_PARAMS;
+    }
+    e
+}
+
+/// This era has a code for it (-32021, `requiredCapabilities`).
+pub(super) fn missing_capability(cap: &str, method: &str) -> ToolError {
+    ToolError::Rpc(staunch_protocol::stateless::missing_capability(
+        cap,
+        &format!("this request needs to send {method}"),
+    ))
+}
