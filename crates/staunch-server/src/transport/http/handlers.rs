@@ -1,6 +1,7 @@
-//! The MCP endpoint: reads and admits each request (Host/Origin, auth, body, limits), then
-//! POST and DELETE here, GET in `get`, `initialize` in its module. Every failure is an HTTP
-//! status with a JSON-RPC error body (id null) that says what to do.
+//! The MCP endpoint: reads each request, puts it through the admission checks of
+//! [`super::admit`] in their order, then serves it — POST and DELETE here, GET in `get`,
+//! `initialize` in its module, a request without a session in `stateless`. Every refusal is
+//! an HTTP status with a JSON-RPC error body that says what to do.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -11,9 +12,10 @@ use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, Method, Request, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use staunch_protocol::stateless::has_stateless_meta;
-use staunch_protocol::{ErrorObject, Message, codes, parse_message, version};
+use staunch_protocol::{Message, codes};
 
 use super::HttpState;
+use super::admit::{self, AnswerForm, Refusal};
 use super::auth::Identity;
 use super::get::get;
 use super::head::{Head, PeerAddr};
@@ -209,44 +211,24 @@ async fn post(
     identity: Option<&Identity>,
     peer: Option<std::net::IpAddr>,
 ) -> Response {
-    if !head.json_body {
-        return error(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            codes::INVALID_REQUEST,
-            "Content-Type must be application/json",
-        );
+    match admit_and_serve(state, headers, head, body, identity, peer).await {
+        Ok(answer) => answer,
+        Err(refusal) => *refusal,
     }
-    let msg = match parse_message(&body) {
-        Ok(m) => m,
-        Err(e) => {
-            tracing::warn!(error = %e, "malformed POST body");
-            let body = String::from_utf8_lossy(&e.to_response_bytes()).into_owned();
-            return (
-                StatusCode::BAD_REQUEST,
-                [(header::CONTENT_TYPE, "application/json")],
-                body,
-            )
-                .into_response();
-        }
-    };
-    if let (Some(auth), Some(identity), Message::Request(r)) = (&state.auth, identity, &msg)
-        && r.method == "tools/call"
-        && let Some(tool) = r
-            .params
-            .as_ref()
-            .and_then(|p| p.get("name"))
-            .and_then(serde_json::Value::as_str)
-        && let Some(refusal) = auth.check_tool(
-            &state.server,
-            identity,
-            tool,
-            &r.id,
-            &headers,
-            &state.cfg.endpoint,
-        )
-    {
-        return refusal;
-    }
+}
+
+/// A POST through the checks of [`admit`] in their order, then served: `Err` is a refusal.
+async fn admit_and_serve(
+    state: Arc<HttpState>,
+    headers: HeaderMap,
+    head: Head,
+    body: Bytes,
+    identity: Option<&Identity>,
+    peer: Option<std::net::IpAddr>,
+) -> Result<Response, Refusal> {
+    admit::json_body(&head)?;
+    let msg = admit::message(&body)?;
+    admit::tool_permitted(&state, identity, &msg, &headers)?;
     let principal = identity.map(|i| i.principal.clone());
     // The era, per request: the stateless era's `_meta` (whatever else the request carries), or
     // a stateless client's headers; everything else is session traffic.
@@ -255,65 +237,26 @@ async fn post(
         _ => head.stateless_client(),
     };
     if stateless {
-        return match msg {
-            Message::Request(req) => {
-                // A request whose answer can only be a stream, from a client that does not
-                // accept one: refused at once, before it takes a slot (it would otherwise wait,
-                // silent, until the client gave up).
-                if !head.accept.sse && stateless::answers_only_as_a_stream(&req.method) {
-                    return sse::error_answer(
-                        StatusCode::NOT_ACCEPTABLE,
-                        Some(&req.id),
-                        &ErrorObject::new(
-                            codes::INVALID_REQUEST,
-                            format!(
-                                "{} answers with a stream: Accept must include text/event-stream",
-                                req.method
-                            ),
-                        ),
-                    );
-                }
-                // The peer's share of the in-flight slots (a session's is checked in the core).
-                let slot = match peer_share::admit(
-                    &state.server.inner,
-                    principal.as_deref(),
-                    peer,
-                    &req.id,
-                ) {
-                    Ok(slot) => slot,
-                    Err(refusal) => return *refusal,
-                };
-                let sse_ok = head.accept.sse;
-                // Held for as long as the request runs: only what it needs.
-                drop((head, body));
-                stateless::post(state, headers, req, sse_ok, principal, slot).await
-            }
-            _ => stateless::not_a_request(),
+        let Message::Request(req) = msg else {
+            return Err(Box::new(stateless::not_a_request()));
         };
+        admit::stream_accepted(&head, &req, stateless::answers_only_as_a_stream)?;
+        // The peer's share of the in-flight slots (a session's is checked in the core).
+        let slot = peer_share::admit(&state.server.inner, principal.as_deref(), peer, &req.id)?;
+        let sse_ok = head.accept.sse;
+        // Held for as long as the request runs: only what it needs.
+        drop((head, body));
+        return Ok(stateless::post(state, headers, req, sse_ok, principal, slot).await);
     }
-    if let Some(v) = head.protocol_version()
-        && !version::is_supported(v)
-    {
-        return error(
-            StatusCode::BAD_REQUEST,
-            codes::INVALID_REQUEST,
-            &format!(
-                "unsupported MCP-Protocol-Version {v:?}; supported: {} with a session, {} \
-                 stateless",
-                version::SUPPORTED.join(", "),
-                version::STATELESS_SUPPORTED.join(", ")
-            ),
-        );
-    }
+    admit::protocol_version(&head)?;
     if let Message::Request(r) = &msg
         && r.method == "initialize"
     {
-        return initialize(state, msg, principal, peer).await;
+        return Ok(initialize(state, msg, principal, peer).await);
     }
-    let session = match find_session(&state, &head, principal.as_deref()).await {
-        Ok(s) => s,
-        Err(r) => return r,
-    };
+    let session = find_session(&state, &head, principal.as_deref())
+        .await
+        .map_err(Box::new)?;
     if !matches!(&msg, Message::Notification(n) if n.method == "notifications/initialized") {
         session.mark_used();
     }
@@ -321,46 +264,32 @@ async fn post(
         Message::Request(r) => r.id.clone(),
         _ => {
             session.session().handle(msg);
-            return StatusCode::ACCEPTED.into_response();
+            return Ok(StatusCode::ACCEPTED.into_response());
         }
     };
-    if let Err(busy) = state.batcher.admit().await {
-        return store_behind(busy);
-    }
-    let accept = head.accept;
-    if !accept.sse {
-        if accept.json || accept.absent {
-            return json_answer(&state, &session, msg, req_id).await;
-        }
-        return error(
-            StatusCode::NOT_ACCEPTABLE,
-            codes::INVALID_REQUEST,
-            "Accept must include application/json and text/event-stream",
-        );
-    }
-    if session.open_connections() >= state.cfg.max_streams_per_session {
-        return error(
-            StatusCode::TOO_MANY_REQUESTS,
-            codes::SERVER_BUSY,
-            &format!(
-                "too many open streams in this session (limit {}); wait for calls to finish",
-                state.cfg.max_streams_per_session
-            ),
-        );
-    }
+    state
+        .batcher
+        .admit()
+        .await
+        .map_err(|busy| Box::new(store_behind(busy)))?;
+    let or_plain = match admit::answer_form(&head)? {
+        AnswerForm::Json => return Ok(json_answer(&state, &session, msg, req_id).await),
+        AnswerForm::Stream { or_plain } => or_plain,
+    };
+    admit::stream_room(&session, state.cfg.max_streams_per_session)?;
     if !state.cfg.always_sse
-        && accept.json
+        && or_plain
         && matches!(&msg, Message::Request(r) if super::plain::answer_plainly(&state.server, r))
     {
-        return super::plain::answer(&state, &session, msg, req_id).await;
+        return Ok(super::plain::answer(&state, &session, msg, req_id).await);
     }
     let Ok((stream_id, rx)) = session.open_request_stream(&req_id, Durability::Stored) else {
-        return sse::already_in_flight(&req_id);
+        return Err(Box::new(sse::already_in_flight(&req_id)));
     };
     let guard = session.connection_guard();
     session.session().handle(msg);
     state.server.metrics().http_answer("stream");
-    sse::request_stream(&state, stream_id, None, rx, guard)
+    Ok(sse::request_stream(&state, stream_id, None, rx, guard))
 }
 
 /// The event store is too far behind to take a new request (see [`super::batch`]).

@@ -25,6 +25,7 @@
 //! `batch` (the write-behind queue), `peer_share` (stateless in-flight shares per peer).
 
 mod accept;
+mod admit;
 mod answer_queue;
 pub mod auth;
 mod batch;
