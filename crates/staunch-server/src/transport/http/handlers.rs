@@ -3,9 +3,7 @@
 //! `initialize` in its module, a request without a session in `stateless`. Every refusal is
 //! an HTTP status with a JSON-RPC error body that says what to do.
 
-use std::future::Future;
 use std::sync::Arc;
-use std::task::Poll;
 
 use axum::body::{Body, Bytes};
 use axum::extract::State;
@@ -62,7 +60,7 @@ where
     } = parts;
     drop((uri, extensions));
     let head = Head::read(&headers);
-    if let Some(denied) = check_host_and_origin(&state, &head) {
+    if let Some(denied) = admit::host_and_origin(&state, &head) {
         return denied;
     }
     // Auth (when on) before anything else: every request, in every era, carries its token.
@@ -76,7 +74,7 @@ where
     let principal = identity.as_ref().map(|i| i.principal.as_str());
     match method {
         Method::POST => {
-            let body = match read_body(&state, body).await {
+            let body = match admit::body(&state, body).await {
                 Ok(b) => b,
                 Err(r) => return r,
             };
@@ -99,83 +97,13 @@ where
     }
 }
 
-/// The request body, within the size limit and the body-read timeout (hyper has a timer for
-/// the head only).
-async fn read_body<B>(state: &HttpState, body: B) -> Result<Bytes, Response>
-where
-    B: hyper::body::Body<Data = Bytes>,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-{
-    let limit = state.cfg.max_body_bytes;
-    let collect = async {
-        http_body_util::BodyExt::collect(http_body_util::Limited::new(body, limit))
-            .await
-            .map(http_body_util::Collected::to_bytes)
-    };
-    let mut read = std::pin::pin!(collect);
-    // A small body usually arrived with its head: take it without arming the timer (a timer
-    // entry is a lock and a wheel insert and removal, ~1.6k instructions per request).
-    let ready = std::future::poll_fn(|cx| Poll::Ready(read.as_mut().poll(cx))).await;
-    let read = match ready {
-        Poll::Ready(r) => Ok(r),
-        Poll::Pending => tokio::time::timeout(state.cfg.body_read_timeout, read).await,
-    };
-    match read {
-        Ok(Ok(b)) => Ok(b),
-        Ok(Err(e)) => {
-            let e: &(dyn std::error::Error + 'static) = &*e;
-            let too_large = std::iter::successors(Some(e), |e| e.source())
-                .any(|e| e.is::<http_body_util::LengthLimitError>());
-            if too_large {
-                tracing::warn!(limit, "request refused: body too large");
-                Err(error(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    codes::INVALID_REQUEST,
-                    &format!("request body larger than {limit} bytes (--max-message-bytes)"),
-                ))
-            } else {
-                Err(error(
-                    StatusCode::BAD_REQUEST,
-                    codes::INVALID_REQUEST,
-                    "the request body could not be read",
-                ))
-            }
-        }
-        Err(_) => {
-            tracing::warn!("request refused: body not received in time");
-            Err(error(
-                StatusCode::REQUEST_TIMEOUT,
-                codes::INVALID_REQUEST,
-                &format!(
-                    "request body not received within {} ms (--body-read-timeout-ms)",
-                    state.cfg.body_read_timeout.as_millis()
-                ),
-            ))
-        }
-    }
-}
-
-fn check_host_and_origin(state: &HttpState, head: &Head) -> Option<Response> {
-    state
-        .cfg
-        .allow
-        .judge(
-            head.hosts,
-            head.host.as_ref(),
-            head.origins,
-            head.origin.as_ref(),
-        )
-        .err()
-        .map(|refusal| refusal.answer(head.host.as_ref(), head.origin.as_ref()))
-}
-
 /// The RFC 9728 protected-resource metadata (served only with auth on).
 pub(crate) async fn resource_metadata(
     State(state): State<Arc<HttpState>>,
     method: Method,
     headers: HeaderMap,
 ) -> Response {
-    if let Some(denied) = check_host_and_origin(&state, &Head::read(&headers)) {
+    if let Some(denied) = admit::host_and_origin(&state, &Head::read(&headers)) {
         return denied;
     }
     let Some(auth) = &state.auth else {
