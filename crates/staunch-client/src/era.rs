@@ -31,21 +31,13 @@ impl EraChoice {
     /// From a `--protocol` value: `auto`, a session-era version (`2025-11-25`, …) or a
     /// stateless one (`2026-07-28`). The session version to propose comes back with it.
     pub fn parse(s: &str) -> Result<(Self, Option<String>), String> {
-        let s = s.trim();
-        if s.eq_ignore_ascii_case("auto") {
-            return Ok((Self::Auto, None));
-        }
-        if staunch_protocol::version::is_stateless_supported(s) {
-            return Ok((Self::Stateless, None));
-        }
-        if staunch_protocol::version::is_supported(s) {
-            return Ok((Self::Session, Some(s.to_string())));
-        }
-        Err(format!(
-            "unknown protocol {s:?}: use auto, {} or {}",
-            staunch_protocol::version::SUPPORTED.join(", "),
-            staunch_protocol::version::STATELESS_SUPPORTED.join(", ")
-        ))
+        Ok(match staunch_protocol::version::parse_choice(s)? {
+            None => (Self::Auto, None),
+            Some(v) if staunch_protocol::version::is_stateless_supported(v) => {
+                (Self::Stateless, None)
+            }
+            Some(v) => (Self::Session, Some(v.to_string())),
+        })
     }
 }
 

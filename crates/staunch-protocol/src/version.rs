@@ -58,6 +58,28 @@ pub fn is_stateless_supported(v: &str) -> bool {
     STATELESS_SUPPORTED.contains(&v)
 }
 
+/// A choice of protocol as a user writes it (`--protocol`, `protocol = …`): `auto` (`None`:
+/// let the client find the newest both sides speak) or a version served in either era. The
+/// error names what is accepted.
+pub fn parse_choice(s: &str) -> Result<Option<&'static str>, String> {
+    let s = s.trim();
+    if s.eq_ignore_ascii_case("auto") {
+        return Ok(None);
+    }
+    match SUPPORTED
+        .iter()
+        .chain(STATELESS_SUPPORTED)
+        .find(|v| **v == s)
+    {
+        Some(v) => Ok(Some(v)),
+        None => Err(format!(
+            "unknown protocol {s:?}: use auto, {} or {}",
+            SUPPORTED.join(", "),
+            STATELESS_SUPPORTED.join(", ")
+        )),
+    }
+}
+
 /// Whether `v` names a session-era revision (served or not).
 pub fn is_session_era(v: &str) -> bool {
     SESSION_ERA.contains(&v)
@@ -72,6 +94,17 @@ pub fn at_least(v: &str, min: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_protocol_choice_is_auto_or_a_version_served() {
+        assert_eq!(parse_choice(" Auto "), Ok(None));
+        assert_eq!(parse_choice("2025-11-25"), Ok(Some("2025-11-25")));
+        assert_eq!(parse_choice(STATELESS), Ok(Some(STATELESS)));
+        // Named as a session-era revision, but not served.
+        let why = parse_choice("2024-11-05").unwrap_err();
+        assert!(why.contains("\"2024-11-05\"") && why.contains(LATEST) && why.contains(STATELESS));
+        assert!(parse_choice("latest").is_err());
+    }
 
     #[test]
     fn answers_in_the_clients_version_when_supported() {

@@ -278,24 +278,12 @@ pub(crate) fn upstreams(
             .and_then(|s| shape(s, f("default_shape"), errors))
             .unwrap_or(Shape::Quick);
         let protocol = u_ref.protocol.as_ref().and_then(|p| {
-            let v = p.get_ref().trim();
-            if v == "auto" {
-                None
-            } else if staunch_server::protocol::version::is_supported(v)
-                || staunch_server::protocol::version::is_stateless_supported(v)
-            {
-                Some(v.to_string())
-            } else {
-                errors.at(
-                    p.span(),
-                    f("protocol"),
-                    format!(
-                        "unknown protocol {v:?}: use auto, {} or {}",
-                        staunch_server::protocol::version::SUPPORTED.join(", "),
-                        staunch_server::protocol::version::STATELESS_SUPPORTED.join(", ")
-                    ),
-                );
-                None
+            match staunch_server::protocol::version::parse_choice(p.get_ref()) {
+                Ok(choice) => choice.map(str::to_string),
+                Err(why) => {
+                    errors.at(p.span(), f("protocol"), why);
+                    None
+                }
             }
         });
         let kill_after_cancel = grace(
