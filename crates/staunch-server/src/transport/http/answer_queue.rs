@@ -1,5 +1,6 @@
-//! A stateless request's messages on their way to its response: a bounded queue from the
-//! request core to the one task that writes the response.
+//! A request's messages on their way to the connection that writes them: a bounded queue
+//! from one sender to one receiver (a stateless request's response, and a session stream's
+//! live connection, [`super::live`]).
 //!
 //! A tokio channel would do, but it allocates its state and its first block of 32 slots when it
 //! is made — about 1 KiB, held by every request in flight, most of which send nothing until
@@ -23,6 +24,8 @@ struct Shared<T> {
     state: Mutex<State<T>>,
     /// Wakes the receiver (a permit is kept when it is not waiting yet).
     queued: Notify,
+    /// Wakes a sender waiting for room ([`Sender::send`]).
+    room: Notify,
     capacity: usize,
 }
 
@@ -56,6 +59,7 @@ pub(crate) fn queue<T>(capacity: usize) -> (Sender<T>, Receiver<T>) {
             receiver_gone: false,
         }),
         queued: Notify::new(),
+        room: Notify::new(),
         capacity: capacity.max(1),
     });
     (Sender(shared.clone()), Receiver(shared))
@@ -78,9 +82,35 @@ impl<T> Sender<T> {
         Ok(())
     }
 
+    /// Queues `item`, waiting while the queue is full; `false` (the item dropped) when the
+    /// receiver is gone.
+    pub(crate) async fn send(&self, item: T) -> bool {
+        loop {
+            let room = self.0.room.notified();
+            {
+                let mut st = self.0.lock();
+                if st.receiver_gone {
+                    return false;
+                }
+                if st.items.len() < self.0.capacity {
+                    st.items.push_back(item);
+                    drop(st);
+                    self.0.queued.notify_one();
+                    return true;
+                }
+            }
+            room.await;
+        }
+    }
+
     /// How many messages the queue holds at most.
     pub(crate) fn capacity(&self) -> usize {
         self.0.capacity
+    }
+
+    /// The receiver is gone.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.0.lock().receiver_gone
     }
 }
 
@@ -100,6 +130,8 @@ impl<T> Receiver<T> {
             {
                 let mut st = self.0.lock();
                 if let Some(item) = st.items.pop_front() {
+                    drop(st);
+                    self.0.room.notify_one();
                     return Some(item);
                 }
                 if st.sender_gone {
@@ -113,9 +145,12 @@ impl<T> Receiver<T> {
 
 impl<T> Drop for Receiver<T> {
     fn drop(&mut self) {
-        let mut st = self.0.lock();
-        st.receiver_gone = true;
-        st.items.clear();
+        {
+            let mut st = self.0.lock();
+            st.receiver_gone = true;
+            st.items.clear();
+        }
+        self.0.room.notify_one();
     }
 }
 
@@ -170,5 +205,37 @@ mod tests {
         assert!(gave_up.is_err());
         tx.try_send(7).unwrap();
         assert_eq!(rx.recv().await, Some(7));
+    }
+
+    #[tokio::test]
+    async fn a_sender_waits_for_room_and_gives_up_when_the_receiver_goes() {
+        let (tx, mut rx) = queue(1);
+        assert!(tx.send(1).await);
+        let tx = std::sync::Arc::new(tx);
+        let waiting = tokio::spawn({
+            let tx = tx.clone();
+            async move { tx.send(2).await }
+        });
+        tokio::task::yield_now().await;
+        assert!(!waiting.is_finished(), "the queue is full: the send waits");
+        assert_eq!(rx.recv().await, Some(1));
+        assert!(
+            waiting.await.unwrap(),
+            "room made: the waiting send went in"
+        );
+        assert_eq!(rx.recv().await, Some(2));
+
+        assert!(tx.send(3).await);
+        let blocked = tokio::spawn({
+            let tx = tx.clone();
+            async move { tx.send(4).await }
+        });
+        tokio::task::yield_now().await;
+        drop(rx);
+        assert!(
+            !blocked.await.unwrap(),
+            "the receiver went: the send gives up"
+        );
+        assert!(tx.is_closed());
     }
 }

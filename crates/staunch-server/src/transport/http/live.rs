@@ -1,13 +1,14 @@
 //! The channel from a stream's writer to the connection that carries it live: [`channel`]
 //! makes one, [`LiveTx`] offers events and [`LiveRx`] takes them in order.
 //!
-//! The items travel boxed. tokio allocates a block of 32 slots when a channel is made, and
-//! every in-flight request holds a channel while its handler works: 32 slots of a 48-byte
-//! [`SseItem`] are 1.5 KiB per waiting request, 32 pointers are 256 bytes. The price is one
-//! small allocation per message sent, and most streams carry one.
+//! Built on [`super::answer_queue`], not a tokio channel: every 2025 request answered on a
+//! stream holds one while its handler works, and a tokio channel allocates its shared state
+//! and a first block of 32 slots when it is made (about 1 KiB per waiting request), where
+//! this queue allocates on its first message.
 
 use axum::body::Bytes;
-use tokio::sync::mpsc;
+
+use super::answer_queue::{self, NotQueued, Receiver, Sender};
 
 /// What a live connection receives.
 #[derive(Debug)]
@@ -22,13 +23,12 @@ pub(crate) enum SseItem {
 
 /// A bounded channel of `backlog` items (at least one).
 pub(crate) fn channel(backlog: usize) -> (LiveTx, LiveRx) {
-    let (tx, rx) = mpsc::channel(backlog.max(1));
+    let (tx, rx) = answer_queue::queue(backlog);
     (LiveTx(tx), LiveRx(rx))
 }
 
 /// The writer's end.
-#[derive(Debug, Clone)]
-pub(crate) struct LiveTx(mpsc::Sender<Box<SseItem>>);
+pub(crate) struct LiveTx(Sender<SseItem>);
 
 /// Why [`LiveTx::try_send`] refused an item.
 #[derive(Debug, PartialEq, Eq)]
@@ -42,15 +42,15 @@ pub(crate) enum Refused {
 impl LiveTx {
     /// Queues `item` without waiting.
     pub(crate) fn try_send(&self, item: SseItem) -> Result<(), Refused> {
-        self.0.try_send(Box::new(item)).map_err(|e| match e {
-            mpsc::error::TrySendError::Closed(_) => Refused::Closed,
-            mpsc::error::TrySendError::Full(_) => Refused::Full,
+        self.0.try_send(item).map_err(|e| match e {
+            NotQueued::Closed => Refused::Closed,
+            NotQueued::Full => Refused::Full,
         })
     }
 
     /// Queues `item`, waiting for room; `false` when the connection is gone.
     pub(crate) async fn send(&self, item: SseItem) -> bool {
-        self.0.send(Box::new(item)).await.is_ok()
+        self.0.send(item).await
     }
 
     /// The connection is gone.
@@ -60,18 +60,17 @@ impl LiveTx {
 
     /// The backlog it was made with.
     pub(crate) fn max_capacity(&self) -> usize {
-        self.0.max_capacity()
+        self.0.capacity()
     }
 }
 
 /// The connection's end.
-#[derive(Debug)]
-pub(crate) struct LiveRx(mpsc::Receiver<Box<SseItem>>);
+pub(crate) struct LiveRx(Receiver<SseItem>);
 
 impl LiveRx {
-    /// The next item; `None` once every sender is gone and the queue is empty.
+    /// The next item; `None` once the sender is gone and the queue is empty.
     pub(crate) async fn recv(&mut self) -> Option<SseItem> {
-        self.0.recv().await.map(|item| *item)
+        self.0.recv().await
     }
 }
 
@@ -101,16 +100,10 @@ mod tests {
         ));
         assert!(tx.send(SseItem::Close).await);
         assert!(matches!(rx.recv().await, Some(SseItem::Close)));
+        assert!(!tx.is_closed());
         drop(rx);
         assert!(tx.is_closed());
         assert_eq!(tx.try_send(SseItem::Close), Err(Refused::Closed));
         assert_eq!(tx.max_capacity(), 2);
-    }
-
-    #[test]
-    fn boxing_makes_a_slot_smaller_than_the_item() {
-        // What the boxing is for: tokio's first block holds 32 slots per channel. If the item
-        // ever shrank to a pointer's size, the box would only add an allocation per message.
-        assert!(std::mem::size_of::<SseItem>() > 4 * std::mem::size_of::<Box<SseItem>>());
     }
 }
