@@ -36,10 +36,14 @@
 //                                     text `Hello, NAME!` (`Hello, stranger!` if declined);
 //                                     each call is recorded as a step under tag `greet`
 //                                     (slow_count_status {tag: "greet"}: how often it ran).
-//   rich {result}                  -> answers with `result` itself as its tool result, as
+//   rich {result, progress?}       -> answers with `result` itself as its tool result, as
 //                                     given: annotations, _meta, structuredContent, keys of
 //                                     later protocol versions (what a proxy must pass on
 //                                     unchanged; the SDK itself refuses unknown content types).
+//                                     First, if the request carried a progressToken, one
+//                                     notifications/progress per object in `progress`, with
+//                                     that object's fields beside progressToken and
+//                                     progress (1, 2, …): _meta and unknown keys.
 //   slow_count_status {tag?}       -> {"tag","steps","last_step_unix_ms"} as
 //                                     structuredContent and JSON text: did the work
 //                                     go on after a cancel?
@@ -184,9 +188,23 @@ function buildServer() {
     'rich',
     {
       description: 'Answer with the given object as the tool result, every field as given',
-      inputSchema: { result: z.record(z.string(), z.unknown()) },
+      inputSchema: {
+        result: z.record(z.string(), z.unknown()),
+        progress: z.array(z.record(z.string(), z.unknown())).optional(),
+      },
     },
-    async ({ result }) => result,
+    async ({ result, progress }, extra) => {
+      const progressToken = extra._meta?.progressToken;
+      if (progressToken !== undefined) {
+        for (const [i, fields] of (progress ?? []).entries()) {
+          await extra.sendNotification({
+            method: 'notifications/progress',
+            params: { ...fields, progressToken, progress: i + 1 },
+          });
+        }
+      }
+      return result;
+    },
   );
 
   const prompt = (name) =>

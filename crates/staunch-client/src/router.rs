@@ -12,7 +12,7 @@ use foldhash::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 use staunch_protocol::mcp::{ProgressParams, ProgressToken, methods};
 use staunch_protocol::{ErrorObject, Message, RequestId, codes, error_response_bytes};
 use tokio::sync::{mpsc, oneshot};
@@ -45,6 +45,8 @@ pub struct Progress {
     pub total: Option<f64>,
     /// What is happening.
     pub message: Option<String>,
+    /// Every other field of the notification's params (`_meta`, fields of later revisions).
+    pub extra: Map<String, Value>,
     /// When it arrived.
     pub at: Instant,
 }
@@ -289,6 +291,7 @@ impl Router {
                                     progress: p.progress,
                                     total: p.total,
                                     message: p.message,
+                                    extra: p.extra,
                                     at,
                                 });
                             }

@@ -115,6 +115,10 @@ pub struct ProgressParams {
     /// A sentence on what is happening.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// Every other field the notification carried (`_meta`, fields of later revisions), kept
+    /// so that a proxy passes them on.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
 }
 
 /// Writes whole numbers as integers (`3`, not `3.0`): shorter, and what clients expect.
@@ -422,6 +426,7 @@ mod tests {
             progress: 3.0,
             total: Some(10.0),
             message: None,
+            extra: Map::new(),
         };
         assert_eq!(
             serde_json::to_string(&p).unwrap(),
@@ -433,6 +438,17 @@ mod tests {
                 .unwrap()
                 .contains("\"progress\":2.5")
         );
+    }
+
+    #[test]
+    fn a_progress_notification_keeps_the_fields_it_carries() {
+        let sent = json!({
+            "progressToken": "t", "progress": 1, "message": "m",
+            "_meta": {"x.example/step": "download"}, "x.example/later": [1, 2]
+        });
+        let p: ProgressParams = serde_json::from_value(sent.clone()).unwrap();
+        assert_eq!(p.extra.len(), 2, "{:?}", p.extra);
+        assert_eq!(serde_json::to_value(&p).unwrap(), sent);
     }
 
     #[test]

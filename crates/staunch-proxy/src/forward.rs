@@ -439,7 +439,7 @@ impl ToolHandler for ForwardTool {
                 as_task: this.as_task,
             };
             let outcome = forward(&this.pool, call, move |p: &Progress| {
-                progress_ctx.progress(p.progress, p.total, p.message.clone())
+                progress_ctx.progress_with(p.progress, p.total, p.message.clone(), p.extra.clone())
             })
             .await;
             match outcome {

@@ -16,7 +16,7 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 use staunch_protocol::mcp::{LoggingLevel, LoggingMessageParams, methods};
 use staunch_protocol::{ErrorObject, RequestId, notification_bytes, request_bytes};
 use tokio::task::JoinHandle;
@@ -285,7 +285,23 @@ impl Context {
     /// increase are dropped; a flood is coalesced to the latest value; nothing is sent after
     /// the response or after a cancel.
     pub fn progress(&self, progress: f64, total: Option<f64>, message: Option<String>) {
-        self.shared.progress.report(progress, total, message);
+        self.shared
+            .progress
+            .report(progress, total, message, Map::new());
+    }
+
+    /// [`Context::progress`] with more fields in the notification's params (`_meta`, or
+    /// fields staunch does not know), as a proxy passes on what its upstream sent. The
+    /// protocol's own fields (`progressToken`, `progress`, `total`, `message`) are the
+    /// arguments'; a coalesced value takes its fields with it.
+    pub fn progress_with(
+        &self,
+        progress: f64,
+        total: Option<f64>,
+        message: Option<String>,
+        extra: Map<String, Value>,
+    ) {
+        self.shared.progress.report(progress, total, message, extra);
     }
 
     /// Sends a notification on this request's stream (stdio: in order with its other

@@ -7,6 +7,8 @@
 //! cancel) drops it.
 
 use std::sync::{Arc, Mutex};
+
+use serde_json::{Map, Value};
 use tokio::time::Instant;
 
 use staunch_protocol::mcp::{ProgressParams, ProgressToken, methods};
@@ -75,6 +77,7 @@ impl Progress {
         progress: f64,
         total: Option<f64>,
         message: Option<String>,
+        extra: Map<String, Value>,
     ) {
         let Some(token) = &self.token else { return };
         let mut st = self.lock();
@@ -95,6 +98,7 @@ impl Progress {
             waiting.progress = progress;
             waiting.total = total;
             waiting.message = message;
+            waiting.extra = extra;
             state.stats.coalesced += 1;
             return;
         }
@@ -103,6 +107,7 @@ impl Progress {
             progress,
             total,
             message,
+            extra,
         };
         self.refill(&mut st);
         if st.pending.is_none() && st.tokens >= 1.0 {
@@ -236,7 +241,7 @@ mod tests {
     #[tokio::test]
     async fn no_token_sends_nothing() {
         let (p, sink) = progress(RATE, false);
-        p.report(1.0, None, None);
+        p.report(1.0, None, None, Map::new());
         p.finish();
         assert!(sink.0.lock().unwrap().is_empty());
     }
@@ -245,7 +250,7 @@ mod tests {
     async fn a_burst_passes_unchanged() {
         let (p, sink) = progress(RATE, true);
         for i in 1..=5 {
-            p.report(f64::from(i), Some(5.0), None);
+            p.report(f64::from(i), Some(5.0), None, Map::new());
         }
         assert_eq!(*sink.0.lock().unwrap(), vec![1.0, 2.0, 3.0, 4.0, 5.0]);
         assert_eq!(p.stats().coalesced, 0);
@@ -255,7 +260,7 @@ mod tests {
     async fn values_that_do_not_increase_are_dropped() {
         let (p, sink) = progress(RATE, true);
         for v in [1.0, 1.0, 0.5, 2.0, f64::NAN, 2.0] {
-            p.report(v, None, None);
+            p.report(v, None, None, Map::new());
         }
         assert_eq!(*sink.0.lock().unwrap(), vec![1.0, 2.0]);
         assert_eq!(p.stats().rejected_not_increasing, 4);
@@ -265,7 +270,7 @@ mod tests {
     async fn a_flood_is_coalesced_to_the_latest_value() {
         let (p, sink) = progress(RATE, true);
         for i in 1..=10_000 {
-            p.report(f64::from(i), None, None);
+            p.report(f64::from(i), None, None, Map::new());
         }
         // The burst went out; everything else waits, coalesced.
         assert_eq!(sink.0.lock().unwrap().len(), 5);
@@ -280,12 +285,12 @@ mod tests {
     async fn finish_flushes_pending_and_nothing_follows() {
         let (p, sink) = progress(RATE, true);
         for i in 1..=8 {
-            p.report(f64::from(i), None, None);
+            p.report(f64::from(i), None, None, Map::new());
         }
         p.finish();
         assert_eq!(*sink.0.lock().unwrap().last().unwrap(), 8.0);
         let n = sink.0.lock().unwrap().len();
-        p.report(9.0, None, None);
+        p.report(9.0, None, None, Map::new());
         tokio::time::sleep(Duration::from_secs(1)).await;
         assert_eq!(sink.0.lock().unwrap().len(), n);
     }
@@ -294,7 +299,7 @@ mod tests {
     async fn close_drops_pending() {
         let (p, sink) = progress(RATE, true);
         for i in 1..=8 {
-            p.report(f64::from(i), None, None);
+            p.report(f64::from(i), None, None, Map::new());
         }
         p.close();
         tokio::time::sleep(Duration::from_secs(1)).await;

@@ -722,6 +722,58 @@ async fn an_upstream_tool_result_reaches_the_client_with_every_field() {
     );
 }
 
+/// An upstream's progress notifications reach the client with every field they carried
+/// (`_meta`, keys staunch does not know), under the client's own token, in both eras.
+#[tokio::test]
+async fn upstream_progress_reaches_the_client_with_every_field() {
+    let Some(peers) = Peers::find("upstream_progress_reaches_the_client_with_every_field") else {
+        return;
+    };
+    let proxy = proxy_to_a_2025_upstream(&peers, "10m", &[]).await;
+    let sent = json!([
+        {"_meta": {"x.example/step": "fetch"}, "message": "fetching", "total": 2},
+        {"x.example/later": [1, 2], "_meta": {"x.example/step": "store"}}
+    ]);
+    let args = json!({"result": {"content": [{"type": "text", "text": "done"}]}, "progress": sent});
+    // The fields the upstream added, each notification's own; the token is the client's.
+    let extras = |notes: &[Value]| -> Vec<Value> {
+        notes
+            .iter()
+            .filter(|n| n["method"] == "notifications/progress")
+            .map(|n| {
+                let mut p = n["params"].clone();
+                let token = p.as_object_mut().and_then(|o| o.remove("progressToken"));
+                assert_eq!(token, Some(json!("client-token")), "{n}");
+                p
+            })
+            .collect()
+    };
+    let want = json!([
+        {"_meta": {"x.example/step": "fetch"}, "message": "fetching", "total": 2, "progress": 1},
+        {"x.example/later": [1, 2], "_meta": {"x.example/step": "store"}, "progress": 2}
+    ]);
+
+    let sid = proxy.initialize().await;
+    let msg = call(json!(1), "rich", args.clone(), Some(json!("client-token")));
+    let (notes, answer) = proxy
+        .post(Some(&sid), &msg)
+        .await
+        .answer(Duration::from_secs(30))
+        .await;
+    assert_eq!(answer["result"]["content"][0]["text"], "done", "{answer}");
+    assert_eq!(Value::from(extras(&notes)), want, "2025 session: {notes:?}");
+
+    let mut params = json!({"name": "rich", "arguments": args});
+    params["_meta"] = json!({"progressToken": "client-token"});
+    let (notes, answer) = proxy
+        .post_stateless(&stateless(json!(2), "tools/call", params))
+        .await
+        .answer(Duration::from_secs(30))
+        .await;
+    assert_eq!(answer["result"]["content"][0]["text"], "done", "{answer}");
+    assert_eq!(Value::from(extras(&notes)), want, "2026-07-28: {notes:?}");
+}
+
 /// A 2026-07-28 `greet` call from a client that declares elicitation, with `extra` params
 /// (`inputResponses`, `requestState`).
 fn greet_2026(id: &str, extra: Value) -> Value {
