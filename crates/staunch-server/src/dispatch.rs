@@ -1,12 +1,12 @@
 //! Routing one request to what serves it.
 //!
 //! The session handles `initialize` and `logging/setLevel` (they change the session) before it
-//! gets here. The request's era was decided where it came in: its [`Peer`](crate::codec::Peer) refuses the methods
-//! its era does not have ([`Peer::admits`](crate::codec::Peer::admits)), says whether a `tools/call`, `prompts/get` or
-//! `resources/read` can ask the client for input in rounds ([`Peer::asks_in_rounds`](crate::codec::Peer::asks_in_rounds)), and
-//! whether tasks are negotiated with a session (2025-11-25 tasks) or declared per request
-//! (the tasks extension, SEP-2663, from `clientCapabilities.extensions`). Everything else is
-//! routed the same way whatever the era.
+//! gets here. The request's era was decided where it came in, and its peer
+//! ([`crate::codec::Peer`]) answers what the era changes: it refuses the methods its era does
+//! not have (`admits`), says whether a `tools/call`, `prompts/get` or `resources/read` can ask
+//! the client for input in rounds (`asks_in_rounds`), and whether tasks are negotiated with a
+//! session (2025-11-25 tasks) or declared per request (the tasks extension, SEP-2663, from
+//! `clientCapabilities.extensions`). Everything else is routed the same way whatever the era.
 
 use std::sync::Arc;
 use std::time::Duration;
