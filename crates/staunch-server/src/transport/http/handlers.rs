@@ -26,10 +26,14 @@ use super::sse::{self, error};
 use super::{peer_share, stateless};
 use crate::registry::CancelReason;
 
-/// The MCP endpoint as an axum handler (the router that tests and extra routes use).
-pub(crate) async fn endpoint(State(state): State<Arc<HttpState>>, req: Request<Body>) -> Response {
+/// The MCP endpoint as an axum handler (the router that tests and extra routes use); a plain
+/// function for the reason [`serve_endpoint`] gives.
+pub(crate) fn endpoint(
+    State(state): State<Arc<HttpState>>,
+    req: Request<Body>,
+) -> impl Future<Output = Response> + Send + 'static {
     let peer = req.extensions().get::<PeerAddr>().map(|p| p.0);
-    serve_endpoint(state, req, peer).await
+    serve_endpoint(state, req, peer)
 }
 
 /// The MCP endpoint: [`super::accept::serve`] calls it directly for the endpoint's path (no
