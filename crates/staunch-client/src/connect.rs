@@ -100,7 +100,7 @@ pub(crate) async fn handshake(
                 None => Err(e),
                 Some(why) => {
                     tracing::debug!(reason = %why, "falling back to initialize");
-                    client.inner().enter_session(None);
+                    enter_session(client, None);
                     initialize(client, opts, Some(why)).await
                 }
             },
@@ -119,15 +119,14 @@ fn wait_opts(limit: std::time::Duration) -> CallOptions {
 
 async fn discover(client: &Client, opts: &ConnectOptions) -> Result<ServerInfo, ClientError> {
     let v = version::STATELESS;
-    client.inner().enter_stateless(
+    let inner = client.inner();
+    inner.transport.set_protocol_version(Some(v), true);
+    inner.dialect.stand_alone(meta_for(
         v,
-        meta_for(
-            v,
-            &opts.capabilities,
-            &opts.client_name,
-            &opts.client_version,
-        ),
-    );
+        &opts.capabilities,
+        &opts.client_name,
+        &opts.client_version,
+    ));
     let mut p = client.start_request(DISCOVER, None, false)?;
     // Not cancelled on a timeout: a session-era server that ignores it has nothing to stop,
     // and a stray `notifications/cancelled` before `initialize` would only confuse it.
@@ -189,7 +188,7 @@ async fn initialize(
             "the server chose protocol version {negotiated}, which this client does not speak"
         )));
     }
-    client.inner().enter_session(Some(&negotiated));
+    enter_session(client, Some(&negotiated));
     client.notify(methods::INITIALIZED, None);
     client.inner().transport.session_started();
     Ok(ServerInfo {
@@ -205,4 +204,12 @@ async fn initialize(
         capabilities: r.get("capabilities").cloned().unwrap_or(Value::Null),
         instructions: r["instructions"].as_str().map(str::to_string),
     })
+}
+
+/// The session era from now on, with the negotiated version (`None` before `initialize`, e.g.
+/// after a refused `server/discover`).
+fn enter_session(client: &Client, version: Option<&str>) {
+    let inner = client.inner();
+    inner.dialect.join_session();
+    inner.transport.set_protocol_version(version, false);
 }

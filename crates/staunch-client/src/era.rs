@@ -12,7 +12,72 @@ use serde_json::{Map, Value, json};
 use staunch_protocol::codes;
 use staunch_protocol::stateless::{keys, result_type};
 
+use std::sync::RwLock;
+
 use crate::ClientError;
+
+/// How this connection speaks, decided by the handshake and asked by everything that sends:
+/// in a session a request carries nothing more; without one (the stateless era) every request
+/// carries the version, the client's capabilities and its identity in `_meta`, and HTTP sends
+/// them as headers too.
+#[derive(Debug, Default)]
+pub(crate) struct Dialect {
+    /// The `_meta` every request carries; `None` in a session.
+    meta: RwLock<Option<Value>>,
+}
+
+impl Dialect {
+    /// From now on every request stands alone and carries `meta` (the handshake tells the
+    /// transport too).
+    pub(crate) fn stand_alone(&self, meta: Value) {
+        *self.meta.write().unwrap_or_else(|p| p.into_inner()) = Some(meta);
+    }
+
+    /// The session era: requests carry nothing more.
+    pub(crate) fn join_session(&self) {
+        *self.meta.write().unwrap_or_else(|p| p.into_inner()) = None;
+    }
+
+    /// The era spoken now.
+    pub(crate) fn era(&self) -> Era {
+        if self
+            .meta
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some()
+        {
+            Era::Stateless
+        } else {
+            Era::Session
+        }
+    }
+
+    /// Adds what the era makes every request carry to `params`.
+    pub(crate) fn decorate(&self, params: &mut Option<Value>) -> Result<(), ClientError> {
+        match &*self.meta.read().unwrap_or_else(|p| p.into_inner()) {
+            Some(meta) => add_meta(params, meta),
+            None => Ok(()),
+        }
+    }
+
+    /// The client capabilities every request carries (`None` in a session, where they were
+    /// declared once, at `initialize`).
+    pub(crate) fn capabilities(&self) -> Option<Value> {
+        self.meta
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .and_then(|m| m.get(keys::CLIENT_CAPABILITIES).cloned())
+    }
+}
+
+/// What the `Mcp-Name` header carries for a request (its tool or prompt name, resource uri or
+/// task id), when its method has one.
+pub(crate) fn mcp_name(method: &str, params: Option<&Value>) -> Option<String> {
+    staunch_protocol::stateless::expected_name(method, params)
+        .flatten()
+        .map(str::to_string)
+}
 
 /// Which era to speak when connecting.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -178,6 +243,31 @@ pub(crate) fn fallback_reason(e: &ClientError) -> Option<String> {
 mod tests {
     use super::*;
     use staunch_protocol::ErrorObject;
+
+    #[test]
+    fn the_dialect_decorates_requests_only_without_a_session() {
+        let d = Dialect::default();
+        let mut params = Some(json!({"name": "echo"}));
+        d.decorate(&mut params).unwrap();
+        assert_eq!(
+            params,
+            Some(json!({"name": "echo"})),
+            "a session adds nothing"
+        );
+        assert_eq!((d.era(), d.capabilities()), (Era::Session, None));
+
+        d.stand_alone(meta_for("2026-07-28", &json!({"roots": {}}), "c", "1"));
+        let mut params = Some(json!({"_meta": {"progressToken": 3}}));
+        d.decorate(&mut params).unwrap();
+        let meta = &params.unwrap()["_meta"];
+        assert_eq!(meta["progressToken"], 3, "the request's own keys stay");
+        assert_eq!(meta[keys::PROTOCOL_VERSION], "2026-07-28");
+        assert_eq!(d.era(), Era::Stateless);
+        assert_eq!(d.capabilities(), Some(json!({"roots": {}})));
+
+        d.join_session();
+        assert_eq!(d.era(), Era::Session);
+    }
 
     #[test]
     fn meta_is_merged_without_losing_the_progress_token() {

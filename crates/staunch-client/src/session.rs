@@ -2,16 +2,15 @@
 //! [`PendingRequest`], one request in flight.
 
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{Arc, OnceLock, RwLock};
+use std::sync::{Arc, OnceLock};
 
 use serde_json::{Map, Value, json};
 use staunch_protocol::mcp::{ProgressToken, methods};
-use staunch_protocol::stateless::expected_name;
 use staunch_protocol::{RequestId, notification_bytes, request_bytes};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
-use crate::era::{Era, ResultType};
+use crate::era::{Dialect, ResultType, mcp_name};
 use crate::inbox::{Inbox, Route};
 use crate::router::{Answer, Inbound, Registration, Router};
 use crate::server_info::ServerInfo;
@@ -24,8 +23,8 @@ pub(crate) struct Inner {
     pub(crate) transport: Transport,
     next_id: AtomicI64,
     pub(crate) server: OnceLock<ServerInfo>,
-    /// The `_meta` every request carries in the stateless era; `None` in the session era.
-    stateless_meta: RwLock<Option<Value>>,
+    /// What the connection's era adds to every request.
+    pub(crate) dialect: Dialect,
 }
 
 impl crate::timeout::Waiting for PendingRequest {
@@ -82,7 +81,7 @@ impl Inner {
             bytes: request_bytes(id, method, params),
             request: Some(id.clone()),
             method: Some(method.to_string()),
-            name: expected_name(method, params).flatten().map(str::to_string),
+            name: mcp_name(method, params),
         });
     }
 
@@ -107,40 +106,6 @@ impl Inner {
             }
             self.transport.abandoned(id);
         }
-    }
-
-    /// From now on every request carries `meta` and HTTP speaks the stateless era.
-    pub(crate) fn enter_stateless(&self, version: &str, meta: Value) {
-        *self
-            .stateless_meta
-            .write()
-            .unwrap_or_else(|p| p.into_inner()) = Some(meta);
-        self.transport.set_protocol_version(Some(version), true);
-    }
-
-    /// The session era, with the negotiated version (`None` before `initialize`, e.g. after
-    /// a refused `server/discover`).
-    pub(crate) fn enter_session(&self, version: Option<&str>) {
-        *self
-            .stateless_meta
-            .write()
-            .unwrap_or_else(|p| p.into_inner()) = None;
-        self.transport.set_protocol_version(version, false);
-    }
-
-    /// The client capabilities every stateless request carries (`None` in the session era).
-    pub(crate) fn stateless_capabilities(&self) -> Option<Value> {
-        self.stateless_meta().and_then(|m| {
-            m.get(staunch_protocol::stateless::keys::CLIENT_CAPABILITIES)
-                .cloned()
-        })
-    }
-
-    fn stateless_meta(&self) -> Option<Value> {
-        self.stateless_meta
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
     }
 }
 
@@ -167,7 +132,7 @@ impl Client {
             transport,
             next_id: AtomicI64::new(1),
             server: OnceLock::new(),
-            stateless_meta: RwLock::new(None),
+            dialect: Dialect::default(),
         });
         inbox.attach(&inner);
         Self { inner }
@@ -192,17 +157,11 @@ impl Client {
     }
 
     /// The era this connection speaks.
-    pub fn era(&self) -> Era {
-        self.inner.server.get().map_or_else(
-            || {
-                if self.inner.stateless_meta().is_some() {
-                    Era::Stateless
-                } else {
-                    Era::Session
-                }
-            },
-            |s| s.era,
-        )
+    pub fn era(&self) -> crate::Era {
+        self.inner
+            .server
+            .get()
+            .map_or_else(|| self.inner.dialect.era(), |s| s.era)
     }
 
     /// The HTTP endpoint, when connected over HTTP.
@@ -257,9 +216,7 @@ impl Client {
                 meta.insert("progressToken".into(), json!(t));
             }
         }
-        if let Some(meta) = self.inner.stateless_meta() {
-            crate::era::add_meta(&mut params, &meta)?;
-        }
+        self.inner.dialect.decorate(&mut params)?;
         // Register before sending: the answer or a first progress may come back at once.
         let Registration {
             reply,

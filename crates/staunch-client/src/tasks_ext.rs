@@ -208,7 +208,8 @@ impl Client {
     fn with_extension(&self, mut params: Value) -> Result<Value, ClientError> {
         let mut caps = self
             .inner()
-            .stateless_capabilities()
+            .dialect
+            .capabilities()
             .filter(Value::is_object)
             .unwrap_or_else(|| json!({}));
         let exts = caps
