@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 use staunch_server::Context;
 
-use crate::error::JobsError;
+use crate::error::JobRuntimeError;
 use crate::idempotency::take_key;
 use crate::runtime::{JobRuntime, Submit, Submitted};
 use crate::scope::OwnerScope;
@@ -19,7 +19,7 @@ pub(crate) async fn create(
     ctx: &Context,
     args: Value,
     ttl: Option<Duration>,
-) -> Result<Submitted, JobsError> {
+) -> Result<Submitted, JobRuntimeError> {
     let mut map = match args {
         Value::Object(m) => m,
         _ => Map::new(),
@@ -60,10 +60,12 @@ pub(crate) async fn create(
     match submitted {
         // A shared key used with other arguments: the job may be another client's, and only
         // the same key with the same arguments may lead to it. Refused without its id.
-        Err(JobsError::KeyReused { key, .. }) if shared_key => Err(JobsError::KeyReused {
-            key,
-            existing_job_id: String::new(),
-        }),
+        Err(JobRuntimeError::KeyReused { key, .. }) if shared_key => {
+            Err(JobRuntimeError::KeyReused {
+                key,
+                existing_job_id: String::new(),
+            })
+        }
         other => other,
     }
 }

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use staunch_server::{Context, Metrics, Traces};
 
-use crate::error::JobsError;
+use crate::error::JobRuntimeError;
 
 /// Where the runtime reads the time (epoch milliseconds) it writes into the store. Tests use a
 /// clock that runs ahead to make leases expire without sleeping.
@@ -178,8 +178,8 @@ impl JobConfig {
     }
 
     /// Checks the combinations that cannot work.
-    pub fn validate(&self) -> Result<(), JobsError> {
-        let bad = |m: &str| Err(JobsError::Config(m.to_string()));
+    pub fn validate(&self) -> Result<(), JobRuntimeError> {
+        let bad = |m: &str| Err(JobRuntimeError::Config(m.to_string()));
         if let Some(name) = &self.instance_name
             && (name.is_empty() || name.contains('/'))
         {
@@ -205,7 +205,7 @@ impl JobConfig {
             ("poll_after", self.poll_after),
         ] {
             if d.is_zero() {
-                return Err(JobsError::Config(format!("{what} must not be zero")));
+                return Err(JobRuntimeError::Config(format!("{what} must not be zero")));
             }
         }
         if self.reap_batch == 0 {
@@ -255,7 +255,7 @@ mod tests {
             heartbeat: Some(Duration::from_secs(30)),
             ..JobConfig::default()
         };
-        assert!(matches!(c.validate(), Err(JobsError::Config(_))));
+        assert!(matches!(c.validate(), Err(JobRuntimeError::Config(_))));
         let c = JobConfig {
             instance_name: Some("a/b".into()),
             ..JobConfig::default()

@@ -1,5 +1,5 @@
 //! The two ways things go wrong: a job body ends without a result ([`JobError`]), or a runtime
-//! operation is refused or fails ([`JobsError`]).
+//! operation is refused or fails ([`JobRuntimeError`]).
 
 use staunch_store::StoreError;
 
@@ -26,7 +26,7 @@ impl JobError {
 
 /// Why a runtime operation (start, get, cancel, configuration) did not happen.
 #[derive(Debug, thiserror::Error)]
-pub enum JobsError {
+pub enum JobRuntimeError {
     /// No job tool of that name is registered on this runtime.
     #[error("unknown job tool {0:?}")]
     UnknownTool(String),

@@ -13,7 +13,7 @@ use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 use staunch_store::MAX_IDEM_KEY_CHARS;
 
-use crate::error::JobsError;
+use crate::error::JobRuntimeError;
 
 /// The argument of `start_<tool>` (and `<tool>`) that carries the key.
 pub const ARG_KEY: &str = "idempotency_key";
@@ -27,12 +27,12 @@ pub const META_KEY: &str = "io.staunch/idempotency-key";
 pub(crate) fn take_key(
     args: &mut Map<String, Value>,
     meta: Option<&Value>,
-) -> Result<Option<String>, JobsError> {
+) -> Result<Option<String>, JobRuntimeError> {
     let from_args = match args.remove(ARG_KEY) {
         None | Some(Value::Null) => None,
         Some(Value::String(s)) => Some(s),
         Some(_) => {
-            return Err(JobsError::InvalidKey(format!(
+            return Err(JobRuntimeError::InvalidKey(format!(
                 "`{ARG_KEY}` must be a string"
             )));
         }
@@ -41,14 +41,14 @@ pub(crate) fn take_key(
         None | Some(Value::Null) => None,
         Some(Value::String(s)) => Some(s.clone()),
         Some(_) => {
-            return Err(JobsError::InvalidKey(format!(
+            return Err(JobRuntimeError::InvalidKey(format!(
                 "_meta[\"{META_KEY}\"] must be a string"
             )));
         }
     };
     let key = match (from_args, from_meta) {
         (Some(a), Some(m)) if a != m => {
-            return Err(JobsError::InvalidKey(format!(
+            return Err(JobRuntimeError::InvalidKey(format!(
                 "`{ARG_KEY}` and _meta[\"{META_KEY}\"] differ; send one key"
             )));
         }
@@ -61,12 +61,12 @@ pub(crate) fn take_key(
 }
 
 /// A usable key: not blank, at most [`MAX_IDEM_KEY_CHARS`] characters.
-pub(crate) fn check_key(key: &str) -> Result<(), JobsError> {
+pub(crate) fn check_key(key: &str) -> Result<(), JobRuntimeError> {
     if key.trim().is_empty() {
-        return Err(JobsError::InvalidKey("the key is empty".into()));
+        return Err(JobRuntimeError::InvalidKey("the key is empty".into()));
     }
     if key.chars().count() > MAX_IDEM_KEY_CHARS {
-        return Err(JobsError::InvalidKey(format!(
+        return Err(JobRuntimeError::InvalidKey(format!(
             "the key is longer than {MAX_IDEM_KEY_CHARS} characters"
         )));
     }
@@ -161,7 +161,7 @@ mod tests {
             .clone();
         assert!(matches!(
             take_key(&mut args, Some(&meta)),
-            Err(JobsError::InvalidKey(_))
+            Err(JobRuntimeError::InvalidKey(_))
         ));
         let mut args = json!({"idempotency_key": "  "})
             .as_object()

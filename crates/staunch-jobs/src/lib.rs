@@ -75,7 +75,7 @@ mod worker;
 pub use config::{Clock, JobConfig, PrincipalFn};
 pub use context::{JobContext, JobUnit};
 pub use declare::{JobBody, JobTool};
-pub use error::{JobError, JobsError};
+pub use error::{JobError, JobRuntimeError};
 pub use idempotency::{ARG_KEY, META_KEY, canonical_json, fingerprint};
 pub use operator::{operator_view, owning_instance, progress_fraction, short_age};
 pub use reaper::ReapReport;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use staunch_store::{JobState, ReapedJob};
 
-use crate::error::JobsError;
+use crate::error::JobRuntimeError;
 use crate::state::Inner;
 
 /// What one reaper pass did.
@@ -36,7 +36,7 @@ pub(crate) async fn reaper_loop(inner: Arc<Inner>) {
 }
 
 impl Inner {
-    pub(crate) async fn reap_once(&self) -> Result<ReapReport, JobsError> {
+    pub(crate) async fn reap_once(&self) -> Result<ReapReport, JobRuntimeError> {
         let now = self.config.clock.now_ms();
         let mut report = ReapReport::default();
         for _ in 0..MAX_BATCHES {

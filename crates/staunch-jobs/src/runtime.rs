@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::{JobConfig, ms};
 use crate::context::StopReason;
 use crate::declare::JobTool;
-use crate::error::JobsError;
+use crate::error::JobRuntimeError;
 use crate::idempotency::{canonical_json, fingerprint};
 use crate::reaper::ReapReport;
 use crate::scope::OwnerScope;
@@ -108,7 +108,7 @@ fn random_name() -> String {
 
 impl JobRuntime {
     /// A runtime on `store`. Nothing runs until [`JobRuntime::start`].
-    pub fn new(store: Arc<dyn JobStore>, config: JobConfig) -> Result<Self, JobsError> {
+    pub fn new(store: Arc<dyn JobStore>, config: JobConfig) -> Result<Self, JobRuntimeError> {
         config.validate()?;
         let (instance, named) = match &config.instance_name {
             Some(n) => (n.clone(), true),
@@ -176,7 +176,7 @@ impl JobRuntime {
     /// Starts the background tasks: releases the leases of this instance's previous
     /// incarnation (named instances only), then runs the claim loop, the signal router and
     /// the reaper until [`JobRuntime::shutdown`]. Calling it again does nothing.
-    pub async fn start(&self) -> Result<(), JobsError> {
+    pub async fn start(&self) -> Result<(), JobRuntimeError> {
         if self.inner.started.swap(true, Ordering::SeqCst) {
             return Ok(());
         }
@@ -209,21 +209,21 @@ impl JobRuntime {
     /// Records a new job (or finds the one its idempotency key or in-flight dedupe points
     /// at). Arguments are validated first; nothing is written when they do not fit. The
     /// returned job is durable.
-    pub async fn submit(&self, s: Submit) -> Result<Submitted, JobsError> {
+    pub async fn submit(&self, s: Submit) -> Result<Submitted, JobRuntimeError> {
         if self.inner.shutdown.is_cancelled() {
-            return Err(JobsError::ShuttingDown);
+            return Err(JobRuntimeError::ShuttingDown);
         }
         let tool = self
             .inner
             .tool(&s.tool)
-            .ok_or_else(|| JobsError::UnknownTool(s.tool.clone()))?;
+            .ok_or_else(|| JobRuntimeError::UnknownTool(s.tool.clone()))?;
         if let Some(k) = &s.idempotency_key {
             crate::idempotency::check_key(k)?;
         }
         let args = tool
             .body
             .normalize(s.args)
-            .map_err(JobsError::InvalidArguments)?;
+            .map_err(JobRuntimeError::InvalidArguments)?;
         let args_json = canonical_json(&args);
         let cfg = &self.inner.config;
         let mut job = NewJob::new(
@@ -274,26 +274,26 @@ impl JobRuntime {
                     created: false,
                 })
             }
-            CreateOutcome::KeyReused { existing_job_id } => Err(JobsError::KeyReused {
+            CreateOutcome::KeyReused { existing_job_id } => Err(JobRuntimeError::KeyReused {
                 key: s.idempotency_key.unwrap_or_default(),
                 existing_job_id,
             }),
             CreateOutcome::TooManyActive { limit } => {
                 tracing::warn!(tool = %tool.name, limit, "job refused: too many active jobs for its owner");
-                Err(JobsError::TooManyActive { limit })
+                Err(JobRuntimeError::TooManyActive { limit })
             }
         }
     }
 
     /// The job's row.
-    pub async fn get(&self, id: &str) -> Result<Option<JobRecord>, JobsError> {
+    pub async fn get(&self, id: &str) -> Result<Option<JobRecord>, JobRuntimeError> {
         Ok(self.inner.store.get(id).await?)
     }
 
     /// Cancels a queued job, asks a running one to stop (delivered at once when it runs in
     /// this process, through the store's signals or its next heartbeat otherwise), leaves a
     /// finished one alone. The caller checks who may cancel it.
-    pub async fn cancel(&self, id: &str, by: &str) -> Result<CancelOutcome, JobsError> {
+    pub async fn cancel(&self, id: &str, by: &str) -> Result<CancelOutcome, JobRuntimeError> {
         let out = self
             .inner
             .store
@@ -312,7 +312,7 @@ impl JobRuntime {
 
     /// Waits (without limit: wrap it in a timeout) until the job is in a terminal state.
     /// `None` if it does not exist.
-    pub async fn wait_terminal(&self, id: &str) -> Result<Option<JobRecord>, JobsError> {
+    pub async fn wait_terminal(&self, id: &str) -> Result<Option<JobRecord>, JobRuntimeError> {
         let never = CancellationToken::new();
         match self
             .inner
@@ -325,7 +325,7 @@ impl JobRuntime {
     }
 
     /// One reaper pass now: expired leases are ended (or re-queued), old jobs purged.
-    pub async fn reap_once(&self) -> Result<ReapReport, JobsError> {
+    pub async fn reap_once(&self) -> Result<ReapReport, JobRuntimeError> {
         self.inner.reap_once().await
     }
 

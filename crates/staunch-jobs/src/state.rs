@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::JobConfig;
 use crate::context::{RunShared, StopReason};
 use crate::declare::JobTool;
-use crate::error::JobsError;
+use crate::error::JobRuntimeError;
 use crate::view;
 
 /// How a wait for a job ended.
@@ -194,7 +194,7 @@ impl Inner {
         done: impl Fn(&JobRecord) -> bool,
         stop: &CancellationToken,
         mut on_update: impl FnMut(&JobRecord),
-    ) -> Result<Waited, JobsError> {
+    ) -> Result<Waited, JobRuntimeError> {
         let poll = self.config.claim_poll.min(self.config.poll_after);
         loop {
             // Subscribe before reading, so a change between the read and the wait is seen.

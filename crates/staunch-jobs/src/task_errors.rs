@@ -4,7 +4,7 @@
 use staunch_server::ToolError;
 use staunch_server::protocol::{ErrorObject, codes};
 
-use crate::error::JobsError;
+use crate::error::JobRuntimeError;
 
 pub(crate) fn rpc(code: i64, message: impl Into<String>) -> ToolError {
     ToolError::Rpc(ErrorObject::new(code, message))
@@ -25,12 +25,12 @@ pub(crate) fn unknown_task(id: &str) -> ToolError {
 
 /// A task-creating call the runtime refused: bad arguments or key → invalid params, a full
 /// quota or a shutdown → server busy, anything else → internal error.
-pub(crate) fn refused_start(e: JobsError) -> ToolError {
+pub(crate) fn refused_start(e: JobRuntimeError) -> ToolError {
     match e {
-        JobsError::InvalidArguments(_) | JobsError::InvalidKey(_) | JobsError::KeyReused { .. } => {
-            rpc(codes::INVALID_PARAMS, e.to_string())
-        }
-        JobsError::ShuttingDown | JobsError::TooManyActive { .. } => {
+        JobRuntimeError::InvalidArguments(_)
+        | JobRuntimeError::InvalidKey(_)
+        | JobRuntimeError::KeyReused { .. } => rpc(codes::INVALID_PARAMS, e.to_string()),
+        JobRuntimeError::ShuttingDown | JobRuntimeError::TooManyActive { .. } => {
             rpc(codes::SERVER_BUSY, e.to_string())
         }
         e => internal("recording the task failed", e),
@@ -59,15 +59,15 @@ mod tests {
     #[test]
     fn a_refused_start_gets_the_code_of_its_cause() {
         assert_eq!(
-            code(refused_start(JobsError::InvalidKey("empty".into()))),
+            code(refused_start(JobRuntimeError::InvalidKey("empty".into()))),
             codes::INVALID_PARAMS
         );
         assert_eq!(
-            code(refused_start(JobsError::TooManyActive { limit: 3 })),
+            code(refused_start(JobRuntimeError::TooManyActive { limit: 3 })),
             codes::SERVER_BUSY
         );
         assert_eq!(
-            code(refused_start(JobsError::Config("x".into()))),
+            code(refused_start(JobRuntimeError::Config("x".into()))),
             codes::INTERNAL_ERROR
         );
     }

@@ -32,7 +32,7 @@ use staunch_server::{Context, MethodHandler, ToolError, declares_tasks, missing_
 use staunch_store::JobRecord;
 
 use crate::call_start::create;
-use crate::error::JobsError;
+use crate::error::JobRuntimeError;
 use crate::runtime::JobRuntime;
 use crate::task_errors::{internal, key_of_another_owner, refused_start, rpc, unknown_task};
 use crate::task_view::{detailed_task, ext_status, task_base};
@@ -71,7 +71,7 @@ impl JobRuntime {
     }
 
     /// The `DetailedTask` of a job as stored now.
-    pub async fn detailed_task(&self, job: &JobRecord) -> Result<Value, JobsError> {
+    pub async fn detailed_task(&self, job: &JobRecord) -> Result<Value, JobRuntimeError> {
         let inputs = if job.state.is_terminal() {
             Vec::new()
         } else {

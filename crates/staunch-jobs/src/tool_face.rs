@@ -14,7 +14,7 @@ use staunch_server::{CallToolResult, Context, ToolError, ToolHandler, decode_arg
 use staunch_store::{CancelOutcome, JobRecord};
 
 use crate::call_start::create;
-use crate::error::JobsError;
+use crate::error::JobRuntimeError;
 use crate::runtime::JobRuntime;
 use crate::state::Waited;
 use crate::view::{job_view, next_step, progress_of, start_view, tool_result};
@@ -28,38 +28,42 @@ pub(crate) struct JobIdArgs {
 }
 
 /// A refused start, as a tool error the model can act on.
-pub(crate) fn start_refusal(tool: &str, e: &JobsError) -> CallToolResult {
+pub(crate) fn start_refusal(tool: &str, e: &JobRuntimeError) -> CallToolResult {
     let text = match e {
-        JobsError::InvalidArguments(m) => format!("{m}. Nothing was started; fix the arguments."),
-        JobsError::InvalidKey(m) => format!(
+        JobRuntimeError::InvalidArguments(m) => {
+            format!("{m}. Nothing was started; fix the arguments.")
+        }
+        JobRuntimeError::InvalidKey(m) => format!(
             "Invalid idempotency key: {m}. Nothing was started; send one key of at most 255 \
              characters."
         ),
-        JobsError::KeyReused {
+        JobRuntimeError::KeyReused {
             existing_job_id, ..
         } if existing_job_id.is_empty() => format!(
             "{e}. Nothing was started. Use a new idempotency_key for new work; to follow the job \
              that key started, call get_{tool} with the job_id its first start returned."
         ),
-        JobsError::KeyReused {
+        JobRuntimeError::KeyReused {
             existing_job_id, ..
         } => format!(
             "{e}. Nothing was started. Use a new idempotency_key for new work, or call get_{tool} \
              with job_id \"{existing_job_id}\" to follow the job that key started."
         ),
-        JobsError::TooManyActive { limit } => format!(
+        JobRuntimeError::TooManyActive { limit } => format!(
             "You already have {limit} jobs queued or running, the most this server keeps per \
              caller. Nothing was started; wait for some to finish (get_{tool}) or cancel one \
              (cancel_{tool}), then retry."
         ),
-        JobsError::ShuttingDown => "The server is shutting down and takes no new jobs. Retry in \
+        JobRuntimeError::ShuttingDown => {
+            "The server is shutting down and takes no new jobs. Retry in \
              a moment with the same idempotency_key."
-            .to_string(),
-        JobsError::Store(err) => format!(
+                .to_string()
+        }
+        JobRuntimeError::Store(err) => format!(
             "Could not record the job ({err}). Retry with the same idempotency_key: if the first \
              attempt was recorded after all, you get that job back."
         ),
-        JobsError::UnknownTool(_) | JobsError::Config(_) => format!("{e}"),
+        JobRuntimeError::UnknownTool(_) | JobRuntimeError::Config(_) => format!("{e}"),
     };
     CallToolResult::error(text)
 }

@@ -11,7 +11,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use staunch_jobs::{
-    Clock, JobConfig, JobContext, JobError, JobRuntime, JobTool, JobsError, Submit,
+    Clock, JobConfig, JobContext, JobError, JobRuntime, JobRuntimeError, JobTool, Submit,
 };
 use staunch_store::{CancelOutcome, JobRecord, JobState, JobStore, REASON_LEASE_LOST};
 use tokio::sync::watch;
@@ -498,7 +498,7 @@ async fn a_key_reused_with_other_arguments_is_refused_and_bad_arguments_record_n
         .submit(Submit::new("count", json!({"steps": 2})).key("k"))
         .await
     {
-        Err(JobsError::KeyReused {
+        Err(JobRuntimeError::KeyReused {
             existing_job_id, ..
         }) => assert_eq!(existing_job_id, first.job.id),
         other => panic!("expected KeyReused, got {other:?}"),
@@ -506,9 +506,9 @@ async fn a_key_reused_with_other_arguments_is_refused_and_bad_arguments_record_n
     let bad = rt
         .submit(Submit::new("count", json!({"steps": "many"})).key("k2"))
         .await;
-    assert!(matches!(bad, Err(JobsError::InvalidArguments(m)) if m.contains("steps")));
+    assert!(matches!(bad, Err(JobRuntimeError::InvalidArguments(m)) if m.contains("steps")));
     let unknown = rt.submit(Submit::new("nope", json!({}))).await;
-    assert!(matches!(unknown, Err(JobsError::UnknownTool(_))));
+    assert!(matches!(unknown, Err(JobRuntimeError::UnknownTool(_))));
     let (all, _) = rt.store().list("", None, 100).await.unwrap();
     assert_eq!(all.len(), 1);
 }
@@ -817,6 +817,6 @@ async fn shutdown_lets_short_jobs_finish_and_releases_the_rest(db: &Db) {
     assert_eq!(scan.state, JobState::Queued, "{scan:?}");
     assert!(matches!(
         rt.submit(Submit::new("count", json!({"steps": 1}))).await,
-        Err(JobsError::ShuttingDown)
+        Err(JobRuntimeError::ShuttingDown)
     ));
 }
