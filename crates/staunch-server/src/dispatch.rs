@@ -15,14 +15,14 @@ use serde_json::{Map, Value, json};
 use staunch_protocol::mcp::{CallToolParams, CallToolResult, methods};
 use staunch_protocol::{ErrorObject, Request, codes};
 
-use crate::codec::discover;
+use crate::codec::{TASKS_EXTENSION, declares_tasks, discover, missing_tasks_extension};
 use crate::error::ToolError;
 use crate::fingerprint::Fingerprint;
 use crate::input::{Binding, Rounds};
 use crate::listen;
 use crate::request::{self, Make, Origin, Work};
 use crate::shared::ServerInner;
-use crate::tool::{Shape, TASKS_EXTENSION, declares_tasks, missing_tasks_extension};
+use crate::tool::Shape;
 
 /// Routes `req`; answers it inline or starts it in its own task. Never blocks.
 pub(crate) fn dispatch(server: &Arc<ServerInner>, origin: &Origin, mut req: Request) {

@@ -54,6 +54,7 @@ pub mod trace;
 pub mod transport;
 
 pub use changes::{Change, ListenHub};
+pub use codec::{TASKS_EXTENSION, declares_tasks, missing_tasks_extension};
 pub use config::{Config, ProgressRate};
 pub use context::{BlockingUnit, Context, Notifier};
 pub use error::ToolError;
@@ -69,10 +70,7 @@ pub use session::Session;
 pub use staunch_lifecycle::{Event as LifecycleEvent, UpstreamStep};
 pub use staunch_protocol as protocol;
 pub use staunch_protocol::mcp::{CallToolResult, Content, LoggingLevel};
-pub use tool::{
-    MethodHandler, Shape, TASKS_EXTENSION, ToolHandler, ToolSpec, declares_tasks, decode_args,
-    missing_tasks_extension, schema_of,
-};
+pub use tool::{MethodHandler, Shape, ToolHandler, ToolSpec, decode_args, schema_of};
 pub use toolset::{ToolUpdate, ToolsChanged};
 pub use trace::Traces;
 

@@ -16,9 +16,9 @@ use staunch_protocol::stateless::keys;
 use tokio::sync::broadcast;
 
 use crate::changes::{Change, ListenHub};
+use crate::codec::{declares_tasks, missing_tasks_extension};
 use crate::context::Context;
 use crate::error::ToolError;
-use crate::tool::{declares_tasks, missing_tasks_extension};
 
 /// What a listen request asked for, cut to what the server offers.
 #[derive(Debug, Default, PartialEq)]

@@ -190,29 +190,6 @@ impl ToolSpec {
     }
 }
 
-pub use staunch_protocol::stateless::TASKS_EXTENSION;
-
-/// Whether `client_capabilities` (a request's, or a session's) declare the tasks extension.
-pub fn declares_tasks(client_capabilities: &Value) -> bool {
-    client_capabilities
-        .get("extensions")
-        .and_then(|e| e.get(TASKS_EXTENSION))
-        .is_some()
-}
-
-/// -32021 for a request about tasks from a client that did not declare the tasks extension.
-pub fn missing_tasks_extension() -> staunch_protocol::ErrorObject {
-    staunch_protocol::ErrorObject::new(
-        staunch_protocol::codes::MISSING_REQUIRED_CLIENT_CAPABILITY,
-        format!(
-            "this request needs the {TASKS_EXTENSION} extension: declare it in \
-             _meta[\"{}\"].extensions",
-            staunch_protocol::stateless::keys::CLIENT_CAPABILITIES
-        ),
-    )
-    .with_data(serde_json::json!({"requiredCapabilities": {"extensions": {TASKS_EXTENSION: {}}}}))
-}
-
 /// Handles a custom request method (resources, prompts, tasks …). Runs in the request's own
 /// task, like a tool.
 pub trait MethodHandler: Send + Sync + 'static {
@@ -269,7 +246,7 @@ pub trait ToolHandler: Send + Sync + 'static {
     }
 
     /// A call from a stateless request whose client declared the tasks extension
-    /// ([`TASKS_EXTENSION`]): the future yields either a `CreateTaskResult` (`resultType:
+    /// ([`crate::TASKS_EXTENSION`]): the future yields either a `CreateTaskResult` (`resultType:
     /// "task"`, sent only once the task is durable) or a plain tool result, as the handler
     /// decides. `None` means the tool never runs as a task (it is called as usual). Only asked
     /// when the server declared the extension and `execution.taskSupport` is not `forbidden`.

@@ -15,6 +15,10 @@
 //!   each era gives a question it cannot put ([`Peer::missing_capability`]);
 //! - the label metrics and traces give the request ([`Peer::era_label`]).
 //!
+//! The stateless era's tasks extension is declared per request; whether a request declared it
+//! and the error for one that did not are here too (`declares_tasks`,
+//! `missing_tasks_extension`, re-exported at the crate's root).
+//!
 //! The dispatcher, the request core, `Context` and the metrics ask these questions; none of
 //! them names an era.
 
@@ -31,6 +35,7 @@ use staunch_protocol::{ErrorObject, Request, RequestId, version};
 
 pub(crate) use session::SessionFacts;
 pub(crate) use stateless::discover;
+pub use stateless::{TASKS_EXTENSION, declares_tasks, missing_tasks_extension};
 
 use crate::error::ToolError;
 

@@ -8,13 +8,35 @@
 
 use serde_json::{Map, Value, json};
 use staunch_protocol::mcp::{CallToolResult, methods};
+pub use staunch_protocol::stateless::TASKS_EXTENSION;
 use staunch_protocol::stateless::{
-    REMOVED_METHODS, RequestMeta, TASKS_EXTENSION, has_stateless_meta, keys, result_type,
+    REMOVED_METHODS, RequestMeta, has_stateless_meta, keys, result_type,
 };
 use staunch_protocol::{ErrorObject, Request, RequestId, codes, result_response_bytes, version};
 
 use super::AnswerKeys;
 use crate::error::ToolError;
+
+/// Whether `client_capabilities` (a request's, or a session's) declare the tasks extension.
+pub fn declares_tasks(client_capabilities: &Value) -> bool {
+    client_capabilities
+        .get("extensions")
+        .and_then(|e| e.get(TASKS_EXTENSION))
+        .is_some()
+}
+
+/// -32021 for a request about tasks from a client that did not declare the tasks extension.
+pub fn missing_tasks_extension() -> staunch_protocol::ErrorObject {
+    staunch_protocol::ErrorObject::new(
+        staunch_protocol::codes::MISSING_REQUIRED_CLIENT_CAPABILITY,
+        format!(
+            "this request needs the {TASKS_EXTENSION} extension: declare it in \
+             _meta[\"{}\"].extensions",
+            keys::CLIENT_CAPABILITIES
+        ),
+    )
+    .with_data(serde_json::json!({"requiredCapabilities": {"extensions": {TASKS_EXTENSION: {}}}}))
+}
 
 /// Methods of the session era's tasks that the tasks extension removed (the result is inlined
 /// in `tasks/get`; there is no listing).
