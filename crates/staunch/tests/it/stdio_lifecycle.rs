@@ -341,8 +341,13 @@ async fn cancels_racing_completion_are_harmless() {
     p.cancel(json!(0)).await;
     p.request(json!("ping"), "ping", json!({})).await;
     p.response(&json!("ping")).await;
+    // Wait for every line the assertions read: the log is written behind the wire, so the
+    // ping's answer does not mean the cancel of "never" has been logged yet.
     let lines = p
-        .log_until(|l| (0..200).all(|i| has_event(l, &json!(i), "request.end")))
+        .log_until(|l| {
+            (0..200).all(|i| has_event(l, &json!(i), "request.end"))
+                && has_event(l, &json!("never"), "request.cancel_ignored")
+        })
         .await;
     for i in 0..200 {
         let id = json!(i);
