@@ -158,10 +158,7 @@ impl Client {
 
     /// The era this connection speaks.
     pub fn era(&self) -> crate::Era {
-        self.inner
-            .server
-            .get()
-            .map_or_else(|| self.inner.dialect.era(), |s| s.era)
+        self.inner.dialect.era()
     }
 
     /// The HTTP endpoint, when connected over HTTP.

@@ -17,11 +17,12 @@
 //!
 //! Modules: `accept` (connections, their cap and header timeout), `guard` (Host/Origin
 //! allow-list), [`auth`] (bearer tokens, OAuth JWTs, RFC 9728 metadata; off by default),
-//! `handlers` (the endpoint: POST and DELETE, dispatch), `lookup` (the session a request
+//! `handlers` (the endpoint: routing, POST and DELETE), `admit` (the checks a request passes
+//! before it is served, one function each), `lookup` (the session a request
 //! names, adopted from the store), `initialize`, `get` (standalone streams and resumes),
 //! `json_answer` and `plain` (answers without SSE), `stateless` (2026-07-28 requests) with
-//! `answer_queue` (a request's messages on their way to its response),
-//! `session` (per-session routing and the writer), `sse` (event streams and error bodies),
+//! `answer_queue` (a request's messages on their way to its response, or to a session
+//! stream's live connection: `live`), `session` (per-session routing and the writer), `sse` (event streams and error bodies),
 //! `batch` (the write-behind queue), `peer_share` (stateless in-flight shares per peer).
 
 mod accept;
