@@ -39,6 +39,9 @@ use crate::fingerprint::Fingerprint;
 /// hours.
 const STATE_MAX_AGE_MS: i64 = 60 * 60 * 1000;
 
+/// The name under which the store keeps the shared [`StateKey`].
+const STATE_KEY_NAME: &str = "input-state-key";
+
 /// The key that seals `requestState`. Any instance with the same key can continue a round.
 #[derive(Clone)]
 pub struct StateKey(Vec<u8>);
@@ -70,6 +73,23 @@ impl StateKey {
             .map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok())
             .collect::<Option<Vec<u8>>>()?;
         Some(Self(bytes))
+    }
+
+    /// The key of every instance sharing `sessions`' store (and of this one after a restart):
+    /// the first to ask stores a random one, everyone gets the stored one. A stored value
+    /// that is not a key is [`StoreError::InvalidInput`].
+    pub async fn shared(
+        sessions: &dyn staunch_store::SessionStore,
+    ) -> Result<Self, staunch_store::StoreError> {
+        let candidate = Self::random().to_hex();
+        let stored = sessions
+            .shared_secret(STATE_KEY_NAME, &candidate, staunch_store::now_ms())
+            .await?;
+        Self::from_hex(&stored).ok_or_else(|| {
+            staunch_store::StoreError::InvalidInput(format!(
+                "the stored {STATE_KEY_NAME} is not 32 or more bytes of hex"
+            ))
+        })
     }
 
     /// A fresh random key (for a single instance; rounds do not survive a restart).

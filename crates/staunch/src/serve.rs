@@ -165,7 +165,13 @@ pub async fn run_with(
         _ => None,
     };
     let state_key = match &stores {
-        Some(stores) => Some(shared_state_key(stores).await?),
+        // Kept in the store, so that every instance sharing it (and this one after a restart)
+        // can continue an input-required round another began.
+        Some(stores) => Some(
+            StateKey::shared(stores.sessions.as_ref())
+                .await
+                .context("reading the input-state key from the store")?,
+        ),
         None => None,
     };
     let Built {
@@ -369,18 +375,6 @@ async fn serve_http(
     }
     transport.serve(listener).await?;
     Ok(())
-}
-
-/// The key that seals input-required rounds' `requestState`, kept in the store so that every
-/// instance sharing it (and this one after a restart) can continue a round another began.
-async fn shared_state_key(stores: &staunch_store::Stores) -> anyhow::Result<StateKey> {
-    let candidate = StateKey::random().to_hex();
-    let stored = stores
-        .sessions
-        .shared_secret("input-state-key", &candidate, staunch_store::now_ms())
-        .await
-        .context("reading the input-state key from the store")?;
-    StateKey::from_hex(&stored).context("the stored input-state key is not 32+ bytes of hex")
 }
 
 /// Opens the durable store named by `--store` (and `--store-schema` for PostgreSQL).

@@ -18,11 +18,9 @@ use hyper_util::rt::TokioIo;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use staunch_server::transport::http::{HttpConfig, HttpTransport};
-use staunch_server::{
-    CallToolResult, Config, Context, LifecycleLog, ProgressRate, Server, ToolError, ToolSpec,
-};
+use staunch_server::{CallToolResult, Config, Context, ProgressRate, Server, ToolError, ToolSpec};
 use staunch_store::{MemoryEventStore, MemorySessionStore};
-use support::LogBuf;
+use support::CapturedLog;
 use tokio::net::TcpSocket;
 
 #[derive(Deserialize, schemars::JsonSchema)]
@@ -43,7 +41,7 @@ struct Seen {
     cancelled: AtomicBool,
 }
 
-fn server(log: LogBuf, seen: Arc<Seen>) -> Server {
+fn server(log: CapturedLog, seen: Arc<Seen>) -> Server {
     let config = Config {
         // Every report goes out: the stream must outrun its reader.
         progress_rate: ProgressRate {
@@ -54,7 +52,7 @@ fn server(log: LogBuf, seen: Arc<Seen>) -> Server {
     };
     Server::builder("unread", "0")
         .config(config)
-        .lifecycle_log(LifecycleLog::to_writer(Box::new(log)))
+        .lifecycle_log(log.log())
         .tool(
             ToolSpec::quick("echo", "echo"),
             |_: Context, a: Text| async move { Ok::<_, ToolError>(CallToolResult::text(a.text)) },
@@ -125,7 +123,7 @@ async fn until(what: &str, limit: Duration, cond: impl Fn() -> bool) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stateless_client_that_stops_reading_is_cancelled_not_queued_for() {
-    let log = LogBuf::default();
+    let log = CapturedLog::default();
     let seen = Arc::new(Seen::default());
     let transport = HttpTransport::new(
         server(log.clone(), seen.clone()),

@@ -98,12 +98,7 @@ impl Balancer {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         Self {
-            front: HttpServer {
-                child,
-                port,
-                log_path: error_log,
-                dir,
-            },
+            front: HttpServer::of(child, dir, port, error_log),
             prefix,
         }
     }

@@ -263,12 +263,7 @@ async fn start_at(args: &[&str], env: &[(&str, &str)]) -> HttpServer {
     .await
     .expect("server listens");
     tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    HttpServer {
-        child,
-        port,
-        log_path,
-        dir,
-    }
+    HttpServer::of(child, dir, port, log_path)
 }
 
 fn auth_header(token: &str) -> String {

@@ -3,7 +3,6 @@
 
 #![allow(dead_code)] // each test file uses its own part of the harness
 
-use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -13,9 +12,10 @@ use staunch_lifecycle::{Line, Parsed, parse_line};
 use staunch_server::protocol::stateless::{RequestMeta, keys};
 use staunch_server::protocol::{Message, Request, parse_message};
 use staunch_server::{
-    CallToolResult, CancelReason, Config, Context, LifecycleLog, Outbound, OutboundKind, Server,
-    Session, Sink, StatelessRequest, ToolError, ToolSpec,
+    CallToolResult, CancelReason, Config, Context, Outbound, OutboundKind, Server, Session, Sink,
+    StatelessRequest, ToolError, ToolSpec,
 };
+pub use staunch_testkit::CapturedLog;
 
 /// Everything a session or a stateless request sent, in order.
 #[derive(Default)]
@@ -83,31 +83,10 @@ impl Wire {
     }
 }
 
-/// The lifecycle log, written into memory.
-#[derive(Clone, Default)]
-pub struct LogBuf(Arc<Mutex<Vec<u8>>>);
-
-impl Write for LogBuf {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl LogBuf {
-    /// Everything written so far.
-    pub fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
-    }
-}
-
 /// A server under test and its captured log.
 pub struct Harness {
     pub server: Server,
-    log: LogBuf,
+    log: CapturedLog,
     /// What `returns_cancelled` read from `Context::cancel_reason` when it woke.
     pub reasons: Arc<Mutex<Vec<Option<CancelReason>>>>,
 }
@@ -134,7 +113,7 @@ pub fn harness(grace: Duration) -> Harness {
 
 /// [`harness`] with span hooks.
 pub fn harness_traced(grace: Duration, traces: staunch_server::Traces) -> Harness {
-    let log = LogBuf::default();
+    let log = CapturedLog::default();
     let reasons = Arc::new(Mutex::new(Vec::new()));
     let seen = reasons.clone();
     let config = Config {
@@ -144,7 +123,7 @@ pub fn harness_traced(grace: Duration, traces: staunch_server::Traces) -> Harnes
     };
     let server = Server::builder("harness", "0.0.0")
         .config(config)
-        .lifecycle_log(LifecycleLog::to_writer(Box::new(log.clone())))
+        .lifecycle_log(log.log())
         .traces(traces)
         .tool(
             ToolSpec::streaming("returns_cancelled", "waits for its cancel"),
@@ -252,9 +231,8 @@ impl Harness {
     /// The lifecycle log so far, as `staunch audit` reads it (every line must parse).
     pub fn log(&self) -> Vec<Line> {
         self.server.lifecycle_log().flush();
-        let bytes = self.log.0.lock().unwrap().clone();
-        String::from_utf8(bytes)
-            .expect("utf-8 log")
+        self.log
+            .text()
             .lines()
             .filter_map(|l| match parse_line(l.as_bytes()) {
                 Ok(Some(Parsed::Known(line))) => Some(line),
@@ -267,9 +245,8 @@ impl Harness {
     /// The raw log lines for request `id` (as JSON, to read fields by name).
     pub fn log_json(&self, id: i64) -> Vec<Value> {
         self.server.lifecycle_log().flush();
-        let bytes = self.log.0.lock().unwrap().clone();
-        String::from_utf8(bytes)
-            .expect("utf-8 log")
+        self.log
+            .text()
             .lines()
             .map(|l| serde_json::from_str::<Value>(l).expect("JSON log line"))
             .filter(|v| v["request_id"] == json!(id))

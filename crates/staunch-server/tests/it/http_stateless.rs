@@ -1,19 +1,25 @@
-//! The 2026-07-28 era over real HTTP: `staunch serve --http` answers stateless requests beside
+//! The 2026-07-28 era over real HTTP: the HTTP transport answers stateless requests beside
 //! legacy sessions on one endpoint — the headers and `_meta` it checks, the errors and HTTP
 //! statuses it answers, closing the response stream as the cancel, input-required rounds and
 //! `subscriptions/listen`.
 
-use crate::common;
-
 use std::time::Duration;
 
-use common::http::{HttpServer, stateless};
 use serde_json::{Value, json};
+use staunch_testkit::http::{call, stateless};
+use staunch_testkit::{Profile, TestServer};
 
 const LIMIT: Duration = Duration::from_secs(10);
 
-async fn demo() -> HttpServer {
-    HttpServer::start(&[]).await
+async fn demo() -> TestServer {
+    TestServer::start().await
+}
+
+async fn conformance() -> TestServer {
+    TestServer::setup()
+        .profile(Profile::Conformance)
+        .start()
+        .await
 }
 
 #[tokio::test]
@@ -178,7 +184,7 @@ async fn get_and_delete_are_405_for_stateless_clients_and_sessions_still_work() 
     let r = s
         .post(
             Some(&sid),
-            &common::http::call(json!(2), "echo", json!({"text": "z"}), None),
+            &call(json!(2), "echo", json!({"text": "z"}), None),
         )
         .await;
     assert_eq!(r.status, 200);
@@ -186,7 +192,7 @@ async fn get_and_delete_are_405_for_stateless_clients_and_sessions_still_work() 
     assert_eq!(v["result"]["content"][0]["text"], "z");
 }
 
-async fn steps(s: &HttpServer, tag: &str) -> u64 {
+async fn steps(s: &TestServer, tag: &str) -> u64 {
     let q = stateless(
         json!(100),
         "tools/call",
@@ -257,7 +263,7 @@ async fn closing_the_stream_cancels_the_work() {
 async fn a_legacy_stream_that_drops_keeps_running() {
     let s = demo().await;
     let sid = s.initialize().await;
-    let call = common::http::call(
+    let call = call(
         json!(8),
         "slow_count",
         json!({"steps": 6, "delay_ms": 50, "tag": "legacy"}),
@@ -338,7 +344,7 @@ async fn an_input_required_round_trip() {
 /// `subscriptions/listen`: the acknowledgement first, then list changes as they happen.
 #[tokio::test]
 async fn listen_acknowledges_then_streams_list_changes() {
-    let s = HttpServer::start(&["--profile", "conformance"]).await;
+    let s = conformance().await;
     let listen = stateless(
         json!(1),
         "subscriptions/listen",
@@ -384,7 +390,7 @@ async fn listen_acknowledges_then_streams_list_changes() {
 /// `notifications/message` only when the request set a log level.
 #[tokio::test]
 async fn log_messages_only_when_the_request_asks() {
-    let s = HttpServer::start(&["--profile", "conformance"]).await;
+    let s = conformance().await;
     let quiet = stateless(
         json!(1),
         "tools/call",
@@ -410,8 +416,8 @@ async fn log_messages_only_when_the_request_asks() {
 async fn a_round_begun_on_one_instance_continues_on_another() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("shared.db").display().to_string();
-    let a = HttpServer::start_on(Some(&db), &[]).await;
-    let b = HttpServer::start_on(Some(&db), &[]).await;
+    let a = TestServer::setup().store(&db).start().await;
+    let b = TestServer::setup().store(&db).start().await;
     let mut first = stateless(
         json!(1),
         "tools/call",
@@ -436,7 +442,7 @@ async fn a_round_begun_on_one_instance_continues_on_another() {
 /// The same announcement reaches a 2025 session the old way: on its standalone GET stream.
 #[tokio::test]
 async fn a_2025_session_hears_list_changes_on_its_standalone_stream() {
-    let s = HttpServer::start(&["--profile", "conformance"]).await;
+    let s = conformance().await;
     let sid = s.initialize().await;
     let mut standalone = s.get(&sid, None).await;
     assert_eq!(standalone.status, 200);
@@ -445,7 +451,7 @@ async fn a_2025_session_hears_list_changes_on_its_standalone_stream() {
     let r = s
         .post(
             Some(&sid),
-            &common::http::call(json!(5), "test_trigger_tool_change", json!({}), None),
+            &call(json!(5), "test_trigger_tool_change", json!({}), None),
         )
         .await;
     let (_, v) = r.answer(LIMIT).await;

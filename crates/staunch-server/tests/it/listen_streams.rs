@@ -1,13 +1,12 @@
-//! Long-lived streams over real HTTP: a `subscriptions/listen` whose `Accept` cannot carry a
+//! Long-lived streams over loopback HTTP: a `subscriptions/listen` whose `Accept` cannot carry a
 //! stream is refused at once, and a listener that vanished is noticed by the stream's
 //! keep-alives, so its in-flight slot comes back.
 
-use crate::common;
-
 use std::time::Duration;
 
-use common::http::{HttpServer, stateless};
 use serde_json::json;
+use staunch_testkit::TestServer;
+use staunch_testkit::http::stateless;
 use tokio::time::{Instant, timeout};
 
 fn listen(id: i64) -> serde_json::Value {
@@ -23,7 +22,7 @@ fn listen(id: i64) -> serde_json::Value {
 /// a stream, so it is refused with 406 at once.
 #[tokio::test]
 async fn listen_without_sse_accept_gets_406() {
-    let s = HttpServer::start(&[]).await;
+    let s = TestServer::start().await;
     let msg = listen(1).to_string();
     for accept in [Some("application/json"), Some(""), None, Some("text/html")] {
         let mut h = vec![
@@ -56,13 +55,11 @@ async fn listen_without_sse_accept_gets_406() {
 #[tokio::test]
 async fn a_vanished_listener_frees_its_slot() {
     let keep_alive = Duration::from_millis(200);
-    let s = HttpServer::start(&[
-        "--max-in-flight-per-peer",
-        "2",
-        "--stateless-keep-alive-ms",
-        "200",
-    ])
-    .await;
+    let s = TestServer::setup()
+        .config(|c| c.max_in_flight_per_peer = 2)
+        .http(|h| h.keep_alive_stateless = keep_alive)
+        .start()
+        .await;
     let mut held = Vec::new();
     for id in 1..=2 {
         let mut r = s.post_stateless(&listen(id)).await;
@@ -112,7 +109,10 @@ async fn a_vanished_listener_frees_its_slot() {
 #[tokio::test]
 async fn a_vanished_get_stream_is_noticed_by_its_keep_alives() {
     let keep_alive = Duration::from_millis(200);
-    let s = HttpServer::start(&["--keep-alive-ms", "200"]).await;
+    let s = TestServer::setup()
+        .http(|h| h.keep_alive = Duration::from_millis(200))
+        .start()
+        .await;
     let sid = s.initialize().await;
     let first = s.get(&sid, None).await;
     assert_eq!(first.status, 200);

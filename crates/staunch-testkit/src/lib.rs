@@ -1,0 +1,26 @@
+//! The test kit of staunch's crates: a server in the test's own process, driven the way a
+//! client drives it, with what it logged read back. Crates take it as a dev-dependency; their
+//! behaviour tests then run in-process, and only what needs the `staunch` binary (its command
+//! line, signals, real clients of other makers, the conformance suite) spawns it.
+//!
+//! - [`TestServer`] ([`server`]): `staunch serve --http 127.0.0.1:0` built in-process — the
+//!   demo or conformance tools, the job runtime, a store of the test's choosing, the lifecycle
+//!   log in a file — with every library setting at hand.
+//! - [`Endpoint`] ([`http`]): a raw Streamable HTTP driver for any server on loopback (one
+//!   connection per request, SSE read event by event, both protocol eras' messages built by
+//!   hand) and the helpers that read its lifecycle log.
+//! - [`Duplex`] ([`duplex`]): one session on an in-memory duplex, as on stdio, under tokio's
+//!   paused time when the test asks for it.
+//! - [`CapturedLog`] ([`log`]): a lifecycle log kept in memory and parsed back.
+
+#![warn(missing_docs, unreachable_pub)]
+
+pub mod duplex;
+pub mod http;
+pub mod log;
+pub mod server;
+
+pub use duplex::Duplex;
+pub use http::{Endpoint, Event, Resp};
+pub use log::CapturedLog;
+pub use server::{Profile, Setup, TestServer};

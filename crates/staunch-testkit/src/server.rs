@@ -1,0 +1,200 @@
+//! [`TestServer`]: what `staunch serve --http 127.0.0.1:0` runs, built in the test's own
+//! process — the demo (or conformance) tools, the durable job runtime, a store, the lifecycle
+//! log in a file — and served on a loopback port. A test starts one in milliseconds, sets any
+//! library setting directly, and reaches the [`Server`] it drives.
+//!
+//! Settings are the libraries' own defaults (`Config`, `HttpConfig`, `JobConfig`), which the
+//! command line's defaults are; a test changes what it is about with [`Setup::config`],
+//! [`Setup::http`] and [`Setup::jobs`].
+
+use std::ops::Deref;
+
+use staunch_jobs::{JobConfig, JobRuntime};
+use staunch_server::transport::http::{HttpConfig, HttpTransport};
+use staunch_server::{Config, LifecycleLog, Server, ServerBuilder, StateKey};
+use tokio_util::sync::CancellationToken;
+
+use crate::http::Endpoint;
+
+/// The tool set served, as `staunch serve --profile` names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Profile {
+    /// Every tool shape, a tool that fails on purpose, and the job tools.
+    Demo,
+    /// What the official conformance suite calls, with the tasks extension's fixtures.
+    Conformance,
+    /// No tools but those [`Setup::tools`] adds.
+    Empty,
+}
+
+/// How a [`TestServer`] is built; [`TestServer::setup`] starts one.
+pub struct Setup {
+    profile: Profile,
+    store: Option<String>,
+    config: Config,
+    http: HttpConfig,
+    jobs: JobConfig,
+    tools: Vec<Box<dyn FnOnce(ServerBuilder) -> ServerBuilder + Send>>,
+}
+
+impl std::fmt::Debug for Setup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Setup")
+            .field("profile", &self.profile)
+            .field("store", &self.store)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Setup {
+    /// The tool set (the demo tools by default).
+    pub fn profile(mut self, profile: Profile) -> Self {
+        self.profile = profile;
+        self
+    }
+
+    /// The store's URL (`:memory:`, a SQLite path, `postgres://…`); by default a SQLite file
+    /// in the server's own temporary directory.
+    pub fn store(mut self, url: impl Into<String>) -> Self {
+        self.store = Some(url.into());
+        self
+    }
+
+    /// Changes the request core's settings.
+    pub fn config(mut self, change: impl FnOnce(&mut Config)) -> Self {
+        change(&mut self.config);
+        self
+    }
+
+    /// Changes the HTTP transport's settings.
+    pub fn http(mut self, change: impl FnOnce(&mut HttpConfig)) -> Self {
+        change(&mut self.http);
+        self
+    }
+
+    /// Changes the job runtime's settings.
+    pub fn jobs(mut self, change: impl FnOnce(&mut JobConfig)) -> Self {
+        change(&mut self.jobs);
+        self
+    }
+
+    /// Registers more tools (or methods) on the server.
+    pub fn tools(
+        mut self,
+        add: impl FnOnce(ServerBuilder) -> ServerBuilder + Send + 'static,
+    ) -> Self {
+        self.tools.push(Box::new(add));
+        self
+    }
+
+    /// Builds the server and serves it on a loopback port; panics on what a test cannot go on
+    /// without (a store that does not open, no port).
+    pub async fn start(self) -> TestServer {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let log_path = dir.path().join("lifecycle.jsonl");
+        let store = self
+            .store
+            .unwrap_or_else(|| dir.path().join("staunch.db").display().to_string());
+        let stores = staunch_store::open(&store)
+            .await
+            .unwrap_or_else(|e| panic!("opening the store {store:?}: {e}"));
+        let log = LifecycleLog::file(&log_path).expect("the lifecycle log's file");
+        let mut builder = Server::builder("staunch", "test")
+            .config(self.config)
+            .lifecycle_log(log)
+            .state_key(
+                StateKey::shared(stores.sessions.as_ref())
+                    .await
+                    .expect("the input-state key from the store"),
+            );
+        let jobs = JobRuntime::new(stores.jobs.clone(), self.jobs).expect("job settings");
+        builder = match self.profile {
+            Profile::Demo => {
+                let db = staunch_demo::jobs::open_import_db(Some(&dir.path().join("import.db")))
+                    .expect("the import_rows database");
+                staunch_demo::demo(builder, Some((&jobs, db)))
+            }
+            Profile::Conformance => staunch_demo::conformance::register(builder, Some(&jobs)),
+            Profile::Empty => builder,
+        };
+        for add in self.tools {
+            builder = add(builder);
+        }
+        let server = builder.build();
+        jobs.start().await.expect("starting the job runtime");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("a loopback port");
+        let port = listener.local_addr().expect("its address").port();
+        let transport =
+            HttpTransport::new(server.clone(), stores.events, stores.sessions, self.http)
+                .with_store_signals(stores.jobs);
+        tokio::spawn(transport.serve(listener));
+        TestServer {
+            endpoint: Endpoint { port, log_path },
+            shutdown: server.shutdown_token(),
+            server,
+            jobs,
+            dir,
+        }
+    }
+}
+
+/// A server in the test's process, serving Streamable HTTP on loopback until it is dropped.
+/// It derefs to its [`Endpoint`], the driver's requests.
+#[derive(Debug)]
+pub struct TestServer {
+    endpoint: Endpoint,
+    server: Server,
+    jobs: JobRuntime,
+    shutdown: CancellationToken,
+    dir: tempfile::TempDir,
+}
+
+impl TestServer {
+    /// The demo tools with every default, started.
+    pub async fn start() -> Self {
+        Self::setup().start().await
+    }
+
+    /// A server to set up before [`Setup::start`].
+    pub fn setup() -> Setup {
+        Setup {
+            profile: Profile::Demo,
+            store: None,
+            config: Config::default(),
+            http: HttpConfig::default(),
+            jobs: JobConfig::default(),
+            tools: Vec::new(),
+        }
+    }
+
+    /// The server served.
+    pub fn server(&self) -> &Server {
+        &self.server
+    }
+
+    /// Its job runtime.
+    pub fn jobs(&self) -> &JobRuntime {
+        &self.jobs
+    }
+
+    /// The directory of its store, import database and log.
+    pub fn dir(&self) -> &std::path::Path {
+        self.dir.path()
+    }
+}
+
+impl Deref for TestServer {
+    type Target = Endpoint;
+
+    fn deref(&self) -> &Endpoint {
+        &self.endpoint
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
