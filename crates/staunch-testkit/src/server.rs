@@ -8,6 +8,7 @@
 //! [`Setup::http`] and [`Setup::jobs`].
 
 use std::ops::Deref;
+use std::time::Duration;
 
 use staunch_jobs::{JobConfig, JobRuntime};
 use staunch_server::transport::http::{HttpConfig, HttpTransport};
@@ -76,6 +77,20 @@ impl Setup {
     pub fn jobs(mut self, change: impl FnOnce(&mut JobConfig)) -> Self {
         change(&mut self.jobs);
         self
+    }
+
+    /// Job loops fast enough for tests: a 900 ms lease, heartbeats every 150 ms, the reaper
+    /// every 100 ms, claims polled every 50 ms, 100 ms suggested between polls, a 500 ms
+    /// cancel grace.
+    pub fn fast_jobs(self) -> Self {
+        self.jobs(|j| {
+            j.lease = Duration::from_millis(900);
+            j.heartbeat = Some(Duration::from_millis(150));
+            j.reap_interval = Duration::from_millis(100);
+            j.claim_poll = Duration::from_millis(50);
+            j.poll_after = Duration::from_millis(100);
+            j.cancel_grace = Duration::from_millis(500);
+        })
     }
 
     /// Registers more tools (or methods) on the server.

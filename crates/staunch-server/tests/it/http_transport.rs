@@ -1,16 +1,15 @@
-//! Streamable HTTP over real loopback sockets: a dropped stream loses nothing, replay stays
+//! Streamable HTTP over loopback sockets: a dropped stream loses nothing, replay stays
 //! within its stream and session, and every bad request gets a clear status.
-
-use crate::common;
 
 use std::time::Duration;
 
-use common::http::{HttpServer, call, ended, lines_of};
 use serde_json::{Value, json};
+use staunch_testkit::TestServer;
+use staunch_testkit::http::{call, ended, lines_of};
 
 const T: Duration = Duration::from_secs(10);
 
-fn progress_values(events: &[common::http::Event]) -> Vec<i64> {
+fn progress_values(events: &[staunch_testkit::Event]) -> Vec<i64> {
     events
         .iter()
         .map(|e| e.json())
@@ -19,7 +18,7 @@ fn progress_values(events: &[common::http::Event]) -> Vec<i64> {
         .collect()
 }
 
-fn responses(events: &[common::http::Event], id: &Value) -> Vec<Value> {
+fn responses(events: &[staunch_testkit::Event], id: &Value) -> Vec<Value> {
     events
         .iter()
         .map(|e| e.json())
@@ -29,7 +28,7 @@ fn responses(events: &[common::http::Event], id: &Value) -> Vec<Value> {
 
 #[tokio::test]
 async fn priming_event_then_progress_then_the_response() {
-    let s = HttpServer::start(&[]).await;
+    let s = TestServer::start().await;
     let sid = s.initialize().await;
     let mut r = s
         .post(
@@ -67,7 +66,7 @@ async fn priming_event_then_progress_then_the_response() {
 
 #[tokio::test]
 async fn resume_after_a_dropped_stream_while_the_call_runs() {
-    let s = HttpServer::start(&[]).await;
+    let s = TestServer::start().await;
     let sid = s.initialize().await;
     let id = json!("long");
     let mut r = s
@@ -112,7 +111,7 @@ async fn resume_after_a_dropped_stream_while_the_call_runs() {
 
 #[tokio::test]
 async fn result_finished_while_away_is_delivered_exactly_once() {
-    let s = HttpServer::start(&[]).await;
+    let s = TestServer::start().await;
     let sid = s.initialize().await;
     let id = json!(5);
     let mut r = s
@@ -155,7 +154,7 @@ async fn result_finished_while_away_is_delivered_exactly_once() {
 
 #[tokio::test]
 async fn replay_never_crosses_streams_or_sessions() {
-    let s = HttpServer::start(&[]).await;
+    let s = TestServer::start().await;
     let a = s.initialize().await;
     let b = s.initialize().await;
     assert_ne!(a, b);
@@ -195,7 +194,13 @@ async fn replay_never_crosses_streams_or_sessions() {
 
 #[tokio::test]
 async fn a_last_event_id_older_than_retention_gets_a_clear_answer() {
-    let s = HttpServer::start(&["--event-max-per-stream", "2", "--session-idle-secs", "2"]).await;
+    let s = TestServer::setup()
+        .http(|h| {
+            h.event_max_per_stream = 2;
+            h.session_idle = Duration::from_secs(2);
+        })
+        .start()
+        .await;
     let sid = s.initialize().await;
     let mut r = s
         .post(
@@ -233,7 +238,7 @@ async fn a_last_event_id_older_than_retention_gets_a_clear_answer() {
 
 #[tokio::test]
 async fn delete_ends_the_session_and_cancels_its_work() {
-    let s = HttpServer::start(&[]).await;
+    let s = TestServer::start().await;
     let sid = s.initialize().await;
     let id = json!(1);
     let mut r = s
@@ -275,7 +280,7 @@ async fn delete_ends_the_session_and_cancels_its_work() {
 
 #[tokio::test]
 async fn a_cancel_notification_ends_work_and_no_response_follows() {
-    let s = HttpServer::start(&[]).await;
+    let s = TestServer::start().await;
     let sid = s.initialize().await;
     let id = json!("c");
     let mut r = s
@@ -319,7 +324,10 @@ async fn a_cancel_notification_ends_work_and_no_response_follows() {
 
 #[tokio::test]
 async fn idle_sessions_expire_and_their_requests_are_cancelled() {
-    let s = HttpServer::start(&["--session-idle-secs", "1"]).await;
+    let s = TestServer::setup()
+        .http(|h| h.session_idle = Duration::from_secs(1))
+        .start()
+        .await;
     let sid = s.initialize().await;
     let id = json!(1);
     let mut r = s
@@ -354,7 +362,7 @@ async fn idle_sessions_expire_and_their_requests_are_cancelled() {
 
 #[tokio::test]
 async fn bad_host_or_origin_is_forbidden() {
-    let s = HttpServer::start(&[]).await;
+    let s = TestServer::start().await;
     let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
         "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}})
     .to_string();
@@ -392,7 +400,7 @@ async fn raw_post(port: u16, host: &str, body: &str) -> String {
 
 #[tokio::test]
 async fn missing_and_unknown_sessions_get_400_and_404() {
-    let s = HttpServer::start(&[]).await;
+    let s = TestServer::start().await;
     let ping = json!({"jsonrpc": "2.0", "id": 1, "method": "ping"});
     let r = s.post(None, &ping).await;
     assert_eq!(r.status, 400);
@@ -408,7 +416,11 @@ async fn missing_and_unknown_sessions_get_400_and_404() {
 
 #[tokio::test]
 async fn oversized_and_garbage_bodies_get_clear_errors_and_the_server_carries_on() {
-    let s = HttpServer::start(&["--max-message-bytes", "1000"]).await;
+    let s = TestServer::setup()
+        .config(|c| c.max_message_bytes = 1000)
+        .http(|h| h.max_body_bytes = 1000)
+        .start()
+        .await;
     let sid = s.initialize().await;
     let big =
         json!({"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"x": "y".repeat(5000)}});
@@ -462,7 +474,7 @@ async fn oversized_and_garbage_bodies_get_clear_errors_and_the_server_carries_on
 
 #[tokio::test]
 async fn standalone_stream_is_single_and_duplicate_ids_conflict() {
-    let s = HttpServer::start(&[]).await;
+    let s = TestServer::start().await;
     let sid = s.initialize().await;
     let mut g = s.get(&sid, None).await;
     assert_eq!(g.status, 200);
@@ -495,49 +507,7 @@ async fn standalone_stream_is_single_and_duplicate_ids_conflict() {
     );
 }
 
-#[tokio::test]
-async fn a_result_survives_a_server_restart_in_the_durable_store() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = dir.path().join("durable.db").display().to_string();
-    let mut s = HttpServer::start_on(Some(&store), &[]).await;
-    let sid = s.initialize().await;
-    let id = json!(1);
-    let mut r = s
-        .post(
-            Some(&sid),
-            &call(
-                id.clone(),
-                "slow_count",
-                json!({"steps": 3, "delay_ms": 20}),
-                Some(json!(1)),
-            ),
-        )
-        .await;
-    let priming = r.next_event(T).await.unwrap();
-    drop(r);
-    s.log_until(|l| ended(l, &sid, &id)).await;
-    // A graceful stop (SIGTERM) flushes the event queue; then a new process on the same file.
-    let pid = s.child.id().unwrap().to_string();
-    std::process::Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .unwrap();
-    tokio::time::timeout(T, s.child.wait())
-        .await
-        .unwrap()
-        .unwrap();
-    let s2 = HttpServer::start_on(Some(&store), &[]).await;
-    let mut g = s2.get(&sid, priming.id.as_deref()).await;
-    assert_eq!(g.status, 200);
-    let events = g.events_until_end(T).await;
-    assert_eq!(progress_values(&events), vec![1, 2, 3]);
-    assert_eq!(
-        responses(&events, &id)[0]["result"]["content"][0]["text"],
-        "counted 3"
-    );
-}
-
-fn stream_of(e: &common::http::Event) -> String {
+fn stream_of(e: &staunch_testkit::Event) -> String {
     e.id.as_deref()
         .unwrap()
         .split(':')

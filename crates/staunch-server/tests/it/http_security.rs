@@ -1,14 +1,13 @@
-//! Issue 12, hardening: one regression test per finding, each against the real `staunch serve
-//! --http` binary over loopback. Work is bound to its owner scope (without auth: the session
+//! Issue 12, hardening: one regression test per finding, each against the HTTP transport over
+//! loopback. Work is bound to its owner scope (without auth: the session
 //! that created it); every limit holds against a hostile client and says so clearly.
-
-use crate::common;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::http::{HttpServer, call, rpc};
 use serde_json::{Value, json};
+use staunch_testkit::TestServer;
+use staunch_testkit::http::{call, rpc};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -26,7 +25,7 @@ fn text_of(resp: &Value) -> String {
 }
 
 /// `start_import_rows` in a session; its job id, or the refusal text.
-async fn start_import(s: &HttpServer, sid: &str, id: i64, args: Value) -> Result<String, String> {
+async fn start_import(s: &TestServer, sid: &str, id: i64, args: Value) -> Result<String, String> {
     let r = rpc(s, sid, call(json!(id), "start_import_rows", args, None)).await;
     if r["result"]["isError"] == true {
         return Err(text_of(&r));
@@ -37,7 +36,7 @@ async fn start_import(s: &HttpServer, sid: &str, id: i64, args: Value) -> Result
         .to_string())
 }
 
-async fn job_status(s: &HttpServer, sid: &str, job: &str) -> Value {
+async fn job_status(s: &TestServer, sid: &str, job: &str) -> Value {
     let r = rpc(
         s,
         sid,
@@ -65,8 +64,8 @@ fn ping(id: i64) -> Value {
 }
 
 /// Rows of a SQLite store's session table with this id.
-fn stored_sessions(s: &HttpServer, sid: &str) -> i64 {
-    let c = rusqlite::Connection::open(s.dir.path().join("staunch.db")).unwrap();
+fn stored_sessions(s: &TestServer, sid: &str) -> i64 {
+    let c = rusqlite::Connection::open(s.dir().join("staunch.db")).unwrap();
     c.busy_timeout(Duration::from_secs(5)).unwrap();
     c.query_row(
         "SELECT COUNT(*) FROM staunch_sessions WHERE id = ?1",
@@ -80,7 +79,7 @@ fn stored_sessions(s: &HttpServer, sid: &str) -> i64 {
 
 #[tokio::test]
 async fn another_session_cannot_read_or_cancel_a_job() {
-    let s = HttpServer::start(&common::job_flags(&[])).await;
+    let s = TestServer::setup().fast_jobs().start().await;
     let a = s.initialize().await;
     let b = s.initialize().await;
     let job = start_import(&s, &a, 1, json!({"rows": 40, "delay_ms": 100}))
@@ -142,7 +141,7 @@ async fn another_session_cannot_read_or_cancel_a_job() {
 /// key with other arguments is refused, and the refusal names no job.
 #[tokio::test]
 async fn a_reused_key_does_not_reveal_another_sessions_job() {
-    let s = HttpServer::start(&common::job_flags(&[])).await;
+    let s = TestServer::setup().fast_jobs().start().await;
     let a = s.initialize().await;
     let b = s.initialize().await;
     let job_a = start_import(
@@ -188,7 +187,7 @@ async fn a_reused_key_does_not_reveal_another_sessions_job() {
 
 #[tokio::test]
 async fn inflight_dedupe_does_not_hand_another_session_the_job() {
-    let s = HttpServer::start(&common::job_flags(&[])).await;
+    let s = TestServer::setup().fast_jobs().start().await;
     let a = s.initialize().await;
     let b = s.initialize().await;
     let args = json!({"rows": 40, "delay_ms": 100});
@@ -203,7 +202,7 @@ async fn inflight_dedupe_does_not_hand_another_session_the_job() {
 
 #[tokio::test]
 async fn another_session_cannot_cancel_a_task() {
-    let s = HttpServer::start(&common::job_flags(&[])).await;
+    let s = TestServer::setup().fast_jobs().start().await;
     let a = s.initialize().await;
     let b = s.initialize().await;
     let mut create = call(
@@ -242,7 +241,7 @@ async fn another_session_cannot_cancel_a_task() {
 
 #[tokio::test]
 async fn replaying_another_sessions_stream_is_refused() {
-    let s = HttpServer::start(&[]).await;
+    let s = TestServer::start().await;
     let a = s.initialize().await;
     let b = s.initialize().await;
     let mut r = s
@@ -269,7 +268,10 @@ async fn replaying_another_sessions_stream_is_refused() {
 
 #[tokio::test]
 async fn an_oversized_initialize_is_refused_and_nothing_is_kept() {
-    let s = HttpServer::start(&["--max-client-info-bytes", "4096"]).await;
+    let s = TestServer::setup()
+        .http(|h| h.max_client_info_bytes = 4096)
+        .start()
+        .await;
     let big = "x".repeat(10_000);
     let r = s
         .post(
@@ -294,7 +296,7 @@ async fn an_oversized_initialize_is_refused_and_nothing_is_kept() {
             .contains("--max-client-info-bytes"),
         "{body}"
     );
-    let c = rusqlite::Connection::open(s.dir.path().join("staunch.db")).unwrap();
+    let c = rusqlite::Connection::open(s.dir().join("staunch.db")).unwrap();
     let n: i64 = c
         .query_row("SELECT COUNT(*) FROM staunch_sessions", [], |r| r.get(0))
         .unwrap();
@@ -305,7 +307,10 @@ async fn an_oversized_initialize_is_refused_and_nothing_is_kept() {
 
 #[tokio::test]
 async fn a_session_flood_does_not_lock_real_clients_out() {
-    let s = HttpServer::start(&["--max-sessions", "5"]).await;
+    let s = TestServer::setup()
+        .http(|h| h.max_sessions = 5)
+        .start()
+        .await;
     for _ in 0..5 {
         let r = s
             .post(
@@ -326,7 +331,10 @@ async fn a_session_flood_does_not_lock_real_clients_out() {
     assert!(pong.get("result").is_some(), "{pong}");
 
     // Only when every session is in use does an initialize get 503.
-    let s = HttpServer::start(&["--max-sessions", "3"]).await;
+    let s = TestServer::setup()
+        .http(|h| h.max_sessions = 3)
+        .start()
+        .await;
     for i in 0..3 {
         let sid = s.initialize().await;
         rpc(&s, &sid, ping(i)).await;
@@ -355,7 +363,10 @@ async fn a_session_flood_does_not_lock_real_clients_out() {
 
 #[tokio::test]
 async fn sessions_per_peer_are_limited() {
-    let s = HttpServer::start(&["--max-sessions-per-peer", "2"]).await;
+    let s = TestServer::setup()
+        .http(|h| h.max_sessions_per_peer = 2)
+        .start()
+        .await;
     for i in 0..2 {
         let sid = s.initialize().await;
         rpc(&s, &sid, ping(i)).await;
@@ -384,7 +395,10 @@ async fn sessions_per_peer_are_limited() {
 
 #[tokio::test]
 async fn a_session_never_used_after_initialize_expires() {
-    let s = HttpServer::start(&["--session-unused-secs", "1"]).await;
+    let s = TestServer::setup()
+        .http(|h| h.session_unused = Duration::from_secs(1))
+        .start()
+        .await;
     let r = s
         .post(
             None,
@@ -416,66 +430,15 @@ async fn a_session_never_used_after_initialize_expires() {
 }
 
 #[tokio::test]
-async fn a_stored_session_past_its_idle_time_is_not_adopted_after_a_restart() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = dir.path().join("shared.db").display().to_string();
-    let mut first = HttpServer::start_on(Some(&store), &[]).await;
-    let sid = first.initialize().await;
-    rpc(&first, &sid, ping(1)).await;
-    first.child.kill().await.unwrap();
-
-    let second = HttpServer::start_on(Some(&store), &["--session-idle-secs", "1"]).await;
-    // Longer than the idle timeout since the session was last seen.
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    let r = second.post(Some(&sid), &ping(2)).await;
-    assert_eq!(r.status, 404);
-    // And the stored record is gone.
-    let c = rusqlite::Connection::open(&store).unwrap();
-    c.busy_timeout(Duration::from_secs(5)).unwrap();
-    let n: i64 = c
-        .query_row(
-            "SELECT COUNT(*) FROM staunch_sessions WHERE id = ?1",
-            [&sid],
-            |r| r.get(0),
-        )
-        .unwrap();
-    assert_eq!(n, 0);
-}
-
-#[tokio::test]
-async fn stored_sessions_expire_without_a_request() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = dir.path().join("shared.db").display().to_string();
-    let mut first = HttpServer::start_on(Some(&store), &[]).await;
-    let sid = first.initialize().await;
-    rpc(&first, &sid, ping(1)).await;
-    first.child.kill().await.unwrap();
-    // A restart with a short idle period removes the record itself (`expire_idle`), without
-    // anyone asking for the session.
-    let _second = HttpServer::start_on(Some(&store), &["--session-idle-secs", "1"]).await;
-    let c = rusqlite::Connection::open(&store).unwrap();
-    c.busy_timeout(Duration::from_secs(5)).unwrap();
-    let mut n = 1;
-    for _ in 0..150 {
-        n = c
-            .query_row(
-                "SELECT COUNT(*) FROM staunch_sessions WHERE id = ?1",
-                [&sid],
-                |r| r.get(0),
-            )
-            .unwrap();
-        if n == 0 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert_eq!(n, 0, "the stored session never expired");
-}
-
-#[tokio::test]
 async fn one_session_cannot_take_every_in_flight_slot() {
     let s = Arc::new(
-        HttpServer::start(&["--max-in-flight", "16", "--max-in-flight-per-session", "3"]).await,
+        TestServer::setup()
+            .config(|c| {
+                c.max_in_flight = 16;
+                c.max_in_flight_per_session = 3;
+            })
+            .start()
+            .await,
     );
     let a = s.initialize().await;
     let b = s.initialize().await;
@@ -544,9 +507,14 @@ async fn one_session_cannot_take_every_in_flight_slot() {
 
 #[tokio::test]
 async fn queued_and_running_jobs_per_owner_are_limited() {
-    let mut flags = common::job_flags(&[]);
-    flags.extend(["--job-max-active-per-owner", "2", "--job-workers", "1"]);
-    let s = HttpServer::start(&flags).await;
+    let s = TestServer::setup()
+        .fast_jobs()
+        .jobs(|j| {
+            j.max_active_per_owner = Some(2);
+            j.workers = 1;
+        })
+        .start()
+        .await;
     let a = s.initialize().await;
     let b = s.initialize().await;
     for rows in [40, 41] {
@@ -571,7 +539,10 @@ async fn queued_and_running_jobs_per_owner_are_limited() {
 
 #[tokio::test]
 async fn slowloris_connections_are_closed_by_the_header_read_timeout() {
-    let s = HttpServer::start(&["--header-read-timeout-ms", "300"]).await;
+    let s = TestServer::setup()
+        .http(|h| h.header_read_timeout = Duration::from_millis(300))
+        .start()
+        .await;
     let mut held = Vec::new();
     for _ in 0..50 {
         let mut tcp = TcpStream::connect(("127.0.0.1", s.port)).await.unwrap();
@@ -601,13 +572,13 @@ async fn slowloris_connections_are_closed_by_the_header_read_timeout() {
 
 #[tokio::test]
 async fn connections_over_the_limit_get_503() {
-    let s = HttpServer::start(&[
-        "--max-connections",
-        "4",
-        "--header-read-timeout-ms",
-        "60000",
-    ])
-    .await;
+    let s = TestServer::setup()
+        .http(|h| {
+            h.max_connections = 4;
+            h.header_read_timeout = Duration::from_secs(60);
+        })
+        .start()
+        .await;
     let mut held = Vec::new();
     for _ in 0..4 {
         held.push(TcpStream::connect(("127.0.0.1", s.port)).await.unwrap());
@@ -641,7 +612,10 @@ async fn connections_over_the_limit_get_503() {
 
 #[tokio::test]
 async fn a_body_that_never_arrives_gets_408() {
-    let s = HttpServer::start(&["--body-read-timeout-ms", "300"]).await;
+    let s = TestServer::setup()
+        .http(|h| h.body_read_timeout = Duration::from_millis(300))
+        .start()
+        .await;
     let resp = raw(
         s.port,
         b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
@@ -666,7 +640,7 @@ fn initialize_with(headers: &str) -> String {
 
 #[tokio::test]
 async fn duplicate_host_or_origin_headers_are_refused() {
-    let s = HttpServer::start(&[]).await;
+    let s = TestServer::start().await;
     let ok = raw(s.port, initialize_with("Host: 127.0.0.1\r\n").as_bytes()).await;
     assert!(status_line(&ok).contains("200"), "{ok}");
     let r = raw(
@@ -690,7 +664,7 @@ async fn duplicate_host_or_origin_headers_are_refused() {
 
 #[tokio::test]
 async fn host_and_origin_ports_are_range_checked() {
-    let s = HttpServer::start(&[]).await;
+    let s = TestServer::start().await;
     let ok = raw(
         s.port,
         initialize_with("Host: localhost:65535\r\n").as_bytes(),
@@ -713,7 +687,7 @@ async fn host_and_origin_ports_are_range_checked() {
 
 #[tokio::test]
 async fn a_last_event_id_at_the_top_of_u64_is_404_not_a_wrap() {
-    let s = HttpServer::start(&[]).await;
+    let s = TestServer::start().await;
     let sid = s.initialize().await;
     let mut r = s
         .post(
@@ -740,7 +714,7 @@ async fn a_last_event_id_at_the_top_of_u64_is_404_not_a_wrap() {
 
 #[tokio::test]
 async fn session_ids_are_hashed_in_the_lifecycle_log_and_the_file_is_private() {
-    let s = HttpServer::start(&[]).await;
+    let s = TestServer::start().await;
     let sid = s.initialize().await;
     rpc(
         &s,
