@@ -12,6 +12,7 @@
 //! - [`Duplex`] ([`duplex`]): one session on an in-memory duplex, as on stdio, under tokio's
 //!   paused time when the test asks for it.
 //! - [`CapturedLog`] ([`log`]): a lifecycle log kept in memory and parsed back.
+//! - [`tasks`]: a client of the 2026-07-28 tasks extension, by hand.
 
 #![warn(missing_docs, unreachable_pub)]
 
@@ -19,6 +20,7 @@ pub mod duplex;
 pub mod http;
 pub mod log;
 pub mod server;
+pub mod tasks;
 
 pub use duplex::Duplex;
 pub use http::{Endpoint, Event, Resp};

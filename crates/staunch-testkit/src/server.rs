@@ -125,7 +125,15 @@ impl Setup {
         let jobs = JobRuntime::new(stores.jobs.clone(), self.jobs).expect("job settings");
         builder = match self.profile {
             Profile::Demo => {
-                let db = staunch_demo::jobs::open_import_db(Some(&dir.path().join("import.db")))
+                // `import_rows` writes beside the jobs in a SQLite store's file, as the binary's
+                // demo does; elsewhere into a file of the server's directory.
+                let file = store.strip_prefix("sqlite:").unwrap_or(&store);
+                let import = if store.contains("://") || store == ":memory:" {
+                    dir.path().join("import.db")
+                } else {
+                    file.into()
+                };
+                let db = staunch_demo::jobs::open_import_db(Some(&import))
                     .expect("the import_rows database");
                 staunch_demo::demo(builder, Some((&jobs, db)))
             }

@@ -4,3 +4,4 @@
 
 mod faces;
 mod runtime;
+mod tasks_ext_http;
