@@ -13,17 +13,8 @@ use staunch_server::{
 use crate::serve_args::ServeArgs;
 use staunch_demo::jobs::ImportDb;
 
-/// Builds the configured server; the demo profile gets the job tools, the conformance profile
-/// the tasks extension's fixtures, when a job runtime is given.
-pub async fn build_server(
-    args: &ServeArgs,
-    jobs: Option<(&JobRuntime, ImportDb)>,
-    state_key: Option<StateKey>,
-    metrics: Metrics,
-    traces: Traces,
-    commands: Option<&crate::command_tools::Loaded>,
-    upstreams: Vec<staunch_proxy::UpstreamSpec>,
-) -> anyhow::Result<Built> {
+/// The request core's settings from the flags.
+pub fn server_config(args: &ServeArgs) -> Config {
     let mut config = Config {
         max_in_flight: args.max_in_flight,
         cancel_grace: Duration::from_millis(args.cancel_grace_ms),
@@ -40,6 +31,21 @@ pub async fn build_server(
         ..Config::default()
     };
     args.limits.apply_server(&mut config);
+    config
+}
+
+/// Builds the configured server; the demo profile gets the job tools, the conformance profile
+/// the tasks extension's fixtures, when a job runtime is given.
+pub async fn build_server(
+    args: &ServeArgs,
+    jobs: Option<(&JobRuntime, ImportDb)>,
+    state_key: Option<StateKey>,
+    metrics: Metrics,
+    traces: Traces,
+    commands: Option<&crate::command_tools::Loaded>,
+    upstreams: Vec<staunch_proxy::UpstreamSpec>,
+) -> anyhow::Result<Built> {
+    let config = server_config(args);
     let log = if args.no_log {
         LifecycleLog::disabled()
     } else if let Some(path) = &args.log_file {
@@ -241,13 +247,8 @@ pub async fn run_with(
     Ok(0)
 }
 
-/// The job runtime from the `--job-*` flags, and the table `import_rows` writes to.
-fn job_runtime(
-    args: &ServeArgs,
-    stores: &staunch_store::Stores,
-    metrics: &Metrics,
-    traces: &Traces,
-) -> anyhow::Result<(JobRuntime, ImportDb)> {
+/// The job runtime's settings from the `--job-*` flags.
+fn job_config(args: &ServeArgs, metrics: &Metrics, traces: &Traces) -> JobConfig {
     let mut config = JobConfig {
         instance_name: args.instance_name.clone(),
         lease: Duration::from_millis(args.job_lease_ms),
@@ -267,6 +268,17 @@ fn job_runtime(
         ..JobConfig::default()
     };
     args.limits.apply_jobs(&mut config);
+    config
+}
+
+/// The job runtime from the `--job-*` flags, and the table `import_rows` writes to.
+fn job_runtime(
+    args: &ServeArgs,
+    stores: &staunch_store::Stores,
+    metrics: &Metrics,
+    traces: &Traces,
+) -> anyhow::Result<(JobRuntime, ImportDb)> {
+    let config = job_config(args, metrics, traces);
     let rt = JobRuntime::new(stores.jobs.clone(), config).context("job settings")?;
     let path = import_db_path(args);
     let db = staunch_demo::jobs::open_import_db(path.as_deref()).with_context(|| {
@@ -298,15 +310,8 @@ fn import_db_path(args: &ServeArgs) -> Option<std::path::PathBuf> {
     Some(file.into())
 }
 
-/// Serves MCP over HTTP on `addr` (and the live page; `upstreams`: the proxy's, whose work
-/// after a cancel the page lists).
-async fn serve_http(
-    args: &ServeArgs,
-    server: Server,
-    addr: std::net::SocketAddr,
-    stores: staunch_store::Stores,
-    upstreams: Vec<Arc<staunch_proxy::Pool>>,
-) -> anyhow::Result<()> {
+/// The HTTP transport's settings from the flags (authentication aside: it reads files).
+fn http_config(args: &ServeArgs) -> HttpConfig {
     let mut allow = Allow::loopback();
     for h in &args.allow_hosts {
         allow = allow.with_host(h.clone());
@@ -324,7 +329,6 @@ async fn serve_http(
         stateless_hold: Duration::from_millis(args.stateless_hold_ms),
         keep_alive_stateless: Duration::from_millis(args.stateless_keep_alive_ms.max(10)),
         keep_alive: Duration::from_millis(args.keep_alive_ms.max(10)),
-        auth: args.auth.config().await?,
         event_queue_max: args.event_queue_max,
         connection_backlog: args.max_connection_backlog,
         always_sse: args.always_sse,
@@ -332,6 +336,20 @@ async fn serve_http(
         ..HttpConfig::default()
     };
     args.limits.apply_http(&mut cfg);
+    cfg
+}
+
+/// Serves MCP over HTTP on `addr` (and the live page; `upstreams`: the proxy's, whose work
+/// after a cancel the page lists).
+async fn serve_http(
+    args: &ServeArgs,
+    server: Server,
+    addr: std::net::SocketAddr,
+    stores: staunch_store::Stores,
+    upstreams: Vec<Arc<staunch_proxy::Pool>>,
+) -> anyhow::Result<()> {
+    let mut cfg = http_config(args);
+    cfg.auth = args.auth.config().await?;
     if !addr.ip().is_loopback() {
         tracing::warn!(%addr, "serving on a non-loopback address");
     }
@@ -409,5 +427,52 @@ async fn wait_for_signal() {
     #[cfg(not(unix))]
     {
         let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+    use crate::cli::{Cli, Command};
+
+    /// A library user who takes `Config::default()` (and the transport's and the job runtime's
+    /// defaults) gets what `staunch serve` gives with no flags: each default is one value.
+    #[test]
+    fn the_flags_defaults_are_the_libraries_defaults() {
+        let cli = Cli::try_parse_from(["staunch", "serve"]).expect("no flags parse");
+        let Command::Serve(args) = cli.command else {
+            panic!("serve")
+        };
+        assert_eq!(
+            format!("{:?}", server_config(&args)),
+            format!("{:?}", Config::default())
+        );
+        assert_eq!(
+            format!("{:?}", http_config(&args)),
+            format!("{:?}", HttpConfig::default())
+        );
+        let (flags, library) = (
+            job_config(&args, &Metrics::disabled(), &Traces::disabled()),
+            JobConfig::default(),
+        );
+        let pick = |c: &JobConfig| {
+            (
+                c.lease,
+                c.heartbeat,
+                c.reap_interval,
+                c.claim_poll,
+                c.poll_after,
+                c.cancel_grace,
+                c.max_runtime,
+                c.workers,
+                c.job_ttl,
+                c.idempotency_ttl,
+                c.dedupe_inflight,
+                (c.max_active_per_owner, c.max_running_per_owner),
+            )
+        };
+        assert_eq!(pick(&flags), pick(&library));
     }
 }
