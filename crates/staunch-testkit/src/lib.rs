@@ -9,20 +9,21 @@
 //! - [`Endpoint`] ([`http`]): a raw Streamable HTTP driver for any server on loopback (one
 //!   connection per request, SSE read event by event, both protocol eras' messages built by
 //!   hand) and the helpers that read its lifecycle log.
-//! - [`Duplex`] ([`duplex`]): one session on an in-memory duplex, as on stdio, under tokio's
-//!   paused time when the test asks for it.
+//! - [`StdioClient`] ([`stdio`]): one stdio session driven by hand, on an in-memory duplex
+//!   (under tokio's paused time when the test asks for it) or a spawned server's pipes;
+//!   [`StdioServer`] is the demo server behind it, in-process.
 //! - [`CapturedLog`] ([`log`]): a lifecycle log kept in memory and parsed back.
 //! - [`tasks`]: a client of the 2026-07-28 tasks extension, by hand.
 
 #![warn(missing_docs, unreachable_pub)]
 
-pub mod duplex;
 pub mod http;
 pub mod log;
 pub mod server;
+pub mod stdio;
 pub mod tasks;
 
-pub use duplex::Duplex;
 pub use http::{Endpoint, Event, Resp};
 pub use log::CapturedLog;
-pub use server::{Profile, Setup, TestServer};
+pub use server::{Profile, Setup, StdioServer, TestServer};
+pub use stdio::StdioClient;

@@ -16,6 +16,7 @@ use staunch_server::{Config, LifecycleLog, Server, ServerBuilder, StateKey};
 use tokio_util::sync::CancellationToken;
 
 use crate::http::Endpoint;
+use crate::stdio::{LogSource, StdioClient};
 
 /// The tool set served, as `staunch serve --profile` names them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -102,9 +103,8 @@ impl Setup {
         self
     }
 
-    /// Builds the server and serves it on a loopback port; panics on what a test cannot go on
-    /// without (a store that does not open, no port).
-    pub async fn start(self) -> TestServer {
+    /// Builds the server: its store, job runtime (started) and log.
+    async fn build(self) -> Built {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let log_path = dir.path().join("lifecycle.jsonl");
         let store = self
@@ -145,22 +145,68 @@ impl Setup {
         }
         let server = builder.build();
         jobs.start().await.expect("starting the job runtime");
+        Built {
+            server,
+            jobs,
+            stores,
+            dir,
+            log_path,
+            http: self.http,
+        }
+    }
+
+    /// Builds the server and serves it on a loopback port; panics on what a test cannot go on
+    /// without (a store that does not open, no port).
+    pub async fn start(self) -> TestServer {
+        let built = self.build().await;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("a loopback port");
         let port = listener.local_addr().expect("its address").port();
-        let transport =
-            HttpTransport::new(server.clone(), stores.events, stores.sessions, self.http)
-                .with_store_signals(stores.jobs);
+        let stores = built.stores;
+        let transport = HttpTransport::new(
+            built.server.clone(),
+            stores.events,
+            stores.sessions,
+            built.http,
+        )
+        .with_store_signals(stores.jobs);
         tokio::spawn(transport.serve(listener));
         TestServer {
-            endpoint: Endpoint { port, log_path },
-            shutdown: server.shutdown_token(),
-            server,
-            jobs,
-            dir,
+            endpoint: Endpoint {
+                port,
+                log_path: built.log_path,
+            },
+            shutdown: built.server.shutdown_token(),
+            server: built.server,
+            jobs: built.jobs,
+            dir: built.dir,
         }
     }
+
+    /// Builds the server and serves one stdio session on an in-memory duplex, as
+    /// `staunch serve` does on its stdin and stdout.
+    pub async fn stdio(self) -> StdioServer {
+        let built = self.build().await;
+        let client = StdioClient::serve(built.server.clone(), LogSource::File(built.log_path));
+        StdioServer {
+            client,
+            shutdown: built.server.shutdown_token(),
+            server: built.server,
+            jobs: built.jobs,
+            _dir: built.dir,
+        }
+    }
+}
+
+/// What [`Setup::build`] made.
+struct Built {
+    server: Server,
+    jobs: JobRuntime,
+    stores: staunch_store::Stores,
+    dir: tempfile::TempDir,
+    log_path: std::path::PathBuf,
+    http: HttpConfig,
 }
 
 /// A server in the test's process, serving Streamable HTTP on loopback until it is dropped.
@@ -217,6 +263,49 @@ impl Deref for TestServer {
 }
 
 impl Drop for TestServer {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
+
+/// A server in the test's process serving one stdio session on an in-memory duplex, until it
+/// is dropped. It derefs to its [`StdioClient`].
+#[derive(Debug)]
+pub struct StdioServer {
+    client: StdioClient,
+    server: Server,
+    jobs: JobRuntime,
+    shutdown: CancellationToken,
+    _dir: tempfile::TempDir,
+}
+
+impl StdioServer {
+    /// The server served.
+    pub fn server(&self) -> &Server {
+        &self.server
+    }
+
+    /// Its job runtime.
+    pub fn jobs(&self) -> &JobRuntime {
+        &self.jobs
+    }
+}
+
+impl Deref for StdioServer {
+    type Target = StdioClient;
+
+    fn deref(&self) -> &StdioClient {
+        &self.client
+    }
+}
+
+impl std::ops::DerefMut for StdioServer {
+    fn deref_mut(&mut self) -> &mut StdioClient {
+        &mut self.client
+    }
+}
+
+impl Drop for StdioServer {
     fn drop(&mut self) {
         self.shutdown.cancel();
     }

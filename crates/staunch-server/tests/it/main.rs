@@ -21,5 +21,6 @@ mod results;
 mod session_closed;
 mod stateless_unread_stream;
 mod stdio_duplex;
+mod stdio_lifecycle;
 mod tool_updates;
 mod trace_hooks;

@@ -1,4 +1,4 @@
-//! One stdio session served on an in-memory duplex (the test kit's `Duplex`), under tokio's
+//! One stdio session served on an in-memory duplex (the test kit's `StdioClient`), under tokio's
 //! paused time: a quick tool's deadline and an ignored cancel's grace pass at once, yet every
 //! duration the lifecycle log reports is the one the rules set.
 
@@ -7,7 +7,8 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use staunch_server::{CallToolResult, Config, Context, Server, ToolError, ToolSpec};
-use staunch_testkit::{CapturedLog, Duplex};
+use staunch_testkit::stdio::{LogSource, is_response_to};
+use staunch_testkit::{CapturedLog, StdioClient};
 
 #[derive(Deserialize, schemars::JsonSchema)]
 struct Nothing {}
@@ -47,7 +48,7 @@ fn end_of(lines: &[Value], id: i64) -> Option<Value> {
 #[tokio::test(start_paused = true)]
 async fn deadlines_and_grace_periods_pass_under_paused_time() {
     let log = CapturedLog::default();
-    let mut client = Duplex::serve(server(&log), "duplex");
+    let mut client = StdioClient::serve(server(&log), LogSource::Memory(log.clone()));
     let init = client.initialize("2025-11-25").await;
     assert_eq!(init["result"]["protocolVersion"], "2025-11-25", "{init}");
 
@@ -57,7 +58,10 @@ async fn deadlines_and_grace_periods_pass_under_paused_time() {
                "params": {"name": tool, "arguments": {}}})
     };
     client.send(call(1, "too_slow")).await;
-    let answer = client.response(&json!(1), Duration::from_secs(120)).await;
+    let answer = client
+        .wait_for(Duration::from_secs(120), |m| is_response_to(m, &json!(1)))
+        .await
+        .expect("the deadline's answer");
     assert_eq!(answer["result"]["isError"], true, "{answer}");
     // The end line is written behind the answer.
     let lines = log
@@ -85,9 +89,5 @@ async fn deadlines_and_grace_periods_pass_under_paused_time() {
     assert_eq!(end["duration_ms"], 31_000, "{end}");
     let exit = client.close().await;
     assert!(exit.drained, "the session drained");
-    assert!(
-        client.responses_to(&json!(2)).is_empty(),
-        "{:?}",
-        client.seen()
-    );
+    assert_eq!(client.responses_to(&json!(2)), 0, "{:?}", client.history);
 }

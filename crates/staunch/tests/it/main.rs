@@ -38,7 +38,7 @@ mod real_clients_stdio;
 mod rmcp_tasks_client;
 mod security_fairness;
 mod state_dir;
-mod stdio_lifecycle;
+mod stdio_process;
 mod stdio_unread_stdout;
 mod tasks_2026_http;
 mod tools_cmd;

@@ -1,12 +1,30 @@
-//! The request lifecycle through the real binary over stdio: cancel, abort, deadline, EOF,
-//! panics, limits, progress rules and the lifecycle log.
-
-use crate::common;
+//! The request lifecycle of a stdio session (the demo tools, in-process, on an in-memory
+//! duplex): cancel, abort, deadline, panics, limits, progress rules and the lifecycle log.
 
 use std::time::Duration;
 
-use common::{Proc, events_of, has_event};
 use serde_json::{Value, json};
+use staunch_server::ProgressRate;
+use staunch_testkit::stdio::is_response_to;
+use staunch_testkit::{Setup, StdioServer, TestServer};
+
+/// A stdio session of the demo server, initialized at 2025-11-25.
+async fn ready(setup: Setup) -> StdioServer {
+    let mut p = setup.stdio().await;
+    p.initialize("2025-11-25").await;
+    p
+}
+
+/// Lifecycle lines of one request.
+fn events_of<'a>(lines: &'a [Value], id: &Value) -> Vec<&'a Value> {
+    lines.iter().filter(|l| l["request_id"] == *id).collect()
+}
+
+fn has_event(lines: &[Value], id: &Value, event: &str) -> bool {
+    lines
+        .iter()
+        .any(|l| l["request_id"] == *id && l["event"] == event)
+}
 
 fn text_of(resp: &Value) -> String {
     resp["result"]["content"][0]["text"]
@@ -17,7 +35,7 @@ fn text_of(resp: &Value) -> String {
 
 #[tokio::test]
 async fn cancel_stops_slow_count_with_no_response_and_logs_it() {
-    let mut p = Proc::ready(&[]).await;
+    let mut p = ready(TestServer::setup()).await;
     let id = json!(7);
     let token = json!("tok-7");
     p.call(
@@ -72,7 +90,8 @@ async fn cancel_stops_slow_count_with_no_response_and_logs_it() {
 
 #[tokio::test]
 async fn stubborn_handler_is_aborted_after_the_grace_period() {
-    let mut p = Proc::ready(&["--cancel-grace-ms", "300"]).await;
+    let mut p =
+        ready(TestServer::setup().config(|c| c.cancel_grace = Duration::from_millis(300))).await;
     let id = json!("stubborn");
     let token = json!(1);
     p.call(
@@ -103,7 +122,8 @@ async fn stubborn_handler_is_aborted_after_the_grace_period() {
 
 #[tokio::test]
 async fn blocking_work_stops_at_its_next_unit() {
-    let mut p = Proc::ready(&["--cancel-grace-ms", "5000"]).await;
+    let mut p =
+        ready(TestServer::setup().config(|c| c.cancel_grace = Duration::from_secs(5))).await;
     let id = json!("cpu");
     let token = json!("cpu");
     p.call(
@@ -129,7 +149,7 @@ async fn blocking_work_stops_at_its_next_unit() {
 
 #[tokio::test]
 async fn ping_answers_while_eight_slow_tools_run() {
-    let mut p = Proc::ready(&[]).await;
+    let mut p = ready(TestServer::setup()).await;
     for i in 0..8 {
         p.call(
             json!(i),
@@ -152,7 +172,7 @@ async fn ping_answers_while_eight_slow_tools_run() {
 
 #[tokio::test]
 async fn a_panic_is_answered_and_the_server_lives_on() {
-    let mut p = Proc::ready(&[]).await;
+    let mut p = ready(TestServer::setup()).await;
     p.call(json!(1), "fail", json!({"how": "panic"}), None)
         .await;
     let r = p.response(&json!(1)).await;
@@ -172,7 +192,7 @@ async fn a_panic_is_answered_and_the_server_lives_on() {
 
 #[tokio::test]
 async fn failures_reach_the_client_in_their_own_form() {
-    let mut p = Proc::ready(&[]).await;
+    let mut p = ready(TestServer::setup()).await;
     p.call(json!(1), "fail", json!({"how": "tool_error"}), None)
         .await;
     let r = p.response(&json!(1)).await;
@@ -184,7 +204,7 @@ async fn failures_reach_the_client_in_their_own_form() {
 
 #[tokio::test]
 async fn the_concurrency_limit_answers_a_clear_error() {
-    let mut p = Proc::ready(&["--max-in-flight", "2"]).await;
+    let mut p = ready(TestServer::setup().config(|c| c.max_in_flight = 2)).await;
     p.call(
         json!(1),
         "slow_count",
@@ -218,36 +238,8 @@ async fn the_concurrency_limit_answers_a_clear_error() {
 }
 
 #[tokio::test]
-async fn eof_cancels_in_flight_work_and_the_process_exits() {
-    let mut p = Proc::ready(&[]).await;
-    let id = json!("long");
-    p.call(
-        id.clone(),
-        "slow_count",
-        json!({"steps": 100000, "delay_ms": 10}),
-        None,
-    )
-    .await;
-    p.log_until(|l| has_event(l, &id, "request.start")).await;
-    p.close_stdin();
-    let status = tokio::time::timeout(Duration::from_secs(15), p.child.wait())
-        .await
-        .expect("process exits after EOF")
-        .unwrap();
-    assert!(status.success(), "{status}");
-    let lines = p.log_lines();
-    let ev = events_of(&lines, &id);
-    let cancel = ev
-        .iter()
-        .find(|l| l["event"] == "request.cancel_received")
-        .expect("cancel logged");
-    assert_eq!(cancel["reason"], "transport closed");
-    assert_eq!(ev.last().unwrap()["outcome"], "cancelled");
-}
-
-#[tokio::test]
 async fn progress_without_a_token_sends_nothing() {
-    let mut p = Proc::ready(&[]).await;
+    let mut p = ready(TestServer::setup()).await;
     p.call(
         json!(1),
         "slow_count",
@@ -266,7 +258,13 @@ async fn progress_without_a_token_sends_nothing() {
 
 #[tokio::test]
 async fn progress_strictly_increases_is_rate_limited_and_ends_exact() {
-    let mut p = Proc::ready(&["--progress-burst", "10", "--progress-rate", "50"]).await;
+    let mut p = ready(TestServer::setup().config(|c| {
+        c.progress_rate = ProgressRate {
+            burst: 10,
+            per_second: 50.0,
+        }
+    }))
+    .await;
     let token = json!("flood");
     p.call(
         json!(1),
@@ -297,7 +295,7 @@ async fn progress_strictly_increases_is_rate_limited_and_ends_exact() {
     let resp_pos = p
         .history
         .iter()
-        .position(|s| common::is_response_to(&s.msg, &json!(1)))
+        .position(|s| is_response_to(&s.msg, &json!(1)))
         .unwrap();
     let last_progress = p
         .history
@@ -309,7 +307,7 @@ async fn progress_strictly_increases_is_rate_limited_and_ends_exact() {
 
 #[tokio::test]
 async fn a_short_burst_of_progress_passes_unchanged() {
-    let mut p = Proc::ready(&[]).await;
+    let mut p = ready(TestServer::setup()).await;
     let token = json!(99);
     p.call(
         json!(1),
@@ -325,7 +323,7 @@ async fn a_short_burst_of_progress_passes_unchanged() {
 
 #[tokio::test]
 async fn cancels_racing_completion_are_harmless() {
-    let mut p = Proc::ready(&[]).await;
+    let mut p = ready(TestServer::setup()).await;
     for i in 0..200 {
         p.call(
             json!(i),
@@ -369,7 +367,7 @@ async fn cancels_racing_completion_are_harmless() {
 
 #[tokio::test]
 async fn duplicate_in_flight_ids_are_rejected() {
-    let mut p = Proc::ready(&[]).await;
+    let mut p = ready(TestServer::setup()).await;
     p.call(
         json!(5),
         "slow_count",
@@ -390,7 +388,7 @@ async fn duplicate_in_flight_ids_are_rejected() {
     let answers: Vec<&Value> = p
         .history
         .iter()
-        .filter(|s| common::is_response_to(&s.msg, &json!(5)))
+        .filter(|s| is_response_to(&s.msg, &json!(5)))
         .map(|s| &s.msg)
         .collect();
     assert_eq!(answers.len(), 2);
@@ -399,7 +397,9 @@ async fn duplicate_in_flight_ids_are_rejected() {
 
 #[tokio::test]
 async fn a_deadline_answers_a_clear_error() {
-    let mut p = Proc::ready(&["--streaming-deadline-ms", "200"]).await;
+    let mut p =
+        ready(TestServer::setup().config(|c| c.streaming_deadline = Duration::from_millis(200)))
+            .await;
     p.call(
         json!(1),
         "slow_count",
@@ -421,7 +421,7 @@ async fn a_deadline_answers_a_clear_error() {
 
 #[tokio::test]
 async fn atomic_writes_finish_despite_a_cancel_and_are_not_answered() {
-    let mut p = Proc::ready(&[]).await;
+    let mut p = ready(TestServer::setup()).await;
     p.call(
         json!(1),
         "set_value",
@@ -448,7 +448,7 @@ async fn atomic_writes_finish_despite_a_cancel_and_are_not_answered() {
 
 #[tokio::test]
 async fn export_report_compensates_in_cleanup_after_a_cancel() {
-    let mut p = Proc::ready(&[]).await;
+    let mut p = ready(TestServer::setup()).await;
     let token = json!("exp");
     p.call(
         json!(1),
@@ -481,7 +481,7 @@ async fn export_report_compensates_in_cleanup_after_a_cancel() {
 
 #[tokio::test]
 async fn initialize_is_not_cancellable_and_versions_negotiate() {
-    let mut p = Proc::spawn(&[]).await;
+    let mut p = TestServer::setup().stdio().await;
     let r = p.initialize("2025-03-26").await;
     assert_eq!(r["result"]["protocolVersion"], "2025-03-26");
     assert_eq!(r["result"]["serverInfo"]["name"], "staunch");
@@ -496,7 +496,7 @@ async fn initialize_is_not_cancellable_and_versions_negotiate() {
         .clone();
     assert_eq!(ignored["why"], "not_cancellable");
 
-    let mut q = Proc::spawn(&[]).await;
+    let mut q = TestServer::setup().stdio().await;
     assert_eq!(
         q.initialize("2024-11-05").await["result"]["protocolVersion"],
         "2025-11-25"
@@ -521,7 +521,7 @@ async fn initialize_is_not_cancellable_and_versions_negotiate() {
 
 #[tokio::test]
 async fn malformed_input_gets_the_right_error_codes() {
-    let mut p = Proc::ready(&["--max-message-bytes", "2000"]).await;
+    let mut p = ready(TestServer::setup().config(|c| c.max_message_bytes = 2000)).await;
     let cases: Vec<(String, Value, i64)> = vec![
         ("not json".into(), Value::Null, -32700),
         ("{\"jsonrpc\":\"2.0\",".into(), Value::Null, -32700),
@@ -562,7 +562,7 @@ async fn malformed_input_gets_the_right_error_codes() {
 /// stateless era (-32021), which the session era does not have.
 #[tokio::test]
 async fn a_missing_client_capability_in_the_session_era_is_a_tool_error() {
-    let mut p = Proc::ready(&[]).await;
+    let mut p = ready(TestServer::setup()).await;
     p.call(json!(1), "greet", json!({}), None).await;
     let r = p.response(&json!(1)).await;
     assert!(r.get("error").is_none(), "a protocol error: {r}");
