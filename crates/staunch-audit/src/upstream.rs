@@ -15,7 +15,7 @@ use staunch_lifecycle::{Millis, RequestId, format_ts};
 use crate::label::Label;
 use crate::label::non_negative;
 
-type Key = (Arc<str>, RequestId);
+type UpstreamCallKey = (Arc<str>, RequestId);
 
 /// How many ended, cancelled requests are remembered for late lines that follow them.
 const RECENT_CAP: usize = 65_536;
@@ -23,12 +23,12 @@ const RECENT_CAP: usize = 65_536;
 /// Ended requests that had a cancel: their label and cancel time, oldest forgotten first.
 #[derive(Debug, Default)]
 pub(crate) struct Recent {
-    map: HashMap<Key, (Label, Option<Millis>)>,
-    order: VecDeque<Key>,
+    map: HashMap<UpstreamCallKey, (Label, Option<Millis>)>,
+    order: VecDeque<UpstreamCallKey>,
 }
 
 impl Recent {
-    pub(crate) fn remember(&mut self, key: Key, label: Label, cancel: Option<Millis>) {
+    pub(crate) fn remember(&mut self, key: UpstreamCallKey, label: Label, cancel: Option<Millis>) {
         if self.map.insert(key.clone(), (label, cancel)).is_none() {
             self.order.push_back(key);
         }
@@ -39,7 +39,7 @@ impl Recent {
         }
     }
 
-    pub(crate) fn get(&self, key: &Key) -> Option<&(Label, Option<Millis>)> {
+    pub(crate) fn get(&self, key: &UpstreamCallKey) -> Option<&(Label, Option<Millis>)> {
         self.map.get(key)
     }
 }
@@ -58,16 +58,16 @@ struct Late {
 /// Late lines, per downstream request.
 #[derive(Debug, Default)]
 pub(crate) struct UpstreamAcc {
-    calls: HashMap<Key, Late>,
+    calls: HashMap<UpstreamCallKey, Late>,
     /// Requests whose upstream process the stop policy killed (`upstream.stopped`, `killed`).
-    killed: HashSet<Key>,
+    killed: HashSet<UpstreamCallKey>,
 }
 
 impl UpstreamAcc {
     /// One `upstream.late` line of request `key`, whose tool and cancel are known when given.
     pub(crate) fn late(
         &mut self,
-        key: Key,
+        key: UpstreamCallKey,
         upstream: Arc<str>,
         what: Option<&str>,
         ts: Millis,
@@ -98,7 +98,7 @@ impl UpstreamAcc {
 
     /// An `upstream.stopped` line of request `key`: its upstream process was still running
     /// after the grace and the proxy killed it, so its work ended there.
-    pub(crate) fn killed(&mut self, key: Key) {
+    pub(crate) fn killed(&mut self, key: UpstreamCallKey) {
         self.killed.insert(key);
     }
 
@@ -110,7 +110,7 @@ impl UpstreamAcc {
     pub(crate) fn finish(self, examples: usize, crossing_ms: u64) -> UpstreamOrphans {
         let mut groups: HashMap<(Arc<str>, Label), Vec<UpstreamOrphan>> = HashMap::new();
         let stopped = self.killed.len() as u64;
-        let calls: Vec<(Key, Late)> = self
+        let calls: Vec<(UpstreamCallKey, Late)> = self
             .calls
             .into_iter()
             .filter(|(_, l)| {

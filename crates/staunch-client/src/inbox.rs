@@ -19,10 +19,10 @@ pub(crate) trait Route: Send + Sync {
 
 /// A transport's way to the client's router. Cheap to clone.
 #[derive(Clone, Default)]
-pub(crate) struct Inbox(Arc<State>);
+pub(crate) struct Inbox(Arc<InboxState>);
 
 #[derive(Default)]
-struct State {
+struct InboxState {
     /// Set once every queued item was routed, so an item seen after it follows them.
     client: OnceLock<Weak<dyn Route>>,
     early: Mutex<Vec<Inbound>>,

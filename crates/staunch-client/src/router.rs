@@ -100,7 +100,7 @@ pub(crate) enum Answer {
 type Reply = oneshot::Sender<Result<Value, ClientError>>;
 
 #[derive(Default)]
-struct State {
+struct Routes {
     pending: HashMap<RequestId, Reply>,
     abandoned: HashMap<RequestId, Instant>,
     abandoned_order: VecDeque<RequestId>,
@@ -114,7 +114,7 @@ struct State {
 /// The routing table shared by the client handle and its reader task.
 #[derive(Default)]
 pub(crate) struct Router {
-    state: Mutex<State>,
+    state: Mutex<Routes>,
     server_requests: Option<crate::ServerRequestHandler>,
     notifications: Option<crate::NotificationHandler>,
 }
@@ -139,7 +139,7 @@ impl Router {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Routes> {
         // A poisoned lock only means a panic elsewhere; the table itself stays consistent.
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }

@@ -28,23 +28,23 @@ pub struct ServerRequest {
     pub on_stream_of: Option<RequestId>,
 }
 
-type Answer = BoxFuture<'static, Result<Value, ErrorObject>>;
+type AnswerFuture = BoxFuture<'static, Result<Value, ErrorObject>>;
 
 /// Answers server requests: a closure from [`ServerRequest`] to the result (or the JSON-RPC
 /// error) sent back.
 #[derive(Clone)]
-pub struct ServerRequestHandler(Arc<dyn Fn(ServerRequest) -> Answer + Send + Sync>);
+pub struct ServerRequestHandler(Arc<dyn Fn(ServerRequest) -> AnswerFuture + Send + Sync>);
 
 impl ServerRequestHandler {
     /// Wraps `f`.
     pub fn new<F>(f: F) -> Self
     where
-        F: Fn(ServerRequest) -> Answer + Send + Sync + 'static,
+        F: Fn(ServerRequest) -> AnswerFuture + Send + Sync + 'static,
     {
         Self(Arc::new(f))
     }
 
-    pub(crate) fn answer(&self, req: ServerRequest) -> Answer {
+    pub(crate) fn answer(&self, req: ServerRequest) -> AnswerFuture {
         (self.0)(req)
     }
 }

@@ -17,14 +17,13 @@ use staunch_server::{
     CallToolResult, Change, Context, LoggingLevel, ServerBuilder, ToolError, ToolSpec,
 };
 
+use crate::no_args::NoArgs;
+
 /// A 1×1 transparent PNG.
 const PNG: &str =
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII=";
 /// A tiny silent WAV (44-byte header, 2 samples).
 const WAV: &str = "UklGRigAAABXQVZFZm10IBAAAAABAAEAQB8AAIA+AAACABAAZGF0YQQAAAAAAAAA";
-
-#[derive(Deserialize, JsonSchema)]
-struct NoArgs {}
 
 #[derive(Deserialize, JsonSchema)]
 struct SamplingArgs {

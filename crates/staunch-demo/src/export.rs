@@ -12,6 +12,8 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use staunch_server::{CallToolResult, Context, ServerBuilder, ToolError, ToolSpec};
 
+use crate::no_args::NoArgs;
+
 #[derive(Deserialize, JsonSchema)]
 struct ExportArgs {
     /// Pages to export.
@@ -24,9 +26,6 @@ struct ExportArgs {
 fn default_delay() -> u64 {
     50
 }
-
-#[derive(Deserialize, JsonSchema)]
-struct StatusArgs {}
 
 /// What happened to each export, newest last.
 #[derive(Default)]
@@ -58,7 +57,7 @@ pub(crate) fn register(b: ServerBuilder) -> ServerBuilder {
             "Lists what happened to each export_report call.",
         )
         .annotations(serde_json::json!({"readOnlyHint": true})),
-        move |_ctx, _a: StatusArgs| {
+        move |_ctx, _a: NoArgs| {
             let lines = for_status.lines();
             async move {
                 Ok(CallToolResult::structured(

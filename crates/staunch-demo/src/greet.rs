@@ -5,13 +5,10 @@
 //! `inputResponses`; the handler runs again from the top with the answer replayed). The
 //! handler asks before it does anything, so a re-run repeats nothing.
 
-use schemars::JsonSchema;
-use serde::Deserialize;
 use serde_json::json;
 use staunch_server::{CallToolResult, Context, ServerBuilder, ToolError, ToolSpec};
 
-#[derive(Deserialize, JsonSchema)]
-struct NoArgs {}
+use crate::no_args::NoArgs;
 
 pub(crate) fn register(b: ServerBuilder) -> ServerBuilder {
     b.tool(

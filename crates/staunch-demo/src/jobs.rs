@@ -52,7 +52,7 @@ fn default_scan_delay() -> u64 {
 }
 
 #[derive(Deserialize, JsonSchema)]
-struct CountArgs {
+struct JobIdArgs {
     /// The job_id of an import_rows job.
     job_id: String,
 }
@@ -116,7 +116,7 @@ pub fn register(builder: ServerBuilder, rt: &JobRuntime, db: ImportDb) -> Server
                  one would mean it ran twice).",
         )
         .annotations(json!({"readOnlyHint": true})),
-        move |ctx: Context, a: CountArgs| {
+        move |ctx: Context, a: JobIdArgs| {
             let (db, rt) = (db.clone(), rt_count.clone());
             async move {
                 if !caller_owns_import(&rt, &ctx, &a.job_id).await? {

@@ -17,6 +17,7 @@ mod fail;
 mod greet;
 pub mod jobs;
 mod kv;
+mod no_args;
 
 use staunch_server::ServerBuilder;
 

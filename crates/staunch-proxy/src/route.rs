@@ -48,7 +48,7 @@ const QUESTIONS_WAITING: usize = 4;
 
 /// A call in flight.
 #[derive(Clone)]
-struct Live {
+struct LiveCall {
     ctx: Context,
     tool: Arc<str>,
     /// Where the upstream's questions go when the call's client answers them in rounds of its
@@ -58,7 +58,7 @@ struct Live {
 
 #[derive(Default)]
 struct Table {
-    live: HashMap<i64, Live>,
+    live: HashMap<i64, LiveCall>,
     /// With when the call was abandoned.
     abandoned: HashMap<i64, (CallOf, Instant)>,
     abandoned_order: VecDeque<i64>,
@@ -71,7 +71,7 @@ enum SoleCall {
     /// Calls of several downstream sessions: it cannot be told.
     Several,
     /// The newest call in flight, all of them from one session.
-    One(Live),
+    One(LiveCall),
 }
 
 impl Table {
@@ -150,7 +150,7 @@ impl Calls {
         tool: &str,
         questions: Option<mpsc::Sender<Question>>,
     ) -> Tracked {
-        let live = Live {
+        let live = LiveCall {
             ctx: ctx.clone(),
             tool: Arc::from(tool),
             questions,
@@ -177,7 +177,7 @@ impl Calls {
     /// The downstream request an upstream request (sampling, elicitation …) belongs to: the
     /// call whose stream carried it, else — over stdio, where the wire does not say — the
     /// calls in flight when they all come from one downstream session.
-    fn owner(&self, req: &ServerRequest) -> Result<Live, ErrorObject> {
+    fn owner(&self, req: &ServerRequest) -> Result<LiveCall, ErrorObject> {
         let t = self.lock();
         if let Some(RequestId::Number(n)) = &req.on_stream_of
             && let Some(live) = t.live.get(n)
@@ -210,7 +210,7 @@ impl Calls {
         ServerRequestHandler::new(move |req| {
             let owner = calls.owner(&req);
             Box::pin(async move {
-                let Live { ctx, questions, .. } = owner?;
+                let LiveCall { ctx, questions, .. } = owner?;
                 let params = req.params.unwrap_or(Value::Object(Default::default()));
                 if ctx.asks_in_rounds() {
                     // A 2026 client answers questions in input-required rounds, each a new

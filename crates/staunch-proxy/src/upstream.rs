@@ -27,7 +27,7 @@ const BACKOFF_MIN: Duration = Duration::from_millis(250);
 /// Longest wait between reconnection attempts.
 const BACKOFF_MAX: Duration = Duration::from_secs(30);
 
-struct Live {
+struct Connected {
     client: Client,
     child: Option<UpstreamChild>,
     /// A 2026 upstream's `subscriptions/listen` for its tool list (dropping it ends it).
@@ -87,7 +87,7 @@ pub struct Upstream {
     spec: Arc<UpstreamSpec>,
     opts: ConnectOptions,
     calls: Arc<Calls>,
-    live: tokio::sync::Mutex<Option<Live>>,
+    live: tokio::sync::Mutex<Option<Connected>>,
     current: Mutex<Option<Client>>,
     backoff: Mutex<Backoff>,
     /// Woken by the upstream's `notifications/tools/list_changed`, and by a restart (the new
@@ -336,7 +336,7 @@ impl Upstream {
                     // to the new one.
                     self.reconnected.send_modify(|n| *n += 1);
                 }
-                *live = Some(Live {
+                *live = Some(Connected {
                     _listen: listen_for_tool_changes(&client, &self.spec.name),
                     client: client.clone(),
                     child,

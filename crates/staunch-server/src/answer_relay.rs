@@ -18,9 +18,8 @@ use serde_json::{Value, json};
 use staunch_protocol::{ErrorObject, RequestId};
 use staunch_store::{SessionStore, now_ms};
 
-/// A client's answer (the same as the connection's `ClientReply`, spelled out so this module
-/// does not import the connection's).
-type ClientReply = Result<Value, ErrorObject>;
+/// A client's answer to a server→client request: its result, or its error.
+pub(crate) type ClientReply = Result<Value, ErrorObject>;
 
 /// How often a waiting request looks for its answer in the store.
 pub(crate) const POLL: Duration = Duration::from_millis(100);

@@ -11,12 +11,11 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde_json::Value;
-use staunch_protocol::{ErrorObject, RequestId};
+use staunch_protocol::RequestId;
 use tokio::sync::{Notify, oneshot};
 use tokio_util::sync::CancellationToken;
 
-use crate::answer_relay::{AnswerRelay, OUTGOING_PREFIX};
+use crate::answer_relay::{AnswerRelay, ClientReply, OUTGOING_PREFIX};
 use crate::outbound::{Outbound, Sink};
 
 /// A connection's identity within this process.
@@ -29,9 +28,6 @@ pub(crate) struct RequestKey {
     pub(crate) conn: ConnId,
     pub(crate) id: RequestId,
 }
-
-/// The answer to a server→client request.
-pub(crate) type ClientReply = Result<Value, ErrorObject>;
 
 static NEXT_CONN: AtomicU64 = AtomicU64::new(1);
 

@@ -118,7 +118,7 @@ const SEALED_PREFIX: &str = "v2.";
 
 /// What the sealed state carries between rounds.
 #[derive(Serialize, Deserialize)]
-struct State {
+struct SealedState {
     /// Format version.
     v: u32,
     /// What the state is bound to: method, tool/prompt name, argument fingerprint.
@@ -279,7 +279,7 @@ impl Rounds {
         for (k, q) in asked.iter() {
             requests.insert(k.clone(), q.clone());
         }
-        let st = State {
+        let st = SealedState {
             v: 1,
             m: self.binding.method.to_owned(),
             n: self.binding.name.to_string(),
@@ -297,7 +297,7 @@ impl Rounds {
 }
 
 /// `v2.` and the base64url of a fresh 24-byte nonce followed by the ciphertext and its tag.
-fn seal(key: &StateKey, st: &State, aad: &[u8]) -> String {
+fn seal(key: &StateKey, st: &SealedState, aad: &[u8]) -> String {
     let mut nonce = [0u8; 24];
     if getrandom::fill(&mut nonce).is_err() {
         panic!("the operating system's random number generator failed");
@@ -312,7 +312,7 @@ fn seal(key: &StateKey, st: &State, aad: &[u8]) -> String {
     format!("{SEALED_PREFIX}{}", URL_SAFE_NO_PAD.encode(out))
 }
 
-fn open(key: &StateKey, sealed: &str, aad: &[u8]) -> Result<State, ErrorObject> {
+fn open(key: &StateKey, sealed: &str, aad: &[u8]) -> Result<SealedState, ErrorObject> {
     let refused = || {
         ErrorObject::invalid_params(
             "requestState does not open for this request (it was changed, sealed by another \

@@ -55,8 +55,8 @@ impl std::fmt::Debug for LifecycleLog {
 }
 
 /// What the request tasks and the writer thread share.
-struct Shared {
-    state: Mutex<State>,
+struct LogShared {
+    state: Mutex<LogState>,
     /// The writer waits on it for lines (or for the end).
     has_lines: Condvar,
     /// `flush` waits on it for the writer's progress.
@@ -65,7 +65,7 @@ struct Shared {
     dropped_total: AtomicU64,
 }
 
-struct State {
+struct LogState {
     /// Lines appended and not yet taken by the writer.
     pending: String,
     clock: TimestampCache,
@@ -86,7 +86,7 @@ struct State {
 
 /// The part whose drop ends the writer.
 struct Handle {
-    shared: Arc<Shared>,
+    shared: Arc<LogShared>,
 }
 
 impl Drop for Handle {
@@ -96,7 +96,7 @@ impl Drop for Handle {
     }
 }
 
-fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
+fn lock(m: &Mutex<LogState>) -> MutexGuard<'_, LogState> {
     // A panic while holding the lock leaves a String that is at worst cut mid-line; keep going.
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -129,8 +129,8 @@ impl LifecycleLog {
 
     /// Lines to `w`, dropping (and counting) lines while more than `limit` bytes wait.
     pub fn with_limit(w: Box<dyn Write + Send>, limit: usize) -> Self {
-        let shared = Arc::new(Shared {
-            state: Mutex::new(State {
+        let shared = Arc::new(LogShared {
+            state: Mutex::new(LogState {
                 pending: String::with_capacity(16 << 10),
                 clock: TimestampCache::default(),
                 appended: 0,
@@ -236,7 +236,7 @@ impl LifecycleLog {
 /// wake-up per request (a wake is a system call on the request's thread and a context switch
 /// for a core the requests need). A quiet server — nothing written for [`QUIET`] — gets its
 /// line written at once. `flush` (shutdown, tests) cuts the gathering short.
-fn write_loop(shared: &Shared, mut w: Box<dyn Write + Send>) {
+fn write_loop(shared: &LogShared, mut w: Box<dyn Write + Send>) {
     let mut batch = String::with_capacity(16 << 10);
     let mut last_write: Option<Instant> = None;
     loop {
@@ -271,7 +271,7 @@ fn write_loop(shared: &Shared, mut w: Box<dyn Write + Send>) {
             // The dropped lines came after the ones in this batch (they were refused because
             // the batch was full), so the note goes at its end.
             let ms = now_ms();
-            let State { clock, .. } = &mut *st;
+            let LogState { clock, .. } = &mut *st;
             write_dropped(&mut batch, |out| clock.write(out, ms), dropped);
         }
         drop(st);

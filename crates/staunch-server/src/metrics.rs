@@ -61,12 +61,12 @@ struct Kind {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct Answer {
+struct AnswerLabel {
     kind: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct State {
+struct JobStateLabel {
     state: &'static str,
 }
 
@@ -112,10 +112,10 @@ struct Families {
     progress_coalesced: Counter,
     sse_open: Gauge,
     resumes: Family<Kind, Counter>,
-    answers: Family<Answer, Counter>,
+    answers: Family<AnswerLabel, Counter>,
     store_write: Histogram,
     queue_depth: Gauge,
-    jobs: Family<State, Gauge>,
+    jobs: Family<JobStateLabel, Gauge>,
     lease_losses: Counter,
     reaper: Family<Action, Counter>,
     idempotency_hits: Counter,
@@ -338,7 +338,7 @@ impl Metrics {
     /// How a 2025 session request was answered over HTTP: `plain`, `upgraded` or `stream`.
     pub fn http_answer(&self, kind: &'static str) {
         if let Some(f) = &self.0 {
-            f.answers.get_or_create(&Answer { kind }).inc();
+            f.answers.get_or_create(&AnswerLabel { kind }).inc();
         }
     }
 
@@ -368,7 +368,7 @@ impl Metrics {
                 .find(|(s, _)| *s == state)
                 .map_or(0, |(_, n)| *n);
             f.jobs
-                .get_or_create(&State { state })
+                .get_or_create(&JobStateLabel { state })
                 .set(i64::try_from(n).unwrap_or(i64::MAX));
         }
     }

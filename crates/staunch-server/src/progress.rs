@@ -25,7 +25,7 @@ pub(crate) struct ProgressStats {
     pub rejected_not_increasing: u64,
 }
 
-struct State {
+struct RateState {
     last_accepted: Option<f64>,
     tokens: f64,
     refilled_at: Instant,
@@ -40,7 +40,7 @@ pub(crate) struct Progress {
     related: RequestId,
     rate: ProgressRate,
     sink: Arc<dyn Sink>,
-    state: Mutex<State>,
+    state: Mutex<RateState>,
 }
 
 impl Progress {
@@ -55,7 +55,7 @@ impl Progress {
             related,
             rate,
             sink,
-            state: Mutex::new(State {
+            state: Mutex::new(RateState {
                 last_accepted: None,
                 tokens: f64::from(rate.burst.max(1)),
                 refilled_at: Instant::now(),
@@ -176,13 +176,13 @@ impl Progress {
         self.lock().stats
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, RateState> {
         // A poisoned lock only means a panic elsewhere while holding it; the state is still
         // consistent (every write is a plain field store).
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn refill(&self, st: &mut State) {
+    fn refill(&self, st: &mut RateState) {
         let now = Instant::now();
         let elapsed = now.duration_since(st.refilled_at).as_secs_f64();
         st.refilled_at = now;
@@ -190,12 +190,12 @@ impl Progress {
             (st.tokens + elapsed * self.rate.per_second).min(f64::from(self.rate.burst.max(1)));
     }
 
-    fn until_next_token(&self, st: &State) -> std::time::Duration {
+    fn until_next_token(&self, st: &RateState) -> std::time::Duration {
         let missing = (1.0 - st.tokens).max(0.0);
         std::time::Duration::from_secs_f64(missing / self.rate.per_second.max(0.001))
     }
 
-    fn emit(&self, st: &mut State, p: &ProgressParams) {
+    fn emit(&self, st: &mut RateState, p: &ProgressParams) {
         st.stats.sent += 1;
         let params = serde_json::to_value(p).unwrap_or_default();
         self.sink.send(Outbound::notification(

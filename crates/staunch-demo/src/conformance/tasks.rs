@@ -23,6 +23,8 @@ use staunch_server::{CallToolResult, Context, ServerBuilder, ToolError, ToolHand
 use std::future::Future;
 use std::pin::Pin;
 
+use crate::no_args::NoArgs;
+
 #[derive(Deserialize, JsonSchema)]
 struct GreetArgs {
     /// Who to greet.
@@ -38,9 +40,6 @@ struct ComputeArgs {
     #[serde(default)]
     label: Option<String>,
 }
-
-#[derive(Serialize, Deserialize, JsonSchema)]
-struct NoArgs {}
 
 #[derive(Serialize, Deserialize, JsonSchema)]
 struct DeleteArgs {

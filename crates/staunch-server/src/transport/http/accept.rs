@@ -47,7 +47,7 @@ pub(crate) struct ConnLimits {
 }
 
 /// One accepted connection, handed to a worker.
-struct Accepted {
+struct AcceptedConn {
     tcp: std::net::TcpStream,
     peer: SocketAddr,
     permit: OwnedSemaphorePermit,
@@ -87,8 +87,8 @@ impl ConnService {
 impl ConnService {
     /// Serves one connection on the current runtime until it ends; at shutdown it finishes the
     /// response in progress and closes (hyper's graceful shutdown).
-    async fn serve(self, a: Accepted) {
-        let Accepted {
+    async fn serve(self, a: AcceptedConn) {
+        let AcceptedConn {
             tcp,
             peer,
             permit,
@@ -151,7 +151,7 @@ impl ConnService {
 /// with a single sequential client (README, Streamable HTTP), hence opt-in. The runtimes live
 /// until [`ConnWorkers::stop`]: requests (and their cleanups) outlive their connection.
 pub(crate) struct ConnWorkers {
-    queues: Vec<mpsc::UnboundedSender<Accepted>>,
+    queues: Vec<mpsc::UnboundedSender<AcceptedConn>>,
     next: usize,
     stop: CancellationToken,
     threads: Vec<std::thread::JoinHandle<()>>,
@@ -170,7 +170,7 @@ impl ConnWorkers {
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()?;
-            let (tx, mut rx) = mpsc::unbounded_channel::<Accepted>();
+            let (tx, mut rx) = mpsc::unbounded_channel::<AcceptedConn>();
             let service = service.clone();
             let stop = stop.clone();
             let thread = std::thread::Builder::new()
@@ -196,7 +196,7 @@ impl ConnWorkers {
         })
     }
 
-    fn hand(&mut self, a: Accepted) {
+    fn hand(&mut self, a: AcceptedConn) {
         let i = self.next % self.queues.len();
         self.next = self.next.wrapping_add(1);
         // A worker that is gone (its thread panicked) hands the connection back: closed.
@@ -298,7 +298,7 @@ async fn accept_until(
                 continue;
             }
         };
-        let a = Accepted {
+        let a = AcceptedConn {
             tcp,
             peer,
             permit,

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::Notify;
 
-struct State<T> {
+struct QueueState<T> {
     items: VecDeque<T>,
     /// The sending side is gone: the receiver gets what is queued, then `None`.
     sender_gone: bool,
@@ -20,8 +20,8 @@ struct State<T> {
     receiver_gone: bool,
 }
 
-struct Shared<T> {
-    state: Mutex<State<T>>,
+struct QueueShared<T> {
+    state: Mutex<QueueState<T>>,
     /// Wakes the receiver (a permit is kept when it is not waiting yet).
     queued: Notify,
     /// Wakes a sender waiting for room ([`Sender::send`]).
@@ -29,8 +29,8 @@ struct Shared<T> {
     capacity: usize,
 }
 
-impl<T> Shared<T> {
-    fn lock(&self) -> MutexGuard<'_, State<T>> {
+impl<T> QueueShared<T> {
+    fn lock(&self) -> MutexGuard<'_, QueueState<T>> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
@@ -45,15 +45,15 @@ pub(crate) enum NotQueued {
 }
 
 /// Queues messages; dropping it ends the queue once the receiver has read what is in it.
-pub(crate) struct Sender<T>(Arc<Shared<T>>);
+pub(crate) struct Sender<T>(Arc<QueueShared<T>>);
 
 /// Takes messages in order.
-pub(crate) struct Receiver<T>(Arc<Shared<T>>);
+pub(crate) struct Receiver<T>(Arc<QueueShared<T>>);
 
 /// A queue holding at most `capacity` (at least 1) messages.
 pub(crate) fn queue<T>(capacity: usize) -> (Sender<T>, Receiver<T>) {
-    let shared = Arc::new(Shared {
-        state: Mutex::new(State {
+    let shared = Arc::new(QueueShared {
+        state: Mutex::new(QueueState {
             items: VecDeque::new(),
             sender_gone: false,
             receiver_gone: false,

@@ -73,27 +73,27 @@ impl Allow {
         host: Option<&HeaderValue>,
         origins: usize,
         origin: Option<&HeaderValue>,
-    ) -> Result<(), Refusal> {
+    ) -> Result<(), HeaderRefusal> {
         if hosts > 1 {
-            return Err(Refusal::Twice(header::HOST));
+            return Err(HeaderRefusal::Twice(header::HOST));
         }
         if origins > 1 {
-            return Err(Refusal::Twice(header::ORIGIN));
+            return Err(HeaderRefusal::Twice(header::ORIGIN));
         }
         if !host
             .and_then(|h| h.to_str().ok())
             .is_some_and(|h| self.host_ok(h))
         {
-            return Err(Refusal::Host);
+            return Err(HeaderRefusal::Host);
         }
         match origin {
-            Some(o) if !o.to_str().is_ok_and(|o| self.origin_ok(o)) => Err(Refusal::Origin),
+            Some(o) if !o.to_str().is_ok_and(|o| self.origin_ok(o)) => Err(HeaderRefusal::Origin),
             _ => Ok(()),
         }
     }
 
     /// [`Allow::judge`] on a header map.
-    pub(crate) fn judge_headers(&self, headers: &HeaderMap) -> Result<(), Refusal> {
+    pub(crate) fn judge_headers(&self, headers: &HeaderMap) -> Result<(), HeaderRefusal> {
         let hosts = headers.get_all(header::HOST).iter().count();
         let origins = headers.get_all(header::ORIGIN).iter().count();
         self.judge(
@@ -107,7 +107,7 @@ impl Allow {
 
 /// Why a request's `Host` or `Origin` was refused.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum Refusal {
+pub(crate) enum HeaderRefusal {
     /// The header came more than once.
     Twice(HeaderName),
     /// No `Host`, or one not on the allow-list.
@@ -116,7 +116,7 @@ pub(crate) enum Refusal {
     Origin,
 }
 
-impl Refusal {
+impl HeaderRefusal {
     /// Logs the refusal and answers it: 400 for a doubled header, 403 otherwise, with a
     /// JSON-RPC error body (id null) as every HTTP refusal has.
     pub(crate) fn answer(
@@ -125,18 +125,18 @@ impl Refusal {
         origin: Option<&HeaderValue>,
     ) -> Response {
         let (status, message) = match self {
-            Refusal::Twice(name) => {
+            HeaderRefusal::Twice(name) => {
                 tracing::warn!(header = %name, "request refused: header sent twice");
                 (
                     StatusCode::BAD_REQUEST,
                     format!("bad request: more than one {name} header"),
                 )
             }
-            Refusal::Host => {
+            HeaderRefusal::Host => {
                 tracing::warn!(?host, "request refused: Host not allowed");
                 (StatusCode::FORBIDDEN, "forbidden: Host not allowed".into())
             }
-            Refusal::Origin => {
+            HeaderRefusal::Origin => {
                 tracing::warn!(?origin, "request refused: Origin not allowed");
                 (
                     StatusCode::FORBIDDEN,

@@ -17,7 +17,7 @@ use super::HttpState;
 use super::session::{ConnectionGuard, LiveRx, SseItem};
 use super::stream_id::event_id;
 
-struct State {
+struct SseState {
     /// The stream the live events belong to (their ids are `{stream}:{seq}`).
     stream_id: Arc<str>,
     first: std::vec::IntoIter<Bytes>,
@@ -41,7 +41,7 @@ pub(crate) fn body(
     guard: ConnectionGuard,
     open: crate::metrics::StreamGuard,
 ) -> Response {
-    let state = State {
+    let state = SseState {
         stream_id,
         first: first.into_iter(),
         live,

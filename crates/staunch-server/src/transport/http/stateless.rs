@@ -128,12 +128,12 @@ impl Sink for StreamSink {
 }
 
 /// Cancels the request when dropped before its response went out: the stream closed.
-struct StreamGuard {
+struct CancelOnDrop {
     request: Arc<StatelessRequest>,
     answered: bool,
 }
 
-impl Drop for StreamGuard {
+impl Drop for CancelOnDrop {
     fn drop(&mut self) {
         if !self.answered {
             self.request.stream_closed();
@@ -323,7 +323,7 @@ pub(crate) async fn post(
         // Fell behind before the handle was set (only with a tiny backlog).
         StreamSink::cancel(request.clone());
     }
-    let mut guard = StreamGuard {
+    let mut guard = CancelOnDrop {
         request,
         answered: false,
     };
@@ -377,7 +377,7 @@ pub(crate) async fn post(
 struct BodyState {
     pending: Option<Outbound>,
     rx: answer_queue::Receiver<Outbound>,
-    guard: StreamGuard,
+    guard: CancelOnDrop,
     keep_alive: Duration,
     done: bool,
     /// Counts the stream in `staunch_sse_streams_open` while it lives.
@@ -389,7 +389,7 @@ struct BodyState {
 fn sse_body(
     first: Option<Outbound>,
     rx: answer_queue::Receiver<Outbound>,
-    guard: StreamGuard,
+    guard: CancelOnDrop,
     keep_alive: Duration,
     open: crate::metrics::StreamGuard,
 ) -> Response {

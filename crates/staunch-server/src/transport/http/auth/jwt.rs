@@ -51,7 +51,7 @@ impl OAuthConfig {
 
 /// Why a token was refused (said in `error_description`; never echoes the token).
 #[derive(Debug)]
-pub(crate) enum Refusal {
+pub(crate) enum TokenRefusal {
     /// The token is invalid (`invalid_token`).
     Invalid(String),
     /// The keys could not be obtained: not the client's fault.
@@ -86,8 +86,8 @@ impl JwtValidator {
         &self.cfg
     }
 
-    pub(crate) async fn verify(&self, token: &str) -> Result<Identity, Refusal> {
-        let invalid = |why: &str| Refusal::Invalid(why.to_string());
+    pub(crate) async fn verify(&self, token: &str) -> Result<Identity, TokenRefusal> {
+        let invalid = |why: &str| TokenRefusal::Invalid(why.to_string());
         let header = decode_header(token).map_err(|_| invalid("malformed token"))?;
         if !ACCEPTED.contains(&header.alg) {
             return Err(invalid("token algorithm not accepted"));
@@ -95,7 +95,7 @@ impl JwtValidator {
         let keys = match self.jwks.lookup(header.kid.as_deref()).await {
             Lookup::Keys(k) => k,
             Lookup::UnknownKid => return Err(invalid("unknown signing key")),
-            Lookup::Unavailable(why) => return Err(Refusal::KeysUnavailable(why)),
+            Lookup::Unavailable(why) => return Err(TokenRefusal::KeysUnavailable(why)),
         };
         let mut validation = Validation::new(header.alg);
         validation.leeway = self.cfg.leeway.as_secs();
@@ -120,7 +120,7 @@ impl JwtValidator {
                         K::InvalidIssuer => invalid("wrong issuer"),
                         K::InvalidAudience => invalid("wrong audience: not for this resource"),
                         K::MissingRequiredClaim(c) => {
-                            Refusal::Invalid(format!("missing claim {c}"))
+                            TokenRefusal::Invalid(format!("missing claim {c}"))
                         }
                         K::InvalidAlgorithm => invalid("algorithm does not match the key"),
                         _ => invalid("invalid token"),
@@ -137,12 +137,12 @@ impl JwtValidator {
     }
 }
 
-fn identity_of(claims: &serde_json::Map<String, Value>) -> Result<Identity, Refusal> {
+fn identity_of(claims: &serde_json::Map<String, Value>) -> Result<Identity, TokenRefusal> {
     let principal = claims
         .get("sub")
         .and_then(Value::as_str)
         .filter(|s| !s.is_empty())
-        .ok_or_else(|| Refusal::Invalid("the sub claim is not a non-empty string".into()))?;
+        .ok_or_else(|| TokenRefusal::Invalid("the sub claim is not a non-empty string".into()))?;
     let mut scopes: Vec<String> = match claims.get("scope") {
         Some(Value::String(s)) => s.split_whitespace().map(String::from).collect(),
         _ => Vec::new(),

@@ -31,7 +31,7 @@ pub use jwt::OAuthConfig;
 pub(crate) use metadata::metadata_document;
 pub use tokens::StaticTokens;
 
-use jwt::{JwtValidator, Refusal};
+use jwt::{JwtValidator, TokenRefusal};
 
 /// A misconfiguration or an unreachable key source.
 #[derive(Debug, thiserror::Error)]
@@ -156,12 +156,12 @@ impl Auth {
         let result = match &self.checker {
             Checker::Static(t) => t
                 .verify(token)
-                .ok_or_else(|| Refusal::Invalid("unknown token".into())),
+                .ok_or_else(|| TokenRefusal::Invalid("unknown token".into())),
             Checker::Jwt(v) => v.verify(token).await,
         };
         match result {
             Ok(id) => Ok(id),
-            Err(Refusal::Invalid(why)) => {
+            Err(TokenRefusal::Invalid(why)) => {
                 tracing::info!(reason = %why, "request refused: invalid token");
                 Err(self.challenge(
                     headers,
@@ -170,7 +170,7 @@ impl Auth {
                     &format!("invalid token: {why}"),
                 ))
             }
-            Err(Refusal::KeysUnavailable(why)) => {
+            Err(TokenRefusal::KeysUnavailable(why)) => {
                 tracing::error!(error = %why, "cannot check tokens: JWKS unavailable");
                 Err(plain_error(
                     StatusCode::SERVICE_UNAVAILABLE,
