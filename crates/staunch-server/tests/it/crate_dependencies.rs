@@ -222,3 +222,85 @@ fn the_lint_check_does_not_take_a_comment_or_a_subset_for_the_lints() {
     ));
     assert!(!has_library_lints("#![warn(unreachable_pub)]\n"));
 }
+
+/// The top-level type names (struct, enum, type alias, trait) a crate's source defines more
+/// than once. A definition right under a `#[cfg(…)]` is one of alternatives and not counted.
+fn repeated_type_names(files: &[String]) -> Vec<String> {
+    let def = |line: &str| -> Option<String> {
+        let rest = ["pub(crate) ", "pub(super) ", "pub "]
+            .iter()
+            .find_map(|v| line.strip_prefix(v))
+            .unwrap_or(line);
+        let rest = ["struct ", "enum ", "type ", "trait "]
+            .iter()
+            .find_map(|k| rest.strip_prefix(k))?;
+        let name: String = rest
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        name.starts_with(|c: char| c.is_ascii_uppercase())
+            .then_some(name)
+    };
+    let mut seen = std::collections::HashMap::<String, usize>::new();
+    for text in files {
+        let mut previous = "";
+        for line in text.lines() {
+            if let Some(name) = def(line)
+                && !previous.trim_start().starts_with("#[cfg(")
+            {
+                *seen.entry(name).or_default() += 1;
+            }
+            if !line.trim().is_empty() {
+                previous = line;
+            }
+        }
+    }
+    let mut twice: Vec<String> = seen
+        .into_iter()
+        .filter(|(_, n)| *n > 1)
+        .map(|(k, _)| k)
+        .collect();
+    twice.sort();
+    twice
+}
+
+fn sources(dir: &Path, out: &mut Vec<String>) {
+    for entry in std::fs::read_dir(dir).expect("a source directory") {
+        let path = entry.expect("an entry").path();
+        if path.is_dir() {
+            sources(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(std::fs::read_to_string(&path).expect("a source file"));
+        }
+    }
+}
+
+/// One name per type in a crate (ARCHITECTURE.md's names): two `State`s in one crate make
+/// every search and every error message ambiguous.
+#[test]
+fn each_type_name_is_defined_once_per_crate() {
+    let crates = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut repeated = Vec::new();
+    for entry in std::fs::read_dir(&crates).expect("the crates directory") {
+        let dir = entry.expect("a crate directory").path().join("src");
+        let mut files = Vec::new();
+        sources(&dir, &mut files);
+        for name in repeated_type_names(&files) {
+            repeated.push(format!("{}: {name}", dir.display()));
+        }
+    }
+    assert!(
+        repeated.is_empty(),
+        "type names defined twice: {repeated:?}"
+    );
+}
+
+#[test]
+fn the_name_check_finds_a_repeated_type_and_ignores_cfg_alternatives() {
+    let a = "struct State {}\n#[cfg(unix)]\ntype Conn = u8;\npub(crate) enum Answer {}\n";
+    let b = "pub struct State(u8);\n#[cfg(not(unix))]\ntype Conn = u16;\nimpl X {\n    type Answer = u8;\n}\n";
+    assert_eq!(
+        repeated_type_names(&[a.to_string(), b.to_string()]),
+        ["State"]
+    );
+}
