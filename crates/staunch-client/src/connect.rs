@@ -12,10 +12,10 @@ use staunch_protocol::mcp::methods;
 use staunch_protocol::stateless::keys;
 use staunch_protocol::version;
 
+use crate::client::Client;
 use crate::era::{Era, EraChoice, ResultType, fallback_reason, meta_for};
 use crate::inbox::Inbox;
 use crate::server_info::ServerInfo;
-use crate::session::Client;
 use crate::transport::Transport;
 use crate::transport::http::{HttpEndpoint, HttpTransport};
 use crate::transport::stdio::{StdioCommand, StdioTransport};

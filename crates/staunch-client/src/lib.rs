@@ -41,6 +41,7 @@
 #![warn(missing_docs, unreachable_pub)]
 #![forbid(unsafe_code)]
 
+mod client;
 mod connect;
 pub mod era;
 mod error;
@@ -52,13 +53,13 @@ pub mod result;
 mod router;
 mod server_info;
 mod server_requests;
-mod session;
 pub mod sse;
 pub mod tasks;
 mod tasks_ext;
 mod timeout;
 pub mod transport;
 
+pub use client::{Client, PendingRequest};
 pub use connect::DISCOVER;
 pub use era::{Era, EraChoice};
 pub use error::ClientError;
@@ -66,7 +67,6 @@ pub use options::{CallOptions, ConnectOptions};
 pub use router::{Late, LateResponse, Observed, Progress};
 pub use server_info::ServerInfo;
 pub use server_requests::{NotificationHandler, ServerRequest, ServerRequestHandler};
-pub use session::{Client, PendingRequest};
 pub use staunch_protocol as protocol;
 pub use transport::http::{HttpEndpoint, HttpOptions, RawResponse};
 pub use transport::stdio::{StderrMode, StdioCommand};
