@@ -13,11 +13,13 @@
 //!   (under tokio's paused time when the test asks for it) or a spawned server's pipes;
 //!   [`StdioServer`] is the demo server behind it, in-process.
 //! - [`CapturedLog`] ([`log`]): a lifecycle log kept in memory and parsed back.
-//! - [`tasks`]: a client of the 2026-07-28 tasks extension, by hand.
+//! - [`tasks`]: a client of the 2026-07-28 tasks extension, by hand; [`jobs`]: of the demo's
+//!   job tools over stdio, with the rows `import_rows` wrote read back.
 
 #![warn(missing_docs, unreachable_pub)]
 
 pub mod http;
+pub mod jobs;
 pub mod log;
 pub mod server;
 pub mod stdio;

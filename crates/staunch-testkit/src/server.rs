@@ -194,7 +194,7 @@ impl Setup {
             shutdown: built.server.shutdown_token(),
             server: built.server,
             jobs: built.jobs,
-            _dir: built.dir,
+            dir: built.dir,
         }
     }
 }
@@ -276,7 +276,7 @@ pub struct StdioServer {
     server: Server,
     jobs: JobRuntime,
     shutdown: CancellationToken,
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
 }
 
 impl StdioServer {
@@ -288,6 +288,12 @@ impl StdioServer {
     /// Its job runtime.
     pub fn jobs(&self) -> &JobRuntime {
         &self.jobs
+    }
+
+    /// The directory of its store (`staunch.db`, where `import_rows` writes too), import
+    /// database and log.
+    pub fn dir(&self) -> &std::path::Path {
+        self.dir.path()
     }
 }
 

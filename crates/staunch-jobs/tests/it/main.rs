@@ -3,5 +3,6 @@
 //! declared once here.
 
 mod faces;
+mod jobs_stdio;
 mod runtime;
 mod tasks_ext_http;
