@@ -455,3 +455,22 @@ pub fn name_of(msg: &Value) -> Option<String> {
         _ => None,
     }
 }
+
+/// The `progress` values of the `notifications/progress` among `events`, in order.
+pub fn progress_values(events: &[Event]) -> Vec<i64> {
+    events
+        .iter()
+        .map(Event::json)
+        .filter(|m| m["method"] == "notifications/progress")
+        .filter_map(|m| m["params"]["progress"].as_i64())
+        .collect()
+}
+
+/// The responses to request `id` among `events` (a server must send at most one).
+pub fn responses(events: &[Event], id: &Value) -> Vec<Value> {
+    events
+        .iter()
+        .map(Event::json)
+        .filter(|m| m.get("method").is_none() && m["id"] == *id)
+        .collect()
+}

@@ -6,21 +6,11 @@
 use std::time::Duration;
 
 use serde_json::json;
+use staunch_testkit::jobs::rows;
 use staunch_testkit::tasks::{
     EXT, call_tool, create, get_until, send, task_get, terminal, with_ext,
 };
 use staunch_testkit::{Profile, TestServer};
-
-fn rows(db: &std::path::Path, job_id: &str) -> i64 {
-    let c = rusqlite::Connection::open(db).unwrap();
-    c.busy_timeout(Duration::from_secs(5)).unwrap();
-    c.query_row(
-        "SELECT COUNT(*) FROM demo_import_rows WHERE job_id = ?1",
-        [job_id],
-        |r| r.get(0),
-    )
-    .unwrap_or(0)
-}
 
 #[tokio::test]
 async fn a_task_is_durable_at_once_and_its_result_is_inlined_when_it_completes() {

@@ -3,28 +3,11 @@
 
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::json;
 use staunch_testkit::TestServer;
-use staunch_testkit::http::{call, ended, lines_of};
+use staunch_testkit::http::{call, ended, lines_of, progress_values, responses};
 
 const T: Duration = Duration::from_secs(10);
-
-fn progress_values(events: &[staunch_testkit::Event]) -> Vec<i64> {
-    events
-        .iter()
-        .map(|e| e.json())
-        .filter(|m| m["method"] == "notifications/progress")
-        .map(|m| m["params"]["progress"].as_i64().unwrap())
-        .collect()
-}
-
-fn responses(events: &[staunch_testkit::Event], id: &Value) -> Vec<Value> {
-    events
-        .iter()
-        .map(|e| e.json())
-        .filter(|m| m.get("method").is_none() && m["id"] == *id)
-        .collect()
-}
 
 #[tokio::test]
 async fn priming_event_then_progress_then_the_response() {

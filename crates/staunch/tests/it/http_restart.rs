@@ -6,30 +6,13 @@ use crate::common;
 
 use std::time::Duration;
 
-use common::http::{Event, HttpServer, call, ended, rpc};
+use common::http::{HttpServer, call, ended, progress_values, responses, rpc};
 use serde_json::{Value, json};
 
 const T: Duration = Duration::from_secs(10);
 
 fn ping(id: i64) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "method": "ping", "params": {}})
-}
-
-fn progress_values(events: &[Event]) -> Vec<i64> {
-    events
-        .iter()
-        .map(|e| e.json())
-        .filter(|m| m["method"] == "notifications/progress")
-        .map(|m| m["params"]["progress"].as_i64().unwrap())
-        .collect()
-}
-
-fn responses(events: &[Event], id: &Value) -> Vec<Value> {
-    events
-        .iter()
-        .map(|e| e.json())
-        .filter(|m| m.get("method").is_none() && m["id"] == *id)
-        .collect()
 }
 
 #[tokio::test]

@@ -4,29 +4,18 @@
 
 use crate::common;
 
-use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
 use common::external;
 use common::http::{HttpServer, call, rpc};
 use serde_json::{Value, json};
+use staunch_testkit::jobs::rows;
 
 const T: Duration = Duration::from_secs(15);
 
 fn req(id: i64, method: &str, params: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
-}
-
-fn rows(db: &Path, job_id: &str) -> i64 {
-    let c = rusqlite::Connection::open(db).unwrap();
-    c.busy_timeout(Duration::from_secs(5)).unwrap();
-    c.query_row(
-        "SELECT COUNT(*) FROM demo_import_rows WHERE job_id = ?1",
-        [job_id],
-        |r| r.get(0),
-    )
-    .unwrap_or(0)
 }
 
 #[tokio::test]

@@ -5,7 +5,8 @@ use std::process::Stdio;
 use std::time::Duration;
 
 pub use staunch_testkit::http::{
-    Endpoint, Event, Resp, call, ended, lines_of, rpc, stateless, tool_structured,
+    Endpoint, Resp, call, ended, lines_of, progress_values, responses, rpc, stateless,
+    tool_structured,
 };
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
