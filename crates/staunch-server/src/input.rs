@@ -77,7 +77,7 @@ impl StateKey {
 
     /// The key of every instance sharing `sessions`' store (and of this one after a restart):
     /// the first to ask stores a random one, everyone gets the stored one. A stored value
-    /// that is not a key is [`StoreError::InvalidInput`].
+    /// that is not a key is [`staunch_store::StoreError::InvalidInput`].
     pub async fn shared(
         sessions: &dyn staunch_store::SessionStore,
     ) -> Result<Self, staunch_store::StoreError> {
