@@ -1,6 +1,8 @@
 //! What can go wrong when fronting an upstream server.
 
 use staunch_client::ClientError;
+use staunch_protocol::{ErrorObject, codes};
+use staunch_server::ToolError;
 
 /// A proxy failure; each says which upstream.
 #[derive(Debug, thiserror::Error)]
@@ -80,4 +82,16 @@ pub enum ProxyError {
     /// A job-shaped tool needs the job runtime (a store).
     #[error("the upstream tool {0:?} is shaped `job`, which needs a job runtime (a store)")]
     NoJobRuntime(String),
+}
+
+/// An upstream's failure as the downstream request's error.
+pub(crate) fn rpc(e: ClientError) -> ToolError {
+    match e {
+        ClientError::Rpc(e) => ToolError::Rpc(e),
+        ClientError::Cancelled => ToolError::Cancelled,
+        other => ToolError::Rpc(ErrorObject::new(
+            codes::INTERNAL_ERROR,
+            format!("the upstream failed: {other}"),
+        )),
+    }
 }

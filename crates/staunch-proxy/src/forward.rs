@@ -425,6 +425,57 @@ impl ToolHandler for ForwardTool {
         true
     }
 
+    /// A 2025 session's task-augmented call: made the upstream's own task (`crate::tasks`)
+    /// when the upstream runs tasks, refused otherwise (the tool is declared with
+    /// `taskSupport` only where it does).
+    fn call_as_task(
+        &self,
+        ctx: Context,
+        args: Value,
+        task: Value,
+    ) -> Option<BoxFuture<'static, Result<Value, ToolError>>> {
+        let this = self.clone();
+        Some(Box::pin(async move {
+            let up = this
+                .pool
+                .for_request(&ctx)
+                .await
+                .map_err(|e| ToolError::Internal(e.to_string()))?;
+            if !crate::tasks::bridges_tasks(&up) {
+                return Err(ToolError::Rpc(staunch_protocol::ErrorObject::new(
+                    staunch_protocol::codes::METHOD_NOT_FOUND,
+                    format!(
+                        "the upstream server {:?} does not run tasks; call {} without `task`",
+                        up.name(),
+                        this.tool
+                    ),
+                )));
+            }
+            let client = up
+                .client()
+                .await
+                .map_err(|e| ToolError::Internal(e.to_string()))?;
+            let mut params = call_params(&this.tool, args, ctx.meta());
+            params["task"] = task;
+            let created = client
+                .request(
+                    methods::TOOLS_CALL,
+                    Some(params),
+                    &wait_options(false, ctx.cancellation_token()),
+                )
+                .await
+                .map_err(crate::error::rpc)?;
+            let Some(upstream_id) = created["task"]["taskId"].as_str().map(str::to_string) else {
+                return Err(ToolError::Internal(format!(
+                    "the upstream server {:?} answered a task-augmented call without a task: {created}",
+                    up.name()
+                )));
+            };
+            let id = this.pool.tasks().adopt(up.clone(), &upstream_id, &ctx);
+            Ok(crate::tasks::with_id(created, &upstream_id, &id))
+        }))
+    }
+
     fn call_json(&self, ctx: Context, args: Value) -> BoxFuture<'static, Result<Value, ToolError>> {
         let this = self.clone();
         Box::pin(async move {

@@ -30,6 +30,9 @@
 //!   the client in a round of its own while the upstream call waits, parked.
 //! - `subscriptions`: `resources/subscribe` and listen streams' `resourceSubscriptions`
 //!   made at the upstream that serves the resource, its updates passed on unchanged.
+//! - `tasks`: an upstream's own tasks offered to 2025 sessions under ids of the proxy's, each
+//!   bound to its caller; `tasks/get`, `tasks/result` and `tasks/cancel` reach exactly that
+//!   upstream task.
 //! - `tool_result`: an upstream's tool result sent on as JSON, every field it carried kept
 //!   but its hop's own (`resultType`, the protocol's `_meta` keys).
 //! - [`Ledger`]: the recent calls whose upstream kept working after their cancel, for the
@@ -54,6 +57,7 @@ pub mod route;
 mod spec;
 mod stop;
 mod subscriptions;
+mod tasks;
 mod tool_result;
 mod upstream;
 

@@ -10,7 +10,8 @@ use serde_json::{Value, json};
 use staunch_client::CallOptions;
 use staunch_server::{Context, ServerBuilder, ToolError};
 
-use crate::owners::{Routes, invalid, rpc};
+use crate::error::rpc;
+use crate::owners::{Routes, invalid};
 use crate::pool::Pool;
 
 /// Pages fetched per upstream list.

@@ -1,12 +1,11 @@
 //! Which upstream serves what: the upstreams that declared one capability and, for
 //! resources, which of them listed each uri; and how an upstream's failure is answered.
 //! Shared by the methods forwarded to upstreams (`methods`) and the resource subscriptions
-//! (`subscriptions`).
+//! (`subscriptions`); an upstream's failure as a request's error is `error::rpc`.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use staunch_client::ClientError;
 use staunch_protocol::{ErrorObject, codes};
 use staunch_server::ToolError;
 
@@ -16,18 +15,6 @@ use crate::pool::Pool;
 pub(crate) struct Routes {
     pub(crate) pools: Vec<Arc<Pool>>,
     uri_owner: Mutex<HashMap<String, usize>>,
-}
-
-/// An upstream's failure as the downstream request's error.
-pub(crate) fn rpc(e: ClientError) -> ToolError {
-    match e {
-        ClientError::Rpc(e) => ToolError::Rpc(e),
-        ClientError::Cancelled => ToolError::Cancelled,
-        other => ToolError::Rpc(ErrorObject::new(
-            codes::INTERNAL_ERROR,
-            format!("the upstream failed: {other}"),
-        )),
-    }
 }
 
 impl Routes {

@@ -15,6 +15,7 @@ use crate::ProxyError;
 use crate::ledger::Ledger;
 use crate::park::Lot;
 use crate::spec::{Target, UpstreamSpec};
+use crate::tasks::UpstreamTasks;
 use crate::upstream::Upstream;
 
 /// Per-session connections (`--isolate`): each with when it was last used.
@@ -38,6 +39,8 @@ pub struct Pool {
     per_session: Arc<PerSession>,
     /// Calls parked while their 2026 clients answer the upstream's questions.
     lot: Arc<Lot>,
+    /// The upstream's tasks its 2025 clients hold (`crate::tasks`).
+    tasks: Arc<UpstreamTasks>,
 }
 
 impl Pool {
@@ -67,6 +70,7 @@ impl Pool {
             shared,
             per_session: Arc::default(),
             lot,
+            tasks: Arc::default(),
         }))
     }
 
@@ -88,6 +92,11 @@ impl Pool {
     /// Calls parked while their 2026 clients answer the upstream's questions.
     pub(crate) fn lot(&self) -> &Arc<Lot> {
         &self.lot
+    }
+
+    /// The upstream's tasks its 2025 clients hold.
+    pub(crate) fn tasks(&self) -> &Arc<UpstreamTasks> {
+        &self.tasks
     }
 
     /// The shared connection.

@@ -115,6 +115,12 @@ pub async fn register(
         }
     }
     builder = crate::methods::register(builder, &pools);
+    let tables = pools
+        .iter()
+        .filter(|p| crate::tasks::bridges_tasks(p.shared()))
+        .map(|p| p.tasks().clone())
+        .collect();
+    builder = crate::tasks::register(builder, tables);
     // An upstream that may change its tools (it says so) makes the proxy's tool set dynamic:
     // downstream sessions are told when `crate::follow` applies a change.
     if pools.iter().any(|p| {
@@ -195,6 +201,17 @@ pub(crate) fn forward_tool(
     }
     if let Some(d) = rule.deadline {
         spec = spec.deadline(d);
+    }
+    // A tool the upstream runs as a task is offered as one to 2025 sessions, which may also
+    // call it plainly (the proxy then follows the task itself where the upstream requires one).
+    if crate::tasks::bridges_tasks(pool.shared())
+        && matches!(
+            tool.pointer("/execution/taskSupport")
+                .and_then(Value::as_str),
+            Some("optional" | "required")
+        )
+    {
+        spec = spec.execution(serde_json::json!({"taskSupport": "optional"}));
     }
     let handler = ForwardTool::new(pool.clone(), own_name).as_task(task_required(tool));
     (spec, handler)

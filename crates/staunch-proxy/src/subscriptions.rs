@@ -24,7 +24,8 @@ use staunch_server::{Change, Context, ListenHub, Notifier, ServerBuilder, ToolEr
 use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 
-use crate::owners::{Routes, invalid, rpc};
+use crate::error::rpc;
+use crate::owners::{Routes, invalid};
 use crate::pool::Pool;
 use crate::upstream::Upstream;
 

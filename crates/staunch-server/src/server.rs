@@ -414,6 +414,18 @@ impl ServerBuilder {
         self
     }
 
+    /// The handler registered for method `name` so far, for a component that serves some of
+    /// that method's requests itself and hands it the rest (the proxy's upstream tasks beside
+    /// the job runtime's).
+    pub fn method_handler(&self, name: &str) -> Option<Arc<dyn MethodHandler>> {
+        self.methods.get(name).map(|m| m.handler.clone())
+    }
+
+    /// The capability `name` as declared so far.
+    pub fn declared_capability(&self, name: &str) -> Option<&Value> {
+        self.capabilities.get(name)
+    }
+
     /// Declares `capabilities.tools.listChanged: true`: the tool set may change while the
     /// server runs ([`Server::update_tools`]), and 2025 sessions are told when it does.
     pub fn dynamic_tools(mut self) -> Self {

@@ -8,6 +8,8 @@
 //! - tools the upstream only runs as tasks (`taskSupport: "required"`: the TypeScript SDK's
 //!   experimental 2025 tasks, and a 2026-07-28 upstream's tasks extension): called as a task
 //!   and followed to its end, a cancel becoming `tasks/cancel`;
+//! - the upstream's own 2025 tasks, held by a 2025 session under the proxy's ids: created,
+//!   read, waited for and cancelled at the upstream, bound to the session that made them;
 //! - prompt list changes, announced to 2025 sessions and 2026-07-28 listen streams;
 //! - resource subscriptions: a 2025 session's `resources/subscribe` and a 2026-07-28 listen
 //!   stream's `resourceSubscriptions` subscribe at the upstream, its
@@ -225,6 +227,117 @@ async fn a_tool_the_upstream_runs_only_as_a_task_is_called_and_cancelled_through
     assert_eq!(
         a, b,
         "the upstream task went on after the cancel: {a} then {b}"
+    );
+    assert!(b < 400);
+}
+
+/// The upstream's own 2025 tasks, offered to a 2025 session: the TypeScript SDK peer's
+/// `slow_count_task` is declared with `taskSupport`, a task-augmented call gets the upstream's
+/// task under an id of the proxy's, and `tasks/get`, `tasks/result` and `tasks/cancel` reach
+/// exactly that upstream task — for the session that made it; another session's ask is an
+/// unknown task.
+#[tokio::test]
+async fn a_2025_session_holds_the_upstreams_own_task_under_the_proxys_id() {
+    let Some(peers) = Peers::find("a_2025_session_holds_the_upstreams_own_task") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let steps_dir = dir.path().display().to_string();
+    let mut args = vec!["--".to_string()];
+    args.extend(peers.ts_stdio());
+    args.push("--tasks".into());
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let proxy = HttpServer::launch_with_env(
+        "proxy",
+        Some(":memory:"),
+        &refs,
+        &[("PEER_STEPS_DIR", &steps_dir)],
+    )
+    .await;
+    let sid = proxy.initialize().await;
+    let req = |id: u64, method: &str, params: Value| json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+    let list = rpc(&proxy, &sid, req(1, "tools/list", json!({}))).await;
+    let declared = list["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "slow_count_task")
+        .cloned()
+        .expect("slow_count_task is listed");
+    assert_eq!(
+        declared["execution"]["taskSupport"], "optional",
+        "{declared}"
+    );
+
+    // Made at the upstream; the client holds it by the proxy's id.
+    let task_call = |id: u64, steps: u64, tag: &str| {
+        req(
+            id,
+            "tools/call",
+            json!({"name": "slow_count_task",
+                   "arguments": {"steps": steps, "delay_ms": 30, "tag": tag},
+                   "task": {"ttl": 60000}}),
+        )
+    };
+    let created = rpc(&proxy, &sid, task_call(2, 3, "short")).await;
+    let task = &created["result"]["task"];
+    let id = task["taskId"].as_str().expect("a task id").to_string();
+    assert!(id.starts_with("up-"), "{created}");
+    assert_eq!(task["status"], "working", "{created}");
+    assert_eq!(
+        task["pollInterval"], 100,
+        "the upstream's own fields: {created}"
+    );
+    // tasks/result blocks until the upstream task ends: the upstream's result, related to
+    // the proxy's id.
+    let result = rpc(&proxy, &sid, req(3, "tasks/result", json!({"taskId": id}))).await;
+    assert_eq!(
+        result["result"]["content"][0]["text"], "counted 3",
+        "{result}"
+    );
+    assert_eq!(
+        result["result"]["_meta"]["io.modelcontextprotocol/related-task"]["taskId"],
+        id.as_str(),
+        "{result}"
+    );
+    let got = rpc(&proxy, &sid, req(4, "tasks/get", json!({"taskId": id}))).await;
+    assert_eq!(got["result"]["taskId"], id.as_str(), "{got}");
+    assert_eq!(got["result"]["status"], "completed", "{got}");
+    // Another session cannot see it.
+    let other = proxy.initialize().await;
+    let theirs = rpc(&proxy, &other, req(5, "tasks/get", json!({"taskId": id}))).await;
+    assert_eq!(theirs["error"]["code"], -32602, "{theirs}");
+
+    // tasks/cancel reaches the upstream task: its steps stop.
+    let created = rpc(&proxy, &sid, task_call(6, 400, "bridged")).await;
+    let long = created["result"]["task"]["taskId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let started = tokio::time::Instant::now();
+    while steps(dir.path(), "bridged").is_none() {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the task never started"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let cancelled = rpc(
+        &proxy,
+        &sid,
+        req(7, "tasks/cancel", json!({"taskId": long})),
+    )
+    .await;
+    assert_eq!(cancelled["result"]["taskId"], long.as_str(), "{cancelled}");
+    assert_eq!(cancelled["result"]["status"], "cancelled", "{cancelled}");
+    let at = tokio::time::Instant::now();
+    tokio::time::sleep_until(at + Duration::from_millis(500)).await;
+    let a = steps(dir.path(), "bridged").unwrap();
+    tokio::time::sleep_until(at + Duration::from_millis(1500)).await;
+    let b = steps(dir.path(), "bridged").unwrap();
+    assert_eq!(
+        a, b,
+        "the upstream task went on after tasks/cancel: {a} then {b}"
     );
     assert!(b < 400);
 }

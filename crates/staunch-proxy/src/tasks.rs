@@ -1,0 +1,293 @@
+//! Upstream tasks offered to the proxy's clients (MCP 2025-11-25 tasks). A 2025 session's
+//! task-augmented `tools/call` of a tool whose upstream runs tasks itself becomes the
+//! upstream's own task: the client gets the upstream's `CreateTaskResult` under an id of the
+//! proxy's, and its `tasks/get`, `tasks/result` and `tasks/cancel` for that id reach exactly
+//! that upstream task, answered with every field the upstream wrote, only the id put back.
+//!
+//! The id is unguessable (`up-` and 128 random bits) and bound like staunch's own tasks: to
+//! the caller's principal, else its session; any other caller gets -32602 "unknown task", as
+//! for an id that never existed. Ids the proxy did not make go on to the handler registered
+//! before (the job runtime's tasks), or get that same error.
+//!
+//! The table is in memory and bounded ([`MAX_TASKS`]; the oldest entry goes first): a task
+//! outlives neither the proxy's process nor the upstream connection it was made on (a
+//! restarted upstream has lost it, and says so). Tasks for clients of the stateless era are
+//! not bridged: such a call runs as a plain one (a `required` tool is followed as a task by
+//! the proxy, `forward`).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures_util::future::BoxFuture;
+use serde_json::Value;
+use staunch_client::CallOptions;
+use staunch_protocol::{ErrorObject, codes};
+use staunch_server::{Context, MethodHandler, ToolError};
+
+use crate::error::rpc;
+use crate::upstream::Upstream;
+
+/// Upstream tasks kept at most, over all upstreams; past it the oldest is forgotten.
+pub(crate) const MAX_TASKS: usize = 10_000;
+
+/// The `_meta` key that ties a message to its task.
+const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
+
+/// Whom a task answers to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Owner {
+    Principal(String),
+    Session(String),
+    /// No principal and no session (stdio): whoever holds the id.
+    Bearer,
+}
+
+fn owner_of(ctx: &Context) -> Owner {
+    if let Some(p) = ctx.principal() {
+        return Owner::Principal(p.to_string());
+    }
+    match ctx.owning_session() {
+        Some(s) => Owner::Session(s.to_string()),
+        None => Owner::Bearer,
+    }
+}
+
+struct Entry {
+    up: Arc<Upstream>,
+    upstream_id: String,
+    owner: Owner,
+    made: Instant,
+}
+
+/// The upstream tasks the proxy's clients hold, by the proxy's id.
+#[derive(Default)]
+pub(crate) struct UpstreamTasks {
+    entries: Mutex<HashMap<String, Entry>>,
+}
+
+impl std::fmt::Debug for UpstreamTasks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UpstreamTasks")
+            .field("held", &self.lock().len())
+            .finish()
+    }
+}
+
+impl UpstreamTasks {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Entry>> {
+        self.entries.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Takes in the upstream task `upstream_id`, made on `up` for the caller of `ctx`; the id
+    /// the client knows it by.
+    pub(crate) fn adopt(&self, up: Arc<Upstream>, upstream_id: &str, ctx: &Context) -> String {
+        let id = fresh_id();
+        let mut entries = self.lock();
+        if entries.len() >= MAX_TASKS
+            && let Some(oldest) = entries
+                .iter()
+                .min_by_key(|(_, e)| e.made)
+                .map(|(k, _)| k.clone())
+        {
+            entries.remove(&oldest);
+        }
+        entries.insert(
+            id.clone(),
+            Entry {
+                up,
+                upstream_id: upstream_id.to_string(),
+                owner: owner_of(ctx),
+                made: Instant::now(),
+            },
+        );
+        id
+    }
+
+    /// The upstream connection and id of task `id`, if the caller of `ctx` holds it.
+    fn find(&self, id: &str, ctx: &Context) -> Option<(Arc<Upstream>, String)> {
+        let entries = self.lock();
+        let e = entries.get(id)?;
+        (e.owner == Owner::Bearer || e.owner == owner_of(ctx))
+            .then(|| (e.up.clone(), e.upstream_id.clone()))
+    }
+}
+
+/// `up-` and 32 hex digits from the operating system's generator.
+fn fresh_id() -> String {
+    let mut b = [0u8; 16];
+    if getrandom::fill(&mut b).is_err() {
+        panic!("the operating system's random number generator failed");
+    }
+    let mut id = String::with_capacity(35);
+    id.push_str("up-");
+    for byte in b {
+        id.push_str(&format!("{byte:02x}"));
+    }
+    id
+}
+
+/// Puts the proxy's id where the upstream's stands: the task's `taskId`, a `task` object's,
+/// and the related-task `_meta` of a `tasks/result`.
+pub(crate) fn with_id(mut v: Value, upstream_id: &str, id: &str) -> Value {
+    let put = |slot: Option<&mut Value>| {
+        if let Some(t) = slot
+            && t.as_str() == Some(upstream_id)
+        {
+            *t = Value::String(id.to_string());
+        }
+    };
+    put(v.get_mut("taskId"));
+    put(v.get_mut("task").and_then(|t| t.get_mut("taskId")));
+    put(v
+        .get_mut("_meta")
+        .and_then(|m| m.get_mut(RELATED_TASK))
+        .and_then(|r| r.get_mut("taskId")));
+    v
+}
+
+/// No timeout of the proxy's own: the downstream request's deadline and cancel rule.
+fn wait(ctx: &Context) -> CallOptions {
+    CallOptions {
+        timeout: None,
+        reset_on_progress: false,
+        max_total: None,
+        progress: false,
+        cancel: Some(ctx.cancellation_token()),
+    }
+}
+
+/// `tasks/get`, `tasks/result` or `tasks/cancel` for an upstream task, else for whatever
+/// handled the method before.
+struct TaskMethod {
+    method: &'static str,
+    /// The tables of the upstreams that run tasks.
+    tables: Vec<Arc<UpstreamTasks>>,
+    before: Option<Arc<dyn MethodHandler>>,
+}
+
+impl TaskMethod {
+    fn find(&self, id: &str, ctx: &Context) -> Option<(Arc<Upstream>, String)> {
+        self.tables.iter().find_map(|t| t.find(id, ctx))
+    }
+}
+
+impl MethodHandler for TaskMethod {
+    fn call(
+        &self,
+        ctx: Context,
+        params: Option<Value>,
+    ) -> BoxFuture<'static, Result<Value, ToolError>> {
+        let id = params
+            .as_ref()
+            .and_then(|p| p.get("taskId"))
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        let found = id.as_deref().and_then(|id| self.find(id, &ctx));
+        let (Some(id), Some((up, upstream_id))) = (id, found) else {
+            return match &self.before {
+                Some(h) => h.call(ctx, params),
+                None => Box::pin(async move { Err(unknown(&params)) }),
+            };
+        };
+        let method = self.method;
+        Box::pin(async move {
+            let mut params = params.unwrap_or_else(|| Value::Object(Default::default()));
+            params["taskId"] = Value::String(upstream_id.clone());
+            let client = up
+                .client()
+                .await
+                .map_err(|e| ToolError::Internal(e.to_string()))?;
+            let v = client
+                .request(method, Some(params), &wait(&ctx))
+                .await
+                .map_err(rpc)?;
+            Ok(with_id(v, &upstream_id, &id))
+        })
+    }
+
+    fn deadline(&self, default: Duration) -> Option<Duration> {
+        // `tasks/result` blocks until the task is terminal, however long that takes; the
+        // client's cancel still ends the wait.
+        (self.method != "tasks/result").then_some(default)
+    }
+}
+
+/// -32602 for a task id nobody here holds (or none given).
+fn unknown(params: &Option<Value>) -> ToolError {
+    let message = match params.as_ref().and_then(|p| p.get("taskId")) {
+        Some(Value::String(id)) => format!("unknown task {id}"),
+        _ => "taskId (a string) is required".to_string(),
+    };
+    ToolError::Rpc(ErrorObject::new(codes::INVALID_PARAMS, message))
+}
+
+/// Serves the task methods for the upstream tasks in `tables` — those of the upstreams that
+/// run tasks — in front of the handlers already registered for them, and declares tool tasks
+/// if nothing has yet.
+pub(crate) fn register(
+    mut builder: staunch_server::ServerBuilder,
+    tables: Vec<Arc<UpstreamTasks>>,
+) -> staunch_server::ServerBuilder {
+    if tables.is_empty() {
+        return builder;
+    }
+    for method in ["tasks/get", "tasks/result", "tasks/cancel"] {
+        let before = builder.method_handler(method);
+        builder = builder.method(
+            method,
+            TaskMethod {
+                method,
+                tables: tables.clone(),
+                before,
+            },
+        );
+    }
+    if builder.declared_capability("tasks").is_none() {
+        builder = builder.capability(
+            "tasks",
+            serde_json::json!({"cancel": {}, "requests": {"tools": {"call": {}}}}),
+        );
+    }
+    builder
+}
+
+/// Whether the upstream runs tool calls as 2025-11-25 tasks (it speaks that revision and
+/// declares `tasks.requests.tools.call`).
+pub(crate) fn bridges_tasks(up: &Upstream) -> bool {
+    up.protocol_version().as_deref() == Some("2025-11-25")
+        && up
+            .capabilities()
+            .is_some_and(|c| c["tasks"]["requests"]["tools"]["call"].is_object())
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn the_proxys_id_stands_where_the_upstreams_stood_and_nowhere_else() {
+        let task = json!({"task": {"taskId": "t1", "status": "working"}});
+        assert_eq!(with_id(task, "t1", "up-x")["task"]["taskId"], "up-x");
+        let got = json!({"taskId": "t1", "status": "completed", "statusMessage": "t1"});
+        let got = with_id(got, "t1", "up-x");
+        assert_eq!(got["taskId"], "up-x");
+        assert_eq!(got["statusMessage"], "t1", "only the id is rewritten");
+        let result = json!({"content": [], "_meta": {RELATED_TASK: {"taskId": "t1"}}});
+        assert_eq!(
+            with_id(result, "t1", "up-x")["_meta"][RELATED_TASK]["taskId"],
+            "up-x"
+        );
+        let other = json!({"taskId": "t2"});
+        assert_eq!(with_id(other, "t1", "up-x")["taskId"], "t2");
+    }
+
+    #[test]
+    fn fresh_ids_are_long_random_and_distinct() {
+        let (a, b) = (fresh_id(), fresh_id());
+        assert!(a.starts_with("up-") && a.len() == 35, "{a}");
+        assert_ne!(a, b);
+    }
+}
