@@ -68,7 +68,7 @@ impl Client {
         let created = self
             .request_with_input(
                 methods::TOOLS_CALL,
-                self.with_extension(json!({"name": name, "arguments": arguments}))?,
+                self.with_tasks_extension(json!({"name": name, "arguments": arguments}))?,
                 call,
                 |p| on_event(TaskEvent::Progress(p)),
                 &mut answer,
@@ -127,7 +127,7 @@ impl Client {
                         let responses = answer(open).await?;
                         self.request(
                             "tasks/update",
-                            Some(self.with_extension(json!({
+                            Some(self.with_tasks_extension(json!({
                                 "taskId": task.task_id,
                                 "inputResponses": responses,
                             }))?),
@@ -147,7 +147,7 @@ impl Client {
                 let r = self
                     .request(
                         "tasks/cancel",
-                        Some(self.with_extension(json!({"taskId": task.task_id}))?),
+                        Some(self.with_tasks_extension(json!({"taskId": task.task_id}))?),
                         &req,
                     )
                     .await;
@@ -165,7 +165,7 @@ impl Client {
             let v = self
                 .request(
                     "tasks/get",
-                    Some(self.with_extension(json!({"taskId": task.task_id}))?),
+                    Some(self.with_tasks_extension(json!({"taskId": task.task_id}))?),
                     &req,
                 )
                 .await?;
@@ -204,8 +204,10 @@ impl Client {
     }
 
     /// `params` with `_meta.clientCapabilities` = this connection's capabilities plus the
-    /// tasks extension (the rest of the stateless `_meta` is added when the request is sent).
-    fn with_extension(&self, mut params: Value) -> Result<Value, ClientError> {
+    /// tasks extension (the rest of the stateless `_meta` is added when the request is sent):
+    /// what a request of the extension sends, for a caller that makes it itself with
+    /// [`Client::request`].
+    pub fn with_tasks_extension(&self, mut params: Value) -> Result<Value, ClientError> {
         let mut caps = self
             .inner()
             .dialect

@@ -471,8 +471,66 @@ impl ToolHandler for ForwardTool {
                     up.name()
                 )));
             };
-            let id = this.pool.tasks().adopt(up.clone(), &upstream_id, &ctx);
+            let id = this
+                .pool
+                .tasks()
+                .adopt(up.clone(), &upstream_id, false, &ctx);
             Ok(crate::tasks::with_id(created, &upstream_id, &id))
+        }))
+    }
+
+    /// A 2026-07-28 call under the tasks extension, to an upstream that offers it: the
+    /// upstream decides; a task it makes is the client's under an id of the proxy's
+    /// (`crate::tasks`), an answer at once is passed on as any result is. An upstream that does
+    /// not offer the extension is called as usual.
+    fn call_with_tasks(
+        &self,
+        ctx: Context,
+        args: Value,
+    ) -> Option<BoxFuture<'static, Result<Value, ToolError>>> {
+        if !crate::tasks::bridges_extension(self.pool.shared()) {
+            return None;
+        }
+        let this = self.clone();
+        Some(Box::pin(async move {
+            let up = this
+                .pool
+                .for_request(&ctx)
+                .await
+                .map_err(|e| ToolError::Internal(e.to_string()))?;
+            let client = up
+                .client()
+                .await
+                .map_err(|e| ToolError::Internal(e.to_string()))?;
+            let params = client
+                .with_tasks_extension(call_params(&this.tool, args.clone(), ctx.meta()))
+                .map_err(crate::error::rpc)?;
+            let answer = client
+                .request(
+                    methods::TOOLS_CALL,
+                    Some(params),
+                    &wait_options(false, ctx.cancellation_token()),
+                )
+                .await
+                .map_err(crate::error::rpc)?;
+            match answer["resultType"].as_str() {
+                Some("task") => {}
+                // The upstream asks first (it has done nothing yet): the ordinary path puts the
+                // questions to the client and calls again with the answers.
+                Some("input_required") => return this.call_json(ctx, args).await,
+                _ => return forwarded_result(answer),
+            }
+            let Some(upstream_id) = answer["taskId"].as_str().map(str::to_string) else {
+                return Err(ToolError::Internal(format!(
+                    "the upstream server {:?} made a task without a taskId: {answer}",
+                    up.name()
+                )));
+            };
+            let id = this
+                .pool
+                .tasks()
+                .adopt(up.clone(), &upstream_id, true, &ctx);
+            Ok(crate::tasks::with_id(answer, &upstream_id, &id))
         }))
     }
 

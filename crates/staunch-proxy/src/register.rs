@@ -115,12 +115,27 @@ pub async fn register(
         }
     }
     builder = crate::methods::register(builder, &pools);
+    let (twenty_five, extension): (Vec<bool>, Vec<bool>) = pools
+        .iter()
+        .map(|p| {
+            (
+                crate::tasks::bridges_tasks(p.shared()),
+                crate::tasks::bridges_extension(p.shared()),
+            )
+        })
+        .unzip();
     let tables = pools
         .iter()
-        .filter(|p| crate::tasks::bridges_tasks(p.shared()))
-        .map(|p| p.tasks().clone())
+        .zip(twenty_five.iter().zip(&extension))
+        .filter(|(_, (a, b))| **a || **b)
+        .map(|(p, _)| p.tasks().clone())
         .collect();
-    builder = crate::tasks::register(builder, tables);
+    builder = crate::tasks::register(
+        builder,
+        tables,
+        twenty_five.contains(&true),
+        extension.contains(&true),
+    );
     // An upstream that may change its tools (it says so) makes the proxy's tool set dynamic:
     // downstream sessions are told when `crate::follow` applies a change.
     if pools.iter().any(|p| {
@@ -202,9 +217,11 @@ pub(crate) fn forward_tool(
     if let Some(d) = rule.deadline {
         spec = spec.deadline(d);
     }
-    // A tool the upstream runs as a task is offered as one to 2025 sessions, which may also
-    // call it plainly (the proxy then follows the task itself where the upstream requires one).
-    if crate::tasks::bridges_tasks(pool.shared())
+    // A tool the upstream runs as a task is offered as one to clients of its era, which may
+    // also call it plainly (the proxy then follows the task itself where the upstream requires
+    // one).
+    if (crate::tasks::bridges_tasks(pool.shared())
+        || crate::tasks::bridges_extension(pool.shared()))
         && matches!(
             tool.pointer("/execution/taskSupport")
                 .and_then(Value::as_str),

@@ -1,8 +1,11 @@
-//! Upstream tasks offered to the proxy's clients (MCP 2025-11-25 tasks). A 2025 session's
-//! task-augmented `tools/call` of a tool whose upstream runs tasks itself becomes the
-//! upstream's own task: the client gets the upstream's `CreateTaskResult` under an id of the
-//! proxy's, and its `tasks/get`, `tasks/result` and `tasks/cancel` for that id reach exactly
-//! that upstream task, answered with every field the upstream wrote, only the id put back.
+//! Upstream tasks offered to the proxy's clients, in the era both sides speak. A 2025 session's
+//! task-augmented `tools/call` of a tool whose upstream runs 2025-11-25 tasks becomes the
+//! upstream's own task; so does a 2026-07-28 client's call under the tasks extension when
+//! the upstream offers the extension and makes a task of it. The client gets the upstream's
+//! answer under an id of the proxy's, and its `tasks/get`, `tasks/result`, `tasks/cancel` and
+//! `tasks/update` for that id reach exactly that upstream task, answered with every field the
+//! upstream wrote but its own hop's (`io.modelcontextprotocol/*` in `_meta`, the related task
+//! aside), the id put back.
 //!
 //! The id is unguessable (`up-` and 128 random bits) and bound like staunch's own tasks: to
 //! the caller's principal, else its session; any other caller gets -32602 "unknown task", as
@@ -11,9 +14,8 @@
 //!
 //! The table is in memory and bounded ([`MAX_TASKS`]; the oldest entry goes first): a task
 //! outlives neither the proxy's process nor the upstream connection it was made on (a
-//! restarted upstream has lost it, and says so). Tasks for clients of the stateless era are
-//! not bridged: such a call runs as a plain one (a `required` tool is followed as a task by
-//! the proxy, `forward`).
+//! restarted upstream has lost it, and says so). Across eras nothing is bridged: such a call
+//! runs as a plain one (a `required` tool is followed as a task by the proxy, `forward`).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -22,8 +24,9 @@ use std::time::{Duration, Instant};
 use futures_util::future::BoxFuture;
 use serde_json::Value;
 use staunch_client::CallOptions;
+use staunch_protocol::stateless::TASKS_EXTENSION;
 use staunch_protocol::{ErrorObject, codes};
-use staunch_server::{Context, MethodHandler, ToolError};
+use staunch_server::{Context, MethodHandler, ToolError, declares_tasks, missing_tasks_extension};
 
 use crate::error::rpc;
 use crate::upstream::Upstream;
@@ -56,8 +59,17 @@ fn owner_of(ctx: &Context) -> Owner {
 struct Entry {
     up: Arc<Upstream>,
     upstream_id: String,
+    /// A task of the 2026-07-28 extension: every request about it declares the extension.
+    extension: bool,
     owner: Owner,
     made: Instant,
+}
+
+/// Where an upstream task is: its connection, its id there, whether it is the extension's.
+struct Found {
+    up: Arc<Upstream>,
+    upstream_id: String,
+    extension: bool,
 }
 
 /// The upstream tasks the proxy's clients hold, by the proxy's id.
@@ -79,9 +91,15 @@ impl UpstreamTasks {
         self.entries.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Takes in the upstream task `upstream_id`, made on `up` for the caller of `ctx`; the id
-    /// the client knows it by.
-    pub(crate) fn adopt(&self, up: Arc<Upstream>, upstream_id: &str, ctx: &Context) -> String {
+    /// Takes in the upstream task `upstream_id`, made on `up` for the caller of `ctx` (under
+    /// the 2026-07-28 extension when `extension`); the id the client knows it by.
+    pub(crate) fn adopt(
+        &self,
+        up: Arc<Upstream>,
+        upstream_id: &str,
+        extension: bool,
+        ctx: &Context,
+    ) -> String {
         let id = fresh_id();
         let mut entries = self.lock();
         if entries.len() >= MAX_TASKS
@@ -97,6 +115,7 @@ impl UpstreamTasks {
             Entry {
                 up,
                 upstream_id: upstream_id.to_string(),
+                extension,
                 owner: owner_of(ctx),
                 made: Instant::now(),
             },
@@ -104,12 +123,15 @@ impl UpstreamTasks {
         id
     }
 
-    /// The upstream connection and id of task `id`, if the caller of `ctx` holds it.
-    fn find(&self, id: &str, ctx: &Context) -> Option<(Arc<Upstream>, String)> {
+    /// Where task `id` is, if the caller of `ctx` holds it.
+    fn find(&self, id: &str, ctx: &Context) -> Option<Found> {
         let entries = self.lock();
         let e = entries.get(id)?;
-        (e.owner == Owner::Bearer || e.owner == owner_of(ctx))
-            .then(|| (e.up.clone(), e.upstream_id.clone()))
+        (e.owner == Owner::Bearer || e.owner == owner_of(ctx)).then(|| Found {
+            up: e.up.clone(),
+            upstream_id: e.upstream_id.clone(),
+            extension: e.extension,
+        })
     }
 }
 
@@ -127,9 +149,18 @@ fn fresh_id() -> String {
     id
 }
 
-/// Puts the proxy's id where the upstream's stands: the task's `taskId`, a `task` object's,
-/// and the related-task `_meta` of a `tasks/result`.
+/// Puts the proxy's id where the upstream's stands — the task's `taskId`, a `task` object's,
+/// the related-task `_meta` of a `tasks/result` — and drops what describes the upstream's
+/// own hop (the protocol's other `_meta` keys, its server's identity among them).
 pub(crate) fn with_id(mut v: Value, upstream_id: &str, id: &str) -> Value {
+    if let Some(Value::Object(meta)) = v.get_mut("_meta") {
+        meta.retain(|k, _| k == RELATED_TASK || !k.starts_with("io.modelcontextprotocol/"));
+        if meta.is_empty()
+            && let Some(o) = v.as_object_mut()
+        {
+            o.remove("_meta");
+        }
+    }
     let put = |slot: Option<&mut Value>| {
         if let Some(t) = slot
             && t.as_str() == Some(upstream_id)
@@ -157,8 +188,8 @@ fn wait(ctx: &Context) -> CallOptions {
     }
 }
 
-/// `tasks/get`, `tasks/result` or `tasks/cancel` for an upstream task, else for whatever
-/// handled the method before.
+/// `tasks/get`, `tasks/result`, `tasks/cancel` or `tasks/update` for an upstream task, else
+/// for whatever handled the method before.
 struct TaskMethod {
     method: &'static str,
     /// The tables of the upstreams that run tasks.
@@ -167,7 +198,7 @@ struct TaskMethod {
 }
 
 impl TaskMethod {
-    fn find(&self, id: &str, ctx: &Context) -> Option<(Arc<Upstream>, String)> {
+    fn find(&self, id: &str, ctx: &Context) -> Option<Found> {
         self.tables.iter().find_map(|t| t.find(id, ctx))
     }
 }
@@ -184,20 +215,37 @@ impl MethodHandler for TaskMethod {
             .and_then(Value::as_str)
             .map(str::to_string);
         let found = id.as_deref().and_then(|id| self.find(id, &ctx));
-        let (Some(id), Some((up, upstream_id))) = (id, found) else {
+        let (Some(id), Some(found)) = (id, found) else {
             return match &self.before {
                 Some(h) => h.call(ctx, params),
                 None => Box::pin(async move { Err(unknown(&params)) }),
             };
         };
+        // A stateless request about an extension task declares the extension, as it must
+        // for staunch's own (SEP-2663: -32021 otherwise).
+        if found.extension && !ctx.has_session() && !declares_tasks(&ctx.client_capabilities()) {
+            return Box::pin(async { Err(ToolError::Rpc(missing_tasks_extension())) });
+        }
         let method = self.method;
         Box::pin(async move {
+            let Found {
+                up,
+                upstream_id,
+                extension,
+            } = found;
             let mut params = params.unwrap_or_else(|| Value::Object(Default::default()));
             params["taskId"] = Value::String(upstream_id.clone());
+            // The downstream request's own `_meta` describes the downstream hop.
+            if let Some(o) = params.as_object_mut() {
+                o.remove("_meta");
+            }
             let client = up
                 .client()
                 .await
                 .map_err(|e| ToolError::Internal(e.to_string()))?;
+            if extension {
+                params = client.with_tasks_extension(params).map_err(rpc)?;
+            }
             let v = client
                 .request(method, Some(params), &wait(&ctx))
                 .await
@@ -223,16 +271,19 @@ fn unknown(params: &Option<Value>) -> ToolError {
 }
 
 /// Serves the task methods for the upstream tasks in `tables` — those of the upstreams that
-/// run tasks — in front of the handlers already registered for them, and declares tool tasks
-/// if nothing has yet.
+/// run tasks — in front of the handlers already registered for them; declares tool tasks
+/// (when one runs 2025 tasks and nothing has yet) and the tasks extension (when one offers
+/// it).
 pub(crate) fn register(
     mut builder: staunch_server::ServerBuilder,
     tables: Vec<Arc<UpstreamTasks>>,
+    twenty_five: bool,
+    extension: bool,
 ) -> staunch_server::ServerBuilder {
     if tables.is_empty() {
         return builder;
     }
-    for method in ["tasks/get", "tasks/result", "tasks/cancel"] {
+    for method in ["tasks/get", "tasks/result", "tasks/cancel", "tasks/update"] {
         let before = builder.method_handler(method);
         builder = builder.method(
             method,
@@ -243,13 +294,25 @@ pub(crate) fn register(
             },
         );
     }
-    if builder.declared_capability("tasks").is_none() {
+    if twenty_five && builder.declared_capability("tasks").is_none() {
         builder = builder.capability(
             "tasks",
             serde_json::json!({"cancel": {}, "requests": {"tools": {"call": {}}}}),
         );
     }
+    if extension {
+        builder = builder.extension(TASKS_EXTENSION, serde_json::json!({}));
+    }
     builder
+}
+
+/// Whether the upstream offers the 2026-07-28 tasks extension (it speaks that revision and
+/// advertised the extension in `server/discover`).
+pub(crate) fn bridges_extension(up: &Upstream) -> bool {
+    up.protocol_version().as_deref() == Some("2026-07-28")
+        && up
+            .capabilities()
+            .is_some_and(|c| c["extensions"][TASKS_EXTENSION].is_object())
 }
 
 /// Whether the upstream runs tool calls as 2025-11-25 tasks (it speaks that revision and
@@ -282,6 +345,18 @@ mod tests {
         );
         let other = json!({"taskId": "t2"});
         assert_eq!(with_id(other, "t1", "up-x")["taskId"], "t2");
+        // The upstream's hop is not passed on: its identity goes, the related task and keys of
+        // others stay.
+        let hop = json!({"taskId": "t1", "_meta": {
+            "io.modelcontextprotocol/serverInfo": {"name": "upstream"},
+            "x.example/k": 1}});
+        assert_eq!(
+            with_id(hop, "t1", "up-x")["_meta"],
+            json!({"x.example/k": 1})
+        );
+        let only_hop = json!({"taskId": "t1", "_meta": {
+            "io.modelcontextprotocol/serverInfo": {"name": "upstream"}}});
+        assert!(with_id(only_hop, "t1", "up-x").get("_meta").is_none());
     }
 
     #[test]

@@ -8,8 +8,9 @@
 //! - tools the upstream only runs as tasks (`taskSupport: "required"`: the TypeScript SDK's
 //!   experimental 2025 tasks, and a 2026-07-28 upstream's tasks extension): called as a task
 //!   and followed to its end, a cancel becoming `tasks/cancel`;
-//! - the upstream's own 2025 tasks, held by a 2025 session under the proxy's ids: created,
-//!   read, waited for and cancelled at the upstream, bound to the session that made them;
+//! - the upstream's own tasks, held by a client of the same era under the proxy's ids: a 2025
+//!   session's 2025 tasks (created, read, waited for and cancelled at the upstream, bound to
+//!   the session that made them) and a 2026-07-28 client's tasks of the extension;
 //! - prompt list changes, announced to 2025 sessions and 2026-07-28 listen streams;
 //! - resource subscriptions: a 2025 session's `resources/subscribe` and a 2026-07-28 listen
 //!   stream's `resourceSubscriptions` subscribe at the upstream, its
@@ -340,6 +341,52 @@ async fn a_2025_session_holds_the_upstreams_own_task_under_the_proxys_id() {
         "the upstream task went on after tasks/cancel: {a} then {b}"
     );
     assert!(b < 400);
+}
+
+/// The tasks extension bridged: a 2026-07-28 client's call under the extension, to a 2026
+/// upstream that offers it (`staunch serve`'s demo job tools), gets the upstream's own task
+/// under an id of the proxy's; `tasks/get` follows it to its inlined result, `tasks/cancel`
+/// stops it, and a request about it without the extension is -32021.
+#[tokio::test]
+async fn a_2026_client_holds_the_upstreams_extension_task_under_the_proxys_id() {
+    use staunch_testkit::tasks::{create, get_until, send, terminal, with_ext};
+    let proxy = HttpServer::launch(
+        "proxy",
+        Some(":memory:"),
+        &[
+            "--upstream-protocol",
+            "2026-07-28",
+            "--",
+            crate::common::BIN,
+            "serve",
+            "--store",
+            ":memory:",
+            "--no-log",
+        ],
+    )
+    .await;
+    let id = create(&proxy, "long_scan", json!({"steps": 4, "delay_ms": 30})).await;
+    assert!(id.starts_with("up-"), "{id}");
+    let done = get_until(&proxy, &id, terminal).await;
+    assert_eq!(done["taskId"], id.as_str(), "{done}");
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(done["result"]["structuredContent"]["scanned"], 4, "{done}");
+    // Without the extension: refused, as for staunch's own tasks.
+    let bare = send(&proxy, "tasks/get", json!({"taskId": id}), json!({}), None).await;
+    assert_eq!(bare.code(), -32021, "{}", bare.msg);
+
+    let long = create(&proxy, "import_rows", json!({"rows": 1000, "delay_ms": 20})).await;
+    let ack = send(
+        &proxy,
+        "tasks/cancel",
+        json!({"taskId": long}),
+        with_ext(),
+        None,
+    )
+    .await;
+    assert!(ack.msg.get("error").is_none(), "{}", ack.msg);
+    let ended = get_until(&proxy, &long, terminal).await;
+    assert_eq!(ended["status"], "cancelled", "{ended}");
 }
 
 /// The next message on `stream` with `method`, within `limit`.
