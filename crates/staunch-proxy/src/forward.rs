@@ -441,11 +441,13 @@ impl ToolHandler for ForwardTool {
                 .for_request(&ctx)
                 .await
                 .map_err(|e| ToolError::Internal(e.to_string()))?;
-            if !crate::tasks::bridges_tasks(&up) {
+            if !crate::tasks::bridges_tasks(&up)
+                || this.pool.spec().kill_after_cancel_of(&this.tool).is_some()
+            {
                 return Err(ToolError::Rpc(staunch_protocol::ErrorObject::new(
                     staunch_protocol::codes::METHOD_NOT_FOUND,
                     format!(
-                        "the upstream server {:?} does not run tasks; call {} without `task`",
+                        "the upstream server {:?} does not run this tool as a task here; call {} without `task`",
                         up.name(),
                         this.tool
                     ),
@@ -488,7 +490,10 @@ impl ToolHandler for ForwardTool {
         ctx: Context,
         args: Value,
     ) -> Option<BoxFuture<'static, Result<Value, ToolError>>> {
-        if !crate::tasks::bridges_extension(self.pool.shared()) {
+        // Under the stop policy a call's process ends with the call, which a task outlives.
+        if !crate::tasks::bridges_extension(self.pool.shared())
+            || self.pool.spec().kill_after_cancel_of(&self.tool).is_some()
+        {
             return None;
         }
         let this = self.clone();

@@ -219,9 +219,11 @@ pub(crate) fn forward_tool(
     }
     // A tool the upstream runs as a task is offered as one to clients of its era, which may
     // also call it plainly (the proxy then follows the task itself where the upstream requires
-    // one).
+    // one). Not under the stop policy: its calls run in processes of their own, ended with
+    // the call, which a task outlives.
     if (crate::tasks::bridges_tasks(pool.shared())
         || crate::tasks::bridges_extension(pool.shared()))
+        && pool.spec().kill_after_cancel_of(own_name).is_none()
         && matches!(
             tool.pointer("/execution/taskSupport")
                 .and_then(Value::as_str),
