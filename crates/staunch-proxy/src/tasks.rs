@@ -283,7 +283,13 @@ pub(crate) fn register(
     if tables.is_empty() {
         return builder;
     }
-    for method in ["tasks/get", "tasks/result", "tasks/cancel", "tasks/update"] {
+    // `tasks/result` is the 2025 revision's, `tasks/update` the extension's: each only where
+    // an upstream runs such tasks.
+    let methods = ["tasks/get", "tasks/cancel"]
+        .into_iter()
+        .chain(twenty_five.then_some("tasks/result"))
+        .chain(extension.then_some("tasks/update"));
+    for method in methods {
         let before = builder.method_handler(method);
         builder = builder.method(
             method,
