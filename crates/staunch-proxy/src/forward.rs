@@ -441,8 +441,7 @@ impl ToolHandler for ForwardTool {
                 .for_request(&ctx)
                 .await
                 .map_err(|e| ToolError::Internal(e.to_string()))?;
-            if !crate::tasks::bridges_tasks(&up)
-                || this.pool.spec().kill_after_cancel_of(&this.tool).is_some()
+            if !up.runs_tool_tasks() || this.pool.spec().kill_after_cancel_of(&this.tool).is_some()
             {
                 return Err(ToolError::Rpc(staunch_protocol::ErrorObject::new(
                     staunch_protocol::codes::METHOD_NOT_FOUND,
@@ -491,7 +490,7 @@ impl ToolHandler for ForwardTool {
         args: Value,
     ) -> Option<BoxFuture<'static, Result<Value, ToolError>>> {
         // Under the stop policy a call's process ends with the call, which a task outlives.
-        if !crate::tasks::bridges_extension(self.pool.shared())
+        if !self.pool.shared().offers_tasks_extension()
             || self.pool.spec().kill_after_cancel_of(&self.tool).is_some()
         {
             return None;

@@ -119,8 +119,8 @@ pub async fn register(
         .iter()
         .map(|p| {
             (
-                crate::tasks::bridges_tasks(p.shared()),
-                crate::tasks::bridges_extension(p.shared()),
+                p.shared().runs_tool_tasks(),
+                p.shared().offers_tasks_extension(),
             )
         })
         .unzip();
@@ -221,8 +221,7 @@ pub(crate) fn forward_tool(
     // also call it plainly (the proxy then follows the task itself where the upstream requires
     // one). Not under the stop policy: its calls run in processes of their own, ended with
     // the call, which a task outlives.
-    if (crate::tasks::bridges_tasks(pool.shared())
-        || crate::tasks::bridges_extension(pool.shared()))
+    if (pool.shared().runs_tool_tasks() || pool.shared().offers_tasks_extension())
         && pool.spec().kill_after_cancel_of(own_name).is_none()
         && matches!(
             tool.pointer("/execution/taskSupport")

@@ -24,7 +24,6 @@ use std::time::{Duration, Instant};
 use futures_util::future::BoxFuture;
 use serde_json::Value;
 use staunch_client::CallOptions;
-use staunch_protocol::stateless::TASKS_EXTENSION;
 use staunch_protocol::{ErrorObject, codes};
 use staunch_server::{Context, MethodHandler, ToolError, declares_tasks, missing_tasks_extension};
 
@@ -307,27 +306,9 @@ pub(crate) fn register(
         );
     }
     if extension {
-        builder = builder.extension(TASKS_EXTENSION, serde_json::json!({}));
+        builder = builder.extension(staunch_server::TASKS_EXTENSION, serde_json::json!({}));
     }
     builder
-}
-
-/// Whether the upstream offers the 2026-07-28 tasks extension (it speaks that revision and
-/// advertised the extension in `server/discover`).
-pub(crate) fn bridges_extension(up: &Upstream) -> bool {
-    up.protocol_version().as_deref() == Some("2026-07-28")
-        && up
-            .capabilities()
-            .is_some_and(|c| c["extensions"][TASKS_EXTENSION].is_object())
-}
-
-/// Whether the upstream runs tool calls as 2025-11-25 tasks (it speaks that revision and
-/// declares `tasks.requests.tools.call`).
-pub(crate) fn bridges_tasks(up: &Upstream) -> bool {
-    up.protocol_version().as_deref() == Some("2025-11-25")
-        && up
-            .capabilities()
-            .is_some_and(|c| c["tasks"]["requests"]["tools"]["call"].is_object())
 }
 
 #[cfg(test)]

@@ -258,6 +258,17 @@ impl Upstream {
         self.current().map(|c| c.server().protocol_version.clone())
     }
 
+    /// Whether it runs tool calls as 2025-11-25 tasks (`false` while it is down).
+    pub fn runs_tool_tasks(&self) -> bool {
+        self.current()
+            .is_some_and(|c| c.server().supports_tool_tasks())
+    }
+
+    /// Whether it offers the 2026-07-28 tasks extension (`false` while it is down).
+    pub fn offers_tasks_extension(&self) -> bool {
+        self.current().is_some_and(|c| c.offers_tasks_extension())
+    }
+
     fn current(&self) -> Option<Client> {
         let c = self.current.lock().unwrap_or_else(|p| p.into_inner());
         c.as_ref().filter(|c| !c.is_closed()).cloned()
