@@ -6,6 +6,7 @@ mod http_client;
 mod support;
 
 mod crate_dependencies;
+mod eras;
 mod fuzz_regressions;
 mod http_auth_library;
 mod http_conn_workers;

@@ -14,7 +14,6 @@ mod cli_errors;
 mod client_http;
 mod command_tools;
 mod doc_examples;
-mod eras;
 mod healthz;
 mod http_auth;
 mod http_restart;

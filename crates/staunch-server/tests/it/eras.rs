@@ -9,12 +9,11 @@
 //! | drop the stream | keeps running; 2025-11-25 resumes by GET     | is the cancel                      |
 //! | job tool        | the job outlives a dropped stream            | closing the stream cancels the job |
 
-use crate::common;
-
 use std::time::Duration;
 
-use common::http::{HttpServer, Resp, call, stateless};
 use serde_json::{Value, json};
+use staunch_testkit::TestServer;
+use staunch_testkit::http::{Resp, call, stateless};
 
 const LIMIT: Duration = Duration::from_secs(15);
 const ERAS: [&str; 3] = ["2025-06-18", "2025-11-25", "2026-07-28"];
@@ -26,7 +25,7 @@ enum Era {
 }
 
 impl Era {
-    async fn open(s: &HttpServer, version: &'static str) -> Self {
+    async fn open(s: &TestServer, version: &'static str) -> Self {
         if version == "2026-07-28" {
             Era::Stateless
         } else {
@@ -44,7 +43,7 @@ impl Era {
         }
     }
 
-    async fn call(&self, s: &HttpServer, id: &str, tool: &str, args: Value) -> Resp {
+    async fn call(&self, s: &TestServer, id: &str, tool: &str, args: Value) -> Resp {
         let token = json!(format!("{id}-progress"));
         match self {
             Era::Session { version, sid } => {
@@ -64,7 +63,7 @@ impl Era {
     }
 
     /// The era's cancel of an in-flight call whose response is `resp`.
-    async fn cancel(&self, s: &HttpServer, id: &str, resp: Resp) -> Option<Resp> {
+    async fn cancel(&self, s: &TestServer, id: &str, resp: Resp) -> Option<Resp> {
         match self {
             Era::Session { version, sid } => {
                 let n = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
@@ -80,14 +79,14 @@ impl Era {
     }
 
     /// A quick tool call's structured result.
-    async fn structured(&self, s: &HttpServer, id: &str, tool: &str, args: Value) -> Value {
+    async fn structured(&self, s: &TestServer, id: &str, tool: &str, args: Value) -> Value {
         let (_, v) = self.call(s, id, tool, args).await.answer(LIMIT).await;
         let sc = &v["result"]["structuredContent"];
         assert!(sc.is_object(), "{}: {tool}: {v}", self.name());
         sc.clone()
     }
 
-    async fn steps(&self, s: &HttpServer, tag: &str) -> u64 {
+    async fn steps(&self, s: &TestServer, tag: &str) -> u64 {
         let id = format!("status-{tag}-{}", rand_suffix());
         self.structured(s, &id, "slow_count_status", json!({"tag": tag}))
             .await["steps"]
@@ -107,13 +106,13 @@ fn is_progress(v: &Value) -> bool {
 }
 
 /// The request's last lifecycle line of `event` for request id `id` (ids are unique per test).
-fn log_of(s: &HttpServer, id: &str, event: &str) -> Option<Value> {
+fn log_of(s: &TestServer, id: &str, event: &str) -> Option<Value> {
     s.log_lines()
         .into_iter()
         .rfind(|l| l["request_id"] == id && l["event"] == event)
 }
 
-async fn ended(s: &HttpServer, id: &str) -> Value {
+async fn ended(s: &TestServer, id: &str) -> Value {
     s.log_until(|l| {
         l.iter()
             .any(|x| x["request_id"] == id && x["event"] == "request.end")
@@ -122,7 +121,7 @@ async fn ended(s: &HttpServer, id: &str) -> Value {
     log_of(s, id, "request.end").unwrap_or_else(|| panic!("{id} never ended"))
 }
 
-async fn slow_tool(s: &HttpServer, era: &Era) {
+async fn slow_tool(s: &TestServer, era: &Era) {
     let id = format!("slow-{}", era.name());
     let (notes, v) = era
         .call(s, &id, "slow_count", json!({"steps": 5, "delay_ms": 20}))
@@ -150,7 +149,7 @@ async fn slow_tool(s: &HttpServer, era: &Era) {
     );
 }
 
-async fn cancel(s: &HttpServer, era: &Era) {
+async fn cancel(s: &TestServer, era: &Era) {
     let id = format!("cancel-{}", era.name());
     let tag = id.clone();
     let mut r = era
@@ -192,7 +191,7 @@ async fn cancel(s: &HttpServer, era: &Era) {
     assert_eq!(era.steps(s, &tag).await, a, "{}: work went on", era.name());
 }
 
-async fn drop_stream(s: &HttpServer, era: &Era) {
+async fn drop_stream(s: &TestServer, era: &Era) {
     let id = format!("drop-{}", era.name());
     let tag = id.clone();
     let steps = 12;
@@ -246,7 +245,7 @@ async fn drop_stream(s: &HttpServer, era: &Era) {
     }
 }
 
-async fn job_tool(s: &HttpServer, era: &Era) {
+async fn job_tool(s: &TestServer, era: &Era) {
     let v = era.name();
     // The start/get faces: the same in every era.
     let start = era
@@ -330,7 +329,7 @@ async fn job_tool(s: &HttpServer, era: &Era) {
 
 #[tokio::test]
 async fn the_same_scenario_under_each_revision() {
-    let s = HttpServer::start(&[]).await;
+    let s = TestServer::start().await;
     for version in ERAS {
         let era = Era::open(&s, version).await;
         slow_tool(&s, &era).await;
@@ -338,14 +337,14 @@ async fn the_same_scenario_under_each_revision() {
         drop_stream(&s, &era).await;
         job_tool(&s, &era).await;
     }
-    // Nothing the server wrote is unreadable to the audit, and nothing is left running.
-    let out = std::process::Command::new(common::BIN)
-        .args(["audit", "--json"])
-        .arg(&s.log_path)
-        .output()
-        .expect("run staunch audit");
-    let report: Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("audit JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)));
+    // Nothing the server wrote is unreadable to the audit, and nothing is left running (an
+    // end line is written behind its answer: wait for every one, bounded).
+    let count = |l: &[Value], event: &str| l.iter().filter(|x| x["event"] == event).count();
+    s.log_until(|l| count(l, "request.start") == count(l, "request.end"))
+        .await;
+    let log = std::fs::read_to_string(&s.log_path).expect("the lifecycle log");
+    let report = staunch_audit::audit_str(&log, &staunch_audit::AuditOptions::default());
+    let report = serde_json::to_value(&report).expect("a report is JSON");
     assert_eq!(report["malformed"]["count"], 0, "{report}");
     assert_eq!(report["never_ended"], json!([]), "{report}");
     assert_eq!(report["orphaned"]["count"], 0, "{report}");
