@@ -8,11 +8,14 @@
 //! [`Setup::http`] and [`Setup::jobs`].
 
 use std::ops::Deref;
+use std::sync::Arc;
 use std::time::Duration;
 
 use staunch_jobs::{JobConfig, JobRuntime};
-use staunch_server::transport::http::{HttpConfig, HttpTransport};
-use staunch_server::{Config, LifecycleLog, Server, ServerBuilder, StateKey};
+use staunch_server::transport::http::{
+    AuthConfig, AuthMethod, HttpConfig, HttpTransport, StaticTokens,
+};
+use staunch_server::{Config, Context, LifecycleLog, Server, ServerBuilder, StateKey};
 use tokio_util::sync::CancellationToken;
 
 use crate::http::Endpoint;
@@ -92,6 +95,16 @@ impl Setup {
             j.poll_after = Duration::from_millis(100);
             j.cancel_grace = Duration::from_millis(500);
         })
+    }
+
+    /// Static bearer tokens (`TOKEN NAME` lines, as `--auth-tokens` reads them): each request
+    /// carries its token's principal, and a job belongs to its principal, as with
+    /// `staunch serve --auth bearer`.
+    pub fn bearer(mut self, tokens: &str) -> Self {
+        let tokens = StaticTokens::parse(tokens, "the test's tokens").expect("valid tokens");
+        self.http.auth = Some(AuthConfig::new(AuthMethod::Bearer(tokens)));
+        self.jobs.principal = Some(Arc::new(|ctx: &Context| ctx.principal().map(String::from)));
+        self
     }
 
     /// Registers more tools (or methods) on the server.

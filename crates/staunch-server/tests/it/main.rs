@@ -19,6 +19,7 @@ mod lifecycle;
 mod listen_streams;
 mod metrics_listener;
 mod results;
+mod security_fairness;
 mod session_closed;
 mod stateless_unread_stream;
 mod stdio_duplex;

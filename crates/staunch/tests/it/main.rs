@@ -35,7 +35,6 @@ mod real_clients_2026;
 mod real_clients_http;
 mod real_clients_stdio;
 mod rmcp_tasks_client;
-mod security_fairness;
 mod state_dir;
 mod stdio_process;
 mod stdio_unread_stdout;

@@ -1,14 +1,13 @@
 //! Issue 12, what one owner may do to another: the job worker is shared fairly between owners,
 //! stateless (2026-07-28) requests have a per-peer share of the in-flight slots, and the demo's
-//! `imported_rows` answers only the job's owner. The real binary over loopback, on a real
-//! SQLite store file.
-
-use crate::common;
+//! `imported_rows` answers only the job's owner. Over loopback HTTP, on a SQLite store
+//! file.
 
 use std::time::Duration;
 
-use common::http::{HttpServer, Resp, call, rpc, stateless};
 use serde_json::{Value, json};
+use staunch_testkit::http::{Resp, call, rpc, stateless};
+use staunch_testkit::{Setup, TestServer};
 use tokio::time::Instant;
 
 const T: Duration = Duration::from_secs(20);
@@ -16,18 +15,11 @@ const T: Duration = Duration::from_secs(20);
 const ALICE: &str = "alice-token-0123456789";
 const BOB: &str = "bob-token-0123456789ab";
 
-/// `staunch serve` with static bearer tokens for alice and bob, plus `extra` flags.
-async fn bearer_server(extra: &[&str]) -> HttpServer {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("tokens");
-    std::fs::write(&file, format!("{ALICE} alice\n{BOB} bob\n")).unwrap();
-    let file = file.display().to_string();
-    let mut args = vec!["--auth", "bearer", "--auth-tokens", file.as_str()];
-    args.extend_from_slice(extra);
-    let s = HttpServer::start(&args).await;
-    // The server has read the file; the directory may go.
-    drop(dir);
-    s
+/// The demo server with static bearer tokens for alice and bob, set up further by `more`.
+async fn bearer_server(more: impl FnOnce(Setup) -> Setup) -> TestServer {
+    more(TestServer::setup().bearer(&format!("{ALICE} alice\n{BOB} bob\n")))
+        .start()
+        .await
 }
 
 fn text_of(resp: &Value) -> String {
@@ -38,7 +30,7 @@ fn text_of(resp: &Value) -> String {
 }
 
 /// `start_import_rows` in a session; the job id.
-async fn start_import(s: &HttpServer, sid: &str, args: Value) -> String {
+async fn start_import(s: &TestServer, sid: &str, args: Value) -> String {
     let r = rpc(
         s,
         sid,
@@ -52,7 +44,7 @@ async fn start_import(s: &HttpServer, sid: &str, args: Value) -> String {
 }
 
 /// Polls `get_import_rows` in the job's session until it is terminal (bounded).
-async fn until_terminal(s: &HttpServer, sid: &str, job: &str) -> Value {
+async fn until_terminal(s: &TestServer, sid: &str, job: &str) -> Value {
     let end = Instant::now() + T;
     loop {
         let r = rpc(
@@ -79,8 +71,8 @@ async fn until_terminal(s: &HttpServer, sid: &str, job: &str) -> Value {
 }
 
 /// When each job started, from the store file (the record the worker wrote on its claim).
-fn started_ms(s: &HttpServer, jobs: &[&str]) -> Vec<i64> {
-    let c = rusqlite::Connection::open(s.dir.path().join("staunch.db")).unwrap();
+fn started_ms(s: &TestServer, jobs: &[&str]) -> Vec<i64> {
+    let c = rusqlite::Connection::open(s.dir().join("staunch.db")).unwrap();
     c.busy_timeout(Duration::from_secs(5)).unwrap();
     jobs.iter()
         .map(|id| {
@@ -100,9 +92,11 @@ fn started_ms(s: &HttpServer, jobs: &[&str]) -> Vec<i64> {
 /// longest ago): B's one job starts before A's third and fourth.
 #[tokio::test]
 async fn one_owners_backlog_does_not_hold_back_another_owners_job() {
-    let mut flags = common::job_flags(&[]);
-    flags.extend(["--job-workers", "2"]);
-    let s = HttpServer::start(&flags).await;
+    let s = TestServer::setup()
+        .fast_jobs()
+        .jobs(|j| j.workers = 2)
+        .start()
+        .await;
     let a = s.initialize().await;
     let b = s.initialize().await;
     let mut backlog = Vec::new();
@@ -130,7 +124,7 @@ async fn one_owners_backlog_does_not_hold_back_another_owners_job() {
 }
 
 /// A stateless `tools/call` as `token`.
-async fn call_2026(s: &HttpServer, token: &str, id: i64, tool: &str, args: Value) -> Resp {
+async fn call_2026(s: &TestServer, token: &str, id: i64, tool: &str, args: Value) -> Resp {
     let msg = stateless(
         json!(id),
         "tools/call",
@@ -148,7 +142,7 @@ async fn call_2026(s: &HttpServer, token: &str, id: i64, tool: &str, args: Value
 /// the place comes back when a call ends.
 #[tokio::test]
 async fn one_peer_cannot_take_every_stateless_slot() {
-    let s = bearer_server(&["--max-in-flight-per-peer", "2"]).await;
+    let s = bearer_server(|s| s.config(|c| c.max_in_flight_per_peer = 2)).await;
     let slow = json!({"steps": 200, "delay_ms": 100});
     // Two slow calls fill Alice's share: each answer's head means it was admitted.
     let mut held = Vec::new();
@@ -188,7 +182,7 @@ async fn one_peer_cannot_take_every_stateless_slot() {
 }
 
 /// An `imported_rows` answer: its structured result, or its error text.
-async fn imported_rows(s: &HttpServer, sid: &str, job: &str) -> Result<Value, String> {
+async fn imported_rows(s: &TestServer, sid: &str, job: &str) -> Result<Value, String> {
     let r = rpc(
         s,
         sid,
@@ -211,7 +205,7 @@ async fn imported_rows(s: &HttpServer, sid: &str, job: &str) -> Result<Value, St
 /// never existed gets.
 #[tokio::test]
 async fn imported_rows_answers_only_the_jobs_owner() {
-    let s = HttpServer::start(&common::job_flags(&[])).await;
+    let s = TestServer::setup().fast_jobs().start().await;
     let a = s.initialize().await;
     let b = s.initialize().await;
     let job = start_import(&s, &a, json!({"rows": 3, "delay_ms": 0})).await;
@@ -234,7 +228,7 @@ async fn imported_rows_answers_only_the_jobs_owner() {
 }
 
 /// Opens a 2025 session as the bearer of `token`; its id.
-async fn session_as(s: &HttpServer, token: &str) -> Result<String, Resp> {
+async fn session_as(s: &TestServer, token: &str) -> Result<String, Resp> {
     let bearer = format!("Bearer {token}");
     let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
         "protocolVersion": "2025-11-25", "capabilities": {},
@@ -261,7 +255,7 @@ async fn session_as(s: &HttpServer, token: &str) -> Result<String, Resp> {
 }
 
 /// POSTs `msg` in session `sid` as the bearer of `token`.
-async fn post_in(s: &HttpServer, token: &str, sid: &str, msg: &Value) -> Resp {
+async fn post_in(s: &TestServer, token: &str, sid: &str, msg: &Value) -> Resp {
     let bearer = format!("Bearer {token}");
     s.send(
         "POST",
@@ -279,7 +273,7 @@ async fn post_in(s: &HttpServer, token: &str, sid: &str, msg: &Value) -> Resp {
 
 /// A slow call in a session: `Ok(stream)` when admitted (the stream stays open), `Err(message)`
 /// when refused at once.
-async fn slow_call(s: &HttpServer, token: &str, sid: &str, id: i64) -> Result<Resp, String> {
+async fn slow_call(s: &TestServer, token: &str, sid: &str, id: i64) -> Result<Resp, String> {
     let msg = call(
         json!(id),
         "slow_count",
@@ -306,7 +300,7 @@ async fn slow_call(s: &HttpServer, token: &str, sid: &str, id: i64) -> Result<Re
 /// slots once it is the only busy one, and another client is served.
 #[tokio::test]
 async fn in_flight_fairness_keeps_room_when_one_client_is_alone() {
-    let s = bearer_server(&["--max-in-flight", "8"]).await;
+    let s = bearer_server(|s| s.config(|c| c.max_in_flight = 8)).await;
     let a1 = session_as(&s, ALICE).await.ok().expect("a session");
     let a2 = session_as(&s, ALICE).await.ok().expect("a session");
     let mut held = Vec::new();
@@ -341,7 +335,7 @@ async fn in_flight_fairness_keeps_room_when_one_client_is_alone() {
 }
 
 /// A request in a session as `token`; its answer.
-async fn rpc_as(s: &HttpServer, token: &str, sid: &str, msg: Value) -> Value {
+async fn rpc_as(s: &TestServer, token: &str, sid: &str, msg: Value) -> Value {
     let mut r = post_in(s, token, sid, &msg).await;
     assert_eq!(r.status, 200);
     if r.header("content-type")
@@ -362,7 +356,7 @@ async fn rpc_as(s: &HttpServer, token: &str, sid: &str, msg: Value) -> Value {
 /// client's requests in all its sessions (and its stateless requests) together.
 #[tokio::test]
 async fn the_per_peer_cap_counts_a_clients_sessions_together() {
-    let s = bearer_server(&["--max-in-flight-per-peer", "3"]).await;
+    let s = bearer_server(|s| s.config(|c| c.max_in_flight_per_peer = 3)).await;
     let mut held = Vec::new();
     for id in 1..=3 {
         let sid = session_as(&s, ALICE).await.ok().expect("a session");
@@ -389,7 +383,7 @@ async fn the_per_peer_cap_counts_a_clients_sessions_together() {
 /// principal out with 429. Now sessions count per principal when authenticated.
 #[tokio::test]
 async fn with_auth_the_session_cap_counts_principals_not_addresses() {
-    let s = bearer_server(&["--max-sessions-per-peer", "3"]).await;
+    let s = bearer_server(|s| s.http(|h| h.max_sessions_per_peer = 3)).await;
     for _ in 0..3 {
         let sid = session_as(&s, ALICE).await.ok().expect("a session");
         // Used sessions: none of them gives way to a new one.
@@ -419,9 +413,11 @@ async fn with_auth_the_session_cap_counts_principals_not_addresses() {
 /// Now an owner may run three quarters of the workers: B's job runs while A's backlog waits.
 #[tokio::test]
 async fn one_owner_cannot_hold_every_job_worker() {
-    let mut flags = common::job_flags(&[]);
-    flags.extend(["--job-workers", "4"]);
-    let s = HttpServer::start(&flags).await;
+    let s = TestServer::setup()
+        .fast_jobs()
+        .jobs(|j| j.workers = 4)
+        .start()
+        .await;
     let a = s.initialize().await;
     let b = s.initialize().await;
     let mut long = Vec::new();
@@ -448,7 +444,7 @@ async fn one_owner_cannot_hold_every_job_worker() {
 }
 
 /// A stateless `greet` as `token`, carrying `state` and `name` as the answer when given.
-async fn greet_2026(s: &HttpServer, token: &str, id: i64, round: Option<(&str, &str)>) -> Value {
+async fn greet_2026(s: &TestServer, token: &str, id: i64, round: Option<(&str, &str)>) -> Value {
     let mut msg = stateless(
         json!(id),
         "tools/call",
@@ -477,7 +473,7 @@ async fn greet_2026(s: &HttpServer, token: &str, id: i64, round: Option<(&str, &
 #[tokio::test]
 async fn a_request_state_is_bound_to_its_caller_and_unreadable() {
     use base64::Engine as _;
-    let s = bearer_server(&[]).await;
+    let s = bearer_server(|s| s).await;
     let first = greet_2026(&s, ALICE, 1, None).await;
     assert_eq!(first["result"]["resultType"], "input_required", "{first}");
     let state = first["result"]["requestState"].as_str().expect("a state");
