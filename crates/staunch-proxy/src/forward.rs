@@ -379,6 +379,38 @@ fn gone(upstream: &str, e: &ClientError) -> String {
     }
 }
 
+/// Sends one `tools/call` for a task (its creation) on `up`, tracked as every forwarded call
+/// is: what the upstream sends for it after the downstream request's cancel is logged
+/// (`upstream.late`) and counted, and questions it asks reach the client.
+async fn create_task(
+    up: &Arc<Upstream>,
+    client: &staunch_client::Client,
+    ctx: &Context,
+    tool: &str,
+    params: Value,
+) -> Result<Value, ToolError> {
+    let pending = client
+        .start_request(methods::TOOLS_CALL, Some(params), false)
+        .map_err(|e| ToolError::Internal(gone(up.name(), &e)))?;
+    let tracked = match pending.id() {
+        RequestId::Number(n) => Some(up.calls().track(*n, ctx, tool)),
+        RequestId::String(_) => None,
+    };
+    let r = pending
+        .wait(
+            &wait_options(false, ctx.cancellation_token()),
+            |_: &Progress| {},
+        )
+        .await;
+    // Only a cancel leaves the upstream request abandoned (its late answer is logged).
+    if !matches!(r, Err(ClientError::Cancelled))
+        && let Some(t) = tracked
+    {
+        t.answered();
+    }
+    r.map_err(crate::error::rpc)
+}
+
 /// A request-shaped upstream tool.
 #[derive(Clone, Debug)]
 pub struct ForwardTool {
@@ -458,14 +490,7 @@ impl ToolHandler for ForwardTool {
                 .map_err(|e| ToolError::Internal(e.to_string()))?;
             let mut params = call_params(&this.tool, args, ctx.meta());
             params["task"] = task;
-            let created = client
-                .request(
-                    methods::TOOLS_CALL,
-                    Some(params),
-                    &wait_options(false, ctx.cancellation_token()),
-                )
-                .await
-                .map_err(crate::error::rpc)?;
+            let created = create_task(&up, &client, &ctx, &this.tool, params).await?;
             let Some(upstream_id) = created["task"]["taskId"].as_str().map(str::to_string) else {
                 return Err(ToolError::Internal(format!(
                     "the upstream server {:?} answered a task-augmented call without a task: {created}",
@@ -509,14 +534,7 @@ impl ToolHandler for ForwardTool {
             let params = client
                 .with_tasks_extension(call_params(&this.tool, args.clone(), ctx.meta()))
                 .map_err(crate::error::rpc)?;
-            let answer = client
-                .request(
-                    methods::TOOLS_CALL,
-                    Some(params),
-                    &wait_options(false, ctx.cancellation_token()),
-                )
-                .await
-                .map_err(crate::error::rpc)?;
+            let answer = create_task(&up, &client, &ctx, &this.tool, params).await?;
             match answer["resultType"].as_str() {
                 Some("task") => {}
                 // The upstream asks first (it has done nothing yet): the ordinary path puts the
