@@ -28,7 +28,7 @@ use crate::park::{self, AskingCall, Lot};
 use crate::pool::Pool;
 use crate::stop::{Stopper, end_own_process};
 use crate::tool_result::{content_text, error_value, forwarded_result, unreadable};
-use crate::upstream::Upstream;
+use crate::upstream::{Upstream, request_options};
 
 /// `tools/call` params for the upstream: its own tool name, the arguments, and the downstream
 /// `_meta` (trace context and the like) without the downstream progress token.
@@ -45,18 +45,6 @@ fn call_params(tool: &str, args: Value, meta: Option<&Value>) -> Value {
         }
     }
     params
-}
-
-/// Waiting for the upstream: no timeout of our own (the downstream request's deadline and
-/// cancel rule), progress only when wanted.
-fn wait_options(progress: bool, cancel: CancellationToken) -> CallOptions {
-    CallOptions {
-        timeout: None,
-        reset_on_progress: false,
-        max_total: None,
-        progress,
-        cancel: Some(cancel),
-    }
 }
 
 /// How a forwarded call ended, before it is shaped for a tool or a job.
@@ -123,7 +111,7 @@ async fn forward(
     let started = tokio::time::Instant::now();
     let outcome = match (resumed, ctx) {
         (Some(asking), Some(ctx)) => {
-            let opts = wait_options(call.progress, call.cancel);
+            let opts = request_options(call.progress, call.cancel);
             go_on_asking(asking, ctx, pool.lot(), &opts, on_progress).await
         }
         _ => forward_on(&up, pool.lot(), call, on_progress).await,
@@ -197,7 +185,7 @@ async fn forward_on(
         };
         let (tracked, questions) = up.calls().track_asking(n, ctx, tool);
         let asking = AskingCall::new(up.clone(), (pending, tracked, questions), tool, args, ctx);
-        let opts = wait_options(progress, cancel);
+        let opts = request_options(progress, cancel);
         return go_on_asking(asking, ctx, lot, &opts, on_progress).await;
     }
     let mut params = call_params(tool, args, meta);
@@ -218,7 +206,7 @@ async fn forward_on(
             _ => None,
         };
         let r = pending
-            .wait(&wait_options(progress, cancel.clone()), &mut on_progress)
+            .wait(&request_options(progress, cancel.clone()), &mut on_progress)
             .await;
         // Only a cancel leaves the upstream request abandoned (its late answer is logged).
         if !matches!(r, Err(ClientError::Cancelled))
@@ -286,7 +274,7 @@ async fn forward_as_task(
     call: Call<'_>,
     mut on_progress: impl FnMut(&Progress) + Send,
 ) -> Outcome {
-    let opts = wait_options(call.progress, call.cancel);
+    let opts = request_options(call.progress, call.cancel);
     let topts = staunch_client::tasks::TaskOptions::default();
     let on_event = |e: staunch_client::tasks::TaskEvent<'_>| {
         if let staunch_client::tasks::TaskEvent::Progress(p) = e {
@@ -398,7 +386,7 @@ async fn create_task(
     };
     let r = pending
         .wait(
-            &wait_options(false, ctx.cancellation_token()),
+            &request_options(false, ctx.cancellation_token()),
             |_: &Progress| {},
         )
         .await;
@@ -437,6 +425,26 @@ impl ForwardTool {
         self.as_task = yes;
         self
     }
+
+    /// The client's answer to a call that made the upstream task `upstream_id` on `up`: the
+    /// upstream's `answer` under the id the proxy gives the task (`crate::tasks`).
+    fn adopt(
+        &self,
+        up: Arc<Upstream>,
+        upstream_id: Option<String>,
+        extension: bool,
+        ctx: &Context,
+        answer: Value,
+    ) -> Result<Value, ToolError> {
+        let Some(upstream_id) = upstream_id else {
+            return Err(ToolError::Internal(format!(
+                "the upstream server {:?} answered as a task without a taskId: {answer}",
+                up.name()
+            )));
+        };
+        let id = self.pool.tasks().adopt(up, &upstream_id, extension, ctx);
+        Ok(crate::tasks::with_id(answer, &upstream_id, &id))
+    }
 }
 
 impl ToolHandler for ForwardTool {
@@ -468,11 +476,7 @@ impl ToolHandler for ForwardTool {
     ) -> Option<BoxFuture<'static, Result<Value, ToolError>>> {
         let this = self.clone();
         Some(Box::pin(async move {
-            let up = this
-                .pool
-                .for_request(&ctx)
-                .await
-                .map_err(|e| ToolError::Internal(e.to_string()))?;
+            let (up, client) = this.pool.connection(&ctx).await?;
             if !up.runs_tool_tasks() || this.pool.spec().kill_after_cancel_of(&this.tool).is_some()
             {
                 return Err(ToolError::Rpc(staunch_protocol::ErrorObject::new(
@@ -484,24 +488,11 @@ impl ToolHandler for ForwardTool {
                     ),
                 )));
             }
-            let client = up
-                .client()
-                .await
-                .map_err(|e| ToolError::Internal(e.to_string()))?;
             let mut params = call_params(&this.tool, args, ctx.meta());
             params["task"] = task;
             let created = create_task(&up, &client, &ctx, &this.tool, params).await?;
-            let Some(upstream_id) = created["task"]["taskId"].as_str().map(str::to_string) else {
-                return Err(ToolError::Internal(format!(
-                    "the upstream server {:?} answered a task-augmented call without a task: {created}",
-                    up.name()
-                )));
-            };
-            let id = this
-                .pool
-                .tasks()
-                .adopt(up.clone(), &upstream_id, false, &ctx);
-            Ok(crate::tasks::with_id(created, &upstream_id, &id))
+            let upstream_id = created["task"]["taskId"].as_str().map(str::to_string);
+            this.adopt(up, upstream_id, false, &ctx, created)
         }))
     }
 
@@ -522,15 +513,7 @@ impl ToolHandler for ForwardTool {
         }
         let this = self.clone();
         Some(Box::pin(async move {
-            let up = this
-                .pool
-                .for_request(&ctx)
-                .await
-                .map_err(|e| ToolError::Internal(e.to_string()))?;
-            let client = up
-                .client()
-                .await
-                .map_err(|e| ToolError::Internal(e.to_string()))?;
+            let (up, client) = this.pool.connection(&ctx).await?;
             let params = client
                 .with_tasks_extension(call_params(&this.tool, args.clone(), ctx.meta()))
                 .map_err(crate::error::rpc)?;
@@ -542,17 +525,8 @@ impl ToolHandler for ForwardTool {
                 Some("input_required") => return this.call_json(ctx, args).await,
                 _ => return forwarded_result(answer),
             }
-            let Some(upstream_id) = answer["taskId"].as_str().map(str::to_string) else {
-                return Err(ToolError::Internal(format!(
-                    "the upstream server {:?} made a task without a taskId: {answer}",
-                    up.name()
-                )));
-            };
-            let id = this
-                .pool
-                .tasks()
-                .adopt(up.clone(), &upstream_id, true, &ctx);
-            Ok(crate::tasks::with_id(answer, &upstream_id, &id))
+            let upstream_id = answer["taskId"].as_str().map(str::to_string);
+            this.adopt(up, upstream_id, true, &ctx, answer)
         }))
     }
 

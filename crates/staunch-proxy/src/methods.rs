@@ -7,25 +7,15 @@
 use std::sync::Arc;
 
 use serde_json::{Value, json};
-use staunch_client::CallOptions;
 use staunch_server::{Context, ServerBuilder, ToolError};
 
 use crate::error::rpc;
 use crate::owners::{Routes, invalid};
 use crate::pool::Pool;
+use crate::upstream::request_options;
 
 /// Pages fetched per upstream list.
 const MAX_PAGES: usize = 100;
-
-fn opts(ctx: &Context) -> CallOptions {
-    CallOptions {
-        timeout: None,
-        reset_on_progress: false,
-        max_total: None,
-        progress: false,
-        cancel: Some(ctx.cancellation_token()),
-    }
-}
 
 async fn ask(
     pool: &Pool,
@@ -33,16 +23,13 @@ async fn ask(
     method: &str,
     params: Option<Value>,
 ) -> Result<Value, ToolError> {
-    let up = pool
-        .for_request(ctx)
-        .await
-        .map_err(|e| ToolError::Internal(e.to_string()))?;
-    let client = up
-        .client()
-        .await
-        .map_err(|e| ToolError::Internal(e.to_string()))?;
+    let (_, client) = pool.connection(ctx).await?;
     client
-        .request(method, params, &opts(ctx))
+        .request(
+            method,
+            params,
+            &request_options(false, ctx.cancellation_token()),
+        )
         .await
         .map_err(rpc)
 }

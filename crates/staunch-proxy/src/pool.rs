@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use foldhash::HashMap;
 use staunch_client::ConnectOptions;
-use staunch_server::{Context, Metrics};
+use staunch_server::{Context, Metrics, ToolError};
 use tokio::time::Instant;
 
 use crate::ProxyError;
@@ -97,6 +97,18 @@ impl Pool {
     /// The upstream's tasks its 2025 clients hold.
     pub(crate) fn tasks(&self) -> &Arc<UpstreamTasks> {
         &self.tasks
+    }
+
+    /// The connection for `ctx`'s request ([`Pool::for_request`]) and its live client, or
+    /// the request's error saying why there is none.
+    pub(crate) async fn connection(
+        &self,
+        ctx: &Context,
+    ) -> Result<(Arc<Upstream>, staunch_client::Client), ToolError> {
+        let internal = |e: ProxyError| ToolError::Internal(e.to_string());
+        let up = self.for_request(ctx).await.map_err(internal)?;
+        let client = up.client().await.map_err(internal)?;
+        Ok((up, client))
     }
 
     /// The shared connection.

@@ -23,12 +23,11 @@ use std::time::{Duration, Instant};
 
 use futures_util::future::BoxFuture;
 use serde_json::Value;
-use staunch_client::CallOptions;
 use staunch_protocol::{ErrorObject, codes};
 use staunch_server::{Context, MethodHandler, ToolError, declares_tasks, missing_tasks_extension};
 
 use crate::error::rpc;
-use crate::upstream::Upstream;
+use crate::upstream::{Upstream, request_options};
 
 /// Upstream tasks kept at most, over all upstreams; past it the oldest is forgotten.
 pub(crate) const MAX_TASKS: usize = 10_000;
@@ -55,7 +54,7 @@ fn owner_of(ctx: &Context) -> Owner {
     }
 }
 
-struct Entry {
+struct HeldTask {
     up: Arc<Upstream>,
     upstream_id: String,
     /// A task of the 2026-07-28 extension: every request about it declares the extension.
@@ -74,7 +73,7 @@ struct Found {
 /// The upstream tasks the proxy's clients hold, by the proxy's id.
 #[derive(Default)]
 pub(crate) struct UpstreamTasks {
-    entries: Mutex<HashMap<String, Entry>>,
+    entries: Mutex<HashMap<String, HeldTask>>,
 }
 
 impl std::fmt::Debug for UpstreamTasks {
@@ -86,7 +85,7 @@ impl std::fmt::Debug for UpstreamTasks {
 }
 
 impl UpstreamTasks {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Entry>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, HeldTask>> {
         self.entries.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -111,7 +110,7 @@ impl UpstreamTasks {
         }
         entries.insert(
             id.clone(),
-            Entry {
+            HeldTask {
                 up,
                 upstream_id: upstream_id.to_string(),
                 extension,
@@ -176,17 +175,6 @@ pub(crate) fn with_id(mut v: Value, upstream_id: &str, id: &str) -> Value {
     v
 }
 
-/// No timeout of the proxy's own: the downstream request's deadline and cancel rule.
-fn wait(ctx: &Context) -> CallOptions {
-    CallOptions {
-        timeout: None,
-        reset_on_progress: false,
-        max_total: None,
-        progress: false,
-        cancel: Some(ctx.cancellation_token()),
-    }
-}
-
 /// `tasks/get`, `tasks/result`, `tasks/cancel` or `tasks/update` for an upstream task, else
 /// for whatever handled the method before.
 struct TaskMethod {
@@ -246,7 +234,11 @@ impl MethodHandler for TaskMethod {
                 params = client.with_tasks_extension(params).map_err(rpc)?;
             }
             let v = client
-                .request(method, Some(params), &wait(&ctx))
+                .request(
+                    method,
+                    Some(params),
+                    &request_options(false, ctx.cancellation_token()),
+                )
                 .await
                 .map_err(rpc)?;
             Ok(with_id(v, &upstream_id, &id))

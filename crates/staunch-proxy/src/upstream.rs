@@ -10,11 +10,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use staunch_client::{
-    Client, ConnectOptions, Era, NotificationHandler, PendingRequest, StderrMode,
+    CallOptions, Client, ConnectOptions, Era, NotificationHandler, PendingRequest, StderrMode,
 };
 use staunch_protocol::mcp::methods::SUBSCRIPTIONS_LISTEN;
 use staunch_server::Metrics;
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 use crate::ProxyError;
 use crate::child::UpstreamChild;
@@ -392,5 +393,17 @@ impl Upstream {
                 None => old.client.close().await,
             }
         }
+    }
+}
+
+/// How a request to an upstream waits: no timeout of the proxy's own (the downstream request's
+/// deadline and cancel rule apply, through `cancel`), progress only when wanted.
+pub(crate) fn request_options(progress: bool, cancel: CancellationToken) -> CallOptions {
+    CallOptions {
+        timeout: None,
+        reset_on_progress: false,
+        max_total: None,
+        progress,
+        cancel: Some(cancel),
     }
 }

@@ -27,5 +27,5 @@ pub mod tasks;
 
 pub use http::{Endpoint, Event, Resp};
 pub use log::CapturedLog;
-pub use server::{Profile, Setup, StdioServer, TestServer};
+pub use server::{Profile, Running, Setup, StdioServer, TestServer};
 pub use stdio::StdioClient;

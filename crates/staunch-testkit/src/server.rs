@@ -171,30 +171,22 @@ impl Setup {
     /// Builds the server and serves it on a loopback port; panics on what a test cannot go on
     /// without (a store that does not open, no port).
     pub async fn start(self) -> TestServer {
-        let built = self.build().await;
+        let Built {
+            server,
+            jobs,
+            stores,
+            dir,
+            log_path,
+            http,
+        } = self.build().await;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("a loopback port");
         let port = listener.local_addr().expect("its address").port();
-        let stores = built.stores;
-        let transport = HttpTransport::new(
-            built.server.clone(),
-            stores.events,
-            stores.sessions,
-            built.http,
-        )
-        .with_store_signals(stores.jobs);
+        let transport = HttpTransport::new(server.clone(), stores.events, stores.sessions, http)
+            .with_store_signals(stores.jobs);
         tokio::spawn(transport.serve(listener));
-        TestServer {
-            endpoint: Endpoint {
-                port,
-                log_path: built.log_path,
-            },
-            shutdown: built.server.shutdown_token(),
-            server: built.server,
-            jobs: built.jobs,
-            dir: built.dir,
-        }
+        Running::new(Endpoint { port, log_path }, server, jobs, dir)
     }
 
     /// Builds the server and serves one stdio session on an in-memory duplex, as
@@ -202,13 +194,7 @@ impl Setup {
     pub async fn stdio(self) -> StdioServer {
         let built = self.build().await;
         let client = StdioClient::serve(built.server.clone(), LogSource::File(built.log_path));
-        StdioServer {
-            client,
-            shutdown: built.server.shutdown_token(),
-            server: built.server,
-            jobs: built.jobs,
-            dir: built.dir,
-        }
+        Running::new(client, built.server, built.jobs, built.dir)
     }
 }
 
@@ -222,16 +208,23 @@ struct Built {
     http: HttpConfig,
 }
 
-/// A server in the test's process, serving Streamable HTTP on loopback until it is dropped.
-/// It derefs to its [`Endpoint`], the driver's requests.
+/// A server [`Setup`] built, running in the test's process until it is dropped (its shutdown
+/// token is cancelled then). It derefs to `C`, the client that drives it.
 #[derive(Debug)]
-pub struct TestServer {
-    endpoint: Endpoint,
+pub struct Running<C> {
+    client: C,
     server: Server,
     jobs: JobRuntime,
     shutdown: CancellationToken,
     dir: tempfile::TempDir,
 }
+
+/// A server serving Streamable HTTP on loopback, driven through its [`Endpoint`].
+pub type TestServer = Running<Endpoint>;
+
+/// A server serving one stdio session on an in-memory duplex, driven through its
+/// [`StdioClient`].
+pub type StdioServer = Running<StdioClient>;
 
 impl TestServer {
     /// The demo tools with every default, started.
@@ -239,7 +232,7 @@ impl TestServer {
         Self::setup().start().await
     }
 
-    /// A server to set up before [`Setup::start`].
+    /// A server to set up before [`Setup::start`] (or [`Setup::stdio`]).
     pub fn setup() -> Setup {
         Setup {
             profile: Profile::Demo,
@@ -248,6 +241,18 @@ impl TestServer {
             http: HttpConfig::default(),
             jobs: JobConfig::default(),
             tools: Vec::new(),
+        }
+    }
+}
+
+impl<C> Running<C> {
+    fn new(client: C, server: Server, jobs: JobRuntime, dir: tempfile::TempDir) -> Self {
+        Self {
+            client,
+            shutdown: server.shutdown_token(),
+            server,
+            jobs,
+            dir,
         }
     }
 
@@ -261,70 +266,28 @@ impl TestServer {
         &self.jobs
     }
 
-    /// The directory of its store, import database and log.
+    /// The directory of its store (`staunch.db`, where `import_rows` writes too, unless the
+    /// store is elsewhere), import database and log.
     pub fn dir(&self) -> &std::path::Path {
         self.dir.path()
     }
 }
 
-impl Deref for TestServer {
-    type Target = Endpoint;
+impl<C> Deref for Running<C> {
+    type Target = C;
 
-    fn deref(&self) -> &Endpoint {
-        &self.endpoint
-    }
-}
-
-impl Drop for TestServer {
-    fn drop(&mut self) {
-        self.shutdown.cancel();
-    }
-}
-
-/// A server in the test's process serving one stdio session on an in-memory duplex, until it
-/// is dropped. It derefs to its [`StdioClient`].
-#[derive(Debug)]
-pub struct StdioServer {
-    client: StdioClient,
-    server: Server,
-    jobs: JobRuntime,
-    shutdown: CancellationToken,
-    dir: tempfile::TempDir,
-}
-
-impl StdioServer {
-    /// The server served.
-    pub fn server(&self) -> &Server {
-        &self.server
-    }
-
-    /// Its job runtime.
-    pub fn jobs(&self) -> &JobRuntime {
-        &self.jobs
-    }
-
-    /// The directory of its store (`staunch.db`, where `import_rows` writes too), import
-    /// database and log.
-    pub fn dir(&self) -> &std::path::Path {
-        self.dir.path()
-    }
-}
-
-impl Deref for StdioServer {
-    type Target = StdioClient;
-
-    fn deref(&self) -> &StdioClient {
+    fn deref(&self) -> &C {
         &self.client
     }
 }
 
-impl std::ops::DerefMut for StdioServer {
-    fn deref_mut(&mut self) -> &mut StdioClient {
+impl<C> std::ops::DerefMut for Running<C> {
+    fn deref_mut(&mut self) -> &mut C {
         &mut self.client
     }
 }
 
-impl Drop for StdioServer {
+impl<C> Drop for Running<C> {
     fn drop(&mut self) {
         self.shutdown.cancel();
     }
