@@ -514,17 +514,28 @@ impl ToolHandler for ForwardTool {
         let this = self.clone();
         Some(Box::pin(async move {
             let (up, client) = this.pool.connection(&ctx).await?;
-            let params = client
-                .with_tasks_extension(call_params(&this.tool, args.clone(), ctx.meta()))
+            let base = client
+                .with_tasks_extension(call_params(&this.tool, args, ctx.meta()))
                 .map_err(crate::error::rpc)?;
-            let answer = create_task(&up, &client, &ctx, &this.tool, params).await?;
-            match answer["resultType"].as_str() {
-                Some("task") => {}
-                // The upstream asks first (it has done nothing yet): the ordinary path puts the
-                // questions to the client and calls again with the answers.
-                Some("input_required") => return this.call_json(ctx, args).await,
-                _ => return forwarded_result(answer),
-            }
+            let mut params = base.clone();
+            // The upstream may ask before it makes a task: its questions go to the client (a
+            // round of the client's own), and the call is sent again with the answers.
+            let mut rounds = 0;
+            let answer = loop {
+                let answer = create_task(&up, &client, &ctx, &this.tool, params).await?;
+                match answer["resultType"].as_str() {
+                    Some("task") => break answer,
+                    Some("input_required") if rounds < MAX_INPUT_ROUNDS => {
+                        rounds += 1;
+                        params = base.clone();
+                        params["inputResponses"] = ask_downstream(&ctx, &answer).await?;
+                        if let Some(state) = answer.get("requestState").filter(|s| !s.is_null()) {
+                            params["requestState"] = state.clone();
+                        }
+                    }
+                    _ => return forwarded_result(answer),
+                }
+            };
             let upstream_id = answer["taskId"].as_str().map(str::to_string);
             this.adopt(up, upstream_id, true, &ctx, answer)
         }))

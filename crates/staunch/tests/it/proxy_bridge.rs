@@ -389,6 +389,54 @@ async fn a_2026_client_holds_the_upstreams_extension_task_under_the_proxys_id() 
     assert_eq!(ended["status"], "cancelled", "{ended}");
 }
 
+/// A 2026 upstream that asks before it makes its task: the question reaches the client as an
+/// input-required round of its own, the answer goes back to the upstream, and the task it
+/// then makes is the client's under an id of the proxy's.
+#[tokio::test]
+async fn an_upstream_that_asks_before_its_task_is_answered_then_its_task_is_bridged() {
+    use staunch_testkit::tasks::{get_until, send, terminal, with_ext};
+    let proxy = HttpServer::launch(
+        "proxy",
+        Some(":memory:"),
+        &[
+            "--upstream-protocol",
+            "2026-07-28",
+            "--",
+            crate::common::BIN,
+            "serve",
+            "--profile",
+            "conformance",
+            "--store",
+            ":memory:",
+            "--no-log",
+        ],
+    )
+    .await;
+    let call = json!({"name": "test_tool_with_task", "arguments": {}});
+    let asked = send(&proxy, "tools/call", call.clone(), with_ext(), None).await;
+    let asked = asked.result();
+    assert_eq!(asked["resultType"], "input_required", "{asked}");
+    assert_eq!(
+        asked["inputRequests"]["user_name"]["method"], "elicitation/create",
+        "{asked}"
+    );
+    let mut again = call;
+    again["inputResponses"] =
+        json!({"user_name": {"action": "accept", "content": {"name": "Ada"}}});
+    again["requestState"] = asked["requestState"].clone();
+    let made = send(&proxy, "tools/call", again, with_ext(), None).await;
+    let made = made.result();
+    assert_eq!(made["resultType"], "task", "{made}");
+    let id = made["taskId"].as_str().expect("a task id").to_string();
+    assert!(id.starts_with("up-"), "{made}");
+    let done = get_until(&proxy, &id, terminal).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(
+        done["result"]["structuredContent"]["greeting"], "Hello, Ada!",
+        "{done}"
+    );
+}
+
 /// The next message on `stream` with `method`, within `limit`.
 async fn wait_for_method(
     stream: &mut crate::common::http::Resp,
