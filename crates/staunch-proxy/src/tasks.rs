@@ -12,10 +12,10 @@
 //! for an id that never existed. Ids the proxy did not make go on to the handler registered
 //! before (the job runtime's tasks), or get that same error.
 //!
-//! The table is in memory and bounded ([`MAX_TASKS`]; the oldest entry goes first): a task
-//! outlives neither the proxy's process nor the upstream connection it was made on (a
-//! restarted upstream has lost it, and says so). Across eras nothing is bridged: such a call
-//! runs as a plain one (a `required` tool is followed as a task by the proxy, `forward`).
+//! The table is in memory and bounded ([`MAX_TASKS`] per upstream; the oldest entry goes
+//! first): a task outlives neither the proxy's process nor the upstream connection it was made
+//! on (a restarted upstream has lost it, and says so). Across eras nothing is bridged: such a
+//! call runs as a plain one (a `required` tool is followed as a task by the proxy, `forward`).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -29,7 +29,7 @@ use staunch_server::{Context, MethodHandler, ToolError, declares_tasks, missing_
 use crate::error::rpc;
 use crate::upstream::{Upstream, request_options};
 
-/// Upstream tasks kept at most, over all upstreams; past it the oldest is forgotten.
+/// Upstream tasks kept at most per upstream; past it the oldest is forgotten.
 pub(crate) const MAX_TASKS: usize = 10_000;
 
 /// The `_meta` key that ties a message to its task.
