@@ -143,24 +143,30 @@ async fn upstream_log_messages_reach_the_caller_unchanged_at_its_level() {
     assert!(logs(&messages).is_empty(), "{messages:#?}");
 }
 
+/// `staunch proxy` in front of the TypeScript SDK peer with its tasks, the peer recording its
+/// steps in `steps_dir`.
+async fn ts_tasks_proxy(peers: &Peers, steps_dir: &Path) -> HttpServer {
+    let steps_dir = steps_dir.display().to_string();
+    let mut args = vec!["--".to_string()];
+    args.extend(peers.ts_stdio());
+    args.push("--tasks".into());
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    HttpServer::launch_with_env(
+        "proxy",
+        Some(":memory:"),
+        &refs,
+        &[("PEER_STEPS_DIR", &steps_dir)],
+    )
+    .await
+}
+
 #[tokio::test]
 async fn a_tool_the_upstream_runs_only_as_a_task_is_called_and_cancelled_through_its_task() {
     let Some(peers) = Peers::find("a_tool_the_upstream_runs_only_as_a_task") else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let steps_dir = dir.path().display().to_string();
-    let mut args = vec!["--".to_string()];
-    args.extend(peers.ts_stdio());
-    args.push("--tasks".into());
-    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-    let proxy = HttpServer::launch_with_env(
-        "proxy",
-        Some(":memory:"),
-        &refs,
-        &[("PEER_STEPS_DIR", &steps_dir)],
-    )
-    .await;
+    let proxy = ts_tasks_proxy(&peers, dir.path()).await;
     let sid = proxy.initialize().await;
 
     // Called as an ordinary tool; the proxy makes the upstream task and waits for its result.
@@ -243,18 +249,7 @@ async fn a_2025_session_holds_the_upstreams_own_task_under_the_proxys_id() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let steps_dir = dir.path().display().to_string();
-    let mut args = vec!["--".to_string()];
-    args.extend(peers.ts_stdio());
-    args.push("--tasks".into());
-    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-    let proxy = HttpServer::launch_with_env(
-        "proxy",
-        Some(":memory:"),
-        &refs,
-        &[("PEER_STEPS_DIR", &steps_dir)],
-    )
-    .await;
+    let proxy = ts_tasks_proxy(&peers, dir.path()).await;
     let sid = proxy.initialize().await;
     let req = |id: u64, method: &str, params: Value| json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
     let list = rpc(&proxy, &sid, req(1, "tools/list", json!({}))).await;
