@@ -10,7 +10,8 @@
 //! The id is unguessable (`up-` and 128 random bits) and bound like staunch's own tasks: to
 //! the caller's principal, else its session; any other caller gets -32602 "unknown task", as
 //! for an id that never existed. Ids the proxy did not make go on to the handler registered
-//! before (the job runtime's tasks), or get that same error.
+//! before (the job runtime's tasks), or get that same error. Where the job runtime lists tasks
+//! (requests carry a principal), `tasks/list` lists the principal's upstream tasks too.
 //!
 //! The table is in memory and bounded ([`MAX_TASKS`] per upstream; the oldest entry goes
 //! first): a task outlives neither the proxy's process nor the upstream connection it was made
@@ -119,6 +120,27 @@ impl UpstreamTasks {
             },
         );
         id
+    }
+
+    /// The tasks a principal holds (oldest first, at most `limit`): their ids and where each
+    /// is.
+    fn held_by(&self, principal: &str, limit: usize) -> Vec<(String, Found)> {
+        let owner = Owner::Principal(principal.to_string());
+        let entries = self.lock();
+        let mut held: Vec<(&String, &HeldTask)> =
+            entries.iter().filter(|(_, e)| e.owner == owner).collect();
+        held.sort_by_key(|(_, e)| e.made);
+        held.into_iter()
+            .take(limit)
+            .map(|(id, e)| {
+                let found = Found {
+                    up: e.up.clone(),
+                    upstream_id: e.upstream_id.clone(),
+                    extension: e.extension,
+                };
+                (id.clone(), found)
+            })
+            .collect()
     }
 
     /// Where task `id` is, if the caller of `ctx` holds it.
@@ -252,6 +274,65 @@ impl MethodHandler for TaskMethod {
     }
 }
 
+/// Upstream tasks one `tasks/list` lists at most, after the job runtime's own page.
+const LIST_MAX: usize = 100;
+
+/// `tasks/list` (registered by the job runtime where requests carry a principal): its first
+/// page also lists the upstream tasks the caller's principal holds, each as its upstream reads
+/// it now (one that no longer answers is left out).
+struct ListMethod {
+    tables: Vec<Arc<UpstreamTasks>>,
+    before: Arc<dyn MethodHandler>,
+}
+
+impl MethodHandler for ListMethod {
+    fn call(
+        &self,
+        ctx: Context,
+        params: Option<Value>,
+    ) -> BoxFuture<'static, Result<Value, ToolError>> {
+        let first_page = params
+            .as_ref()
+            .and_then(|p| p.get("cursor"))
+            .is_none_or(Value::is_null);
+        let held: Vec<(String, Found)> = match ctx.principal() {
+            Some(p) if first_page => self
+                .tables
+                .iter()
+                .flat_map(|t| t.held_by(p, LIST_MAX))
+                // `tasks/list` is the 2025 revision's: the extension's tasks are not its.
+                .filter(|(_, found)| !found.extension)
+                .take(LIST_MAX)
+                .collect(),
+            _ => Vec::new(),
+        };
+        let page = self.before.call(ctx.clone(), params);
+        Box::pin(async move {
+            let mut page = page.await?;
+            let mut upstream = Vec::new();
+            for (id, found) in held {
+                let Ok(client) = found.up.client().await else {
+                    continue;
+                };
+                let get = client
+                    .request(
+                        "tasks/get",
+                        Some(serde_json::json!({"taskId": found.upstream_id})),
+                        &request_options(false, ctx.cancellation_token()),
+                    )
+                    .await;
+                if let Ok(task) = get {
+                    upstream.push(with_id(task, &found.upstream_id, &id));
+                }
+            }
+            if let Some(Value::Array(tasks)) = page.get_mut("tasks") {
+                tasks.extend(upstream);
+            }
+            Ok(page)
+        })
+    }
+}
+
 /// -32602 for a task id nobody here holds (or none given).
 fn unknown(params: &Option<Value>) -> ToolError {
     let message = match params.as_ref().and_then(|p| p.get("taskId")) {
@@ -286,6 +367,17 @@ pub(crate) fn register(
             method,
             TaskMethod {
                 method,
+                tables: tables.clone(),
+                before,
+            },
+        );
+    }
+    // Listing is the job runtime's (with a principal on every request); it lists the
+    // upstream's 2025 tasks of that principal too.
+    if twenty_five && let Some(before) = builder.method_handler("tasks/list") {
+        builder = builder.method(
+            "tasks/list",
+            ListMethod {
                 tables: tables.clone(),
                 before,
             },

@@ -338,6 +338,107 @@ async fn a_2025_session_holds_the_upstreams_own_task_under_the_proxys_id() {
     assert!(b < 400);
 }
 
+/// With bearer tokens (and a job-shaped tool, so that the job runtime lists tasks), a
+/// principal's `tasks/list` lists the upstream tasks it holds under the proxy's ids, and
+/// another principal's does not.
+#[tokio::test]
+async fn a_principals_task_list_holds_its_upstream_tasks() {
+    let Some(peers) = Peers::find("a_principals_task_list_holds_its_upstream_tasks") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = dir.path().join("tokens");
+    std::fs::write(
+        &tokens,
+        "alice-token-0123456789 alice\nbob-token-0123456789ab bob\n",
+    )
+    .unwrap();
+    let tokens = tokens.display().to_string();
+    let steps_dir = dir.path().display().to_string();
+    let mut args: Vec<String> = [
+        "--auth",
+        "bearer",
+        "--auth-tokens",
+        tokens.as_str(),
+        "--tool",
+        "slow_count=job",
+        "--",
+    ]
+    .map(String::from)
+    .to_vec();
+    args.extend(peers.ts_stdio());
+    args.push("--tasks".into());
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let proxy = HttpServer::launch_with_env(
+        "proxy",
+        Some(":memory:"),
+        &refs,
+        &[("PEER_STEPS_DIR", &steps_dir)],
+    )
+    .await;
+    let post = |token: &'static str, sid: Option<String>, msg: Value| {
+        let proxy = &proxy;
+        async move {
+            let auth = format!("Bearer {token}");
+            let mut h = vec![
+                ("content-type", "application/json"),
+                ("accept", "application/json, text/event-stream"),
+                ("authorization", auth.as_str()),
+            ];
+            if let Some(sid) = &sid {
+                h.push(("mcp-session-id", sid.as_str()));
+                h.push(("mcp-protocol-version", "2025-11-25"));
+            }
+            proxy.send("POST", &h, &msg.to_string()).await
+        }
+    };
+    let open = |token: &'static str| async move {
+        let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "test", "version": "0"}}});
+        let r = post(token, None, init).await;
+        assert_eq!(r.status, 200);
+        let sid = r.header("mcp-session-id").expect("a session");
+        let done = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+        assert_eq!(post(token, Some(sid.clone()), done).await.status, 202);
+        sid
+    };
+    let alice = open("alice-token-0123456789").await;
+    let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "slow_count_task", "arguments": {"steps": 2, "delay_ms": 20},
+        "task": {"ttl": 60000}}});
+    let (_, created) = post("alice-token-0123456789", Some(alice.clone()), call)
+        .await
+        .answer(Duration::from_secs(20))
+        .await;
+    let id = created["result"]["task"]["taskId"]
+        .as_str()
+        .expect("a task")
+        .to_string();
+    assert!(id.starts_with("up-"), "{created}");
+    let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tasks/list", "params": {}});
+    let (_, listed) = post("alice-token-0123456789", Some(alice), list.clone())
+        .await
+        .answer(Duration::from_secs(20))
+        .await;
+    let ids: Vec<&str> = listed["result"]["tasks"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{listed}"))
+        .iter()
+        .filter_map(|t| t["taskId"].as_str())
+        .collect();
+    assert!(ids.contains(&id.as_str()), "{listed}");
+    let bob = open("bob-token-0123456789ab").await;
+    let (_, theirs) = post("bob-token-0123456789ab", Some(bob), list)
+        .await
+        .answer(Duration::from_secs(20))
+        .await;
+    assert!(
+        !theirs.to_string().contains(&id),
+        "another principal lists it: {theirs}"
+    );
+}
+
 /// The tasks extension bridged: a 2026-07-28 client's call under the extension, to a 2026
 /// upstream that offers it (`staunch serve`'s demo job tools), gets the upstream's own task
 /// under an id of the proxy's; `tasks/get` follows it to its inlined result, `tasks/cancel`
