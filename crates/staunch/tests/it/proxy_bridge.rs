@@ -37,6 +37,17 @@ fn steps(dir: &Path, tag: &str) -> Option<u64> {
     text.split_whitespace().next()?.parse().ok()
 }
 
+/// The steps the peer recorded under `tag` once `settle` has passed from now, and a second
+/// later: equal when its work stopped.
+async fn steps_after(dir: &Path, tag: &str, settle: Duration) -> (u64, u64) {
+    let at = tokio::time::Instant::now();
+    tokio::time::sleep_until(at + settle).await;
+    let a = steps(dir, tag).expect("the peer recorded steps");
+    tokio::time::sleep_until(at + settle + Duration::from_secs(1)).await;
+    let b = steps(dir, tag).expect("the peer recorded steps");
+    (a, b)
+}
+
 /// What the Python SDK sends for `ctx.log(level, text, logger_name="peer")`.
 fn sent(level: &str, text: &str) -> Value {
     json!({"level": level, "logger": "peer", "data": text})
@@ -226,11 +237,7 @@ async fn a_tool_the_upstream_runs_only_as_a_task_is_called_and_cancelled_through
     let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
                         "params": {"requestId": 2, "reason": "the test gives up"}});
     assert_eq!(proxy.post(Some(&sid), &cancel).await.status.as_u16(), 202);
-    let cancelled_at = tokio::time::Instant::now();
-    tokio::time::sleep_until(cancelled_at + Duration::from_millis(1500)).await;
-    let a = steps(dir.path(), "task").unwrap();
-    tokio::time::sleep_until(cancelled_at + Duration::from_millis(2500)).await;
-    let b = steps(dir.path(), "task").unwrap();
+    let (a, b) = steps_after(dir.path(), "task", Duration::from_millis(1500)).await;
     assert_eq!(
         a, b,
         "the upstream task went on after the cancel: {a} then {b}"
@@ -326,11 +333,7 @@ async fn a_2025_session_holds_the_upstreams_own_task_under_the_proxys_id() {
     .await;
     assert_eq!(cancelled["result"]["taskId"], long.as_str(), "{cancelled}");
     assert_eq!(cancelled["result"]["status"], "cancelled", "{cancelled}");
-    let at = tokio::time::Instant::now();
-    tokio::time::sleep_until(at + Duration::from_millis(500)).await;
-    let a = steps(dir.path(), "bridged").unwrap();
-    tokio::time::sleep_until(at + Duration::from_millis(1500)).await;
-    let b = steps(dir.path(), "bridged").unwrap();
+    let (a, b) = steps_after(dir.path(), "bridged", Duration::from_millis(500)).await;
     assert_eq!(
         a, b,
         "the upstream task went on after tasks/cancel: {a} then {b}"
