@@ -292,3 +292,41 @@ impl<C> Drop for Running<C> {
         self.shutdown.cancel();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+    use staunch_server::{CallToolResult, ToolError, ToolSpec};
+
+    use super::*;
+
+    /// The kit serves what a test adds, and with the empty profile nothing else.
+    #[tokio::test]
+    async fn the_empty_profile_serves_only_the_tools_a_test_adds() {
+        let mut s = TestServer::setup()
+            .profile(Profile::Empty)
+            .tools(|b| {
+                b.tool(
+                    ToolSpec::quick("hello", "Says hello."),
+                    |_ctx: Context, _args: Value| async {
+                        Ok::<_, ToolError>(CallToolResult::text("hello"))
+                    },
+                )
+            })
+            .stdio()
+            .await;
+        s.initialize("2025-11-25").await;
+        s.request(json!(1), "tools/list", json!({})).await;
+        let list = s.response(&json!(1)).await;
+        let names: Vec<&str> = list["result"]["tools"]
+            .as_array()
+            .expect("a tool list")
+            .iter()
+            .filter_map(|t| t["name"].as_str())
+            .collect();
+        assert_eq!(names, ["hello"], "{list}");
+        s.call(json!(2), "hello", json!({}), None).await;
+        let answer = s.response(&json!(2)).await;
+        assert_eq!(answer["result"]["content"][0]["text"], "hello", "{answer}");
+    }
+}
