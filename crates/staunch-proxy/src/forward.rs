@@ -197,23 +197,8 @@ async fn forward_on(
     // (a server->client request on a 2025 session, an input-required round of its own for a
     // 2026 client, which calls again with the answers), and the call is sent again with them.
     for _ in 0..MAX_INPUT_ROUNDS {
-        let pending = match client.start_request(methods::TOOLS_CALL, Some(params), progress) {
-            Ok(p) => p,
-            Err(e) => return Outcome::Failed(gone(up.name(), &e)),
-        };
-        let tracked = match (ctx, pending.id()) {
-            (Some(ctx), RequestId::Number(n)) => Some(up.calls().track(*n, ctx, tool)),
-            _ => None,
-        };
-        let r = pending
-            .wait(&request_options(progress, cancel.clone()), &mut on_progress)
-            .await;
-        // Only a cancel leaves the upstream request abandoned (its late answer is logged).
-        if !matches!(r, Err(ClientError::Cancelled))
-            && let Some(t) = tracked
-        {
-            t.answered();
-        }
+        let opts = request_options(progress, cancel.clone());
+        let r = send_tracked(up, &client, ctx, tool, params, &opts, &mut on_progress).await;
         let v = match r {
             Ok(v) => v,
             Err(ClientError::Rpc(e)) => return Outcome::Refused(e),
@@ -230,11 +215,7 @@ async fn forward_on(
             Ok(a) => a,
             Err(e) => return Outcome::Asked(e),
         };
-        params = base.clone();
-        params["inputResponses"] = answers;
-        if let Some(state) = v.get("requestState").filter(|s| !s.is_null()) {
-            params["requestState"] = state.clone();
-        }
+        params = again_with(base, answers, &v);
     }
     Outcome::Failed(format!(
         "the upstream server {:?} still asked for input after {MAX_INPUT_ROUNDS} rounds",
@@ -367,9 +348,46 @@ fn gone(upstream: &str, e: &ClientError) -> String {
     }
 }
 
-/// Sends one `tools/call` for a task (its creation) on `up`, tracked as every forwarded call
-/// is: what the upstream sends for it after the downstream request's cancel is logged
-/// (`upstream.late`) and counted, and questions it asks reach the client.
+/// Sends `params` as a `tools/call` on `up` and waits under `opts`; as part of `ctx`'s request
+/// it is tracked (what the upstream sends for it after the request's cancel is logged
+/// `upstream.late` and counted, questions it asks reach the client).
+async fn send_tracked(
+    up: &Arc<Upstream>,
+    client: &staunch_client::Client,
+    ctx: Option<&Context>,
+    tool: &str,
+    params: Value,
+    opts: &CallOptions,
+    on_progress: impl FnMut(&Progress) + Send,
+) -> Result<Value, ClientError> {
+    let progress = opts.progress;
+    let pending = client.start_request(methods::TOOLS_CALL, Some(params), progress)?;
+    let tracked = match (ctx, pending.id()) {
+        (Some(ctx), RequestId::Number(n)) => Some(up.calls().track(*n, ctx, tool)),
+        _ => None,
+    };
+    let r = pending.wait(opts, on_progress).await;
+    // Only a cancel leaves the upstream request abandoned (its late answer is logged).
+    if !matches!(r, Err(ClientError::Cancelled))
+        && let Some(t) = tracked
+    {
+        t.answered();
+    }
+    r
+}
+
+/// The call's `base` params sent again with the client's `answers` to the questions the
+/// upstream `asked` (and the state it asked to get back).
+fn again_with(base: &Value, answers: Value, asked: &Value) -> Value {
+    let mut params = base.clone();
+    params["inputResponses"] = answers;
+    if let Some(state) = asked.get("requestState").filter(|s| !s.is_null()) {
+        params["requestState"] = state.clone();
+    }
+    params
+}
+
+/// The `tools/call` that makes an upstream task, tracked as part of `ctx`'s request.
 async fn create_task(
     up: &Arc<Upstream>,
     client: &staunch_client::Client,
@@ -377,26 +395,18 @@ async fn create_task(
     tool: &str,
     params: Value,
 ) -> Result<Value, ToolError> {
-    let pending = client
-        .start_request(methods::TOOLS_CALL, Some(params), false)
-        .map_err(|e| ToolError::Internal(gone(up.name(), &e)))?;
-    let tracked = match pending.id() {
-        RequestId::Number(n) => Some(up.calls().track(*n, ctx, tool)),
-        RequestId::String(_) => None,
-    };
-    let r = pending
-        .wait(
-            &request_options(false, ctx.cancellation_token()),
-            |_: &Progress| {},
-        )
-        .await;
-    // Only a cancel leaves the upstream request abandoned (its late answer is logged).
-    if !matches!(r, Err(ClientError::Cancelled))
-        && let Some(t) = tracked
-    {
-        t.answered();
-    }
-    r.map_err(crate::error::rpc)
+    let opts = request_options(false, ctx.cancellation_token());
+    send_tracked(
+        up,
+        client,
+        Some(ctx),
+        tool,
+        params,
+        &opts,
+        |_: &Progress| {},
+    )
+    .await
+    .map_err(crate::error::rpc)
 }
 
 /// A request-shaped upstream tool.
@@ -527,11 +537,8 @@ impl ToolHandler for ForwardTool {
                     Some("task") => break answer,
                     Some("input_required") if rounds < MAX_INPUT_ROUNDS => {
                         rounds += 1;
-                        params = base.clone();
-                        params["inputResponses"] = ask_downstream(&ctx, &answer).await?;
-                        if let Some(state) = answer.get("requestState").filter(|s| !s.is_null()) {
-                            params["requestState"] = state.clone();
-                        }
+                        let answers = ask_downstream(&ctx, &answer).await?;
+                        params = again_with(&base, answers, &answer);
                     }
                     _ => return forwarded_result(answer),
                 }

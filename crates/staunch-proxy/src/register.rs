@@ -115,27 +115,14 @@ pub async fn register(
         }
     }
     builder = crate::methods::register(builder, &pools);
-    let (twenty_five, extension): (Vec<bool>, Vec<bool>) = pools
-        .iter()
-        .map(|p| {
-            (
-                p.shared().runs_tool_tasks(),
-                p.shared().offers_tasks_extension(),
-            )
-        })
-        .unzip();
     let tables = pools
         .iter()
-        .zip(twenty_five.iter().zip(&extension))
-        .filter(|(_, (a, b))| **a || **b)
-        .map(|(p, _)| p.tasks().clone())
+        .filter(|p| p.shared().runs_tasks())
+        .map(|p| p.tasks().clone())
         .collect();
-    builder = crate::tasks::register(
-        builder,
-        tables,
-        twenty_five.contains(&true),
-        extension.contains(&true),
-    );
+    let twenty_five = pools.iter().any(|p| p.shared().runs_tool_tasks());
+    let extension = pools.iter().any(|p| p.shared().offers_tasks_extension());
+    builder = crate::tasks::register(builder, tables, twenty_five, extension);
     // An upstream that may change its tools (it says so) makes the proxy's tool set dynamic:
     // downstream sessions are told when `crate::follow` applies a change.
     if pools.iter().any(|p| {
@@ -221,7 +208,7 @@ pub(crate) fn forward_tool(
     // also call it plainly (the proxy then follows the task itself where the upstream requires
     // one). Not under the stop policy: its calls run in processes of their own, ended with
     // the call, which a task outlives.
-    if (pool.shared().runs_tool_tasks() || pool.shared().offers_tasks_extension())
+    if pool.shared().runs_tasks()
         && pool.spec().kill_after_cancel_of(own_name).is_none()
         && matches!(
             tool.pointer("/execution/taskSupport")

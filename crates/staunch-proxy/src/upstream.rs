@@ -270,6 +270,11 @@ impl Upstream {
         self.current().is_some_and(|c| c.offers_tasks_extension())
     }
 
+    /// Whether it runs tasks in either era's way.
+    pub fn runs_tasks(&self) -> bool {
+        self.runs_tool_tasks() || self.offers_tasks_extension()
+    }
+
     fn current(&self) -> Option<Client> {
         let c = self.current.lock().unwrap_or_else(|p| p.into_inner());
         c.as_ref().filter(|c| !c.is_closed()).cloned()
