@@ -51,6 +51,8 @@
 #![forbid(unsafe_code)]
 
 mod call_start;
+#[cfg(feature = "cli")]
+pub mod cli;
 mod config;
 mod context;
 mod declare;

@@ -17,6 +17,8 @@
 //! - [`trace`]: span hooks per request and job attempt (OpenTelemetry lives in `staunch-otel`),
 //!   a no-op unless enabled.
 //! - [`transport::stdio`]: newline-delimited JSON-RPC on stdin/stdout.
+//! - `cli` (feature `cli`): the settings as command-line flags; [`units`]: the duration grammar
+//!   of flags and `staunch.toml`.
 
 // Public items are documented, and `pub` means public: what no other crate can reach is
 // `pub(crate)`.
@@ -25,6 +27,8 @@
 
 mod answer_relay;
 mod changes;
+#[cfg(feature = "cli")]
+pub mod cli;
 mod codec;
 mod config;
 mod conn;
@@ -52,6 +56,7 @@ mod tool;
 mod toolset;
 pub mod trace;
 pub mod transport;
+pub mod units;
 
 pub use changes::{Change, ListenHub};
 pub use codec::{TASKS_EXTENSION, declares_tasks, missing_tasks_extension};

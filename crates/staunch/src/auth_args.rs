@@ -14,7 +14,7 @@ use staunch_server::transport::http::{
     AuthConfig, AuthMethod, JwksSource, OAuthConfig, StaticTokens,
 };
 
-use crate::help_heading::AUTH;
+use staunch_server::cli::heading::AUTH;
 
 /// The variable that may hold the static tokens themselves (same format as the file).
 pub const TOKENS_ENV: &str = "STAUNCH_AUTH_TOKENS";
@@ -76,7 +76,7 @@ pub struct AuthArgs {
         value_name = "SECS",
         hide_short_help = true,
         help_heading = AUTH,
-        value_parser = crate::args::parse_secs
+        value_parser = staunch_server::cli::parse_secs
     )]
     pub auth_leeway_secs: u64,
     /// --auth oauth: least seconds between two JWKS fetches.
@@ -89,7 +89,7 @@ pub struct AuthArgs {
         value_name = "SECS",
         hide_short_help = true,
         help_heading = AUTH,
-        value_parser = crate::args::parse_secs
+        value_parser = staunch_server::cli::parse_secs
     )]
     pub jwks_min_refresh_secs: u64,
     /// --auth oauth: seconds the JWKS is cached before it is fetched again.
@@ -100,7 +100,7 @@ pub struct AuthArgs {
         value_name = "SECS",
         hide_short_help = true,
         help_heading = AUTH,
-        value_parser = crate::args::parse_secs
+        value_parser = staunch_server::cli::parse_secs
     )]
     pub jwks_max_age_secs: u64,
     /// Scopes a tool needs, `TOOL=SCOPE[ SCOPE…]`; repeat per tool.

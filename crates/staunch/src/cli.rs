@@ -139,8 +139,8 @@ fn with_settings(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::help_heading as heading;
     use clap::CommandFactory;
+    use staunch_server::cli::heading;
 
     fn sub(name: &str) -> clap::Command {
         Cli::command()
@@ -211,10 +211,10 @@ mod tests {
         let Command::Serve(args) = cli.command else {
             panic!("serve")
         };
-        assert_eq!(args.cancel_grace_ms, 1500);
-        assert_eq!(args.job_ttl_secs, 7 * 86_400);
-        assert_eq!(args.limits.header_read_timeout_ms, 250);
-        assert_eq!(args.job_lease_ms, 30_000, "defaults still parse");
+        assert_eq!(args.server.request.cancel_grace_ms, 1500);
+        assert_eq!(args.jobs.job_ttl_secs, 7 * 86_400);
+        assert_eq!(args.server.limits.header_read_timeout_ms, 250);
+        assert_eq!(args.jobs.job_lease_ms, 30_000, "defaults still parse");
     }
 
     #[test]
@@ -250,9 +250,12 @@ mod tests {
         let Command::Serve(args) = cli.command else {
             panic!("serve")
         };
-        assert_eq!(args.max_in_flight, 7);
-        assert_eq!(args.cancel_grace_ms, 2000);
-        assert_eq!(args.allow_hosts, ["mcp.example", "mcp.internal"]);
+        assert_eq!(args.server.request.max_in_flight, 7);
+        assert_eq!(args.server.request.cancel_grace_ms, 2000);
+        assert_eq!(
+            args.server.http.allow_hosts,
+            ["mcp.example", "mcp.internal"]
+        );
         assert!(args.no_log);
     }
 
@@ -268,7 +271,7 @@ mod tests {
         let Command::Proxy(args) = cli.command else {
             panic!("proxy")
         };
-        assert_eq!(args.serve.max_in_flight, 9);
+        assert_eq!(args.serve.server.request.max_in_flight, 9);
         assert_eq!(args.command, argv(&["python3", "server.py"]));
     }
 

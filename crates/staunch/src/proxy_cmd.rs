@@ -8,12 +8,12 @@ use std::path::PathBuf;
 use anyhow::{Context as _, bail};
 use clap::Args;
 use serde_json::Value;
-use staunch_command::config::parse_duration;
 use staunch_proxy::{Target, ToolRule, UpstreamSpec};
 use staunch_server::Shape;
+use staunch_server::units::parse_duration;
 
-use crate::help_heading::UPSTREAM;
 use crate::serve_args::ServeArgs;
+use staunch_server::cli::heading::UPSTREAM;
 
 /// Examples and exit codes under `staunch proxy --help`.
 pub const PROXY_AFTER_HELP: &str = "\

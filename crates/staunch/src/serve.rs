@@ -5,34 +5,11 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use staunch_jobs::{JobConfig, JobRuntime};
-use staunch_server::transport::http::{Allow, HttpConfig, HttpTransport};
-use staunch_server::{
-    Config, LifecycleLog, Metrics, ProgressRate, Server, StateKey, Traces, transport,
-};
+use staunch_server::transport::http::HttpTransport;
+use staunch_server::{LifecycleLog, Metrics, Server, StateKey, Traces, transport};
 
 use crate::serve_args::ServeArgs;
 use staunch_demo::jobs::ImportDb;
-
-/// The request core's settings from the flags.
-pub fn server_config(args: &ServeArgs) -> Config {
-    let mut config = Config {
-        max_in_flight: args.max_in_flight,
-        cancel_grace: Duration::from_millis(args.cancel_grace_ms),
-        drain_timeout: Duration::from_millis(args.drain_timeout_ms),
-        quick_deadline: Duration::from_millis(args.quick_deadline_ms),
-        streaming_deadline: Duration::from_millis(args.streaming_deadline_ms),
-        progress_rate: ProgressRate {
-            burst: args.progress_burst.max(1),
-            per_second: args.progress_rate,
-        },
-        max_message_bytes: args.max_message_bytes,
-        list_ttl_ms: args.list_ttl_ms,
-        stdout_queue_max: args.stdout_queue_max,
-        ..Config::default()
-    };
-    args.limits.apply_server(&mut config);
-    config
-}
 
 /// Builds the configured server; the demo profile gets the job tools, the conformance profile
 /// the tasks extension's fixtures, when a job runtime is given.
@@ -45,7 +22,7 @@ pub async fn build_server(
     commands: Option<&crate::command_tools::Loaded>,
     upstreams: Vec<staunch_proxy::UpstreamSpec>,
 ) -> anyhow::Result<Built> {
-    let config = server_config(args);
+    let config = args.server.config();
     let log = if args.no_log {
         LifecycleLog::disabled()
     } else if let Some(path) = &args.log_file {
@@ -195,7 +172,7 @@ pub async fn run_with(
     )
     .await?;
     if let Some(p) = &proxied {
-        crate::upstreams::reap_isolated(p, Duration::from_secs(args.session_idle_secs));
+        crate::upstreams::reap_isolated(p, Duration::from_secs(args.server.http.session_idle_secs));
         staunch_proxy::follow_tool_changes(p, server.clone());
     }
     if let (Some(c), Some(tools)) = (&commands, command_tools) {
@@ -207,11 +184,8 @@ pub async fn run_with(
     }
     if let Some(addr) = args.metrics {
         let store = stores.as_ref().map(|s| s.jobs.clone());
-        let listener = staunch_server::transport::http::ListenerConfig {
-            allow: crate::operate::metrics::allow(addr, &args.allow_hosts),
-            max_connections: args.limits.max_connections.max(1),
-            header_read_timeout: Duration::from_millis(args.limits.header_read_timeout_ms.max(1)),
-        };
+        let allow = crate::operate::metrics::allow(addr, &args.server.http.allow_hosts);
+        let listener = args.server.limits.listener(allow);
         crate::operate::metrics::start(addr, &metrics, store, listener, server.shutdown_token())
             .await?;
     }
@@ -237,7 +211,7 @@ pub async fn run_with(
         }
     }
     if let Some((rt, _)) = jobs {
-        rt.shutdown(Duration::from_millis(args.drain_timeout_ms))
+        rt.shutdown(Duration::from_millis(args.server.request.drain_timeout_ms))
             .await;
     }
     if let Some(p) = proxied {
@@ -247,28 +221,15 @@ pub async fn run_with(
     Ok(0)
 }
 
-/// The job runtime's settings from the `--job-*` flags.
+/// The job runtime's settings from the `--job-*` flags, with this process's metrics, traces and
+/// principal hook.
 fn job_config(args: &ServeArgs, metrics: &Metrics, traces: &Traces) -> JobConfig {
-    let mut config = JobConfig {
-        instance_name: args.instance_name.clone(),
-        lease: Duration::from_millis(args.job_lease_ms),
-        heartbeat: args.job_heartbeat_ms.map(Duration::from_millis),
-        reap_interval: Duration::from_millis(args.job_reap_ms),
-        claim_poll: Duration::from_millis(args.job_claim_poll_ms),
-        poll_after: Duration::from_millis(args.job_poll_after_ms),
-        cancel_grace: Duration::from_millis(args.job_cancel_grace_ms),
-        max_runtime: Duration::from_secs(args.job_max_runtime_secs),
-        workers: args.job_workers,
-        job_ttl: Duration::from_secs(args.job_ttl_secs),
-        idempotency_ttl: Duration::from_secs(args.idempotency_ttl_secs),
-        dedupe_inflight: args.dedupe_inflight,
+    JobConfig {
         metrics: metrics.clone(),
         traces: traces.clone(),
         principal: args.auth.principal_fn(),
-        ..JobConfig::default()
-    };
-    args.limits.apply_jobs(&mut config);
-    config
+        ..args.jobs.config()
+    }
 }
 
 /// The job runtime from the `--job-*` flags, and the table `import_rows` writes to.
@@ -310,35 +271,6 @@ fn import_db_path(args: &ServeArgs) -> Option<std::path::PathBuf> {
     Some(file.into())
 }
 
-/// The HTTP transport's settings from the flags (authentication aside: it reads files).
-fn http_config(args: &ServeArgs) -> HttpConfig {
-    let mut allow = Allow::loopback();
-    for h in &args.allow_hosts {
-        allow = allow.with_host(h.clone());
-    }
-    let mut cfg = HttpConfig {
-        endpoint: args.endpoint.clone(),
-        allow,
-        max_body_bytes: args.max_message_bytes,
-        max_streams_per_session: args.max_streams_per_session,
-        session_idle: Duration::from_secs(args.session_idle_secs),
-        sse_retry: Duration::from_millis(args.sse_retry_ms),
-        poll_after: args.poll_after_ms.map(Duration::from_millis),
-        event_max_per_stream: args.event_max_per_stream,
-        event_max_age: Duration::from_secs(args.event_max_age_secs),
-        stateless_hold: Duration::from_millis(args.stateless_hold_ms),
-        keep_alive_stateless: Duration::from_millis(args.stateless_keep_alive_ms.max(10)),
-        keep_alive: Duration::from_millis(args.keep_alive_ms.max(10)),
-        event_queue_max: args.event_queue_max,
-        connection_backlog: args.max_connection_backlog,
-        always_sse: args.always_sse,
-        conn_workers: args.http_workers,
-        ..HttpConfig::default()
-    };
-    args.limits.apply_http(&mut cfg);
-    cfg
-}
-
 /// Serves MCP over HTTP on `addr` (and the live page; `upstreams`: the proxy's, whose work
 /// after a cancel the page lists).
 async fn serve_http(
@@ -348,13 +280,13 @@ async fn serve_http(
     stores: staunch_store::Stores,
     upstreams: Vec<Arc<staunch_proxy::Pool>>,
 ) -> anyhow::Result<()> {
-    let mut cfg = http_config(args);
+    let mut cfg = args.server.http_config();
     cfg.auth = args.auth.config().await?;
     if !addr.ip().is_loopback() {
         tracing::warn!(%addr, "serving on a non-loopback address");
     }
     if let Some(base) = &args.live_page {
-        staunch_live::validate(base, &args.endpoint, addr, args.auth.enabled())
+        staunch_live::validate(base, &args.server.http.endpoint, addr, args.auth.enabled())
             .map_err(anyhow::Error::msg)?;
         if let Some(auth) = &mut cfg.auth {
             // Listed in the protected-resource metadata's scopes_supported.
@@ -427,52 +359,5 @@ async fn wait_for_signal() {
     #[cfg(not(unix))]
     {
         let _ = tokio::signal::ctrl_c().await;
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use clap::Parser;
-
-    use super::*;
-    use crate::cli::{Cli, Command};
-
-    /// A library user who takes `Config::default()` (and the transport's and the job runtime's
-    /// defaults) gets what `staunch serve` gives with no flags: each default is one value.
-    #[test]
-    fn the_flags_defaults_are_the_libraries_defaults() {
-        let cli = Cli::try_parse_from(["staunch", "serve"]).expect("no flags parse");
-        let Command::Serve(args) = cli.command else {
-            panic!("serve")
-        };
-        assert_eq!(
-            format!("{:?}", server_config(&args)),
-            format!("{:?}", Config::default())
-        );
-        assert_eq!(
-            format!("{:?}", http_config(&args)),
-            format!("{:?}", HttpConfig::default())
-        );
-        let (flags, library) = (
-            job_config(&args, &Metrics::disabled(), &Traces::disabled()),
-            JobConfig::default(),
-        );
-        let pick = |c: &JobConfig| {
-            (
-                c.lease,
-                c.heartbeat,
-                c.reap_interval,
-                c.claim_poll,
-                c.poll_after,
-                c.cancel_grace,
-                c.max_runtime,
-                c.workers,
-                c.job_ttl,
-                c.idempotency_ttl,
-                c.dedupe_inflight,
-                (c.max_active_per_owner, c.max_running_per_owner),
-            )
-        };
-        assert_eq!(pick(&flags), pick(&library));
     }
 }

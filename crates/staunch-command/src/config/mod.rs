@@ -36,7 +36,6 @@ pub use model::{
 #[cfg(test)]
 pub(crate) use serve_table::NoFlags;
 pub use serve_table::{FlagArity, FlagShape, ServeFlags, ServeSetting, ServeSettings};
-pub use units::parse_duration;
 pub use upstream::{UpstreamConfig, UpstreamTarget, UpstreamToolRule};
 
 use crate::params::Kind;

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use serde::Deserialize;
+use staunch_server::units::parse_duration;
 
 /// A number or a string with a unit (`"30s"`, `"1MiB"`).
 #[derive(Debug, Clone, Deserialize)]
@@ -11,23 +12,6 @@ use serde::Deserialize;
 pub(super) enum NumOrText {
     Num(i64),
     Text(String),
-}
-
-/// A duration written as text, on a command line or in `staunch.toml`: humantime's grammar
-/// (`500ms`, `30s`, `10m`, `1h30m`, `7d`, `2h 15m`), or a bare number of seconds (`45`,
-/// `1.5`). The one duration grammar of every staunch command and setting.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let t = text.trim();
-    if let Ok(secs) = t.parse::<f64>() {
-        if !secs.is_finite() || secs < 0.0 {
-            return Err(format!("{t:?} is not a duration"));
-        }
-        return Duration::try_from_secs_f64(secs).map_err(|e| format!("{t:?}: {e}"));
-    }
-    // humantime's own message ("expected number at 0") says where its parser stopped, not
-    // what to write.
-    humantime::parse_duration(t)
-        .map_err(|_| format!("{t:?} is not a duration; write e.g. 500ms, 30s, 10m, 1h30m or 7d"))
 }
 
 /// A duration given as a number of seconds or as text ([`parse_duration`]).
