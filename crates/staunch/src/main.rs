@@ -6,7 +6,6 @@
 
 mod args;
 mod audit_cmd;
-mod auth_args;
 mod call;
 mod call_view;
 mod check_cmd;

@@ -174,5 +174,5 @@ pub struct ServeArgs {
 
     /// Authentication (HTTP): --auth, --auth-tokens, --issuer, --audience, --jwks-url, …
     #[command(flatten)]
-    pub auth: crate::auth_args::AuthArgs,
+    pub auth: staunch_server::cli::AuthArgs,
 }

@@ -6,6 +6,7 @@
 //! flag left alone and a library user who never heard of it get one value. `staunch.toml`'s
 //! `[serve]` table and the book's configuration reference are read from these definitions.
 
+mod auth;
 pub mod heading;
 mod http;
 mod limits;
@@ -14,6 +15,7 @@ mod request;
 
 use clap::Args;
 
+pub use auth::{AuthArgs, AuthKind, TOKENS_ENV};
 pub use http::HttpArgs;
 pub use limits::LimitArgs;
 pub use parse::{millis, parse_at_least_one, parse_listen_addr, parse_millis, parse_secs, secs};

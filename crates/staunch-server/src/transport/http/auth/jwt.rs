@@ -35,6 +35,13 @@ pub struct OAuthConfig {
 }
 
 impl OAuthConfig {
+    /// The default clock skew tolerated.
+    pub const DEFAULT_LEEWAY: Duration = Duration::from_secs(30);
+    /// The default least time between two JWKS fetches.
+    pub const DEFAULT_JWKS_MIN_REFRESH: Duration = Duration::from_secs(10);
+    /// The default age at which keys are refetched.
+    pub const DEFAULT_JWKS_MAX_AGE: Duration = Duration::from_secs(3600);
+
     /// The defaults for an issuer and audience: leeway 30 s, refetch at most every 10 s,
     /// keys kept an hour.
     pub fn new(issuer: impl Into<String>, audience: impl Into<String>, jwks: JwksSource) -> Self {
@@ -42,9 +49,9 @@ impl OAuthConfig {
             issuer: issuer.into(),
             audience: audience.into(),
             jwks,
-            leeway: Duration::from_secs(30),
-            jwks_min_refresh: Duration::from_secs(10),
-            jwks_max_age: Duration::from_secs(3600),
+            leeway: Self::DEFAULT_LEEWAY,
+            jwks_min_refresh: Self::DEFAULT_JWKS_MIN_REFRESH,
+            jwks_max_age: Self::DEFAULT_JWKS_MAX_AGE,
         }
     }
 }

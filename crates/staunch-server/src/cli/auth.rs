@@ -1,24 +1,29 @@
-//! `staunch serve --auth …`: the authentication flags and what they turn into — the HTTP
-//! transport's [`AuthConfig`] and the job runtime's principal hook.
+//! The authentication flags (`--auth …`) and what they turn into: the HTTP transport's
+//! [`AuthConfig`] and the principal that owns a caller's jobs.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{Context as _, bail};
 use clap::{Args, ValueEnum};
-use staunch_jobs::PrincipalFn;
-use staunch_server::transport::http::auth::jwks::discover_jwks_uri;
-use staunch_server::transport::http::{
-    AuthConfig, AuthMethod, JwksSource, OAuthConfig, StaticTokens,
-};
 
-use staunch_server::cli::heading::AUTH;
+use super::heading::AUTH;
+use super::parse::{parse_secs, secs};
+use crate::Context;
+use crate::transport::http::auth::AuthError;
+use crate::transport::http::auth::jwks::discover_jwks_uri;
+use crate::transport::http::{AuthConfig, AuthMethod, JwksSource, OAuthConfig, StaticTokens};
+
+/// A setting that cannot work, in the words of its flags.
+fn refused(message: impl Into<String>) -> AuthError {
+    AuthError::Config(message.into())
+}
 
 /// The variable that may hold the static tokens themselves (same format as the file).
 pub const TOKENS_ENV: &str = "STAUNCH_AUTH_TOKENS";
 
+/// How HTTP requests are authenticated.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum AuthKind {
     /// No authentication (the default).
@@ -30,7 +35,7 @@ pub enum AuthKind {
 }
 
 /// Authentication options of `staunch serve` (HTTP only).
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct AuthArgs {
     /// Authenticate every HTTP request: `bearer` (static tokens) or `oauth` (JWTs).
     ///
@@ -71,12 +76,12 @@ pub struct AuthArgs {
     /// --auth oauth: seconds of clock skew tolerated on `exp` and `nbf`.
     #[arg(
         long,
-        default_value_t = 30,
+        default_value_t = secs(OAuthConfig::DEFAULT_LEEWAY),
         env = "STAUNCH_AUTH_LEEWAY_SECS",
         value_name = "SECS",
         hide_short_help = true,
         help_heading = AUTH,
-        value_parser = staunch_server::cli::parse_secs
+        value_parser = parse_secs
     )]
     pub auth_leeway_secs: u64,
     /// --auth oauth: least seconds between two JWKS fetches.
@@ -84,23 +89,23 @@ pub struct AuthArgs {
     /// A token with an unknown key id triggers one (key rotation).
     #[arg(
         long,
-        default_value_t = 10,
+        default_value_t = secs(OAuthConfig::DEFAULT_JWKS_MIN_REFRESH),
         env = "STAUNCH_JWKS_MIN_REFRESH_SECS",
         value_name = "SECS",
         hide_short_help = true,
         help_heading = AUTH,
-        value_parser = staunch_server::cli::parse_secs
+        value_parser = parse_secs
     )]
     pub jwks_min_refresh_secs: u64,
     /// --auth oauth: seconds the JWKS is cached before it is fetched again.
     #[arg(
         long,
-        default_value_t = 3600,
+        default_value_t = secs(OAuthConfig::DEFAULT_JWKS_MAX_AGE),
         env = "STAUNCH_JWKS_MAX_AGE_SECS",
         value_name = "SECS",
         hide_short_help = true,
         help_heading = AUTH,
-        value_parser = staunch_server::cli::parse_secs
+        value_parser = parse_secs
     )]
     pub jwks_max_age_secs: u64,
     /// Scopes a tool needs, `TOOL=SCOPE[ SCOPE…]`; repeat per tool.
@@ -117,33 +122,35 @@ pub struct AuthArgs {
 }
 
 impl AuthArgs {
+    /// Whether requests are authenticated at all.
     pub fn enabled(&self) -> bool {
         self.auth != AuthKind::None
     }
 
     /// The job runtime's principal hook: jobs and tasks belong to the authenticated principal
     /// when auth is on (and to their session otherwise).
-    pub fn principal_fn(&self) -> Option<PrincipalFn> {
+    #[allow(clippy::type_complexity)] // the job runtime's `PrincipalFn`, which it cannot name
+    pub fn principal_fn(&self) -> Option<Arc<dyn Fn(&Context) -> Option<String> + Send + Sync>> {
         self.enabled().then(|| {
-            Arc::new(|ctx: &staunch_server::Context| ctx.principal().map(String::from))
-                as PrincipalFn
+            Arc::new(|ctx: &Context| ctx.principal().map(String::from))
+                as Arc<dyn Fn(&Context) -> Option<String> + Send + Sync>
         })
     }
 
     /// Auth is for HTTP: refuses `--auth` without `--http` (stdio's caller is whoever
     /// started the process).
-    pub fn check_transport(&self, http: bool) -> anyhow::Result<()> {
+    pub fn check_transport(&self, http: bool) -> Result<(), AuthError> {
         if self.enabled() && !http {
-            bail!(
+            return Err(refused(
                 "--auth applies to HTTP (--http); over stdio the caller is whoever started the \
-                 process"
-            );
+                 process",
+            ));
         }
         Ok(())
     }
 
     /// The HTTP transport's auth settings; `None` when off.
-    pub async fn config(&self) -> anyhow::Result<Option<AuthConfig>> {
+    pub async fn config(&self) -> Result<Option<AuthConfig>, AuthError> {
         let method = match self.auth {
             AuthKind::None => return Ok(None),
             AuthKind::Bearer => AuthMethod::Bearer(self.static_tokens()?),
@@ -157,33 +164,34 @@ impl AuthArgs {
         Ok(Some(cfg))
     }
 
-    fn static_tokens(&self) -> anyhow::Result<StaticTokens> {
+    fn static_tokens(&self) -> Result<StaticTokens, AuthError> {
         let from_env = std::env::var(TOKENS_ENV)
             .ok()
             .filter(|v| !v.trim().is_empty());
         match (&self.auth_tokens, from_env) {
-            (Some(_), Some(_)) => {
-                bail!("give the tokens either in --auth-tokens or in {TOKENS_ENV}, not both")
-            }
+            (Some(_), Some(_)) => Err(refused(format!(
+                "give the tokens either in --auth-tokens or in {TOKENS_ENV}, not both"
+            ))),
             (Some(path), None) => {
                 warn_if_readable_by_others(path);
-                let text = std::fs::read_to_string(path)
-                    .with_context(|| format!("reading --auth-tokens {}", path.display()))?;
-                Ok(StaticTokens::parse(&text, &path.display().to_string())?)
+                let text = std::fs::read_to_string(path).map_err(|e| {
+                    refused(format!("reading --auth-tokens {}: {e}", path.display()))
+                })?;
+                StaticTokens::parse(&text, &path.display().to_string())
             }
-            (None, Some(text)) => Ok(StaticTokens::parse(&text, TOKENS_ENV)?),
-            (None, None) => {
-                bail!("--auth bearer needs tokens: --auth-tokens FILE or {TOKENS_ENV}")
-            }
+            (None, Some(text)) => StaticTokens::parse(&text, TOKENS_ENV),
+            (None, None) => Err(refused(format!(
+                "--auth bearer needs tokens: --auth-tokens FILE or {TOKENS_ENV}"
+            ))),
         }
     }
 
-    async fn oauth(&self) -> anyhow::Result<OAuthConfig> {
+    async fn oauth(&self) -> Result<OAuthConfig, AuthError> {
         let (Some(issuer), Some(audience)) = (&self.issuer, &self.audience) else {
-            bail!(
+            return Err(refused(
                 "--auth oauth needs --issuer (the authorization server) and --audience (this \
-                 server's public MCP URL, which tokens must name in aud)"
-            );
+                 server's public MCP URL, which tokens must name in aud)",
+            ));
         };
         let jwks = match &self.jwks_url {
             Some(u) => u.clone(),
@@ -198,18 +206,20 @@ impl AuthArgs {
 }
 
 /// `TOOL=SCOPE[ SCOPE…]` entries into a map (several entries for one tool add up).
-fn parse_tool_scopes(entries: &[String]) -> anyhow::Result<HashMap<String, Vec<String>>> {
+fn parse_tool_scopes(entries: &[String]) -> Result<HashMap<String, Vec<String>>, AuthError> {
     let mut map: HashMap<String, Vec<String>> = HashMap::new();
     for e in entries {
         let Some((tool, scopes)) = e.split_once('=') else {
-            bail!("--tool-scope {e:?}: expected TOOL=SCOPE");
+            return Err(refused(format!("--tool-scope {e:?}: expected TOOL=SCOPE")));
         };
         let scopes: Vec<String> = scopes.split_whitespace().map(String::from).collect();
         if tool.trim().is_empty() || scopes.is_empty() {
-            bail!("--tool-scope {e:?}: expected TOOL=SCOPE");
+            return Err(refused(format!("--tool-scope {e:?}: expected TOOL=SCOPE")));
         }
         if let Some(bad) = scopes.iter().find(|s| s.contains(['"', '\\'])) {
-            bail!("--tool-scope {e:?}: scope {bad:?} has a character scopes cannot have");
+            return Err(refused(format!(
+                "--tool-scope {e:?}: scope {bad:?} has a character scopes cannot have"
+            )));
         }
         map.entry(tool.trim().to_string())
             .or_default()
