@@ -82,6 +82,10 @@ pub enum ProxyError {
     /// A job-shaped tool needs the job runtime (a store).
     #[error("the upstream tool {0:?} is shaped `job`, which needs a job runtime (a store)")]
     NoJobRuntime(String),
+    /// The upstreams as described (flags, a client's `mcpServers` file) cannot work; the
+    /// message names the flag or the file.
+    #[error("{0}")]
+    Described(String),
 }
 
 /// An upstream's failure as the downstream request's error.

@@ -44,9 +44,12 @@
 #![forbid(unsafe_code)]
 
 pub mod child;
+#[cfg(feature = "cli")]
+pub mod cli;
 mod error;
 pub mod follow;
 pub mod forward;
+mod import;
 mod ledger;
 mod methods;
 mod owners;
@@ -63,8 +66,9 @@ mod upstream;
 
 pub use error::ProxyError;
 pub use follow::follow_tool_changes;
+pub use import::import_mcp_servers;
 pub use ledger::{CallKey, LateWork, Ledger, Sent};
 pub use pool::Pool;
-pub use register::{Registered, ServedTool, register};
+pub use register::{Registered, ServedTool, connect_options, register};
 pub use spec::{QUESTION_WAIT, Target, ToolRule, UpstreamSpec};
 pub use upstream::Upstream;

@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde_json::Value;
 use staunch_client::{CallOptions, ConnectOptions};
@@ -14,6 +15,9 @@ use crate::ProxyError;
 use crate::forward::{ForwardTool, UpstreamJob};
 use crate::pool::Pool;
 use crate::spec::UpstreamSpec;
+
+/// How often idle per-session upstreams (`isolate`) are looked for.
+const REAP_EVERY: Duration = Duration::from_secs(30);
 
 /// One served tool: its name here, its upstream, its name there, its shape.
 pub type ServedTool = (String, String, String, Shape);
@@ -29,6 +33,21 @@ pub struct Registered {
 }
 
 impl Registered {
+    /// With `--isolate`, ends per-session upstreams idle for the session idle time: a backstop,
+    /// since a session's upstream ends when the session does ([`Pool`]).
+    pub fn reap_isolated(&self, idle: Duration) {
+        for pool in self.pools.iter().filter(|p| p.spec().isolate) {
+            let pool = pool.clone();
+            tokio::spawn(async move {
+                let mut tick = tokio::time::interval(REAP_EVERY);
+                loop {
+                    tick.tick().await;
+                    pool.reap_idle(idle).await;
+                }
+            });
+        }
+    }
+
     /// Ends every upstream connection (the spec's shutdown for processes).
     pub async fn shut_down(&self) {
         for p in &self.pools {
@@ -228,4 +247,14 @@ fn task_required(tool: &Value) -> bool {
     tool.pointer("/execution/taskSupport")
         .and_then(Value::as_str)
         == Some("required")
+}
+
+/// How the proxy connects upstream: it offers to forward sampling and elicitation to the
+/// downstream client that caused them.
+pub fn connect_options() -> ConnectOptions {
+    ConnectOptions {
+        client_name: "staunch-proxy".into(),
+        capabilities: serde_json::json!({"sampling": {}, "elicitation": {}}),
+        ..ConnectOptions::default()
+    }
 }

@@ -6,6 +6,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use staunch_command::config::{UpstreamConfig, UpstreamTarget};
 use staunch_server::Shape;
 
 /// Where an upstream server is.
@@ -134,5 +135,46 @@ impl UpstreamSpec {
             .get(name)
             .and_then(|r| r.shape)
             .unwrap_or(self.default_shape)
+    }
+}
+
+/// An `[[upstream]]` of `staunch.toml` as the proxy runs it.
+impl From<&UpstreamConfig> for UpstreamSpec {
+    fn from(u: &UpstreamConfig) -> Self {
+        let target = match &u.target {
+            UpstreamTarget::Command { argv, env, cwd } => Target::Stdio {
+                program: argv[0].clone().into(),
+                args: argv[1..].iter().map(OsString::from).collect(),
+                env: env
+                    .iter()
+                    .map(|(k, v)| (OsString::from(k), OsString::from(v)))
+                    .collect(),
+                cwd: cwd.clone(),
+            },
+            UpstreamTarget::Url { url, headers } => Target::Http {
+                url: url.clone(),
+                headers: headers.clone(),
+            },
+        };
+        let mut spec = UpstreamSpec::new(u.name.clone(), target);
+        spec.prefix = u.prefix.clone();
+        spec.default_shape = u.default_shape;
+        spec.isolate = u.isolate;
+        spec.protocol = u.protocol.clone();
+        spec.kill_after_cancel = u.kill_after_cancel;
+        spec.question_wait = u.question_wait.unwrap_or(QUESTION_WAIT);
+        for (name, r) in &u.tools {
+            spec.tools.insert(
+                name.clone(),
+                ToolRule {
+                    shape: r.shape,
+                    deadline: r.deadline,
+                    retry_safe: r.retry_safe,
+                    side_effects: r.side_effects,
+                    kill_after_cancel: r.kill_after_cancel,
+                },
+            );
+        }
+        spec
     }
 }

@@ -22,7 +22,6 @@ mod serve_args;
 mod serve_table;
 mod state_dir;
 mod tools_cmd;
-mod upstreams;
 
 use clap::Parser;
 

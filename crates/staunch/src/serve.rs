@@ -64,11 +64,11 @@ pub async fn build_server(
             builder,
             upstreams,
             runtime,
-            &crate::upstreams::connect_options(),
+            &staunch_proxy::connect_options(),
             &metrics,
         )
         .await?;
-        crate::upstreams::announce(&r);
+        announce(&r);
         (b, Some(r))
     };
     Ok(Built {
@@ -76,6 +76,21 @@ pub async fn build_server(
         command_tools,
         proxied,
     })
+}
+
+/// One line per upstream on stderr: what is served.
+fn announce(r: &staunch_proxy::Registered) {
+    for pool in &r.pools {
+        let up = pool.shared();
+        let n = r.tools.iter().filter(|t| t.1 == up.name()).count();
+        eprintln!(
+            "staunch proxy: {} tools from {:?} ({}, protocol {})",
+            n,
+            up.name(),
+            pool.spec().target.display(),
+            up.protocol_version().unwrap_or_default()
+        );
+    }
 }
 
 /// Whether the `--profile` tools are served: always on their own; beside command tools or
@@ -116,7 +131,7 @@ pub async fn run_with(
             c.config
                 .upstreams
                 .iter()
-                .map(crate::upstreams::spec_from_config),
+                .map(staunch_proxy::UpstreamSpec::from),
         );
     }
     // Job tools keep their state in the store, so stdio needs it too when they are served.
@@ -172,7 +187,7 @@ pub async fn run_with(
     )
     .await?;
     if let Some(p) = &proxied {
-        crate::upstreams::reap_isolated(p, Duration::from_secs(args.server.http.session_idle_secs));
+        p.reap_isolated(Duration::from_secs(args.server.http.session_idle_secs));
         staunch_proxy::follow_tool_changes(p, server.clone());
     }
     if let (Some(c), Some(tools)) = (&commands, command_tools) {
