@@ -14,6 +14,8 @@
 //! | `:memory:` | [`MemoryEventStore`], [`MemorySessionStore`], jobs on an in-memory SQLite database |
 //! | anything else (`sqlite:` prefix optional) | one SQLite file for all three, WAL, one connection on its own thread |
 //!
+//! With no `--store` given, the file lives in the user's state directory ([`location`]).
+//!
 //! Migrations are applied when a store is opened. All times are epoch milliseconds (`i64`)
 //! passed in by the caller ([`now_ms`] gives the clock), so tests control time and never sleep.
 //! Errors are [`StoreError`]. The `testsuite` module (hidden from docs) is the driver test
@@ -30,6 +32,7 @@ mod error;
 mod event;
 mod job;
 mod job_rows;
+pub mod location;
 mod memory;
 mod postgres;
 mod schema;

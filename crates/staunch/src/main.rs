@@ -20,7 +20,6 @@ mod release_memory;
 mod serve;
 mod serve_args;
 mod serve_table;
-mod state_dir;
 mod tools_cmd;
 
 use clap::Parser;

@@ -147,8 +147,8 @@ pub async fn run_with(
     // Fails early on auth flags without --http (stdio has no auth).
     args.auth.check_transport(args.http.is_some())?;
     let stores = if with_jobs || args.http.is_some() {
-        if args.store == crate::state_dir::DEFAULT_STORE {
-            args.store = crate::state_dir::resolve_store(&args.store, true)?;
+        if args.store == staunch_store::location::DEFAULT_STORE {
+            args.store = staunch_store::location::resolve_store(&args.store, true)?;
             eprintln!("staunch: store {}", args.store);
         }
         Some(open_store(&args).await?)
@@ -279,7 +279,9 @@ fn import_db_path(args: &ServeArgs) -> Option<std::path::PathBuf> {
     }
     if args.store.starts_with("postgres://") || args.store.starts_with("postgresql://") {
         // The demo's rows stay on this machine, in the state directory (not the caller's).
-        let beside = crate::state_dir::resolve_store(crate::state_dir::DEFAULT_STORE, true).ok()?;
+        let beside =
+            staunch_store::location::resolve_store(staunch_store::location::DEFAULT_STORE, true)
+                .ok()?;
         return Some(std::path::Path::new(&beside).with_file_name("staunch-import.db"));
     }
     let file = args.store.strip_prefix("sqlite:").unwrap_or(&args.store);

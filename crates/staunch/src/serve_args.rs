@@ -70,7 +70,7 @@ pub struct ServeArgs {
     /// an MCP client starts is wherever the client runs.
     #[arg(
         long,
-        default_value = crate::state_dir::DEFAULT_STORE,
+        default_value = staunch_store::location::DEFAULT_STORE,
         env = "STAUNCH_STORE",
         value_name = "STORE",
         // A file, unless `:memory:` or a URL: relative to staunch.toml when set there.

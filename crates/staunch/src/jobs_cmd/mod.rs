@@ -33,7 +33,7 @@ pub struct JobsArgs {
     #[arg(
         long,
         global = true,
-        default_value = crate::state_dir::DEFAULT_STORE,
+        default_value = staunch_store::location::DEFAULT_STORE,
         env = "STAUNCH_STORE"
     )]
     pub store: String,
@@ -102,9 +102,9 @@ fn ms(d: Duration) -> i64 {
 
 /// Runs the command; returns the exit code.
 pub async fn run(args: JobsArgs) -> anyhow::Result<i32> {
-    let opened = match crate::state_dir::resolve_store(&args.store, false) {
+    let opened = match staunch_store::location::resolve_store(&args.store, false) {
         Ok(store) => open_store(&store, args.store_schema.as_deref()).await,
-        Err(e) => Err(e),
+        Err(e) => Err(e.into()),
     };
     let stores = match opened {
         Ok(s) => s,

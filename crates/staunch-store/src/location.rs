@@ -9,14 +9,14 @@
 
 use std::path::PathBuf;
 
-use anyhow::{Context as _, bail};
+use crate::StoreError;
 
 /// The `--store` default as `--help` shows it; resolved by [`resolve_store`].
 pub const DEFAULT_STORE: &str = "$XDG_STATE_HOME/staunch/staunch.db";
 
 /// `spec` itself, unless it is [`DEFAULT_STORE`]: then the file in the state directory, whose
 /// directory is created (0700) when `create` is set.
-pub fn resolve_store(spec: &str, create: bool) -> anyhow::Result<String> {
+pub fn resolve_store(spec: &str, create: bool) -> Result<String, StoreError> {
     if spec != DEFAULT_STORE {
         return Ok(spec.to_owned());
     }
@@ -29,7 +29,7 @@ pub fn resolve_store(spec: &str, create: bool) -> anyhow::Result<String> {
 
 /// `$XDG_STATE_HOME` when it is an absolute path (the XDG rule: a relative one is ignored),
 /// else `$HOME/.local/state`.
-fn state_dir() -> anyhow::Result<PathBuf> {
+fn state_dir() -> Result<PathBuf, StoreError> {
     let from_env = |name: &str| {
         std::env::var_os(name)
             .map(PathBuf::from)
@@ -40,14 +40,16 @@ fn state_dir() -> anyhow::Result<PathBuf> {
     }
     match from_env("HOME") {
         Some(home) => Ok(home.join(".local").join("state")),
-        None => bail!(
-            "no state directory: neither XDG_STATE_HOME nor HOME is an absolute path; pass \
-             --store PATH (or --store :memory:)"
-        ),
+        None => Err(StoreError::InvalidSpec {
+            spec: DEFAULT_STORE.into(),
+            reason: "no state directory: neither XDG_STATE_HOME nor HOME is an absolute path; \
+                     pass --store PATH (or --store :memory:)"
+                .into(),
+        }),
     }
 }
 
-fn create_private_dir(dir: &std::path::Path) -> anyhow::Result<()> {
+fn create_private_dir(dir: &std::path::Path) -> Result<(), StoreError> {
     let mut builder = std::fs::DirBuilder::new();
     builder.recursive(true);
     #[cfg(unix)]
@@ -55,11 +57,12 @@ fn create_private_dir(dir: &std::path::Path) -> anyhow::Result<()> {
         use std::os::unix::fs::DirBuilderExt as _;
         builder.mode(0o700);
     }
-    builder.create(dir).with_context(|| {
-        format!(
-            "creating the state directory {} (pass --store PATH to keep the store elsewhere)",
+    builder.create(dir).map_err(|e| StoreError::InvalidSpec {
+        spec: DEFAULT_STORE.into(),
+        reason: format!(
+            "creating the state directory {}: {e} (pass --store PATH to keep the store elsewhere)",
             dir.display()
-        )
+        ),
     })
 }
 
