@@ -41,6 +41,8 @@
 #![warn(missing_docs, unreachable_pub)]
 #![forbid(unsafe_code)]
 
+#[cfg(feature = "cli")]
+pub mod cli;
 mod client;
 mod connect;
 pub mod era;
@@ -54,6 +56,7 @@ mod router;
 mod server_info;
 mod server_requests;
 pub mod sse;
+mod target;
 pub mod tasks;
 mod tasks_ext;
 mod timeout;
@@ -68,5 +71,6 @@ pub use router::{Late, LateResponse, Observed, Progress};
 pub use server_info::ServerInfo;
 pub use server_requests::{NotificationHandler, ServerRequest, ServerRequestHandler};
 pub use staunch_protocol as protocol;
+pub use target::Target;
 pub use transport::http::{HttpEndpoint, HttpOptions, RawResponse};
 pub use transport::stdio::{StderrMode, StdioCommand};

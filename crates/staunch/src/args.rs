@@ -33,11 +33,6 @@ pub fn parse_tool_args(words: &[String]) -> anyhow::Result<Value> {
     Ok(Value::Object(map))
 }
 
-/// `--protocol`: `auto`, `2026-07-28` or a 2025 version.
-pub fn parse_protocol(s: &str) -> Result<(staunch_client::EraChoice, Option<String>), String> {
-    staunch_client::EraChoice::parse(s)
-}
-
 /// `KEY=JSON`: the answer to one input request.
 pub fn parse_input(s: &str) -> Result<(String, Value), String> {
     let (k, v) = s
@@ -49,14 +44,6 @@ pub fn parse_input(s: &str) -> Result<(String, Value), String> {
     let v: Value =
         serde_json::from_str(v).map_err(|e| format!("the answer to {k:?} is not JSON: {e}"))?;
     Ok((k.to_string(), v))
-}
-
-/// `Name: value`.
-pub fn parse_header(s: &str) -> Result<(String, String), String> {
-    let (k, v) = s
-        .split_once(':')
-        .ok_or_else(|| format!("{s:?} is not a header (Name: value)"))?;
-    Ok((k.trim().to_string(), v.trim().to_string()))
 }
 
 #[cfg(test)]
@@ -81,14 +68,12 @@ mod tests {
     }
 
     #[test]
-    fn inputs_and_protocols() {
+    fn inputs() {
         assert_eq!(
             parse_input(r#"name={"action":"decline"}"#).unwrap(),
             ("name".to_string(), json!({"action": "decline"}))
         );
         assert!(parse_input("name=nope").is_err());
         assert!(parse_input("=1").is_err());
-        assert!(parse_protocol("2026-07-28").is_ok());
-        assert!(parse_protocol("2099-01-01").is_err());
     }
 }

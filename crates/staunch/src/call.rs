@@ -10,10 +10,7 @@ use staunch_client::input::{InputRequests, InputResponses};
 use staunch_client::jobs::{JobEvent, JobOptions, job_tool_names};
 use staunch_client::result::{is_tool_error, text_of};
 use staunch_client::tasks::{TaskEvent, TaskOptions, TaskOutcome};
-use staunch_client::{
-    CallOptions, Client, ClientError, ConnectOptions, Era, EraChoice, HttpOptions, StderrMode,
-    StdioCommand,
-};
+use staunch_client::{CallOptions, Client, ClientError, Era, Target};
 use tokio_util::sync::CancellationToken;
 
 use crate::call_view::View;
@@ -93,16 +90,9 @@ pub struct CallArgs {
     /// No progress output.
     #[arg(long, short)]
     pub quiet: bool,
-    /// Show the spawned server's stderr (by default it is kept and shown only on failure).
-    #[arg(long)]
-    pub server_stderr: bool,
-    /// An HTTP header for every request (`Name: value`), e.g. Authorization.
-    #[arg(long = "header", value_parser = crate::args::parse_header)]
-    pub headers: Vec<(String, String)>,
-    /// The protocol: `auto` (server/discover, then initialize), `2026-07-28`, or a 2025
-    /// version (`2025-11-25`, `2025-06-18`, `2025-03-26`).
-    #[arg(long, default_value = "auto", value_parser = crate::args::parse_protocol)]
-    pub protocol: (EraChoice, Option<String>),
+    /// The connection: protocol, headers, the started server's stderr.
+    #[command(flatten)]
+    pub connect: staunch_client::cli::ConnectArgs,
     /// The answer to a 2026-07-28 input request, by its key (`KEY=JSON`, e.g.
     /// `name='{"action":"accept","content":{"name":"Ada"}}'`); repeatable. With it the call
     /// declares the elicitation, sampling and roots capabilities.
@@ -113,75 +103,10 @@ pub struct CallArgs {
     pub verbose: bool,
 }
 
-/// Where the server is.
-pub enum Target {
-    Http(String),
-    Stdio(StdioCommand),
-}
-
-impl Target {
-    pub fn describe(&self) -> String {
-        match self {
-            Self::Http(u) => u.clone(),
-            Self::Stdio(c) => c.display(),
-        }
-    }
-
-    pub async fn connect(&self, opts: &ConnectOptions) -> Result<Client, ClientError> {
-        match self {
-            Self::Http(url) => Client::connect_http(url, opts).await,
-            Self::Stdio(cmd) => Client::connect_stdio(cmd, opts).await,
-        }
-    }
-}
-
-/// How `call`, `tools` and `probe` connect: the protocol asked for, the headers given, and a
-/// spawned server's stderr kept (and shown on failure) or passed through.
-pub fn connect_options(
-    protocol: &(EraChoice, Option<String>),
-    headers: &[(String, String)],
-    server_stderr: bool,
-) -> ConnectOptions {
-    let (era, session_version) = protocol.clone();
-    let mut connect = ConnectOptions {
-        era,
-        stderr: if server_stderr {
-            StderrMode::Inherit
-        } else {
-            StderrMode::Capture
-        },
-        http: HttpOptions {
-            headers: headers.to_vec(),
-            ..HttpOptions::default()
-        },
-        ..ConnectOptions::default()
-    };
-    if let Some(v) = session_version {
-        connect.protocol_version = v;
-    }
-    connect
-}
-
-/// Splits `words`/`command` into a target and the rest.
-pub fn target_of<'a>(
-    words: &'a [String],
-    command: &[String],
-) -> anyhow::Result<(Target, &'a [String])> {
-    if let Some(cmd) = StdioCommand::from_argv(command) {
-        return Ok((Target::Stdio(cmd), words));
-    }
-    match words.split_first() {
-        Some((url, rest)) if url.starts_with("http://") || url.starts_with("https://") => {
-            Ok((Target::Http(url.clone()), rest))
-        }
-        _ => anyhow::bail!("give a server URL first, or the server command after `--`"),
-    }
-}
-
 pub async fn run(args: CallArgs) -> anyhow::Result<i32> {
-    let (target, rest) = match target_of(&args.words, &args.command) {
+    let (target, rest) = match Target::from_words(&args.words, &args.command) {
         Ok(t) => t,
-        Err(e) => return usage(&e.to_string()),
+        Err(e) => return usage(&e),
     };
     let Some((tool, tool_args)) = rest.split_first() else {
         return usage("which tool? (staunch call TARGET TOOL [ARGS…])");
@@ -197,7 +122,7 @@ pub async fn run(args: CallArgs) -> anyhow::Result<i32> {
     } else {
         serde_json::json!({"elicitation": {}, "sampling": {}, "roots": {}})
     };
-    let mut connect = connect_options(&args.protocol, &args.headers, args.server_stderr);
+    let mut connect = args.connect.options();
     connect.capabilities = capabilities;
     let client = match target.connect(&connect).await {
         Ok(c) => c,

@@ -5,9 +5,7 @@ use std::time::Duration;
 
 use clap::Args;
 use serde_json::Value;
-use staunch_client::{EraChoice, StderrMode};
-
-use crate::call::Target;
+use staunch_client::{StderrMode, Target};
 
 const HELP: &str = "\
 Examples:
@@ -76,16 +74,9 @@ pub struct ProbeArgs {
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
-    /// Show a spawned server's stderr.
-    #[arg(long)]
-    pub server_stderr: bool,
-    /// An HTTP header for every request (`Name: value`), e.g. Authorization.
-    #[arg(long = "header", value_parser = crate::args::parse_header)]
-    pub headers: Vec<(String, String)>,
-    /// The protocol: `auto` (server/discover, then initialize), `2026-07-28`, or a 2025
-    /// version (`2025-11-25`, `2025-06-18`, `2025-03-26`).
-    #[arg(long, default_value = "auto", value_parser = crate::args::parse_protocol)]
-    pub protocol: (EraChoice, Option<String>),
+    /// The connection: protocol, headers, the started server's stderr.
+    #[command(flatten)]
+    pub connect: staunch_client::cli::ConnectArgs,
     /// `cancel.stream_close`: how long the slow call runs before its stream is closed.
     #[arg(long, default_value = "500ms", value_parser = crate::args::parse_duration)]
     pub close_after: Duration,
@@ -111,9 +102,9 @@ pub async fn run(args: ProbeArgs) -> anyhow::Result<i32> {
         Ok(_) => return usage("--args must be a JSON object"),
         Err(e) => return usage(&format!("--args is not JSON: {e}")),
     };
-    let mut opts = crate::call::connect_options(&args.protocol, &args.headers, args.server_stderr);
+    let mut opts = args.connect.options();
     opts.client_name = "staunch-probe".into();
-    if !args.server_stderr {
+    if !args.connect.server_stderr {
         opts.stderr = StderrMode::Null;
     }
     opts.init_timeout = Duration::from_secs(20);

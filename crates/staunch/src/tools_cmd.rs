@@ -6,9 +6,10 @@ use std::time::Duration;
 
 use clap::Args;
 use serde_json::Value;
-use staunch_client::{CallOptions, EraChoice};
+use staunch_client::CallOptions;
 
-use crate::call::{EXIT_OK, EXIT_USAGE, Target, connect_options, target_of};
+use crate::call::{EXIT_OK, EXIT_USAGE};
+use staunch_client::Target;
 
 const EXAMPLES_AND_EXIT: &str = "\
 Examples:
@@ -36,16 +37,9 @@ pub struct ToolsArgs {
     /// Give up after this long without an answer.
     #[arg(long, default_value = "30s", value_parser = crate::args::parse_duration)]
     pub timeout: Duration,
-    /// An HTTP header for every request (`Name: value`), e.g. Authorization.
-    #[arg(long = "header", value_parser = crate::args::parse_header)]
-    pub headers: Vec<(String, String)>,
-    /// The protocol: `auto` (server/discover, then initialize), `2026-07-28`, or a 2025
-    /// version (`2025-11-25`, `2025-06-18`, `2025-03-26`).
-    #[arg(long, default_value = "auto", value_parser = crate::args::parse_protocol)]
-    pub protocol: (EraChoice, Option<String>),
-    /// Show the spawned server's stderr (by default it is kept and shown only on failure).
-    #[arg(long)]
-    pub server_stderr: bool,
+    /// The connection: protocol, headers, the started server's stderr.
+    #[command(flatten)]
+    pub connect: staunch_client::cli::ConnectArgs,
     /// Say how the connection went (protocol era, version).
     #[arg(long, short)]
     pub verbose: bool,
@@ -53,9 +47,9 @@ pub struct ToolsArgs {
 
 pub async fn run(args: ToolsArgs) -> anyhow::Result<i32> {
     let words: Vec<String> = args.url.iter().cloned().collect();
-    let (target, rest) = match target_of(&words, &args.command) {
+    let (target, rest) = match Target::from_words(&words, &args.command) {
         Ok(t) => t,
-        Err(e) => return Ok(usage(&e.to_string())),
+        Err(e) => return Ok(usage(&e)),
     };
     if !rest.is_empty() {
         return Ok(usage(&format!(
@@ -63,7 +57,7 @@ pub async fn run(args: ToolsArgs) -> anyhow::Result<i32> {
             rest.join(" ")
         )));
     }
-    let connect = connect_options(&args.protocol, &args.headers, args.server_stderr);
+    let connect = args.connect.options();
     let client = match Target::connect(&target, &connect).await {
         Ok(c) => c,
         Err(e) => {
