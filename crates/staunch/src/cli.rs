@@ -39,7 +39,7 @@ pub enum Command {
     /// unknown cancels and requests that never ended.
     Audit(crate::audit_cmd::AuditArgs),
     /// Operate on the job store `staunch serve` uses: list, show, cancel and purge jobs.
-    Jobs(crate::jobs_cmd::JobsArgs),
+    Jobs(staunch_jobs::cli::JobsArgs),
     /// Validate a command-tool configuration (staunch.toml) without serving: every mistake
     /// with its line, column and field.
     Check(crate::check_cmd::CheckArgs),
@@ -62,7 +62,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Tools(args) => crate::tools_cmd::run(args).await,
         Command::Probe(args) => crate::probe_cmd::run(args).await,
         Command::Audit(args) => crate::audit_cmd::run(args),
-        Command::Jobs(args) => crate::jobs_cmd::run(args).await,
+        Command::Jobs(args) => Ok(staunch_jobs::cli::run(args).await),
         Command::Check(args) => crate::check_cmd::run(args),
         Command::Proxy(args) => crate::proxy_cmd::run(*args, commands).await,
         Command::Completions(args) => crate::generate::completions(args),

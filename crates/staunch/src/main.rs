@@ -12,7 +12,6 @@ mod check_cmd;
 mod cli;
 mod command_tools;
 mod generate;
-mod jobs_cmd;
 mod operate;
 mod probe_cmd;
 mod proxy_cmd;

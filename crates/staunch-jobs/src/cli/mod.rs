@@ -1,6 +1,12 @@
-//! The job runtime's settings as command-line flags (the `cli` feature): `staunch serve`
-//! flattens [`JobArgs`] into its own flags, and so can any binary that embeds the runtime.
-//! Each default is [`JobConfig::default`]'s.
+//! The job runtime on the command line (the `cli` feature): its settings as flags
+//! ([`JobArgs`], which `staunch serve` flattens into its own, and so can any binary that embeds
+//! the runtime; each default is [`JobConfig::default`]'s), and the operator's `staunch jobs`
+//! ([`JobsArgs`], [`run`]) that lists, shows, cancels and purges the jobs in a store.
+
+mod command;
+mod table;
+
+pub use command::{JobsArgs, JobsCommand, ListArgs, run};
 
 use std::time::Duration;
 

@@ -2,8 +2,8 @@
 
 use std::fmt::Write as _;
 
+use crate::{owning_instance, progress_of, short_age};
 use serde_json::Value;
-use staunch_jobs::{owning_instance, progress_of, short_age};
 use staunch_store::{JobRecord, JobState};
 
 /// `12/40 (30%)`, `12`, or `-`.
@@ -29,7 +29,7 @@ fn state_cell(job: &JobRecord) -> String {
 }
 
 /// One line per job under a header; "no jobs" when the list is empty.
-pub fn jobs_table(jobs: &[JobRecord], now_ms: i64) -> String {
+pub(super) fn jobs_table(jobs: &[JobRecord], now_ms: i64) -> String {
     if jobs.is_empty() {
         return "no jobs\n".into();
     }
@@ -77,7 +77,7 @@ pub fn jobs_table(jobs: &[JobRecord], now_ms: i64) -> String {
 }
 
 /// `key: value` lines for `staunch jobs show`, from the operator view `v`.
-pub fn job_details(job: &JobRecord, v: &Value) -> String {
+pub(super) fn job_details(job: &JobRecord, v: &Value) -> String {
     let mut out = String::new();
     let mut kv = |k: &str, val: String| {
         let _ = writeln!(out, "{k:<18}{val}");

@@ -6,14 +6,14 @@
 //! instance holds it — stops at its next heartbeat (at once on PostgreSQL, whose NOTIFY reaches
 //! every instance).
 
-mod table;
-
 use std::time::Duration;
 
-use anyhow::Context as _;
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
-use staunch_jobs::operator_view;
+use staunch_server::units::parse_duration;
+
+use super::table;
+use crate::operator_view;
 use staunch_store::{CancelOutcome, JobFilter, JobState};
 
 const EXIT_CODES: &str = "\
@@ -43,10 +43,12 @@ pub struct JobsArgs {
     /// Print JSON instead of a table.
     #[arg(long, global = true)]
     pub json: bool,
+    /// What to do.
     #[command(subcommand)]
     pub command: JobsCommand,
 }
 
+/// What `staunch jobs` does.
 #[derive(Debug, Subcommand)]
 pub enum JobsCommand {
     /// Jobs of every caller, newest first.
@@ -66,11 +68,12 @@ pub enum JobsCommand {
     /// touched.
     Purge {
         /// Delete jobs that finished longer ago than this (e.g. 7d, 12h, 30m).
-        #[arg(long, value_parser = crate::args::parse_duration)]
+        #[arg(long, value_parser = parse_duration)]
         older_than: Duration,
     },
 }
 
+/// Which jobs `staunch jobs list` shows.
 #[derive(Debug, Args)]
 pub struct ListArgs {
     /// Only jobs in this state (repeat or comma-separate: queued,running,succeeded,failed,cancelled).
@@ -80,10 +83,10 @@ pub struct ListArgs {
     #[arg(long)]
     pub tool: Option<String>,
     /// Only jobs created longer ago than this (e.g. 1h).
-    #[arg(long, value_parser = crate::args::parse_duration)]
+    #[arg(long, value_parser = parse_duration)]
     pub older_than: Option<Duration>,
     /// Only jobs created within this much time (e.g. 10m).
-    #[arg(long, value_parser = crate::args::parse_duration)]
+    #[arg(long, value_parser = parse_duration)]
     pub newer_than: Option<Duration>,
     /// At most this many jobs (1 to 1000).
     #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u16).range(1..=1000))]
@@ -101,31 +104,25 @@ fn ms(d: Duration) -> i64 {
 }
 
 /// Runs the command; returns the exit code.
-pub async fn run(args: JobsArgs) -> anyhow::Result<i32> {
+pub async fn run(args: JobsArgs) -> i32 {
     let opened = match staunch_store::location::resolve_store(&args.store, false) {
         Ok(store) => open_store(&store, args.store_schema.as_deref()).await,
-        Err(e) => Err(e.into()),
+        Err(e) => Err(e.to_string()),
     };
-    let stores = match opened {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("staunch jobs: {e:#}");
-            return Ok(2);
-        }
+    let result = match opened {
+        Ok(stores) => execute(&args, &stores.jobs).await,
+        Err(e) => Err(e),
     };
-    match execute(&args, &stores.jobs).await {
-        Ok(code) => Ok(code),
-        Err(e) => {
-            eprintln!("staunch jobs: {e:#}");
-            Ok(2)
-        }
-    }
+    result.unwrap_or_else(|e| {
+        eprintln!("staunch jobs: {e}");
+        2
+    })
 }
 
 async fn execute(
     args: &JobsArgs,
     jobs: &std::sync::Arc<dyn staunch_store::JobStore>,
-) -> anyhow::Result<i32> {
+) -> Result<i32, String> {
     let now = staunch_store::now_ms();
     match &args.command {
         JobsCommand::List(l) => {
@@ -136,13 +133,16 @@ async fn execute(
                 created_before_ms: l.older_than.map(|d| now.saturating_sub(ms(d))),
                 limit: usize::from(l.limit),
             };
-            let list = jobs.list_all(&filter).await.context("listing jobs")?;
+            let list = jobs
+                .list_all(&filter)
+                .await
+                .map_err(|e| format!("listing jobs: {e}"))?;
             if args.json {
                 let views: Vec<Value> = list
                     .iter()
                     .map(|j| operator_view(j, now, POLL_MS))
                     .collect();
-                println!("{}", serde_json::to_string_pretty(&views)?);
+                println!("{}", pretty(&views));
             } else {
                 print!("{}", table::jobs_table(&list, now));
             }
@@ -154,13 +154,17 @@ async fn execute(
                 Err(code) => return Ok(code),
             };
             let id = id.as_str();
-            let Some(job) = jobs.get(id).await.context("reading the job")? else {
+            let Some(job) = jobs
+                .get(id)
+                .await
+                .map_err(|e| format!("reading the job: {e}"))?
+            else {
                 return not_found(id);
             };
             let inputs = jobs
                 .inputs(id)
                 .await
-                .context("reading the job's questions")?;
+                .map_err(|e| format!("reading the job's questions: {e}"))?;
             let mut v = operator_view(&job, now, POLL_MS);
             if !inputs.is_empty() {
                 v["questions"] = inputs
@@ -175,7 +179,7 @@ async fn execute(
                     .collect();
             }
             if args.json {
-                println!("{}", serde_json::to_string_pretty(&v)?);
+                println!("{}", pretty(&v));
             } else {
                 print!("{}", table::job_details(&job, &v));
             }
@@ -191,7 +195,7 @@ async fn execute(
             let out = jobs
                 .request_cancel(id, &by, now)
                 .await
-                .context("cancelling the job")?;
+                .map_err(|e| format!("cancelling the job: {e}"))?;
             let (job, status, sentence) = match out {
                 CancelOutcome::NotFound => return not_found(id),
                 CancelOutcome::CancelledQueued(j) => {
@@ -211,7 +215,7 @@ async fn execute(
             };
             if args.json {
                 let v = json!({"job_id": job.id, "status": status, "state": job.state.as_str(), "message": sentence});
-                println!("{}", serde_json::to_string_pretty(&v)?);
+                println!("{}", pretty(&v));
             } else {
                 println!("{} {status} ({}): {sentence}", job.id, job.state);
             }
@@ -222,7 +226,7 @@ async fn execute(
             let n = jobs
                 .purge_finished_before(cutoff)
                 .await
-                .context("purging jobs")?;
+                .map_err(|e| format!("purging jobs: {e}"))?;
             if args.json {
                 println!("{}", json!({"purged": n}));
             } else {
@@ -238,12 +242,12 @@ async fn execute(
 async fn resolve(
     jobs: &std::sync::Arc<dyn staunch_store::JobStore>,
     given: &str,
-) -> anyhow::Result<Result<String, i32>> {
+) -> Result<Result<String, i32>, String> {
     const SHOWN: usize = 5;
     let ids = jobs
         .ids_starting_with(given, SHOWN + 1)
         .await
-        .context("looking the job up")?;
+        .map_err(|e| format!("looking the job up: {e}"))?;
     Ok(match ids.as_slice() {
         [one] => Ok(one.clone()),
         _ if ids.iter().any(|i| i == given) => Ok(given.to_owned()),
@@ -261,26 +265,33 @@ async fn resolve(
     })
 }
 
-fn not_found(id: &str) -> anyhow::Result<i32> {
+fn not_found(id: &str) -> Result<i32, String> {
     eprintln!(
         "staunch jobs: no job {id:?} in this store (finished jobs are purged after their retention)"
     );
     Ok(1)
 }
 
+/// A view as indented JSON (a `Value` always serializes).
+fn pretty(v: &impl serde::Serialize) -> String {
+    serde_json::to_string_pretty(v).unwrap_or_default()
+}
+
 /// Opens the store as `staunch serve` does (`--store`, `--store-schema`).
 /// Unlike `serve`, a SQLite file that does not exist is an error, not a new empty store: a
 /// mistyped path would otherwise list nothing and look fine.
-async fn open_store(store: &str, schema: Option<&str>) -> anyhow::Result<staunch_store::Stores> {
+async fn open_store(store: &str, schema: Option<&str>) -> Result<staunch_store::Stores, String> {
     let is_pg = store.starts_with("postgres://") || store.starts_with("postgresql://");
     let file = store.strip_prefix("sqlite:").unwrap_or(store);
     if !is_pg && store != ":memory:" && !std::path::Path::new(file).exists() {
-        anyhow::bail!("no store at {file:?} (pass the --store that staunch serve uses)");
+        return Err(format!(
+            "no store at {file:?} (pass the --store that staunch serve uses)"
+        ));
     }
     let stores = match (schema, is_pg) {
         (Some(schema), true) => staunch_store::open_postgres_in_schema(store, schema).await,
-        (Some(_), false) => anyhow::bail!("--store-schema needs a postgres:// store"),
+        (Some(_), false) => return Err("--store-schema needs a postgres:// store".into()),
         (None, _) => staunch_store::open(store).await,
     };
-    stores.with_context(|| format!("opening the store {store:?}"))
+    stores.map_err(|e| format!("opening the store {store:?}: {e}"))
 }
