@@ -21,6 +21,8 @@
 // `pub(crate)`.
 #![warn(missing_docs, unreachable_pub)]
 pub mod catalog;
+#[cfg(feature = "cli")]
+pub mod cli;
 pub mod config;
 pub mod confine;
 pub mod group;

@@ -4,9 +4,7 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use clap::parser::ValueSource;
-use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
-use staunch_command::config::ServeSetting;
+use clap::{Parser, Subcommand};
 
 use crate::serve_args::{SERVE_AFTER_HELP, ServeArgs};
 
@@ -42,7 +40,7 @@ pub enum Command {
     Jobs(staunch_jobs::cli::JobsArgs),
     /// Validate a command-tool configuration (staunch.toml) without serving: every mistake
     /// with its line, column and field.
-    Check(crate::check_cmd::CheckArgs),
+    Check(staunch_command::cli::check::CheckArgs),
     /// Put any MCP server (a command, or a URL) behind staunch's guarantees.
     #[command(after_help = crate::proxy_cmd::PROXY_AFTER_HELP)]
     Proxy(Box<crate::proxy_cmd::ProxyArgs>),
@@ -63,7 +61,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Probe(args) => crate::probe_cmd::run(args).await,
         Command::Audit(args) => crate::audit_cmd::run(args),
         Command::Jobs(args) => Ok(staunch_jobs::cli::run(args).await),
-        Command::Check(args) => crate::check_cmd::run(args),
+        Command::Check(args) => Ok(staunch_command::cli::check::run(
+            args,
+            &crate::serve_args::settable_flags(),
+        )),
         Command::Proxy(args) => crate::proxy_cmd::run(*args, commands).await,
         Command::Completions(args) => crate::generate::completions(args),
         Command::Man(args) => crate::generate::man(args),
@@ -82,12 +83,12 @@ fn with_config_file(cli: Cli) -> anyhow::Result<(Cli, Option<crate::command_tool
     let Some(path) = path else {
         return Ok((cli, None));
     };
-    let flags = crate::serve_table::SettableFlags::new();
+    let flags = crate::serve_args::settable_flags();
     let config = staunch_command::load(&path, &flags).map_err(|e| {
         anyhow::anyhow!("{e}\nstaunch serve: refusing to start with an invalid configuration")
     })?;
     let argv: Vec<OsString> = std::env::args_os().collect();
-    let cli = with_settings(cli, argv, &config.serve.settings, &flags)
+    let cli = staunch_command::cli::with_settings(cli, argv, &config.serve.settings, &flags)
         .map_err(|e| anyhow::anyhow!("the [serve] table of {}: {e}", path.display()))?;
     Ok((
         cli,
@@ -96,44 +97,6 @@ fn with_config_file(cli: Cli) -> anyhow::Result<(Cli, Option<crate::command_tool
             config,
         }),
     ))
-}
-
-/// `cli` (parsed from `argv`) with `settings` applied: each one whose flag `argv` and the
-/// environment do not give goes in as if written right after the command's name, and the
-/// line is parsed again, so a value and its flag's conflicts are checked as on the command line.
-fn with_settings(
-    cli: Cli,
-    argv: Vec<OsString>,
-    settings: &[ServeSetting],
-    flags: &crate::serve_table::SettableFlags,
-) -> Result<Cli, String> {
-    let matches = Cli::command()
-        .try_get_matches_from(&argv)
-        .map_err(|e| crate::serve_table::clap_message(&e))?;
-    let Some((_, sub)) = matches.subcommand() else {
-        return Ok(cli);
-    };
-    let given = |key: &str| {
-        sub.try_get_raw(key).is_ok()
-            && sub
-                .value_source(key)
-                .is_some_and(|s| s != ValueSource::DefaultValue)
-    };
-    let words: Vec<OsString> = settings
-        .iter()
-        .filter(|s| !given(&s.key))
-        .flat_map(|s| flags.words(s))
-        .collect();
-    if words.is_empty() {
-        return Ok(cli);
-    }
-    // `staunch` has no options of its own, so the command's name is the first word after it.
-    let mut argv = argv;
-    argv.splice(2..2, words);
-    let matches = Cli::command()
-        .try_get_matches_from(argv)
-        .map_err(|e| crate::serve_table::clap_message(&e))?;
-    Cli::from_arg_matches(&matches).map_err(|e| crate::serve_table::clap_message(&e))
 }
 
 #[cfg(test)]
@@ -181,18 +144,75 @@ mod tests {
         }
     }
 
-    use crate::serve_table::{argv, setting};
+    use staunch_command::config::{FlagArity, ServeFlags as _, ServeSetting};
+
+    /// A setting as the file would give it.
+    fn setting(key: &str, values: &[&str]) -> ServeSetting {
+        ServeSetting {
+            key: key.into(),
+            values: values.iter().map(|v| v.to_string()).collect(),
+        }
+    }
+
+    /// Command-line words.
+    fn argv(words: &[&str]) -> Vec<OsString> {
+        words.iter().map(OsString::from).collect()
+    }
 
     /// `words` parsed, then `settings` applied as from a file.
     fn with_file(words: &[&str], settings: &[ServeSetting]) -> Result<Cli, String> {
         let words = argv(words);
         let cli = Cli::try_parse_from(&words).unwrap();
-        with_settings(
+        staunch_command::cli::with_settings(
             cli,
             words,
             settings,
-            &crate::serve_table::SettableFlags::new(),
+            &crate::serve_args::settable_flags(),
         )
+    }
+
+    /// One definition per setting: every flag of `serve` but `--config` is a key, shaped as
+    /// its clap argument says.
+    #[test]
+    fn every_serve_flag_but_config_is_a_key_of_its_shape() {
+        let flags = crate::serve_args::settable_flags();
+        let keys = flags.keys();
+        let serve = Cli::command().find_subcommand("serve").unwrap().clone();
+        for arg in serve.get_arguments().filter(|a| a.get_long().is_some()) {
+            let id = arg.get_id().as_str();
+            assert_eq!(
+                keys.iter().any(|k| k == id),
+                !matches!(id, "config" | "help" | "version"),
+                "{id}"
+            );
+        }
+        assert!(keys.len() > 60, "{keys:?}");
+        let shape = |k: &str| flags.shape(k).unwrap();
+        assert_eq!(shape("no_log").arity, FlagArity::Switch);
+        assert_eq!(shape("allow_hosts").arity, FlagArity::Many);
+        assert_eq!(shape("max_in_flight").arity, FlagArity::One);
+        assert!(shape("store").path && shape("log_file").path);
+        assert!(!shape("endpoint").path);
+        assert!(flags.shape("config").is_none());
+        assert!(flags.shape("max_inflight").is_none());
+    }
+
+    /// A value goes through its flag's own parser: what the flag refuses, the file does too,
+    /// in the flag's words.
+    #[test]
+    fn a_value_is_checked_by_its_flags_parser() {
+        let flags = crate::serve_args::settable_flags();
+        assert_eq!(flags.check("cancel_grace_ms", &["1.5s".into()]), Ok(()));
+        assert_eq!(flags.check("max_in_flight", &["64".into()]), Ok(()));
+        let refused = flags.check("max_in_flight", &["0".into()]).unwrap_err();
+        assert!(refused.contains("--max-in-flight"), "{refused}");
+        let refused = flags.check("http", &["nowhere".into()]).unwrap_err();
+        assert!(refused.contains("--http"), "{refused}");
+        assert_eq!(
+            flags.words(&setting("allow_hosts", &["a", "b"])),
+            argv(&["--allow-host=a", "--allow-host=b"])
+        );
+        assert_eq!(flags.words(&setting("no_log", &[])), argv(&["--no-log"]));
     }
 
     #[test]

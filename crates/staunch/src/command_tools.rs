@@ -45,7 +45,7 @@ pub fn reload_on_sighup(path: PathBuf, tools: CommandTools, server: staunch_serv
 }
 
 fn reload(path: &Path, tools: &CommandTools, server: &staunch_server::Server) {
-    match staunch_command::load(path, &crate::serve_table::SettableFlags::new()) {
+    match staunch_command::load(path, &crate::serve_args::settable_flags()) {
         Ok(cfg) => {
             let r = tools.reload(&cfg, server);
             tracing::warn!(

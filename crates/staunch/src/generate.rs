@@ -130,7 +130,7 @@ fn command_section(out: &mut String, name: &str, cmd: &Command) {
     // The keys of staunch.toml's `[serve]` table: serve's flags, which proxy takes too.
     let file_keys = if matches!(name, "staunch serve" | "staunch proxy") {
         use staunch_command::config::ServeFlags as _;
-        crate::serve_table::SettableFlags::new().keys()
+        crate::serve_args::settable_flags().keys()
     } else {
         Vec::new()
     };

@@ -8,7 +8,6 @@ mod args;
 mod audit_cmd;
 mod call;
 mod call_view;
-mod check_cmd;
 mod cli;
 mod command_tools;
 mod generate;
@@ -18,7 +17,6 @@ mod proxy_cmd;
 mod release_memory;
 mod serve;
 mod serve_args;
-mod serve_table;
 mod tools_cmd;
 
 use clap::Parser;

@@ -176,3 +176,8 @@ pub struct ServeArgs {
     #[command(flatten)]
     pub auth: staunch_server::cli::AuthArgs,
 }
+
+/// The flags of `serve` (and `proxy`'s downstream side) that the `[serve]` table may set.
+pub fn settable_flags() -> staunch_command::cli::SettableFlags {
+    staunch_command::cli::SettableFlags::of::<ServeArgs>()
+}

@@ -4,7 +4,10 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use staunch_command::LoadError;
+
+use super::SettableFlags;
+use crate::LoadError;
+use crate::config::UpstreamTarget;
 
 const EXIT_CODES: &str = "\
 Exit status:
@@ -21,9 +24,9 @@ pub struct CheckArgs {
     pub config: PathBuf,
 }
 
-/// Runs the check; returns the exit code.
-pub fn run(args: CheckArgs) -> anyhow::Result<i32> {
-    match staunch_command::load(&args.config, &crate::serve_table::SettableFlags::new()) {
+/// Runs the check against the flags the `[serve]` table may set; returns the exit code.
+pub fn run(args: CheckArgs, flags: &SettableFlags) -> i32 {
+    match crate::load(&args.config, flags) {
         Ok(cfg) => {
             println!(
                 "{}: ok, {} tool{}",
@@ -41,8 +44,8 @@ pub fn run(args: CheckArgs) -> anyhow::Result<i32> {
             }
             for u in &cfg.upstreams {
                 let at = match &u.target {
-                    staunch_command::config::UpstreamTarget::Command { argv, .. } => argv.join(" "),
-                    staunch_command::config::UpstreamTarget::Url { url, .. } => url.clone(),
+                    UpstreamTarget::Command { argv, .. } => argv.join(" "),
+                    UpstreamTarget::Url { url, .. } => url.clone(),
                 };
                 println!(
                     "  upstream {} ({}, {} tool rule{}): {at}",
@@ -52,7 +55,7 @@ pub fn run(args: CheckArgs) -> anyhow::Result<i32> {
                     if u.tools.len() == 1 { "" } else { "s" }
                 );
             }
-            Ok(0)
+            0
         }
         Err(LoadError::Invalid(errors)) => {
             eprintln!("{errors}");
@@ -62,11 +65,11 @@ pub fn run(args: CheckArgs) -> anyhow::Result<i32> {
                 errors.errors.len(),
                 if errors.errors.len() == 1 { "" } else { "s" }
             );
-            Ok(1)
+            1
         }
         Err(e) => {
             eprintln!("staunch check: {e}");
-            Ok(2)
+            2
         }
     }
 }
