@@ -61,6 +61,26 @@ struct JobIdArgs {
 /// anyway); each write runs on the blocking pool.
 pub type ImportDb = Arc<Mutex<Connection>>;
 
+/// Where `import_rows` writes for a server on the store `store`: `given` (`--import-db`), else
+/// the store's own SQLite file (a separate table), else (PostgreSQL) `staunch-import.db` in the
+/// user's state directory (in memory without one); in memory with a `:memory:` store.
+pub fn import_db_path(store: &str, given: Option<&Path>) -> Option<std::path::PathBuf> {
+    if let Some(p) = given {
+        return Some(p.to_path_buf());
+    }
+    if store == ":memory:" {
+        return None;
+    }
+    if store.starts_with("postgres://") || store.starts_with("postgresql://") {
+        // The demo's rows stay on this machine, in the state directory (not the caller's).
+        let beside =
+            staunch_store::location::resolve_store(staunch_store::location::DEFAULT_STORE, true)
+                .ok()?;
+        return Some(Path::new(&beside).with_file_name("staunch-import.db"));
+    }
+    Some(store.strip_prefix("sqlite:").unwrap_or(store).into())
+}
+
 /// Opens (and creates) the import table. `None` keeps it in memory for this process.
 pub fn open_import_db(path: Option<&Path>) -> rusqlite::Result<ImportDb> {
     let conn = match path {
@@ -257,4 +277,23 @@ async fn count_rows(db: ImportDb, job_id: String) -> Result<CallToolResult, Tool
         "attempts": attempts,
         "last_unit": max_unit,
     })))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn import_rows_writes_where_it_is_told_else_beside_a_sqlite_store() {
+        let given = Path::new("/tmp/rows.db");
+        assert_eq!(
+            import_db_path("staunch.db", Some(given)),
+            Some(given.to_path_buf())
+        );
+        assert_eq!(
+            import_db_path("sqlite:/var/lib/s.db", None),
+            Some("/var/lib/s.db".into())
+        );
+        assert_eq!(import_db_path(":memory:", None), None);
+    }
 }

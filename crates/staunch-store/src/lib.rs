@@ -79,6 +79,20 @@ impl std::fmt::Debug for Stores {
     }
 }
 
+/// [`open`], with staunch's tables in `schema` when it is given — which only a PostgreSQL
+/// store has (`--store-schema`).
+pub async fn open_in(spec: &str, schema: Option<&str>) -> Result<Stores, StoreError> {
+    let is_pg = spec.starts_with("postgres://") || spec.starts_with("postgresql://");
+    match (schema, is_pg) {
+        (Some(schema), true) => open_postgres_in_schema(spec, schema).await,
+        (Some(_), false) => Err(StoreError::InvalidSpec {
+            spec: spec.into(),
+            reason: "--store-schema needs a postgres:// store".into(),
+        }),
+        (None, _) => open(spec).await,
+    }
+}
+
 /// Opens the stores named by a `--store` value (see the table in the crate docs) and applies
 /// migrations. Several processes may open the same database at once.
 pub async fn open(spec: &str) -> Result<Stores, StoreError> {
@@ -139,6 +153,15 @@ pub(crate) fn new_job_id() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_schema_is_refused_for_a_store_that_is_not_postgres() {
+        match open_in(":memory:", Some("tenant_a")).await {
+            Err(e) => assert!(e.to_string().contains("needs a postgres:// store"), "{e}"),
+            Ok(_) => panic!("a schema for a memory store was accepted"),
+        }
+        assert!(open_in(":memory:", None).await.is_ok());
+    }
 
     #[tokio::test]
     async fn unsupported_schemes_are_refused_by_name() {

@@ -256,7 +256,7 @@ fn job_runtime(
 ) -> anyhow::Result<(JobRuntime, ImportDb)> {
     let config = job_config(args, metrics, traces);
     let rt = JobRuntime::new(stores.jobs.clone(), config).context("job settings")?;
-    let path = import_db_path(args);
+    let path = staunch_demo::jobs::import_db_path(&args.store, args.import_db.as_deref());
     let db = staunch_demo::jobs::open_import_db(path.as_deref()).with_context(|| {
         format!(
             "opening the import_rows database {}",
@@ -265,27 +265,6 @@ fn job_runtime(
         )
     })?;
     Ok((rt, db))
-}
-
-/// Where `import_rows` writes: `--import-db`, else the store's own SQLite file (a separate
-/// table), else (PostgreSQL) `staunch-import.db` in the state directory (in memory without one);
-/// in memory with a `:memory:` store.
-fn import_db_path(args: &ServeArgs) -> Option<std::path::PathBuf> {
-    if let Some(p) = &args.import_db {
-        return Some(p.clone());
-    }
-    if args.store == ":memory:" {
-        return None;
-    }
-    if args.store.starts_with("postgres://") || args.store.starts_with("postgresql://") {
-        // The demo's rows stay on this machine, in the state directory (not the caller's).
-        let beside =
-            staunch_store::location::resolve_store(staunch_store::location::DEFAULT_STORE, true)
-                .ok()?;
-        return Some(std::path::Path::new(&beside).with_file_name("staunch-import.db"));
-    }
-    let file = args.store.strip_prefix("sqlite:").unwrap_or(&args.store);
-    Some(file.into())
 }
 
 /// Serves MCP over HTTP on `addr` (and the live page; `upstreams`: the proxy's, whose work
@@ -346,19 +325,15 @@ async fn serve_http(
 
 /// Opens the durable store named by `--store` (and `--store-schema` for PostgreSQL).
 pub async fn open_store(args: &ServeArgs) -> anyhow::Result<staunch_store::Stores> {
-    let is_pg = args.store.starts_with("postgres://") || args.store.starts_with("postgresql://");
-    let stores = match (&args.store_schema, is_pg) {
-        (Some(schema), true) => staunch_store::open_postgres_in_schema(&args.store, schema).await,
-        (Some(_), false) => anyhow::bail!("--store-schema needs a postgres:// store"),
-        (None, _) => staunch_store::open(&args.store).await,
-    };
-    stores.with_context(|| {
-        format!(
-            "opening the store {:?} (durable jobs and HTTP sessions live there; choose a \
-             writable path with --store, or --store :memory:)",
-            args.store
-        )
-    })
+    staunch_store::open_in(&args.store, args.store_schema.as_deref())
+        .await
+        .with_context(|| {
+            format!(
+                "opening the store {:?} (durable jobs and HTTP sessions live there; choose a \
+                 writable path with --store, or --store :memory:)",
+                args.store
+            )
+        })
 }
 
 async fn wait_for_signal() {

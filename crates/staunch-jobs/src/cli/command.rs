@@ -288,10 +288,7 @@ async fn open_store(store: &str, schema: Option<&str>) -> Result<staunch_store::
             "no store at {file:?} (pass the --store that staunch serve uses)"
         ));
     }
-    let stores = match (schema, is_pg) {
-        (Some(schema), true) => staunch_store::open_postgres_in_schema(store, schema).await,
-        (Some(_), false) => return Err("--store-schema needs a postgres:// store".into()),
-        (None, _) => staunch_store::open(store).await,
-    };
-    stores.map_err(|e| format!("opening the store {store:?}: {e}"))
+    staunch_store::open_in(store, schema)
+        .await
+        .map_err(|e| format!("opening the store {store:?}: {e}"))
 }
