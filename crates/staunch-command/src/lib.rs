@@ -15,7 +15,7 @@
 //! - [`register`]: the tools on a `ServerBuilder` — `quick`/`streaming`/`atomic` as request
 //!   tools, `job` as durable jobs of staunch-jobs — and [`CommandTools::reload`] for SIGHUP
 //!   (adds, replaces and removes request-shaped tools on the running server; new job tools
-//!   need a restart).
+//!   need a restart), which [`reload::reload_on_sighup`] runs on each SIGHUP.
 
 // Public items are documented, and `pub` means public: what no other crate can reach is
 // `pub(crate)`.
@@ -31,6 +31,7 @@ pub mod output;
 pub mod params;
 pub mod progress_line;
 mod register;
+pub mod reload;
 pub mod runner;
 pub mod spawn;
 pub mod supervise;

@@ -78,6 +78,28 @@ pub fn sweep_orphans() -> Vec<u32> {
     found
 }
 
+/// How often the orphan sweep runs while serving.
+const SWEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Ends processes a dead staunch left behind, now and every [`SWEEP_EVERY`].
+pub fn sweep_orphans_periodically() {
+    let found = sweep_orphans();
+    if !found.is_empty() {
+        eprintln!(
+            "staunch: killed {} process(es) left behind by a staunch that died: {found:?}",
+            found.len()
+        );
+    }
+    tokio::spawn(async {
+        let mut tick = tokio::time::interval(SWEEP_EVERY);
+        tick.tick().await;
+        loop {
+            tick.tick().await;
+            sweep_orphans();
+        }
+    });
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,7 +2,6 @@
 //! command's flags in its own module (`serve`'s in `serve_args`).
 
 use std::ffi::OsString;
-use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 
@@ -74,7 +73,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<i32> {
 /// For `serve` and `proxy` with `--config`: loads the file (refusing an invalid one) and
 /// returns the command line with its `[serve]` table applied to the flags not given on the
 /// command line or in the environment, and the loaded file. Other commands pass through.
-fn with_config_file(cli: Cli) -> anyhow::Result<(Cli, Option<crate::command_tools::Loaded>)> {
+fn with_config_file(cli: Cli) -> anyhow::Result<(Cli, Option<staunch_command::CommandConfig>)> {
     let path = match &cli.command {
         Command::Serve(args) => args.config.clone(),
         Command::Proxy(args) => args.serve.config.clone(),
@@ -90,13 +89,7 @@ fn with_config_file(cli: Cli) -> anyhow::Result<(Cli, Option<crate::command_tool
     let argv: Vec<OsString> = std::env::args_os().collect();
     let cli = staunch_command::cli::with_settings(cli, argv, &config.serve.settings, &flags)
         .map_err(|e| anyhow::anyhow!("the [serve] table of {}: {e}", path.display()))?;
-    Ok((
-        cli,
-        Some(crate::command_tools::Loaded {
-            path: PathBuf::from(&path),
-            config,
-        }),
-    ))
+    Ok((cli, Some(config)))
 }
 
 #[cfg(test)]

@@ -9,7 +9,6 @@ mod audit_cmd;
 mod call;
 mod call_view;
 mod cli;
-mod command_tools;
 mod generate;
 mod operate;
 mod probe_cmd;

@@ -42,7 +42,7 @@ pub struct ProxyArgs {
 /// `proxy`; `commands` as for [`crate::serve::run`].
 pub async fn run(
     args: ProxyArgs,
-    commands: Option<crate::command_tools::Loaded>,
+    commands: Option<staunch_command::CommandConfig>,
 ) -> anyhow::Result<i32> {
     let specs = args
         .upstream

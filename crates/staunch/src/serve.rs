@@ -19,7 +19,7 @@ pub async fn build_server(
     state_key: Option<StateKey>,
     metrics: Metrics,
     traces: Traces,
-    commands: Option<&crate::command_tools::Loaded>,
+    commands: Option<&staunch_command::CommandConfig>,
     upstreams: Vec<staunch_proxy::UpstreamSpec>,
 ) -> anyhow::Result<Built> {
     let config = args.server.config();
@@ -52,7 +52,7 @@ pub async fn build_server(
         Some(c) => {
             // A reload (SIGHUP) may add and remove tools: sessions are told.
             let builder = builder.dynamic_tools();
-            let (b, tools) = staunch_command::register(builder, &c.config, runtime)?;
+            let (b, tools) = staunch_command::register(builder, c, runtime)?;
             (b, Some(tools))
         }
         None => (builder, None),
@@ -97,7 +97,7 @@ fn announce(r: &staunch_proxy::Registered) {
 /// upstreams only when asked for (`--demo-tools`, or `demo_tools` in the file).
 fn serves_demo(
     args: &ServeArgs,
-    commands: Option<&crate::command_tools::Loaded>,
+    commands: Option<&staunch_command::CommandConfig>,
     has_upstreams: bool,
 ) -> bool {
     args.demo_tools || (commands.is_none() && !has_upstreams)
@@ -115,7 +115,7 @@ pub struct Built {
 /// `args`).
 pub async fn run(
     args: ServeArgs,
-    commands: Option<crate::command_tools::Loaded>,
+    commands: Option<staunch_command::CommandConfig>,
 ) -> anyhow::Result<i32> {
     run_with(args, Vec::new(), commands).await
 }
@@ -124,15 +124,10 @@ pub async fn run(
 pub async fn run_with(
     mut args: ServeArgs,
     mut upstreams: Vec<staunch_proxy::UpstreamSpec>,
-    commands: Option<crate::command_tools::Loaded>,
+    commands: Option<staunch_command::CommandConfig>,
 ) -> anyhow::Result<i32> {
     if let Some(c) = &commands {
-        upstreams.extend(
-            c.config
-                .upstreams
-                .iter()
-                .map(staunch_proxy::UpstreamSpec::from),
-        );
+        upstreams.extend(c.upstreams.iter().map(staunch_proxy::UpstreamSpec::from));
     }
     // Job tools keep their state in the store, so stdio needs it too when they are served.
     let demo = serves_demo(&args, commands.as_ref(), !upstreams.is_empty());
@@ -191,8 +186,13 @@ pub async fn run_with(
         staunch_proxy::follow_tool_changes(p, server.clone());
     }
     if let (Some(c), Some(tools)) = (&commands, command_tools) {
-        crate::command_tools::sweep_orphans_periodically();
-        crate::command_tools::reload_on_sighup(c.path.clone(), tools, server.clone());
+        staunch_command::sweep::sweep_orphans_periodically();
+        staunch_command::reload::reload_on_sighup(
+            c.path.clone(),
+            tools,
+            server.clone(),
+            crate::serve_args::settable_flags(),
+        );
     }
     if let Some((rt, _)) = &jobs {
         rt.start().await.context("starting the job runtime")?;

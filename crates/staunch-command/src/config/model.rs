@@ -23,6 +23,15 @@ pub struct CommandConfig {
     pub upstreams: Vec<super::UpstreamConfig>,
 }
 
+impl CommandConfig {
+    /// Whether a tool is shaped `job` (then the server needs the job runtime and its store).
+    pub fn has_job_tools(&self) -> bool {
+        self.tools
+            .iter()
+            .any(|t| t.shape == staunch_server::Shape::Job)
+    }
+}
+
 /// What becomes the tool's result.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ResultMode {

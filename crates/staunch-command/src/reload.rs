@@ -1,36 +1,25 @@
-//! `staunch serve --config staunch.toml`: the loaded file (its `[serve]` table is applied in
-//! `serve_table`), reloading the tools on SIGHUP and sweeping away processes a dead staunch
-//! left behind.
+//! `SIGHUP` reloads `staunch.toml`: a valid file replaces the tools' definitions and adds or
+//! removes quick, streaming and atomic tools on the running server (calls in flight keep
+//! theirs; open sessions hear `tools/list_changed`); an invalid one is logged and the running
+//! configuration stays.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
-use staunch_command::{CommandConfig, CommandTools};
+use staunch_server::Server;
 
-/// How often the orphan sweep runs while serving.
-const SWEEP_EVERY: Duration = Duration::from_secs(30);
-
-/// The loaded configuration (whether the demo tools are served next to it is
-/// `--demo-tools`, which its `[serve]` table may set).
-pub struct Loaded {
-    pub path: PathBuf,
-    pub config: CommandConfig,
-}
-
-impl Loaded {
-    pub fn has_job_tools(&self) -> bool {
-        self.config
-            .tools
-            .iter()
-            .any(|t| t.shape == staunch_server::Shape::Job)
-    }
-}
+use crate::CommandTools;
+use crate::config::ServeFlags;
 
 /// Reloads on SIGHUP: a valid file replaces the tools' definitions and adds or removes
 /// quick, streaming and atomic tools on the running server (calls in flight keep theirs; open
 /// sessions hear `tools/list_changed`); an invalid one is logged and the running
 /// configuration stays.
-pub fn reload_on_sighup(path: PathBuf, tools: CommandTools, server: staunch_server::Server) {
+pub fn reload_on_sighup(
+    path: PathBuf,
+    tools: CommandTools,
+    server: Server,
+    flags: impl ServeFlags + Send + 'static,
+) {
     #[cfg(unix)]
     tokio::spawn(async move {
         use tokio::signal::unix::{SignalKind, signal};
@@ -39,13 +28,13 @@ pub fn reload_on_sighup(path: PathBuf, tools: CommandTools, server: staunch_serv
             return;
         };
         while hup.recv().await.is_some() {
-            reload(&path, &tools, &server);
+            reload(&path, &tools, &server, &flags);
         }
     });
 }
 
-fn reload(path: &Path, tools: &CommandTools, server: &staunch_server::Server) {
-    match staunch_command::load(path, &crate::serve_args::settable_flags()) {
+fn reload(path: &Path, tools: &CommandTools, server: &Server, flags: &dyn ServeFlags) {
+    match crate::load(path, flags) {
         Ok(cfg) => {
             let r = tools.reload(&cfg, server);
             tracing::warn!(
@@ -88,23 +77,4 @@ fn list(prefix: &str, names: &[String]) -> String {
     } else {
         format!("{prefix}{}", names.join(", "))
     }
-}
-
-/// Ends processes a dead staunch left behind, now and every [`SWEEP_EVERY`].
-pub fn sweep_orphans_periodically() {
-    let found = staunch_command::sweep::sweep_orphans();
-    if !found.is_empty() {
-        eprintln!(
-            "staunch: killed {} process(es) left behind by a staunch that died: {found:?}",
-            found.len()
-        );
-    }
-    tokio::spawn(async {
-        let mut tick = tokio::time::interval(SWEEP_EVERY);
-        tick.tick().await;
-        loop {
-            tick.tick().await;
-            staunch_command::sweep::sweep_orphans();
-        }
-    });
 }
