@@ -10,13 +10,13 @@ mod call;
 mod call_view;
 mod cli;
 mod generate;
-mod operate;
 mod probe_cmd;
 mod proxy_cmd;
 mod release_memory;
 mod serve;
 mod serve_args;
 mod tools_cmd;
+mod traces;
 
 use clap::Parser;
 

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use staunch_jobs::{JobConfig, JobRuntime};
-use staunch_server::transport::http::HttpTransport;
+use staunch_server::transport::http::{Allow, HttpTransport, bind_metrics};
 use staunch_server::{LifecycleLog, Metrics, Server, StateKey, Traces, transport};
 
 use crate::serve_args::ServeArgs;
@@ -150,8 +150,12 @@ pub async fn run_with(
     } else {
         None
     };
-    let metrics = crate::operate::metrics::handle(args.metrics);
-    let export = crate::operate::traces::TraceExport::start(args.otlp_endpoint.as_deref())?;
+    let metrics = if args.metrics.is_some() {
+        Metrics::enabled()
+    } else {
+        Metrics::disabled()
+    };
+    let export = crate::traces::TraceExport::start(args.otlp_endpoint.as_deref())?;
     let traces = export.traces();
     let jobs = match (&stores, with_jobs) {
         (Some(stores), true) => Some(job_runtime(&args, stores, &metrics, &traces)?),
@@ -199,10 +203,14 @@ pub async fn run_with(
     }
     if let Some(addr) = args.metrics {
         let store = stores.as_ref().map(|s| s.jobs.clone());
-        let allow = crate::operate::metrics::allow(addr, &args.server.http.allow_hosts);
+        let allow = Allow::for_listener(addr, &args.server.http.allow_hosts);
         let listener = args.server.limits.listener(allow);
-        crate::operate::metrics::start(addr, &metrics, store, listener, server.shutdown_token())
-            .await?;
+        let bound = bind_metrics(addr, &metrics, store, listener, server.shutdown_token())
+            .await
+            .with_context(|| format!("binding the metrics address {addr}"))?;
+        // Not written as a URL: tools that read the MCP endpoint's URL from stderr take the
+        // first.
+        eprintln!("staunch: serving metrics at {bound} path /metrics");
     }
     crate::release_memory::watch(&server);
     let shutdown = server.shutdown_token();

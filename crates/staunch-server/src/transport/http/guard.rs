@@ -26,6 +26,23 @@ impl Allow {
         }
     }
 
+    /// The hosts a request to a listener bound to `addr` may name: loopback, `extra`, and
+    /// `addr`'s own IP when it is a specific one (a client on another machine names it; an
+    /// address literal cannot be rebound by DNS).
+    pub fn for_listener(addr: std::net::SocketAddr, extra: &[String]) -> Self {
+        let mut allow = extra
+            .iter()
+            .fold(Self::loopback(), |a, h| a.with_host(h.clone()));
+        let ip = addr.ip();
+        if !ip.is_unspecified() && !ip.is_loopback() {
+            allow = match ip {
+                std::net::IpAddr::V4(v4) => allow.with_host(v4.to_string()),
+                std::net::IpAddr::V6(v6) => allow.with_host(format!("[{v6}]")),
+            };
+        }
+        allow
+    }
+
     /// Adds a host name (e.g. the public name a reverse proxy forwards).
     pub fn with_host(mut self, host: impl Into<String>) -> Self {
         let h = host.into().to_ascii_lowercase();
@@ -200,6 +217,18 @@ fn valid_port(p: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_listener_on_a_specific_address_accepts_it_and_the_names_given() {
+        let a = Allow::for_listener("10.1.2.3:9464".parse().unwrap(), &["metrics.lan".into()]);
+        assert!(a.host_ok("10.1.2.3:9464") && a.host_ok("metrics.lan") && a.host_ok("localhost"));
+        assert!(!a.host_ok("10.1.2.4:9464"));
+        let v6 = Allow::for_listener("[fd00::1]:9464".parse().unwrap(), &[]);
+        assert!(v6.host_ok("[fd00::1]:9464"));
+        // An unspecified address names no host of its own.
+        let any = Allow::for_listener("0.0.0.0:9464".parse().unwrap(), &[]);
+        assert!(!any.host_ok("0.0.0.0:9464"));
+    }
 
     #[test]
     fn loopback_hosts_with_any_port_pass() {

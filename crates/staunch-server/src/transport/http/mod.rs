@@ -67,7 +67,7 @@ pub use auth::{
 pub use batch::EventQueueStats;
 pub use guard::Allow;
 pub use health::HEALTH_PATH;
-pub use metrics_listener::{ListenerConfig, serve_metrics};
+pub use metrics_listener::{ListenerConfig, bind_metrics, serve_metrics};
 
 /// Settings of the HTTP transport.
 #[derive(Clone, Debug)]
