@@ -35,4 +35,24 @@ impl ServerInfo {
                 .pointer("/tasks/requests/tools/call")
                 .is_some()
     }
+
+    /// One line about the connection: the server, its protocol and era, how it was reached,
+    /// and why `server/discover` was not used when the client fell back to `initialize`.
+    pub fn connection_line(&self) -> String {
+        let mut line = format!(
+            "connected: {} {} — protocol {} ({} era, {})",
+            self.name,
+            self.version,
+            self.protocol_version,
+            self.era.as_str(),
+            match self.era {
+                Era::Stateless => "server/discover",
+                Era::Session => "initialize",
+            }
+        );
+        if let Some(why) = &self.fallback {
+            line.push_str(&format!("; fell back to initialize: {why}"));
+        }
+        line
+    }
 }

@@ -13,7 +13,7 @@ use staunch_client::tasks::{TaskEvent, TaskOptions, TaskOutcome};
 use staunch_client::{CallOptions, Client, ClientError, Era, Target};
 use tokio_util::sync::CancellationToken;
 
-use crate::call_view::View;
+use staunch_client::cli::view::View;
 
 /// The tool succeeded.
 pub const EXIT_OK: i32 = 0;
@@ -132,7 +132,7 @@ pub async fn run(args: CallArgs) -> anyhow::Result<i32> {
         }
     };
     if args.verbose {
-        eprintln!("{}", crate::call_view::connection_line(client.server()));
+        eprintln!("{}", client.server().connection_line());
     }
     let interrupt = CancellationToken::new();
     let on_ctrl_c = interrupt.clone();
@@ -283,7 +283,7 @@ fn print_result(result: &Value, json: bool) {
 fn exit_for_error(e: &ClientError) -> i32 {
     eprintln!("staunch call: {e}");
     if let ClientError::InputRequired(r) = e {
-        eprintln!("{}", crate::call_view::input_help(r));
+        eprintln!("{}", staunch_client::cli::view::input_help(r));
     }
     match e {
         ClientError::Timeout { .. } => EXIT_TIMEOUT,

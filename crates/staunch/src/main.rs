@@ -7,7 +7,6 @@
 mod args;
 mod audit_cmd;
 mod call;
-mod call_view;
 mod cli;
 mod generate;
 mod probe_cmd;

@@ -69,7 +69,7 @@ pub async fn run(args: ToolsArgs) -> anyhow::Result<i32> {
         }
     };
     if args.verbose {
-        eprintln!("{}", crate::call_view::connection_line(client.server()));
+        eprintln!("{}", client.server().connection_line());
     }
     let opts = CallOptions {
         timeout: Some(args.timeout),

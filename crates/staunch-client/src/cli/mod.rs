@@ -1,6 +1,9 @@
-//! How a command line connects to a server (the `cli` feature): the protocol asked for, the
-//! headers sent, whether a started server's stderr is shown — flags `staunch call`, `tools`
-//! and `probe` share, and any other command built on this client can.
+//! The client on a command line (the `cli` feature): how it connects to a server — the
+//! protocol asked for, the headers sent, whether a started server's stderr is shown; flags
+//! `staunch call`, `tools` and `probe` share, and any other command built on this client can —
+//! and what it shows while a call runs ([`view`]).
+
+pub mod view;
 
 use clap::Args;
 

@@ -1,5 +1,6 @@
-//! What `staunch call` shows while it waits: a live bar on a terminal, plain lines otherwise
-//! (so logs and CI output stay readable). Everything goes to stderr; stdout is the result.
+//! What a command-line client shows while it waits for a call: a live bar on a terminal,
+//! plain lines otherwise (so logs and CI output stay readable). Everything goes to stderr;
+//! stdout is the result.
 
 use std::io::IsTerminal;
 use std::time::Duration;
@@ -9,13 +10,18 @@ use indicatif::{ProgressBar, ProgressStyle};
 /// Resolution of the bar when the server reports fractions.
 const SCALE: f64 = 1000.0;
 
+/// Where progress goes.
 pub enum View {
+    /// A live bar on a terminal.
     Bar(ProgressBar),
+    /// A line per report (not a terminal).
     Lines,
+    /// Nothing.
     Quiet,
 }
 
 impl View {
+    /// A bar on a terminal, lines elsewhere, nothing when `quiet`.
     pub fn new(quiet: bool) -> Self {
         if quiet {
             Self::Quiet
@@ -61,6 +67,7 @@ impl View {
         }
     }
 
+    /// Clears the bar.
     pub fn finish(&self) {
         if let Self::Bar(bar) = self {
             bar.finish_and_clear();
@@ -68,26 +75,7 @@ impl View {
     }
 }
 
-/// The `--verbose` line about the connection: era, version, and why discover was not used.
-pub fn connection_line(info: &staunch_client::ServerInfo) -> String {
-    let mut s = format!(
-        "connected: {} {} — protocol {} ({} era, {})",
-        info.name,
-        info.version,
-        info.protocol_version,
-        info.era.as_str(),
-        match info.era {
-            staunch_client::Era::Stateless => "server/discover",
-            staunch_client::Era::Session => "initialize",
-        }
-    );
-    if let Some(why) = &info.fallback {
-        s.push_str(&format!("; fell back to initialize: {why}"));
-    }
-    s
-}
-
-/// What to tell a user whose call stopped at an input request nobody answered.
+/// What to tell a user whose call stopped at an input request nobody answered (`--input`).
 pub fn input_help(result: &serde_json::Value) -> String {
     let mut s = String::from("the server asked:");
     for (key, req) in result["inputRequests"].as_object().into_iter().flatten() {
