@@ -81,7 +81,7 @@ pub fn sweep_orphans() -> Vec<u32> {
 /// How often the orphan sweep runs while serving.
 const SWEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(30);
 
-/// Ends processes a dead staunch left behind, now and every [`SWEEP_EVERY`].
+/// Ends processes a dead staunch left behind, now and every 30 s.
 pub fn sweep_orphans_periodically() {
     let found = sweep_orphans();
     if !found.is_empty() {
