@@ -21,6 +21,7 @@
 pub mod http;
 pub mod jobs;
 pub mod log;
+pub mod peers;
 pub mod server;
 pub mod stdio;
 pub mod tasks;

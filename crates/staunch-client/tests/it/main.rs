@@ -5,6 +5,7 @@
 mod fake;
 
 mod http_fake;
+mod http_resume;
 mod jobs_tasks;
 mod stateless_fake;
 mod timeouts;

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::{Output, Stdio};
 use std::time::Duration;
 
-use client_support::{BIN, Server};
+use client_support::BIN;
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
@@ -265,7 +265,7 @@ async fn ctrl_c_cancels_on_the_wire_and_exits_130() {
 
 #[tokio::test]
 async fn over_http() {
-    let server = Server::staunch(&[]).await;
+    let server = client_support::staunch(&[]).await;
     let url = server.url();
     let o = call(&[&url, "slow_count", "steps=3", "delay_ms=10"]).await;
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));

@@ -64,7 +64,7 @@ async fn ended(server: &Server, tool: &str) -> Vec<Value> {
 
 #[tokio::test]
 async fn echo_and_progress_in_2026() {
-    let server = Server::staunch(&[]).await;
+    let server = client_support::staunch(&[]).await;
     let url = server.url();
     let o = call(&["-v", &url, "echo", "text=hello"]).await;
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
@@ -107,7 +107,7 @@ async fn echo_and_progress_in_2026() {
 
 #[tokio::test]
 async fn forced_2025_against_the_same_server() {
-    let server = Server::staunch(&[]).await;
+    let server = client_support::staunch(&[]).await;
     let url = server.url();
     let o = call(&[
         "-v",
@@ -141,7 +141,7 @@ async fn forced_2025_against_the_same_server() {
 
 #[tokio::test]
 async fn a_timeout_in_2026_closes_the_stream_and_the_work_stops() {
-    let server = Server::staunch(&[]).await;
+    let server = client_support::staunch(&[]).await;
     let url = server.url();
     let o = call(&[
         "--timeout",
@@ -174,7 +174,7 @@ async fn a_timeout_in_2026_closes_the_stream_and_the_work_stops() {
 
 #[tokio::test]
 async fn ctrl_c_in_2026_closes_the_stream() {
-    let server = Server::staunch(&[]).await;
+    let server = client_support::staunch(&[]).await;
     let url = server.url();
     let mut child = Command::new(BIN)
         .args([
@@ -224,7 +224,7 @@ async fn ctrl_c_in_2026_closes_the_stream() {
 
 #[tokio::test]
 async fn an_input_required_round_through_the_cli() {
-    let server = Server::staunch(&["--profile", "conformance"]).await;
+    let server = client_support::staunch(&["--profile", "conformance"]).await;
     let url = server.url();
     let tool = "test_input_required_result_elicitation";
     // Unanswered: the call stops and says what the server asked.
@@ -270,7 +270,7 @@ fn stateless_opts() -> ConnectOptions {
 
 #[tokio::test]
 async fn the_library_answers_rounds_and_encodes_non_ascii_names() {
-    let server = Server::staunch(&["--profile", "conformance"]).await;
+    let server = client_support::staunch(&["--profile", "conformance"]).await;
     let client = Client::connect_http(&server.url(), &stateless_opts())
         .await
         .unwrap();

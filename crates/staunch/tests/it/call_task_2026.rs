@@ -64,7 +64,7 @@ fn count(methods: &[(String, String)], method: &str) -> usize {
 
 #[tokio::test]
 async fn call_task_follows_a_2026_task_with_tasks_get_to_its_inlined_result() {
-    let server = Server::staunch(JOB_FLAGS).await;
+    let server = client_support::staunch(JOB_FLAGS).await;
     let url = server.url();
     let o = call(&[
         "--task",
@@ -104,7 +104,7 @@ async fn call_task_follows_a_2026_task_with_tasks_get_to_its_inlined_result() {
 async fn call_task_answers_input_required_through_tasks_update() {
     let mut flags = JOB_FLAGS.to_vec();
     flags.extend(["--profile", "conformance"]);
-    let server = Server::staunch(&flags).await;
+    let server = client_support::staunch(&flags).await;
     let url = server.url();
     let o = call(&[
         "--task",
@@ -133,7 +133,7 @@ async fn call_task_answers_input_required_through_tasks_update() {
 async fn call_task_without_the_answer_ends_saying_what_was_asked() {
     let mut flags = JOB_FLAGS.to_vec();
     flags.extend(["--profile", "conformance"]);
-    let server = Server::staunch(&flags).await;
+    let server = client_support::staunch(&flags).await;
     let o = call(&[
         "--task",
         "--protocol",
@@ -151,7 +151,7 @@ async fn call_task_without_the_answer_ends_saying_what_was_asked() {
 
 #[tokio::test]
 async fn ctrl_c_sends_tasks_cancel_and_the_job_ends_cancelled() {
-    let server = Server::staunch(JOB_FLAGS).await;
+    let server = client_support::staunch(JOB_FLAGS).await;
     let url = server.url();
     let mut child = Command::new(BIN)
         .args([
@@ -230,7 +230,7 @@ async fn ctrl_c_sends_tasks_cancel_and_the_job_ends_cancelled() {
 
 #[tokio::test]
 async fn call_task_in_the_2025_era_still_uses_2025_11_25_tasks() {
-    let server = Server::staunch(JOB_FLAGS).await;
+    let server = client_support::staunch(JOB_FLAGS).await;
     let o = call(&[
         "--task",
         "--json",

@@ -2,7 +2,7 @@
 //! mistake a user makes gets its message and exit code from the real binary, and the table
 //! holds the same message and code — so neither the binary nor the page can drift alone.
 
-use crate::client_support::{BIN, Server, free_port};
+use crate::client_support::{BIN, free_port};
 use crate::common::tls::{Cert, tls_front};
 
 use std::path::Path;
@@ -71,7 +71,7 @@ async fn every_row_of_the_error_table_is_what_the_binary_says() {
          dedline = \"1m\"\ndeadline = \"soon\"\n",
     )
     .unwrap();
-    let server = Server::staunch(&[]).await;
+    let server = crate::client_support::staunch(&[]).await;
     let port = server.port;
     let taken = format!("127.0.0.1:{port}");
     let wrong_path = format!("http://127.0.0.1:{port}/wrong");

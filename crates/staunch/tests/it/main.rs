@@ -11,7 +11,6 @@ mod call;
 mod call_2026;
 mod call_task_2026;
 mod cli_errors;
-mod client_http;
 mod command_tools;
 mod doc_examples;
 mod healthz;

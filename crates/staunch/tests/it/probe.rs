@@ -4,7 +4,7 @@
 
 use crate::client_support;
 
-use client_support::{BIN, Peers, Server, check, probe, root, status};
+use client_support::{BIN, Peers, check, probe, root, status};
 use serde_json::Value;
 
 fn statuses(report: &Value) -> Vec<(String, String)> {
@@ -55,7 +55,7 @@ async fn staunch_over_stdio_passes_every_check() {
 
 #[tokio::test]
 async fn staunch_over_http_passes_every_check() {
-    let server = Server::staunch(&[]).await;
+    let server = client_support::staunch(&[]).await;
     let url = server.url();
     // The session era's checks (resumption, session guards); probe_2026.rs has the other era.
     let (code, report) = probe(&["--protocol", "2025-11-25", &url]).await;

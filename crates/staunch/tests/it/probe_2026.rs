@@ -8,7 +8,7 @@ use crate::client_support;
 
 use std::process::Stdio;
 
-use client_support::{BIN, Peers, Server, check, free_port, probe, root, status, wait_listening};
+use client_support::{BIN, Peers, check, free_port, probe, root, status, wait_listening};
 use serde_json::Value;
 use tokio::process::Command;
 
@@ -28,7 +28,7 @@ fn statuses(report: &Value) -> Vec<(String, String)> {
 
 #[tokio::test]
 async fn staunch_over_http_stops_when_the_stream_closes() {
-    let server = Server::staunch(&[]).await;
+    let server = client_support::staunch(&[]).await;
     let url = server.url();
     let (code, report) = probe(&[&url]).await;
     assert_eq!(code, 0, "{report:#}");
@@ -72,7 +72,7 @@ async fn staunch_over_http_stops_when_the_stream_closes() {
 
 #[tokio::test]
 async fn without_a_status_tool_the_side_effects_are_unknown() {
-    let server = Server::staunch(&[]).await;
+    let server = client_support::staunch(&[]).await;
     let url = server.url();
     let (_, report) = probe(&["--status-tool", "no_such_status", &url]).await;
     let c = check(&report, "cancel.stream_close");
@@ -89,7 +89,7 @@ async fn without_a_status_tool_the_side_effects_are_unknown() {
 
 #[tokio::test]
 async fn forced_2025_runs_the_notification_cancel_instead() {
-    let server = Server::staunch(&[]).await;
+    let server = client_support::staunch(&[]).await;
     let url = server.url();
     let (code, report) = probe(&["--protocol", "2025-11-25", &url]).await;
     assert_eq!(code, 0);

@@ -1,7 +1,7 @@
 //! `staunch tools`: any server's tools, over stdio and over HTTP in both protocol eras, and
 //! from a server written with the official Python SDK.
 
-use crate::client_support::{BIN, Peers, Server};
+use crate::client_support::{BIN, Peers};
 
 use std::process::Output;
 use std::time::Duration;
@@ -45,7 +45,7 @@ async fn lists_a_stdio_servers_tools_with_hints_and_a_count() {
 
 #[tokio::test]
 async fn both_eras_over_http_list_the_same_tools() {
-    let server = Server::staunch(&[]).await;
+    let server = crate::client_support::staunch(&[]).await;
     let url = server.url();
     let stateless = tools(&["--json", "-v", "--protocol", "2026-07-28", &url]).await;
     assert_eq!(stateless.status.code(), Some(0));

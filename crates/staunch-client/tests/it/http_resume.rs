@@ -1,19 +1,18 @@
 //! The client library over real Streamable HTTP: a stream cut mid-call is resumed with
-//! `Last-Event-ID` and the result arrives without the tool being called again — against
-//! `staunch serve --http` (durable event store) and the TypeScript SDK peer (in-memory event
-//! store); against the Python peer (no event store) the client reports the loss instead of
-//! re-calling. Tasks over HTTP with the TS peer.
-
-use crate::client_support;
+//! `Last-Event-ID` and the result arrives without the tool being called again — against a
+//! staunch server (durable event store, in this process) and the TypeScript SDK peer
+//! (in-memory event store); against the Python peer (no event store) the client reports the
+//! loss instead of re-calling. Tasks over HTTP with the TS peer.
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use client_support::{DropProxy, Peers, Server};
 use serde_json::json;
 use staunch_client::result::text_of;
 use staunch_client::tasks::{TaskOptions, TaskOutcome};
 use staunch_client::{CallOptions, Client, ClientError, ConnectOptions, HttpOptions};
+use staunch_testkit::TestServer;
+use staunch_testkit::peers::{DropProxy, Peers};
 
 fn connect_opts() -> ConnectOptions {
     ConnectOptions {
@@ -60,7 +59,7 @@ async fn call_through_drop(
 
 #[tokio::test]
 async fn staunch_resume_after_a_dropped_stream_without_a_second_execution() {
-    let server = Server::staunch(&[]).await;
+    let server = TestServer::start().await;
     let (r, seen, client, proxy) = call_through_drop(server.port).await;
     let r = r.expect("the result arrives through the resumed stream");
     assert_eq!(text_of(&r), "counted 20");
