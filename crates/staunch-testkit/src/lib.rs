@@ -13,11 +13,14 @@
 //!   (under tokio's paused time when the test asks for it) or a spawned server's pipes;
 //!   [`StdioServer`] is the demo server behind it, in-process.
 //! - [`CapturedLog`] ([`log`]): a lifecycle log kept in memory and parsed back.
+//! - [`auth`]: signing keys, JWTs, a JWKS server and requests with a token; [`peers`]: the
+//!   SDK peers and real clients' interpreters `scripts/setup-tools` installs.
 //! - [`tasks`]: a client of the 2026-07-28 tasks extension, by hand; [`jobs`]: of the demo's
 //!   job tools over stdio, with the rows `import_rows` wrote read back.
 
 #![warn(missing_docs, unreachable_pub)]
 
+pub mod auth;
 pub mod http;
 pub mod jobs;
 pub mod log;

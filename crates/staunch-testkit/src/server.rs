@@ -40,6 +40,7 @@ pub struct Setup {
     http: HttpConfig,
     jobs: JobConfig,
     tools: Vec<Box<dyn FnOnce(ServerBuilder) -> ServerBuilder + Send>>,
+    port: u16,
 }
 
 impl std::fmt::Debug for Setup {
@@ -107,6 +108,13 @@ impl Setup {
         self
     }
 
+    /// Serves on this loopback port (a test that must know its URL before the server starts,
+    /// such as an OAuth audience); any free one by default.
+    pub fn port(mut self, port: u16) -> Self {
+        self.port = port;
+        self
+    }
+
     /// Registers more tools (or methods) on the server.
     pub fn tools(
         mut self,
@@ -171,6 +179,7 @@ impl Setup {
     /// Builds the server and serves it on a loopback port; panics on what a test cannot go on
     /// without (a store that does not open, no port).
     pub async fn start(self) -> TestServer {
+        let port = self.port;
         let Built {
             server,
             jobs,
@@ -179,7 +188,7 @@ impl Setup {
             log_path,
             http,
         } = self.build().await;
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
             .await
             .expect("a loopback port");
         let port = listener.local_addr().expect("its address").port();
@@ -241,6 +250,7 @@ impl TestServer {
             http: HttpConfig::default(),
             jobs: JobConfig::default(),
             tools: Vec::new(),
+            port: 0,
         }
     }
 }
