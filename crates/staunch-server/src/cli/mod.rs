@@ -5,6 +5,29 @@
 //! and its default is the library's own ([`Config::default`], [`HttpConfig::default`]), so a
 //! flag left alone and a library user who never heard of it get one value. `staunch.toml`'s
 //! `[serve]` table and the book's configuration reference are read from these definitions.
+//!
+//! ```
+//! use clap::Parser;
+//! use staunch_server::Server;
+//! use staunch_server::cli::ServerArgs;
+//!
+//! /// my-server: a flag of its own, and every flag of staunch's server.
+//! #[derive(Parser)]
+//! struct Cli {
+//!     /// Serve Streamable HTTP on this address (stdio without it).
+//!     #[arg(long)]
+//!     http: Option<std::net::SocketAddr>,
+//!     #[command(flatten)]
+//!     server: ServerArgs,
+//! }
+//!
+//! let cli = Cli::parse_from(["my-server", "--max-in-flight", "64", "--cancel-grace-ms", "1.5s"]);
+//! let builder = Server::builder("my-server", "1.0.0").config(cli.server.config());
+//! let http = cli.server.http_config(); // for `HttpTransport::new`
+//! assert_eq!(cli.server.config().max_in_flight, 64);
+//! assert_eq!(http.endpoint, "/mcp"); // a flag left alone: the library's default
+//! # drop(builder);
+//! ```
 
 mod auth;
 pub mod heading;
