@@ -31,7 +31,7 @@ impl UpstreamJob {
         }
     }
 
-    /// Calls it as an upstream task, followed to its end (see [`ForwardTool::as_task`]).
+    /// Calls it as an upstream task, followed to its end (see [`super::ForwardTool::as_task`]).
     pub fn as_task(mut self, yes: bool) -> Self {
         self.as_task = yes;
         self
