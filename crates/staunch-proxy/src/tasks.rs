@@ -13,19 +13,26 @@
 //! before (the job runtime's tasks), or get that same error. Where the job runtime lists tasks
 //! (requests carry a principal), `tasks/list` lists the principal's upstream tasks too.
 //!
+//! The upstream's `notifications/tasks/status` about a task a 2025 session holds reaches that
+//! session (on HTTP, its standalone stream) with the proxy's id in place of the upstream's; a
+//! 2026-07-28 client has no session to be told on and asks with `tasks/get`.
+//!
 //! The table is in memory and bounded ([`MAX_TASKS`] per upstream; the oldest entry goes
 //! first): a task outlives neither the proxy's process nor the upstream connection it was made
 //! on (a restarted upstream has lost it, and says so). Across eras nothing is bridged: such a
 //! call runs as a plain one (a `required` tool is followed as a task by the proxy, `forward`).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures_util::future::BoxFuture;
 use serde_json::Value;
 use staunch_protocol::{ErrorObject, codes};
-use staunch_server::{Context, MethodHandler, ToolError, declares_tasks, missing_tasks_extension};
+use staunch_server::{
+    Context, MethodHandler, Notifier, ToolError, declares_tasks, missing_tasks_extension,
+};
+use tokio::sync::broadcast::error::RecvError;
 
 use crate::error::rpc;
 use crate::upstream::{Upstream, request_options};
@@ -62,6 +69,8 @@ struct HeldTask {
     extension: bool,
     owner: Owner,
     made: Instant,
+    /// The 2025 session (or stdio connection) told of the task's status changes.
+    session: Option<Notifier>,
 }
 
 /// Where an upstream task is: its connection, its id there, whether it is the extension's.
@@ -75,6 +84,8 @@ struct Found {
 #[derive(Default)]
 pub(crate) struct UpstreamTasks {
     entries: Mutex<HashMap<String, HeldTask>>,
+    /// The connections (by [`Upstream::id`]) whose status notifications are followed.
+    followed: Mutex<HashSet<u64>>,
 }
 
 impl std::fmt::Debug for UpstreamTasks {
@@ -93,13 +104,18 @@ impl UpstreamTasks {
     /// Takes in the upstream task `upstream_id`, made on `up` for the caller of `ctx` (under
     /// the 2026-07-28 extension when `extension`); the id the client knows it by.
     pub(crate) fn adopt(
-        &self,
+        self: &Arc<Self>,
         up: Arc<Upstream>,
         upstream_id: &str,
         extension: bool,
         ctx: &Context,
     ) -> String {
         let id = fresh_id();
+        // 2025 tasks are a session's (stdio's too); the extension's client has no session.
+        let session = (!extension).then(|| ctx.notifier());
+        if session.is_some() {
+            self.follow_statuses(&up);
+        }
         let mut entries = self.lock();
         if entries.len() >= MAX_TASKS
             && let Some(oldest) = entries
@@ -117,9 +133,65 @@ impl UpstreamTasks {
                 extension,
                 owner: owner_of(ctx),
                 made: Instant::now(),
+                session,
             },
         );
         id
+    }
+
+    /// Passes `up`'s `notifications/tasks/status` on to the sessions holding those tasks, from
+    /// now until the connection is gone (once per connection).
+    fn follow_statuses(self: &Arc<Self>, up: &Arc<Upstream>) {
+        let id = up.id();
+        if !self
+            .followed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id)
+        {
+            return;
+        }
+        let mut statuses = up.task_statuses();
+        let up = Arc::downgrade(up);
+        let this = self.clone();
+        tokio::spawn(async move {
+            loop {
+                match statuses.recv().await {
+                    Ok(params) => match up.upgrade() {
+                        Some(up) => this.status(&up, params),
+                        None => break,
+                    },
+                    Err(RecvError::Lagged(n)) => {
+                        tracing::warn!(
+                            missed = n,
+                            "task status notifications from an upstream were dropped: too many at once"
+                        );
+                    }
+                    Err(RecvError::Closed) => break,
+                }
+            }
+            this.followed
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&id);
+        });
+    }
+
+    /// One status notification of `up`'s, to the session holding its task (none: dropped).
+    fn status(&self, up: &Arc<Upstream>, params: Value) {
+        let Some(upstream_id) = params.get("taskId").and_then(Value::as_str) else {
+            return;
+        };
+        let held: Vec<(String, Notifier)> = self
+            .lock()
+            .iter()
+            .filter(|(_, e)| Arc::ptr_eq(&e.up, up) && e.upstream_id == upstream_id)
+            .filter_map(|(id, e)| Some((id.clone(), e.session.clone()?)))
+            .collect();
+        for (id, session) in held {
+            let params = with_id(params.clone(), upstream_id, &id);
+            session.notify("notifications/tasks/status", params);
+        }
     }
 
     /// The tasks a principal holds (oldest first, at most `limit`): their ids and where each

@@ -100,6 +100,9 @@ pub struct Upstream {
     /// The params of the upstream's `notifications/resources/updated`, which
     /// [`crate::subscriptions`] passes to the downstream subscribers of that resource.
     resource_updates: tokio::sync::broadcast::Sender<serde_json::Value>,
+    /// The params of the upstream's `notifications/tasks/status`, which [`crate::tasks`]
+    /// passes to the session that holds the task.
+    task_statuses: tokio::sync::broadcast::Sender<serde_json::Value>,
     /// The number of restarts, published after each one: what the upstream was told (its
     /// resource subscriptions) is told again to the new process or connection.
     reconnected: tokio::sync::watch::Sender<u64>,
@@ -142,6 +145,8 @@ impl Upstream {
         let lists = lists_changed.clone();
         let (resource_updates, _) = tokio::sync::broadcast::channel(64);
         let updates = resource_updates.clone();
+        let (task_statuses, _) = tokio::sync::broadcast::channel(64);
+        let statuses = task_statuses.clone();
         opts.notifications = Some(NotificationHandler::new(
             move |method, params| match method {
                 "notifications/tools/list_changed" => wake.notify_one(),
@@ -155,6 +160,11 @@ impl Upstream {
                 "notifications/resources/updated" => {
                     if let Some(p) = params {
                         let _ = updates.send(p.clone());
+                    }
+                }
+                "notifications/tasks/status" => {
+                    if let Some(p) = params {
+                        let _ = statuses.send(p.clone());
                     }
                 }
                 _ => {}
@@ -189,6 +199,7 @@ impl Upstream {
             tools_changed,
             lists_changed,
             resource_updates,
+            task_statuses,
             reconnected: tokio::sync::watch::Sender::new(0),
         });
         up.client().await?;
@@ -228,6 +239,11 @@ impl Upstream {
     /// The params of each `notifications/resources/updated` the upstream sends, from now on.
     pub fn resource_updates(&self) -> tokio::sync::broadcast::Receiver<serde_json::Value> {
         self.resource_updates.subscribe()
+    }
+
+    /// The params of each `notifications/tasks/status` the upstream sends, from now on.
+    pub fn task_statuses(&self) -> tokio::sync::broadcast::Receiver<serde_json::Value> {
+        self.task_statuses.subscribe()
     }
 
     /// Changes after each restart of the connection (its value: the restarts so far).

@@ -249,7 +249,8 @@ async fn a_tool_the_upstream_runs_only_as_a_task_is_called_and_cancelled_through
 /// `slow_count_task` is declared with `taskSupport`, a task-augmented call gets the upstream's
 /// task under an id of the proxy's, and `tasks/get`, `tasks/result` and `tasks/cancel` reach
 /// exactly that upstream task — for the session that made it; another session's ask is an
-/// unknown task.
+/// unknown task. The upstream's `notifications/tasks/status` reaches the session's standalone
+/// stream with every field the upstream sent, under the proxy's id.
 #[tokio::test]
 async fn a_2025_session_holds_the_upstreams_own_task_under_the_proxys_id() {
     let Some(peers) = Peers::find("a_2025_session_holds_the_upstreams_own_task") else {
@@ -282,6 +283,8 @@ async fn a_2025_session_holds_the_upstreams_own_task_under_the_proxys_id() {
                    "task": {"ttl": 60000}}),
         )
     };
+    let mut standalone = proxy.get(&sid, None).await;
+    assert_eq!(standalone.status, 200);
     let created = rpc(&proxy, &sid, task_call(2, 3, "short")).await;
     let task = &created["result"]["task"];
     let id = task["taskId"].as_str().expect("a task id").to_string();
@@ -306,6 +309,20 @@ async fn a_2025_session_holds_the_upstreams_own_task_under_the_proxys_id() {
     let got = rpc(&proxy, &sid, req(4, "tasks/get", json!({"taskId": id}))).await;
     assert_eq!(got["result"]["taskId"], id.as_str(), "{got}");
     assert_eq!(got["result"]["status"], "completed", "{got}");
+    // The upstream said so itself, and the session heard it under the proxy's id, with the
+    // upstream's own fields (its poll interval, its timestamps).
+    let told = wait_for_method(
+        &mut standalone,
+        "notifications/tasks/status",
+        Duration::from_secs(10),
+    )
+    .await
+    .expect("the upstream's task status reached the session");
+    let params = &told["params"];
+    assert_eq!(params["taskId"], id.as_str(), "{told}");
+    assert_eq!(params["status"], "completed", "{told}");
+    assert_eq!(params["pollInterval"], 100, "{told}");
+    assert!(params["createdAt"].is_string(), "{told}");
     // Another session cannot see it.
     let other = proxy.initialize().await;
     let theirs = rpc(&proxy, &other, req(5, "tasks/get", json!({"taskId": id}))).await;
