@@ -175,18 +175,11 @@ pub fn auth_header(token: &str) -> String {
 /// POSTs a session-era message with a token (and session, when given).
 pub async fn post(s: &Endpoint, token: Option<&str>, session: Option<&str>, msg: &Value) -> Resp {
     let bearer = token.map(auth_header);
-    let mut h = vec![
-        ("content-type", "application/json"),
-        ("accept", "application/json, text/event-stream"),
-    ];
-    if let Some(b) = &bearer {
-        h.push(("authorization", b.as_str()));
-    }
-    if let Some(sid) = session {
-        h.push(("mcp-session-id", sid));
-        h.push(("mcp-protocol-version", "2025-11-25"));
-    }
-    s.send("POST", &h, &msg.to_string()).await
+    let extra: Vec<(&str, &str)> = bearer
+        .iter()
+        .map(|b| ("authorization", b.as_str()))
+        .collect();
+    s.post_with(session, msg, &extra).await
 }
 
 /// The JSON-RPC response of a session-era request (SSE or JSON body).
@@ -198,26 +191,8 @@ pub async fn answer(r: Resp) -> Value {
 
 /// A session opened with `token` (initialized); its id.
 pub async fn initialize(s: &Endpoint, token: &str) -> String {
-    let r = post(
-        s,
-        Some(token),
-        None,
-        &json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": {},
-            "clientInfo": {"name": "test", "version": "0"}}}),
-    )
-    .await;
-    assert_eq!(r.status, 200);
-    let sid = r.header("mcp-session-id").expect("session id");
-    let n = post(
-        s,
-        Some(token),
-        Some(&sid),
-        &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-    )
-    .await;
-    assert_eq!(n.status, 202);
-    sid
+    s.initialize_with(&[("authorization", &auth_header(token))])
+        .await
 }
 
 /// A session-era request with `token` on session `sid`: its JSON-RPC response.

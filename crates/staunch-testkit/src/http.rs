@@ -230,6 +230,16 @@ impl Endpoint {
 
     /// POSTs a JSON-RPC message in a session (or none) with the usual headers.
     pub async fn post(&self, session: Option<&str>, msg: &Value) -> Resp {
+        self.post_with(session, msg, &[]).await
+    }
+
+    /// [`Endpoint::post`] with `extra` headers (an `authorization`, say).
+    pub async fn post_with(
+        &self,
+        session: Option<&str>,
+        msg: &Value,
+        extra: &[(&str, &str)],
+    ) -> Resp {
         let mut h = vec![
             ("content-type", "application/json"),
             ("accept", "application/json, text/event-stream"),
@@ -238,6 +248,7 @@ impl Endpoint {
             h.push(("mcp-session-id", s));
             h.push(("mcp-protocol-version", "2025-11-25"));
         }
+        h.extend_from_slice(extra);
         self.send("POST", &h, &msg.to_string()).await
     }
 
@@ -288,12 +299,18 @@ impl Endpoint {
 
     /// Opens a 2025-11-25 session; returns its id.
     pub async fn initialize(&self) -> String {
+        self.initialize_with(&[]).await
+    }
+
+    /// [`Endpoint::initialize`], each request with `extra` headers (an `authorization`, say).
+    pub async fn initialize_with(&self, extra: &[(&str, &str)]) -> String {
         let r = self
-            .post(
+            .post_with(
                 None,
                 &json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
                     "protocolVersion": "2025-11-25", "capabilities": {},
                     "clientInfo": {"name": "test", "version": "0"}}}),
+                extra,
             )
             .await;
         assert_eq!(r.status, 200);
@@ -301,9 +318,10 @@ impl Endpoint {
         let body = r.json().await;
         assert_eq!(body["result"]["protocolVersion"], "2025-11-25");
         let n = self
-            .post(
+            .post_with(
                 Some(&sid),
                 &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+                extra,
             )
             .await;
         assert_eq!(n.status, 202);

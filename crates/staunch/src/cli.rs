@@ -139,14 +139,6 @@ mod tests {
 
     use staunch_command::config::{FlagArity, ServeFlags as _, ServeSetting};
 
-    /// A setting as the file would give it.
-    fn setting(key: &str, values: &[&str]) -> ServeSetting {
-        ServeSetting {
-            key: key.into(),
-            values: values.iter().map(|v| v.to_string()).collect(),
-        }
-    }
-
     /// Command-line words.
     fn argv(words: &[&str]) -> Vec<OsString> {
         words.iter().map(OsString::from).collect()
@@ -202,10 +194,13 @@ mod tests {
         let refused = flags.check("http", &["nowhere".into()]).unwrap_err();
         assert!(refused.contains("--http"), "{refused}");
         assert_eq!(
-            flags.words(&setting("allow_hosts", &["a", "b"])),
+            flags.words(&ServeSetting::new("allow_hosts", &["a", "b"])),
             argv(&["--allow-host=a", "--allow-host=b"])
         );
-        assert_eq!(flags.words(&setting("no_log", &[])), argv(&["--no-log"]));
+        assert_eq!(
+            flags.words(&ServeSetting::new("no_log", &[])),
+            argv(&["--no-log"])
+        );
     }
 
     #[test]
@@ -250,10 +245,10 @@ mod tests {
     #[test]
     fn the_command_line_wins_over_the_file() {
         let settings = [
-            setting("max_in_flight", &["64"]),
-            setting("cancel_grace_ms", &["2s"]),
-            setting("allow_hosts", &["mcp.example", "mcp.internal"]),
-            setting("no_log", &[]),
+            ServeSetting::new("max_in_flight", &["64"]),
+            ServeSetting::new("cancel_grace_ms", &["2s"]),
+            ServeSetting::new("allow_hosts", &["mcp.example", "mcp.internal"]),
+            ServeSetting::new("no_log", &[]),
         ];
         let cli = with_file(
             &["staunch", "serve", "--max-in-flight", "7", "--no-log"],
@@ -275,7 +270,7 @@ mod tests {
     /// `proxy` takes the same table for its downstream side; its command after `--` is kept.
     #[test]
     fn the_proxy_takes_the_table_and_keeps_its_command() {
-        let settings = [setting("max_in_flight", &["9"])];
+        let settings = [ServeSetting::new("max_in_flight", &["9"])];
         let cli = with_file(
             &["staunch", "proxy", "--", "python3", "server.py"],
             &settings,
@@ -294,7 +289,7 @@ mod tests {
     fn a_setting_that_conflicts_with_a_given_flag_is_refused() {
         let err = with_file(
             &["staunch", "serve", "--log-file", "/tmp/x.jsonl"],
-            &[setting("no_log", &[])],
+            &[ServeSetting::new("no_log", &[])],
         )
         .expect_err("a conflict");
         assert!(

@@ -172,13 +172,6 @@ mod tests {
         log_file: Option<String>,
     }
 
-    fn setting(key: &str, values: &[&str]) -> ServeSetting {
-        ServeSetting {
-            key: key.into(),
-            values: values.iter().map(|v| v.to_string()).collect(),
-        }
-    }
-
     fn argv(words: &[&str]) -> Vec<OsString> {
         words.iter().map(OsString::from).collect()
     }
@@ -202,7 +195,7 @@ mod tests {
                 .contains("--workers")
         );
         assert_eq!(
-            flags.words(&setting("allow_hosts", &["a", "b"])),
+            flags.words(&ServeSetting::new("allow_hosts", &["a", "b"])),
             argv(&["--allow-host=a", "--allow-host=b"])
         );
     }
@@ -212,14 +205,18 @@ mod tests {
         let flags = SettableFlags::of::<Flags>();
         let words = argv(&["prog", "serve", "--workers", "2"]);
         let parsed = Program::try_parse_from(&words).unwrap();
-        let table = [setting("workers", &["5"]), setting("allow_hosts", &["x"])];
+        let table = [
+            ServeSetting::new("workers", &["5"]),
+            ServeSetting::new("allow_hosts", &["x"]),
+        ];
         let Sub::Serve(got) = with_settings(parsed, words, &table, &flags)
             .unwrap()
             .command;
         assert_eq!((got.workers, got.allow_hosts), (2, vec!["x".to_string()]));
         let words = argv(&["prog", "serve", "--log-file", "l"]);
         let parsed = Program::try_parse_from(&words).unwrap();
-        let err = with_settings(parsed, words, &[setting("no_log", &[])], &flags).unwrap_err();
+        let err =
+            with_settings(parsed, words, &[ServeSetting::new("no_log", &[])], &flags).unwrap_err();
         assert!(
             err.contains("--no-log") && err.contains("--log-file"),
             "{err}"

@@ -53,6 +53,16 @@ pub struct ServeSetting {
     pub values: Vec<String>,
 }
 
+impl ServeSetting {
+    /// The key `key` with `values` (none: a switch set to `true`).
+    pub fn new(key: &str, values: &[&str]) -> Self {
+        Self {
+            key: key.into(),
+            values: values.iter().map(|v| v.to_string()).collect(),
+        }
+    }
+}
+
 /// The `[serve]` table, checked: each setting a flag takes.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ServeSettings {
