@@ -304,6 +304,54 @@ mod tests {
         }
     }
 
+    /// The configuration page's table of groups lists each `serve` heading, in `--help`'s
+    /// order, with exactly its flags in their order: it is written by hand, so it is checked.
+    #[test]
+    fn the_configuration_pages_groups_are_the_help_headings() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../docs/src/operations/configuration.md");
+        let page = std::fs::read_to_string(&path).unwrap();
+        let table = page
+            .split("## Groups")
+            .nth(1)
+            .and_then(|t| t.split("\n## ").next())
+            .expect("a Groups section");
+        let documented: Vec<(String, Vec<String>)> = table
+            .lines()
+            .filter(|l| l.starts_with("| ") && !l.starts_with("| heading"))
+            .map(|l| {
+                let cells: Vec<&str> = l.split(" | ").collect();
+                let flags = cells[1]
+                    .split(", ")
+                    .map(|f| f.trim_matches('`').to_string())
+                    .collect();
+                (cells[0].trim_start_matches("| ").to_string(), flags)
+            })
+            .collect();
+        let serve = Cli::command().find_subcommand("serve").unwrap().clone();
+        let mut headings: Vec<(String, Vec<String>)> = Vec::new();
+        for a in serve.get_arguments() {
+            let (Some(h), Some(long)) = (a.get_help_heading(), a.get_long()) else {
+                continue;
+            };
+            let flag = format!("--{long}");
+            match headings.iter_mut().find(|(name, _)| name == h) {
+                Some((_, flags)) => flags.push(flag),
+                None => headings.push((h.to_string(), vec![flag])),
+            }
+        }
+        let row = |(h, flags): &(String, Vec<String>)| {
+            let flags: Vec<String> = flags.iter().map(|f| format!("`{f}`")).collect();
+            format!("| {h} | {} |", flags.join(", "))
+        };
+        let want: Vec<String> = headings.iter().map(row).collect();
+        let have: Vec<String> = documented.iter().map(row).collect();
+        assert_eq!(
+            have, want,
+            "docs/src/operations/configuration.md's groups differ from `staunch serve --help`"
+        );
+    }
+
     #[test]
     fn man_pages_cover_every_visible_command() {
         let mut root = Cli::command();
