@@ -14,8 +14,8 @@
 //! One lock orders the subscription changes, held across the upstream's answer, so a subscribe
 //! and an unsubscribe of one resource never reach the upstream out of order.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -27,7 +27,7 @@ use tokio_util::sync::CancellationToken;
 use crate::error::rpc;
 use crate::owners::{Routes, invalid};
 use crate::pool::Pool;
-use crate::upstream::Upstream;
+use crate::upstream::{Followed, Upstream};
 
 /// How long a subscription change made for a listen stream (no request to bound it) may take.
 const BACKGROUND_TIMEOUT: Duration = Duration::from_secs(30);
@@ -75,7 +75,7 @@ struct Subscriptions {
     hub: ListenHub,
     table: tokio::sync::Mutex<HashMap<Key, Entry>>,
     /// The connections whose updates and restarts are followed, by id.
-    followed: Mutex<HashSet<u64>>,
+    followed: Followed,
 }
 
 /// Adds `resources/subscribe` and `resources/unsubscribe` for the upstreams of `routes` that
@@ -85,7 +85,7 @@ pub(crate) fn register(mut builder: ServerBuilder, routes: Arc<Routes>) -> Serve
         routes,
         hub: builder.listen_hub(),
         table: tokio::sync::Mutex::default(),
-        followed: Mutex::default(),
+        followed: Followed::default(),
     });
     let s = subs.clone();
     builder = builder.method(
@@ -201,12 +201,7 @@ impl Subscriptions {
     /// upstream's shared connection, whose updates listen streams hear too.
     fn follow(self: &Arc<Self>, up: &Arc<Upstream>, shared: bool) {
         let id = up.id();
-        if !self
-            .followed
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(id)
-        {
+        if !self.followed.start(up) {
             return;
         }
         let mut updates = up.resource_updates();
@@ -229,10 +224,7 @@ impl Subscriptions {
                     },
                 }
             }
-            this.followed
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .remove(&id);
+            this.followed.end(id);
         });
     }
 

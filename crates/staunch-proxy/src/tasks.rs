@@ -22,7 +22,7 @@
 //! on (a restarted upstream has lost it, and says so). Across eras nothing is bridged: such a
 //! call runs as a plain one (a `required` tool is followed as a task by the proxy, `forward`).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -35,7 +35,7 @@ use staunch_server::{
 use tokio::sync::broadcast::error::RecvError;
 
 use crate::error::rpc;
-use crate::upstream::{Upstream, request_options};
+use crate::upstream::{Followed, Upstream, request_options};
 
 /// Upstream tasks kept at most per upstream; past it the oldest is forgotten.
 pub(crate) const MAX_TASKS: usize = 10_000;
@@ -85,7 +85,7 @@ struct Found {
 pub(crate) struct UpstreamTasks {
     entries: Mutex<HashMap<String, HeldTask>>,
     /// The connections (by [`Upstream::id`]) whose status notifications are followed.
-    followed: Mutex<HashSet<u64>>,
+    followed: Followed,
 }
 
 impl std::fmt::Debug for UpstreamTasks {
@@ -143,12 +143,7 @@ impl UpstreamTasks {
     /// now until the connection is gone (once per connection).
     fn follow_statuses(self: &Arc<Self>, up: &Arc<Upstream>) {
         let id = up.id();
-        if !self
-            .followed
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(id)
-        {
+        if !self.followed.start(up) {
             return;
         }
         let mut statuses = up.task_statuses();
@@ -170,10 +165,7 @@ impl UpstreamTasks {
                     Err(RecvError::Closed) => break,
                 }
             }
-            this.followed
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .remove(&id);
+            this.followed.end(id);
         });
     }
 

@@ -6,6 +6,7 @@
 //! attempts, so a crashing upstream is restarted without being hammered. Calls in flight when
 //! it dies fail with a clear error (see [`crate::forward`]).
 
+use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -426,5 +427,25 @@ pub(crate) fn request_options(progress: bool, cancel: CancellationToken) -> Call
         max_total: None,
         progress,
         cancel: Some(cancel),
+    }
+}
+
+/// The connections something follows (their notifications, their restarts), by
+/// [`Upstream::id`]: each is followed once, for as long as it lives.
+#[derive(Debug, Default)]
+pub(crate) struct Followed(Mutex<HashSet<u64>>);
+
+impl Followed {
+    /// Whether `up` is not followed yet (then it is, from now on).
+    pub(crate) fn start(&self, up: &Upstream) -> bool {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(up.id())
+    }
+
+    /// The connection `id` is no longer followed (it is gone).
+    pub(crate) fn end(&self, id: u64) {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
     }
 }
