@@ -13,9 +13,10 @@ use std::time::Duration;
 
 use staunch_jobs::{JobConfig, JobRuntime};
 use staunch_server::transport::http::{
-    AuthConfig, AuthMethod, HttpConfig, HttpTransport, StaticTokens,
+    Allow, AuthConfig, AuthMethod, HttpConfig, HttpTransport, ListenerConfig, StaticTokens,
+    bind_metrics,
 };
-use staunch_server::{Config, Context, LifecycleLog, Server, ServerBuilder, StateKey};
+use staunch_server::{Config, Context, LifecycleLog, Metrics, Server, ServerBuilder, StateKey};
 use tokio_util::sync::CancellationToken;
 
 use crate::http::Endpoint;
@@ -41,6 +42,7 @@ pub struct Setup {
     jobs: JobConfig,
     tools: Vec<Box<dyn FnOnce(ServerBuilder) -> ServerBuilder + Send>>,
     port: u16,
+    metrics: bool,
 }
 
 impl std::fmt::Debug for Setup {
@@ -115,6 +117,13 @@ impl Setup {
         self
     }
 
+    /// Metrics on, for the server and its job runtime, scraped at `GET /metrics` on a loopback
+    /// port of their own ([`Running::metrics_port`]), as `staunch serve --metrics` serves them.
+    pub fn metrics(mut self) -> Self {
+        self.metrics = true;
+        self
+    }
+
     /// Registers more tools (or methods) on the server.
     pub fn tools(
         mut self,
@@ -135,15 +144,25 @@ impl Setup {
             .await
             .unwrap_or_else(|e| panic!("opening the store {store:?}: {e}"));
         let log = LifecycleLog::file(&log_path).expect("the lifecycle log's file");
+        let metrics = if self.metrics {
+            Metrics::enabled()
+        } else {
+            Metrics::disabled()
+        };
         let mut builder = Server::builder("staunch", "test")
             .config(self.config)
             .lifecycle_log(log)
+            .metrics(metrics.clone())
             .state_key(
                 StateKey::shared(stores.sessions.as_ref())
                     .await
                     .expect("the input-state key from the store"),
             );
-        let jobs = JobRuntime::new(stores.jobs.clone(), self.jobs).expect("job settings");
+        let job_config = JobConfig {
+            metrics: metrics.clone(),
+            ..self.jobs
+        };
+        let jobs = JobRuntime::new(stores.jobs.clone(), job_config).expect("job settings");
         builder = match self.profile {
             Profile::Demo => {
                 // `import_rows` writes beside the jobs in a SQLite store's file, as the binary's
@@ -166,6 +185,27 @@ impl Setup {
         }
         let server = builder.build();
         jobs.start().await.expect("starting the job runtime");
+        let metrics_port = if self.metrics {
+            let listener = ListenerConfig {
+                allow: Allow::loopback(),
+                max_connections: self.http.max_connections,
+                header_read_timeout: self.http.header_read_timeout,
+            };
+            let addr = ([127, 0, 0, 1], 0).into();
+            let jobs_store = Some(stores.jobs.clone());
+            let bound = bind_metrics(
+                addr,
+                &metrics,
+                jobs_store,
+                listener,
+                server.shutdown_token(),
+            )
+            .await
+            .expect("a loopback port for the metrics");
+            Some(bound.port())
+        } else {
+            None
+        };
         Built {
             server,
             jobs,
@@ -173,6 +213,7 @@ impl Setup {
             dir,
             log_path,
             http: self.http,
+            metrics_port,
         }
     }
 
@@ -187,6 +228,7 @@ impl Setup {
             dir,
             log_path,
             http,
+            metrics_port,
         } = self.build().await;
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
             .await
@@ -195,7 +237,9 @@ impl Setup {
         let transport = HttpTransport::new(server.clone(), stores.events, stores.sessions, http)
             .with_store_signals(stores.jobs);
         tokio::spawn(transport.serve(listener));
-        Running::new(Endpoint { port, log_path }, server, jobs, dir)
+        let mut running = Running::new(Endpoint { port, log_path }, server, jobs, dir);
+        running.metrics_port = metrics_port;
+        running
     }
 
     /// Builds the server and serves one stdio session on an in-memory duplex, as
@@ -203,7 +247,9 @@ impl Setup {
     pub async fn stdio(self) -> StdioServer {
         let built = self.build().await;
         let client = StdioClient::serve(built.server.clone(), LogSource::File(built.log_path));
-        Running::new(client, built.server, built.jobs, built.dir)
+        let mut running = Running::new(client, built.server, built.jobs, built.dir);
+        running.metrics_port = built.metrics_port;
+        running
     }
 }
 
@@ -215,6 +261,7 @@ struct Built {
     dir: tempfile::TempDir,
     log_path: std::path::PathBuf,
     http: HttpConfig,
+    metrics_port: Option<u16>,
 }
 
 /// A server [`Setup`] built, running in the test's process until it is dropped (its shutdown
@@ -226,6 +273,7 @@ pub struct Running<C> {
     jobs: JobRuntime,
     shutdown: CancellationToken,
     dir: tempfile::TempDir,
+    metrics_port: Option<u16>,
 }
 
 /// A server serving Streamable HTTP on loopback, driven through its [`Endpoint`].
@@ -251,6 +299,7 @@ impl TestServer {
             jobs: JobConfig::default(),
             tools: Vec::new(),
             port: 0,
+            metrics: false,
         }
     }
 }
@@ -263,7 +312,14 @@ impl<C> Running<C> {
             server,
             jobs,
             dir,
+            metrics_port: None,
         }
+    }
+
+    /// The loopback port of its metrics ([`Setup::metrics`]); panics when they are off.
+    pub fn metrics_port(&self) -> u16 {
+        self.metrics_port
+            .expect("metrics are on only with Setup::metrics")
     }
 
     /// The server served.

@@ -19,6 +19,7 @@ mod http_transport;
 mod lifecycle;
 mod listen_streams;
 mod metrics_listener;
+mod metrics_scrape;
 mod results;
 mod security_fairness;
 mod session_closed;

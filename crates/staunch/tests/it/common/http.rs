@@ -5,8 +5,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 pub use staunch_testkit::http::{
-    Endpoint, Resp, call, ended, lines_of, progress_values, responses, rpc, stateless,
-    tool_structured,
+    Endpoint, Resp, call, ended, progress_values, responses, rpc, stateless, tool_structured,
 };
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
