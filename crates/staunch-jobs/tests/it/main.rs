@@ -6,3 +6,4 @@ mod faces;
 mod jobs_stdio;
 mod runtime;
 mod tasks_ext_http;
+mod tasks_http;
