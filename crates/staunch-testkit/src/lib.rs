@@ -14,7 +14,8 @@
 //!   [`StdioServer`] is the demo server behind it, in-process.
 //! - [`CapturedLog`] ([`log`]): a lifecycle log kept in memory and parsed back.
 //! - [`auth`]: signing keys, JWTs, a JWKS server and requests with a token; [`peers`]: the
-//!   SDK peers and real clients' interpreters `scripts/setup-tools` installs.
+//!   SDK peers and real clients' interpreters `scripts/setup-tools` installs; [`pg`]: a
+//!   PostgreSQL schema of a test's own.
 //! - [`tasks`]: a client of the 2026-07-28 tasks extension, by hand; [`jobs`]: of the demo's
 //!   job tools over stdio, with the rows `import_rows` wrote read back.
 
@@ -25,6 +26,7 @@ pub mod http;
 pub mod jobs;
 pub mod log;
 pub mod peers;
+pub mod pg;
 pub mod server;
 pub mod stdio;
 pub mod tasks;

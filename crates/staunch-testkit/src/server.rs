@@ -37,6 +37,7 @@ pub enum Profile {
 pub struct Setup {
     profile: Profile,
     store: Option<String>,
+    schema: Option<String>,
     config: Config,
     http: HttpConfig,
     jobs: JobConfig,
@@ -65,6 +66,12 @@ impl Setup {
     /// in the server's own temporary directory.
     pub fn store(mut self, url: impl Into<String>) -> Self {
         self.store = Some(url.into());
+        self
+    }
+
+    /// With a PostgreSQL store: staunch's tables in this schema (`--store-schema`).
+    pub fn schema(mut self, name: impl Into<String>) -> Self {
+        self.schema = Some(name.into());
         self
     }
 
@@ -140,7 +147,7 @@ impl Setup {
         let store = self
             .store
             .unwrap_or_else(|| dir.path().join("staunch.db").display().to_string());
-        let stores = staunch_store::open(&store)
+        let stores = staunch_store::open_in(&store, self.schema.as_deref())
             .await
             .unwrap_or_else(|e| panic!("opening the store {store:?}: {e}"));
         let log = LifecycleLog::file(&log_path).expect("the lifecycle log's file");
@@ -294,6 +301,7 @@ impl TestServer {
         Setup {
             profile: Profile::Demo,
             store: None,
+            schema: None,
             config: Config::default(),
             http: HttpConfig::default(),
             jobs: JobConfig::default(),

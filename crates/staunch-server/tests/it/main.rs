@@ -20,6 +20,7 @@ mod lifecycle;
 mod listen_streams;
 mod metrics_listener;
 mod metrics_scrape;
+mod multi_instance_http;
 mod results;
 mod security_fairness;
 mod session_closed;
