@@ -24,3 +24,11 @@ pub fn drop_schema(url: &str, schema: &str) {
         .arg(format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
         .output();
 }
+
+/// [`drop_schema`] for a test whose servers run in its own process, as the kit's do: psql runs
+/// on the blocking pool, so the runtime goes on serving them, and a transaction of theirs that
+/// holds one of the schema's locks can end instead of waiting behind the drop forever.
+pub async fn drop_schema_async(url: &str, schema: &str) {
+    let (url, schema) = (url.to_string(), schema.to_string());
+    let _ = tokio::task::spawn_blocking(move || drop_schema(&url, &schema)).await;
+}

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use staunch_testkit::http::{Endpoint, Resp, call, ended};
-use staunch_testkit::pg::{drop_schema, fresh_schema};
+use staunch_testkit::pg::{drop_schema_async, fresh_schema};
 use staunch_testkit::{Profile, TestServer};
 
 /// Two instances with `profile`'s tools on a fresh schema of the test database; `None` (the
@@ -106,7 +106,7 @@ async fn a_stream_dropped_on_a_resumes_on_b_exactly_once() {
     assert_eq!(echo["result"]["content"][0]["text"], "from b", "{echo}");
     assert!(ended(&a.log_lines(), &sid, &id));
     drop((a, b));
-    drop_schema(&url, &schema);
+    drop_schema_async(&url, &schema).await;
 }
 
 /// A DELETE that lands on B ends the session that A holds at once (PostgreSQL tells every
@@ -150,7 +150,7 @@ async fn a_delete_on_b_ends_the_session_on_a() {
     let lines = a.log_until(cancelled).await;
     assert!(cancelled(&lines), "{lines:#?}");
     drop((a, b));
-    drop_schema(&url, &schema);
+    drop_schema_async(&url, &schema).await;
 }
 
 /// Behind a balancer without stickiness a client's answer to a server→client request (sampling,
@@ -233,7 +233,7 @@ async fn an_answer_posted_to_b_reaches_the_request_waiting_on_a() {
         assert!(text.contains(said), "{tool}: {res}");
     }
     drop((a, b));
-    drop_schema(&url, &schema);
+    drop_schema_async(&url, &schema).await;
 }
 
 /// Behind a balancer a client's `notifications/cancelled` may land on an instance that does
@@ -271,5 +271,5 @@ async fn a_cancel_posted_to_b_stops_the_request_running_on_a() {
     let rest = r.events_until_end(Duration::from_secs(5)).await;
     assert!(rest.iter().all(|e| e.json()["id"] != id), "{rest:?}");
     drop((a, b));
-    drop_schema(&url, &schema);
+    drop_schema_async(&url, &schema).await;
 }
