@@ -32,3 +32,18 @@ pub async fn drop_schema_async(url: &str, schema: &str) {
     let (url, schema) = (url.to_string(), schema.to_string());
     let _ = tokio::task::spawn_blocking(move || drop_schema(&url, &schema)).await;
 }
+
+/// The name of the instance holding job `job`'s lease in `schema` (lease owners are
+/// `"{instance}/{random}"`); empty when none holds it.
+pub fn lease_owner(url: &str, schema: &str, job: &str) -> String {
+    let out = std::process::Command::new("psql")
+        .arg(url)
+        .arg("-tAc")
+        .arg(format!(
+            "SELECT lease_owner FROM {schema}.staunch_jobs WHERE id = '{job}'"
+        ))
+        .output()
+        .expect("psql");
+    let owner = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    owner.split('/').next().unwrap_or_default().to_string()
+}

@@ -6,4 +6,5 @@ mod faces;
 mod jobs_stdio;
 mod runtime;
 mod tasks_ext_http;
+mod tasks_ext_pg;
 mod tasks_http;

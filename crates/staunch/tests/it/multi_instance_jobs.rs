@@ -153,19 +153,9 @@ async fn a_job_is_polled_and_cancelled_through_the_instance_that_does_not_run_it
     );
 }
 
-/// The instance name holding a job's lease (owner ids are `"{instance}/{random}"`).
+/// The instance name holding a job's lease.
 fn lease_owner(p: &Pair, job: &str) -> String {
-    let out = std::process::Command::new("psql")
-        .arg(&p.url)
-        .args(["-tAc"])
-        .arg(format!(
-            "SELECT lease_owner FROM {}.staunch_jobs WHERE id = '{job}'",
-            p.schema
-        ))
-        .output()
-        .expect("psql");
-    let owner = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    owner.split('/').next().unwrap_or_default().to_string()
+    staunch_testkit::pg::lease_owner(&p.url, &p.schema, job)
 }
 
 #[cfg(unix)]
