@@ -106,19 +106,7 @@ impl Db {
     }
 
     fn postgres(test: &str) -> Option<Self> {
-        let Ok(url) = std::env::var("STAUNCH_TEST_POSTGRES") else {
-            eprintln!("SKIPPED: STAUNCH_TEST_POSTGRES not set; {test} (PostgreSQL) did not run");
-            return None;
-        };
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos();
-        let schema = format!(
-            "staunch_jobs_t_{}_{}",
-            std::process::id(),
-            nanos % 1_000_000_000
-        );
+        let (url, schema) = staunch_testkit::pg::fresh_schema(test)?;
         Some(Db::Postgres { url, schema })
     }
 
@@ -140,11 +128,7 @@ impl Db {
 impl Drop for Db {
     fn drop(&mut self) {
         if let Db::Postgres { url, schema } = self {
-            let _ = std::process::Command::new("psql")
-                .arg(url.as_str())
-                .arg("-qc")
-                .arg(format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
-                .output();
+            staunch_testkit::pg::drop_schema(url, schema);
         }
     }
 }
