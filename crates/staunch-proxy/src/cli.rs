@@ -7,10 +7,10 @@ use std::path::PathBuf;
 use clap::Args;
 use staunch_server::Shape;
 use staunch_server::cli::heading::UPSTREAM;
-use staunch_server::units::parse_duration;
+use staunch_server::units::{format_duration, parse_duration};
 
 use crate::import::{described, import_mcp_servers};
-use crate::{ProxyError, Target, ToolRule, UpstreamSpec};
+use crate::{ProxyError, QUESTION_WAIT, Target, ToolRule, UpstreamSpec};
 
 /// The flags that describe the upstreams of `staunch proxy`.
 #[derive(Debug, Clone, Args)]
@@ -68,7 +68,7 @@ pub struct UpstreamArgs {
     /// A session-era upstream asks within the call; such a client answers in a request of its
     /// own, so the upstream call waits, parked, until then. Unanswered this long, it is
     /// cancelled upstream.
-    #[arg(long, value_name = "WAIT", default_value = "10m", value_parser = parse_question_wait, help_heading = UPSTREAM)]
+    #[arg(long, value_name = "WAIT", default_value = format_duration(QUESTION_WAIT), value_parser = parse_question_wait, help_heading = UPSTREAM)]
     pub question_wait: std::time::Duration,
     /// The protocol spoken to the upstream: auto, a session-era version, or 2026-07-28.
     ///

@@ -18,6 +18,11 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         .map_err(|_| format!("{t:?} is not a duration; write e.g. 500ms, 30s, 10m, 1h30m or 7d"))
 }
 
+/// `d` in that grammar (`10m`, `1h 30m`, `250ms`), as a default's help shows it.
+pub fn format_duration(d: Duration) -> String {
+    humantime::format_duration(d).to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -31,5 +36,22 @@ mod tests {
         assert!(parse_duration("-1").is_err());
         assert!(parse_duration("NaN").is_err());
         assert!(parse_duration("soon").unwrap_err().contains("1h30m"));
+    }
+
+    #[test]
+    fn a_formatted_duration_parses_back() {
+        for d in [
+            Duration::from_secs(600),
+            Duration::from_millis(1500),
+            Duration::from_secs(5400),
+        ] {
+            assert_eq!(
+                parse_duration(&format_duration(d)),
+                Ok(d),
+                "{}",
+                format_duration(d)
+            );
+        }
+        assert_eq!(format_duration(Duration::from_secs(600)), "10m");
     }
 }
