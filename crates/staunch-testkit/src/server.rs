@@ -113,6 +113,12 @@ impl Setup {
     pub fn bearer(mut self, tokens: &str) -> Self {
         let tokens = StaticTokens::parse(tokens, "the test's tokens").expect("valid tokens");
         self.http.auth = Some(AuthConfig::new(AuthMethod::Bearer(tokens)));
+        self.jobs_of_principals()
+    }
+
+    /// A job belongs to the authenticated principal that started it, as with `--auth` (for a
+    /// test that sets the transport's authentication itself, with [`Setup::http`]).
+    pub fn jobs_of_principals(mut self) -> Self {
         self.jobs.principal = Some(Arc::new(|ctx: &Context| ctx.principal().map(String::from)));
         self
     }

@@ -76,11 +76,7 @@ async fn oauth_server(
                 AuthMethod::OAuth(oauth),
             ));
         })
-        .jobs(|j| {
-            j.principal = Some(std::sync::Arc::new(|ctx: &staunch_server::Context| {
-                ctx.principal().map(String::from)
-            }))
-        });
+        .jobs_of_principals();
     (with_scopes(setup, scopes).start().await, audience)
 }
 
