@@ -1,7 +1,7 @@
 //! [`JobsClient`]: a client of the demo's job tools over one stdio session — `start_x`,
 //! `get_x` polled to a status, plain calls — and the side effects `import_rows` leaves in its
 //! SQLite file, read straight from it: a row written after a cancel, or a second execution,
-//! would show.
+//! would show. [`get_until`]: `get_x` over HTTP, polled until it says what a test waits for.
 
 use std::ops::DerefMut;
 use std::path::Path;
@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use crate::StdioClient;
+use crate::http::{Endpoint, tool_structured};
 
 /// How long a poll waits before the test fails.
 const LIMIT: Duration = Duration::from_secs(20);
@@ -102,6 +103,26 @@ pub async fn until(what: &str, mut pred: impl FnMut() -> bool) {
     let end = Instant::now() + LIMIT;
     while !pred() {
         assert!(Instant::now() < end, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// `get_{tool}` of `job` in session `sid` of `s`, polled until `pred` holds on it (the test
+/// fails after 20 s, with the last answer).
+pub async fn get_until(
+    s: &Endpoint,
+    sid: &str,
+    job: &str,
+    tool: &str,
+    pred: impl Fn(&Value) -> bool,
+) -> Value {
+    let end = Instant::now() + LIMIT;
+    loop {
+        let v = tool_structured(s, sid, &format!("get_{tool}"), json!({"job_id": job})).await;
+        if pred(&v) {
+            return v;
+        }
+        assert!(Instant::now() < end, "timed out; last: {v}");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }

@@ -44,6 +44,7 @@ pub struct Setup {
     tools: Vec<Box<dyn FnOnce(ServerBuilder) -> ServerBuilder + Send>>,
     port: u16,
     metrics: bool,
+    import_db: Option<std::path::PathBuf>,
 }
 
 impl std::fmt::Debug for Setup {
@@ -137,6 +138,13 @@ impl Setup {
         self
     }
 
+    /// The SQLite file the demo's `import_rows` writes to (`--import-db`): several instances
+    /// given one file count each other's rows.
+    pub fn import_db(mut self, path: impl Into<std::path::PathBuf>) -> Self {
+        self.import_db = Some(path.into());
+        self
+    }
+
     /// Registers more tools (or methods) on the server.
     pub fn tools(
         mut self,
@@ -181,10 +189,12 @@ impl Setup {
                 // `import_rows` writes beside the jobs in a SQLite store's file, as the binary's
                 // demo does; elsewhere into a file of the server's directory.
                 let file = store.strip_prefix("sqlite:").unwrap_or(&store);
-                let import = if store.contains("://") || store == ":memory:" {
-                    dir.path().join("import.db")
-                } else {
-                    file.into()
+                let import = match self.import_db {
+                    Some(path) => path,
+                    None if store.contains("://") || store == ":memory:" => {
+                        dir.path().join("import.db")
+                    }
+                    None => file.into(),
                 };
                 let db = staunch_demo::jobs::open_import_db(Some(&import))
                     .expect("the import_rows database");
@@ -314,6 +324,7 @@ impl TestServer {
             tools: Vec::new(),
             port: 0,
             metrics: false,
+            import_db: None,
         }
     }
 }

@@ -4,6 +4,7 @@
 
 mod faces;
 mod jobs_stdio;
+mod multi_instance;
 mod runtime;
 mod tasks_ext_http;
 mod tasks_ext_pg;
