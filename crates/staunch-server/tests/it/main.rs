@@ -8,6 +8,7 @@ mod support;
 mod crate_dependencies;
 mod eras;
 mod fuzz_regressions;
+mod healthz;
 mod http_auth;
 mod http_auth_library;
 mod http_conn_workers;

@@ -13,7 +13,6 @@ mod call_task_2026;
 mod cli_errors;
 mod command_tools;
 mod doc_examples;
-mod healthz;
 mod http_auth;
 mod http_restart;
 mod https;

@@ -1,16 +1,15 @@
-//! `GET /healthz` of a running `staunch serve` on a real PostgreSQL server reached through a
-//! loopback forwarder the test can cut: 200 while the store answers, 503 "store unreachable"
-//! while it cannot be reached, 200 again once it can.
-
-use crate::common;
+//! `GET /healthz` of a server on a real PostgreSQL server reached through a loopback forwarder
+//! the test can cut: 200 while the store answers, 503 "store unreachable" while it cannot be
+//! reached, 200 again once it can.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use common::http::HttpServer;
-use common::page::raw;
 use serde_json::Value;
+use staunch_testkit::auth::get_path;
+use staunch_testkit::pg::{drop_schema_async, fresh_schema};
+use staunch_testkit::{Endpoint, TestServer};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::time::Instant;
 
@@ -58,13 +57,11 @@ impl Forwarder {
     }
 }
 
-async fn health(s: &HttpServer) -> (u16, Value) {
-    let host = format!("127.0.0.1:{}", s.port);
-    let (code, _, body) = raw(s.port, "GET", "/healthz", &[("Host", &host)]).await;
-    (code, serde_json::from_str(&body).unwrap_or_default())
+async fn health(s: &Endpoint) -> (u16, Value) {
+    get_path(s.port, "/healthz").await
 }
 
-async fn health_until(s: &HttpServer, want: u16) -> Value {
+async fn health_until(s: &Endpoint, want: u16) -> Value {
     let end = Instant::now() + Duration::from_secs(20);
     loop {
         let (code, body) = health(s).await;
@@ -81,7 +78,7 @@ async fn health_until(s: &HttpServer, want: u16) -> Value {
 
 #[tokio::test]
 async fn healthz_says_when_the_store_is_unreachable_and_when_it_is_back() {
-    let Some((url, schema)) = common::pg::fresh_schema("healthz on PostgreSQL") else {
+    let Some((url, schema)) = fresh_schema("healthz on PostgreSQL") else {
         return;
     };
     // postgres://user@host:port/db → the same through the forwarder.
@@ -91,7 +88,11 @@ async fn healthz_says_when_the_store_is_unreachable_and_when_it_is_back() {
     let (host, port) = hostport.rsplit_once(':').unwrap_or((hostport, "5432"));
     let fwd = Forwarder::start((host.to_string(), port.parse().unwrap())).await;
     let via = format!("postgres://{user}@127.0.0.1:{}/{db}", fwd.port);
-    let s = HttpServer::start_on(Some(&via), &["--store-schema", schema.as_str()]).await;
+    let s = TestServer::setup()
+        .store(&via)
+        .schema(&schema)
+        .start()
+        .await;
 
     assert_eq!(health(&s).await, (200, serde_json::json!({"status": "ok"})));
     fwd.set_open(false);
@@ -103,5 +104,5 @@ async fn healthz_says_when_the_store_is_unreachable_and_when_it_is_back() {
     fwd.set_open(true);
     health_until(&s, 200).await;
     drop(s);
-    common::pg::drop_schema(&url, &schema);
+    drop_schema_async(&url, &schema).await;
 }
