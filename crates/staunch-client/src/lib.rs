@@ -72,5 +72,5 @@ pub use server_info::ServerInfo;
 pub use server_requests::{NotificationHandler, ServerRequest, ServerRequestHandler};
 pub use staunch_protocol as protocol;
 pub use target::Target;
-pub use transport::http::{HttpEndpoint, HttpOptions, RawResponse};
+pub use transport::http::{HttpEndpoint, HttpOptions, RawResponse, parse_header};
 pub use transport::stdio::{StderrMode, StdioCommand};

@@ -228,19 +228,9 @@ fn parse_rule(s: &str) -> Result<(Option<String>, String, ToolRule), ProxyError>
     ))
 }
 
+/// `--header NAME: VALUE` (the client's grammar; a refusal does not echo the value).
 fn parse_header(h: &str) -> Result<(String, String), ProxyError> {
-    let (k, v) = h
-        .split_once(':')
-        .ok_or_else(|| described(format!("--header {:?}: expected `Name: value`", redact(h))))?;
-    Ok((k.trim().to_string(), v.trim().to_string()))
-}
-
-/// A header for messages: its name only.
-fn redact(h: &str) -> String {
-    match h.split_once(':') {
-        Some((k, _)) => format!("{k}: …"),
-        None => "…".into(),
-    }
+    staunch_client::parse_header(h).map_err(|e| described(format!("--header: {e}")))
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@ pub mod view;
 
 use clap::Args;
 
-use crate::{ConnectOptions, EraChoice, HttpOptions, StderrMode};
+use crate::{ConnectOptions, EraChoice, HttpOptions, StderrMode, parse_header};
 
 /// The connection's flags.
 #[derive(Debug, Clone, Args)]
@@ -47,14 +47,6 @@ impl ConnectArgs {
         }
         connect
     }
-}
-
-/// `Name: value`.
-pub fn parse_header(s: &str) -> Result<(String, String), String> {
-    let (k, v) = s
-        .split_once(':')
-        .ok_or_else(|| format!("{s:?} is not a header (Name: value)"))?;
-    Ok((k.trim().to_string(), v.trim().to_string()))
 }
 
 #[cfg(test)]

@@ -48,6 +48,15 @@ pub const NAME_HEADER: &str = "mcp-name";
 /// What a POST accepts.
 pub const POST_ACCEPT: &str = "application/json, text/event-stream";
 
+/// A header as a command line or a configuration writes it, `Name: value`. Refused without its
+/// text: a header is often a credential, and an error message is read and logged.
+pub fn parse_header(text: &str) -> Result<(String, String), String> {
+    let (name, value) = text
+        .split_once(':')
+        .ok_or("not a header: expected `Name: value` (the text given is not shown)")?;
+    Ok((name.trim().to_string(), value.trim().to_string()))
+}
+
 /// How the HTTP transport behaves.
 #[derive(Debug, Clone)]
 pub struct HttpOptions {
@@ -529,5 +538,21 @@ async fn read_stream(shared: &Shared, mut stream: SseStream, id: Option<&Request
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod header_tests {
+    use super::parse_header;
+
+    #[test]
+    fn a_header_is_name_and_value_and_a_refusal_does_not_echo_it() {
+        assert_eq!(
+            parse_header(" Authorization :  Bearer abc "),
+            Ok(("Authorization".into(), "Bearer abc".into()))
+        );
+        let refused = parse_header("Bearer-secret-token").unwrap_err();
+        assert!(!refused.contains("secret"), "{refused}");
+        assert!(refused.contains("Name: value"), "{refused}");
     }
 }
