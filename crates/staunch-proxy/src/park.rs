@@ -173,8 +173,9 @@ pub(crate) async fn go_on(
     }
 }
 
-/// 128 random bits as hex: a parked call's name, which only its client learns.
-fn random_id() -> String {
+/// 128 random bits as hex: a name only its holder learns (a parked call's, an upstream
+/// task's under the proxy's id).
+pub(crate) fn random_id() -> String {
     let mut id = [0u8; 16];
     if getrandom::fill(&mut id).is_err() {
         panic!("the operating system's random number generator failed");

@@ -73,6 +73,16 @@ struct HeldTask {
     session: Option<Notifier>,
 }
 
+impl HeldTask {
+    fn found(&self) -> Found {
+        Found {
+            up: self.up.clone(),
+            upstream_id: self.upstream_id.clone(),
+            extension: self.extension,
+        }
+    }
+}
+
 /// Where an upstream task is: its connection, its id there, whether it is the extension's.
 struct Found {
     up: Arc<Upstream>,
@@ -196,14 +206,7 @@ impl UpstreamTasks {
         held.sort_by_key(|(_, e)| e.made);
         held.into_iter()
             .take(limit)
-            .map(|(id, e)| {
-                let found = Found {
-                    up: e.up.clone(),
-                    upstream_id: e.upstream_id.clone(),
-                    extension: e.extension,
-                };
-                (id.clone(), found)
-            })
+            .map(|(id, e)| (id.clone(), e.found()))
             .collect()
     }
 
@@ -211,26 +214,13 @@ impl UpstreamTasks {
     fn find(&self, id: &str, ctx: &Context) -> Option<Found> {
         let entries = self.lock();
         let e = entries.get(id)?;
-        (e.owner == Owner::Bearer || e.owner == owner_of(ctx)).then(|| Found {
-            up: e.up.clone(),
-            upstream_id: e.upstream_id.clone(),
-            extension: e.extension,
-        })
+        (e.owner == Owner::Bearer || e.owner == owner_of(ctx)).then(|| e.found())
     }
 }
 
-/// `up-` and 32 hex digits from the operating system's generator.
+/// `up-` and 128 random bits in hex.
 fn fresh_id() -> String {
-    let mut b = [0u8; 16];
-    if getrandom::fill(&mut b).is_err() {
-        panic!("the operating system's random number generator failed");
-    }
-    let mut id = String::with_capacity(35);
-    id.push_str("up-");
-    for byte in b {
-        id.push_str(&format!("{byte:02x}"));
-    }
-    id
+    format!("up-{}", crate::park::random_id())
 }
 
 /// Puts the proxy's id where the upstream's stands — the task's `taskId`, a `task` object's,
