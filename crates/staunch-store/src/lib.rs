@@ -18,8 +18,8 @@
 //!
 //! Migrations are applied when a store is opened. All times are epoch milliseconds (`i64`)
 //! passed in by the caller ([`now_ms`] gives the clock), so tests control time and never sleep.
-//! Errors are [`StoreError`]. The `testsuite` module (hidden from docs) is the driver test
-//! suite, written once over the traits and run against every backend.
+//! Errors are [`StoreError`]. The driver test suite, written once over the traits and run
+//! against every backend, is in the crate's integration tests (`tests/it/testsuite`).
 
 // Public items are documented, and `pub` means public: what no other crate can reach is
 // `pub(crate)`.
@@ -39,9 +39,6 @@ mod schema;
 mod session;
 mod signal;
 mod sqlite;
-
-#[doc(hidden)]
-pub mod testsuite;
 
 pub use error::StoreError;
 pub use event::{BatchOutcome, EventStore, EventWrite, Replay, StoredEvent};

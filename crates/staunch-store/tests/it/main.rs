@@ -2,6 +2,8 @@
 //! per file): each former `tests/*.rs` file is a module, and the helpers they share are
 //! declared once here.
 
+mod testsuite;
+
 mod claim_cost;
 mod memory;
 mod postgres;

@@ -9,7 +9,7 @@ use std::io::Write;
 use std::sync::Once;
 use std::time::Duration;
 
-use staunch_store::testsuite::{CaseFuture, Harness, SIGNAL_WAIT};
+use crate::testsuite::{CaseFuture, Harness, SIGNAL_WAIT};
 use staunch_store::{CreateOutcome, NewJob, Signal};
 use tokio_postgres::NoTls;
 
@@ -76,9 +76,9 @@ async fn fixture(name: &'static str, case: impl FnOnce(Harness) -> CaseFuture) {
     }
 }
 
-staunch_store::event_store_suite!(fixture);
-staunch_store::session_store_suite!(fixture);
-staunch_store::job_store_suite!(fixture);
+crate::event_store_suite!(fixture);
+crate::session_store_suite!(fixture);
+crate::job_store_suite!(fixture);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn open_with_search_path_in_url_and_concurrent_migrations() {

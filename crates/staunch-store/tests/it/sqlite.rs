@@ -1,6 +1,6 @@
 //! The shared driver suite against real SQLite files, plus what only the SQLite driver does.
 
-use staunch_store::testsuite::{CaseFuture, Harness};
+use crate::testsuite::{CaseFuture, Harness};
 use staunch_store::{CreateOutcome, NewJob, StoreError};
 
 /// A fresh file per case, opened twice: two connections on two threads, as two processes
@@ -13,9 +13,9 @@ async fn fixture(_name: &'static str, case: impl FnOnce(Harness) -> CaseFuture) 
     case(Harness { a, b }).await;
 }
 
-staunch_store::event_store_suite!(fixture);
-staunch_store::session_store_suite!(fixture);
-staunch_store::job_store_suite!(fixture);
+crate::event_store_suite!(fixture);
+crate::session_store_suite!(fixture);
+crate::job_store_suite!(fixture);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_opens_migrate_once_and_data_survives_reopen() {

@@ -6,9 +6,9 @@
 //!
 //! ```text
 //! async fn fixture(name: &'static str, case: impl FnOnce(Harness) -> CaseFuture) { … }
-//! staunch_store::event_store_suite!(fixture);
-//! staunch_store::session_store_suite!(fixture);
-//! staunch_store::job_store_suite!(fixture);
+//! crate::event_store_suite!(fixture);
+//! crate::session_store_suite!(fixture);
+//! crate::job_store_suite!(fixture);
 //! ```
 //!
 //! The macros expand to one `#[tokio::test]` per case on the multi-thread runtime (the calling
@@ -24,7 +24,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
-use crate::Stores;
+use staunch_store::Stores;
 
 pub use events::*;
 pub use jobs::*;
@@ -60,7 +60,7 @@ macro_rules! store_cases {
     )+};
 }
 
-/// Every [`crate::EventStore`] case.
+/// Every [`staunch_store::EventStore`] case.
 #[macro_export]
 macro_rules! event_store_suite {
     ($fixture:path) => {
@@ -77,7 +77,7 @@ macro_rules! event_store_suite {
     };
 }
 
-/// Every [`crate::SessionStore`] case.
+/// Every [`staunch_store::SessionStore`] case.
 #[macro_export]
 macro_rules! session_store_suite {
     ($fixture:path) => {
@@ -92,7 +92,7 @@ macro_rules! session_store_suite {
     };
 }
 
-/// Every [`crate::JobStore`] case.
+/// Every [`staunch_store::JobStore`] case.
 #[macro_export]
 macro_rules! job_store_suite {
     ($fixture:path) => {

@@ -1,7 +1,7 @@
-//! [`crate::SessionStore`] cases.
+//! [`staunch_store::SessionStore`] cases.
 
 use super::{Harness, T0};
-use crate::{SessionRecord, StoreError};
+use staunch_store::{SessionRecord, StoreError};
 
 fn record(id: &str, now: i64) -> SessionRecord {
     SessionRecord {
@@ -124,7 +124,7 @@ pub async fn sessions_missing_after_a_delete_elsewhere(h: Harness) {
 }
 
 /// A client's answer received by one instance is taken, once, by the other; each session
-/// keeps at most [`crate::MAX_ANSWERS_PER_SESSION`] waiting; old ones and a deleted or
+/// keeps at most [`staunch_store::MAX_ANSWERS_PER_SESSION`] waiting; old ones and a deleted or
 /// expired session's go.
 pub async fn sessions_answers_wait_for_the_instance_that_asked(h: Harness) {
     let (a, b) = (&h.a.sessions, &h.b.sessions);
@@ -160,7 +160,7 @@ pub async fn sessions_answers_wait_for_the_instance_that_asked(h: Harness) {
     );
 
     // The cap: the next one is refused, another session is not affected.
-    for i in 0..crate::MAX_ANSWERS_PER_SESSION {
+    for i in 0..staunch_store::MAX_ANSWERS_PER_SESSION {
         assert!(
             b.put_answer("sess-a", &format!("{i}"), "{}", T0)
                 .await
@@ -180,7 +180,7 @@ pub async fn sessions_answers_wait_for_the_instance_that_asked(h: Harness) {
     );
 
     // Answers nobody took within the TTL go.
-    let later = T0 + crate::ANSWER_TTL_MS + 1;
+    let later = T0 + staunch_store::ANSWER_TTL_MS + 1;
     a.create(record("sess-c", later)).await.unwrap();
     assert!(b.put_answer("sess-c", "new", "{}", later).await.unwrap());
     assert_eq!(a.take_answer("sess-b", "1").await.unwrap(), None, "too old");
@@ -207,7 +207,7 @@ pub async fn sessions_stream_writers_beat(h: Harness) {
         Some(T0 + 2_000),
         "never backwards"
     );
-    let tomorrow = T0 + 2_000 + crate::WRITER_ROW_TTL_MS + 1;
+    let tomorrow = T0 + 2_000 + staunch_store::WRITER_ROW_TTL_MS + 1;
     b.beat_writer("w2", tomorrow).await.unwrap();
     assert_eq!(
         a.writer_seen("w1").await.unwrap(),

@@ -1,4 +1,4 @@
-//! [`crate::JobStore`] cases.
+//! [`staunch_store::JobStore`] cases.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -6,7 +6,7 @@ use std::sync::Arc;
 use tokio::sync::broadcast;
 
 use super::{Harness, SIGNAL_WAIT, T0};
-use crate::{
+use staunch_store::{
     CancelOutcome, CreateOutcome, FinishOutcome, Heartbeat, JobOutcome, JobRecord, JobState,
     JobStore, Lease, NewJob, REASON_CANCELLED, REASON_LEASE_LOST, ReapedJob, Signal, StoreError,
 };
@@ -561,13 +561,13 @@ pub async fn jobs_reaper_on_two_handles_moves_each_job_once(h: Harness) {
 
 pub async fn jobs_release_owner(h: Harness) {
     let jobs = &h.a.jobs;
-    let old = crate::owner_id("inst-a");
+    let old = staunch_store::owner_id("inst-a");
     assert!(old.starts_with("inst-a/") && old.len() > "inst-a/".len());
-    let new = crate::owner_id("inst-a");
+    let new = staunch_store::owner_id("inst-a");
     assert_ne!(old, new, "every run gets a fresh owner id");
-    let other = crate::owner_id("inst-b");
+    let other = staunch_store::owner_id("inst-b");
     // "inst-ab" shares a textual prefix with "inst-a" but is another instance.
-    let lookalike = crate::owner_id("inst-ab");
+    let lookalike = staunch_store::owner_id("inst-ab");
 
     let mut nj = new_job("t", "safe", T0);
     nj.retry_safe = true;
@@ -595,7 +595,7 @@ pub async fn jobs_release_owner(h: Harness) {
     expected.sort_by(|a, b| a.id.cmp(&b.id));
     let released =
         h.b.jobs
-            .release_owner(&crate::owner_prefix("inst-a"), T0 + 1)
+            .release_owner(&staunch_store::owner_prefix("inst-a"), T0 + 1)
             .await
             .unwrap();
     assert_eq!(sorted(released), expected);
@@ -632,7 +632,10 @@ pub async fn jobs_idempotency_rules(h: Harness) {
     };
     let first = create(jobs, keyed("pay", "fp-a", "alice")).await;
     assert_eq!(first.idem_key.as_deref(), Some("key-1"));
-    assert_eq!(first.idem_expires_ms, Some(T0 + crate::DEFAULT_IDEM_TTL_MS));
+    assert_eq!(
+        first.idem_expires_ms,
+        Some(T0 + staunch_store::DEFAULT_IDEM_TTL_MS)
+    );
 
     // Same key, same arguments: the same job, from any instance.
     assert_eq!(
@@ -678,7 +681,7 @@ pub async fn jobs_idempotency_rules(h: Harness) {
     assert_ne!(a.id, b.id);
     // A 255-character key is fine.
     let mut long = new_job("pay", "fp-c", T0);
-    long.idem_key = Some("k".repeat(crate::MAX_IDEM_KEY_CHARS));
+    long.idem_key = Some("k".repeat(staunch_store::MAX_IDEM_KEY_CHARS));
     create(jobs, long).await;
 }
 
@@ -1165,7 +1168,7 @@ pub async fn jobs_signals(h: Harness) {
 pub async fn jobs_input_validation(h: Harness) {
     let jobs = &h.a.jobs;
     let mut nj = new_job("t", "f", T0);
-    nj.idem_key = Some("k".repeat(crate::MAX_IDEM_KEY_CHARS + 1));
+    nj.idem_key = Some("k".repeat(staunch_store::MAX_IDEM_KEY_CHARS + 1));
     assert!(matches!(
         jobs.create(nj).await,
         Err(StoreError::InvalidInput(_))

@@ -1,9 +1,9 @@
-//! [`crate::EventStore`] cases.
+//! [`staunch_store::EventStore`] cases.
 
 use std::collections::HashMap;
 
 use super::{Harness, T0};
-use crate::{BatchOutcome, EventWrite, Replay, StoreError, StoredEvent};
+use staunch_store::{BatchOutcome, EventWrite, Replay, StoreError, StoredEvent};
 
 fn events(r: Replay) -> Vec<StoredEvent> {
     match r {

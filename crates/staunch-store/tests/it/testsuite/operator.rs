@@ -1,10 +1,10 @@
-//! [`crate::JobStore`] cases for the operator's calls: `list_all`, `count_by_state`,
+//! [`staunch_store::JobStore`] cases for the operator's calls: `list_all`, `count_by_state`,
 //! `ids_starting_with` and `purge_finished_before` (`staunch jobs`, metrics, the live page).
 
 use std::sync::Arc;
 
 use super::{Harness, T0};
-use crate::{CreateOutcome, JobFilter, JobOutcome, JobRecord, JobState, JobStore, NewJob};
+use staunch_store::{CreateOutcome, JobFilter, JobOutcome, JobRecord, JobState, JobStore, NewJob};
 
 const LEASE: i64 = 30_000;
 
