@@ -527,20 +527,10 @@ async fn task(
         _ => {}
     };
     let started = Instant::now();
-    let outcome = if session_era {
-        c.call_tool_task("import_rows", args, &opts, &topts, on_event)
-            .await
-    } else {
-        c.call_tool_task_ext(
-            "import_rows",
-            args,
-            &opts,
-            &topts,
-            staunch_client::input::no_answers,
-            on_event,
-        )
-        .await
-    };
+    let answer = staunch_client::input::no_answers;
+    let outcome = c
+        .call_tool_task("import_rows", args, &opts, &topts, answer, on_event)
+        .await;
     if let Some(a) = armed {
         a.abort();
     }

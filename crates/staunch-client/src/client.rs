@@ -10,10 +10,9 @@ use staunch_protocol::{RequestId, notification_bytes, request_bytes};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
-use crate::era::{Dialect, ResultType, mcp_name};
+use crate::era::{Dialect, ResultType, ServerInfo, mcp_name};
 use crate::inbox::{Inbox, Route};
 use crate::router::{Answer, Inbound, Registration, Router};
-use crate::server_info::ServerInfo;
 use crate::transport::http::HttpEndpoint;
 use crate::transport::{Outgoing, Transport};
 use crate::{CallOptions, ClientError, ConnectOptions, LateResponse, Observed, Progress};
@@ -154,11 +153,6 @@ impl Client {
             .server
             .get()
             .unwrap_or_else(|| unreachable!("client used before its handshake"))
-    }
-
-    /// The era this connection speaks.
-    pub fn era(&self) -> crate::Era {
-        self.inner.dialect.era()
     }
 
     /// The HTTP endpoint, when connected over HTTP.

@@ -6,16 +6,19 @@
 //! (an error, -32601, HTTP 400/404, an unsupported-version -32022, or silence on stdio until
 //! `discover_timeout`) it goes back to the session era and sends `initialize`. Only a failure
 //! to reach the server at all ends the attempt, since `initialize` would meet the same fate.
+//!
+//! After the handshake, what differs between the eras is a question asked of the client here
+//! ([`Client::has_session`], [`Client::runs_tool_tasks`], [`Client::with_tasks_extension`]):
+//! the task follower, the proxy and the commands ask them and name no era.
 
 use serde_json::{Value, json};
 use staunch_protocol::mcp::methods;
-use staunch_protocol::stateless::keys;
+use staunch_protocol::stateless::{TASKS_EXTENSION, keys};
 use staunch_protocol::version;
 
 use crate::client::Client;
-use crate::era::{Era, EraChoice, ResultType, fallback_reason, meta_for};
+use crate::era::{Era, EraChoice, ResultType, ServerInfo, fallback_reason, meta_for};
 use crate::inbox::Inbox;
-use crate::server_info::ServerInfo;
 use crate::transport::Transport;
 use crate::transport::http::{HttpEndpoint, HttpTransport};
 use crate::transport::stdio::{StdioCommand, StdioTransport};
@@ -212,4 +215,65 @@ fn enter_session(client: &Client, version: Option<&str>) {
     let inner = client.inner();
     inner.dialect.join_session();
     inner.transport.set_protocol_version(version, false);
+}
+
+/// What differs between the eras, asked of a connection (the rest of the crate asks these
+/// questions and names no era).
+impl Client {
+    /// The era this connection speaks.
+    pub fn era(&self) -> Era {
+        self.inner().dialect.era()
+    }
+
+    /// Whether the connection has a session: the server's requests and notifications (its
+    /// questions, list changes, task statuses) arrive on the connection; without one, a
+    /// question comes as an input-required round and changes only on `subscriptions/listen`.
+    pub fn has_session(&self) -> bool {
+        self.era() == Era::Session
+    }
+
+    /// Whether the server runs `tools/call` as a task in the era spoken: 2025-11-25
+    /// `capabilities.tasks` in a session, the tasks extension without one.
+    pub fn runs_tool_tasks(&self) -> bool {
+        self.server().supports_tool_tasks() || self.offers_tasks_extension()
+    }
+
+    /// Whether the server advertised the tasks extension in `server/discover`.
+    pub fn offers_tasks_extension(&self) -> bool {
+        let info = self.server();
+        info.era == Era::Stateless
+            && info
+                .capabilities
+                .get("extensions")
+                .and_then(|e| e.get(TASKS_EXTENSION))
+                .is_some()
+    }
+
+    /// `params` with `_meta.clientCapabilities` = this connection's capabilities plus the
+    /// tasks extension (the rest of the stateless `_meta` is added when the request is sent):
+    /// what a request of the extension sends, for a caller that makes it itself with
+    /// [`Client::request`].
+    pub fn with_tasks_extension(&self, mut params: Value) -> Result<Value, ClientError> {
+        let mut caps = self
+            .inner()
+            .dialect
+            .capabilities()
+            .filter(Value::is_object)
+            .unwrap_or_else(|| json!({}));
+        let exts = caps
+            .as_object_mut()
+            .expect("checked to be an object")
+            .entry("extensions")
+            .or_insert_with(|| json!({}));
+        if !exts.is_object() {
+            *exts = json!({});
+        }
+        exts[TASKS_EXTENSION] = json!({});
+        let Some(obj) = params.as_object_mut() else {
+            return Err(ClientError::Protocol("params must be an object".into()));
+        };
+        let meta = obj.entry("_meta").or_insert_with(|| json!({}));
+        meta[keys::CLIENT_CAPABILITIES] = caps;
+        Ok(params)
+    }
 }

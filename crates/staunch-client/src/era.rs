@@ -6,7 +6,8 @@
 //! [`EraChoice`] forces one era instead. In the stateless era every request carries the
 //! protocol version and the client's identity and capabilities in `params._meta`
 //! (`meta_for`); on HTTP the same facts travel in headers ([`header_value`] for the
-//! non-ASCII form of `Mcp-Name`). Every result carries `resultType` ([`ResultType`]).
+//! non-ASCII form of `Mcp-Name`). Every result carries `resultType` ([`ResultType`]). What the
+//! handshake learned, the era among it, is a [`ServerInfo`].
 
 use serde_json::{Map, Value, json};
 use staunch_protocol::codes;
@@ -68,6 +69,59 @@ impl Dialect {
             .unwrap_or_else(|p| p.into_inner())
             .as_ref()
             .and_then(|m| m.get(keys::CLIENT_CAPABILITIES).cloned())
+    }
+}
+
+/// What the server said about itself in `initialize` or `server/discover`.
+#[derive(Debug, Clone)]
+pub struct ServerInfo {
+    /// The protocol version in use: negotiated by `initialize`, or the stateless version every
+    /// request names.
+    pub protocol_version: String,
+    /// The era the connection speaks.
+    pub era: Era,
+    /// `server/discover`'s `supportedVersions` (empty in the session era).
+    pub supported_versions: Vec<String>,
+    /// Why `server/discover` was not used, when the client fell back to `initialize`.
+    pub fallback: Option<String>,
+    /// `serverInfo.name`.
+    pub name: String,
+    /// `serverInfo.version`.
+    pub version: String,
+    /// `capabilities` as sent.
+    pub capabilities: Value,
+    /// `instructions`, if any.
+    pub instructions: Option<String>,
+}
+
+impl ServerInfo {
+    /// Whether the server accepts `tools/call` as a task (2025-11-25 `capabilities.tasks`).
+    pub fn supports_tool_tasks(&self) -> bool {
+        self.era == Era::Session
+            && self
+                .capabilities
+                .pointer("/tasks/requests/tools/call")
+                .is_some()
+    }
+
+    /// One line about the connection: the server, its protocol and era, how it was reached,
+    /// and why `server/discover` was not used when the client fell back to `initialize`.
+    pub fn connection_line(&self) -> String {
+        let mut line = format!(
+            "connected: {} {} — protocol {} ({} era, {})",
+            self.name,
+            self.version,
+            self.protocol_version,
+            self.era.as_str(),
+            match self.era {
+                Era::Stateless => "server/discover",
+                Era::Session => "initialize",
+            }
+        );
+        if let Some(why) = &self.fallback {
+            line.push_str(&format!("; fell back to initialize: {why}"));
+        }
+        line
     }
 }
 

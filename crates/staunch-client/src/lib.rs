@@ -8,7 +8,7 @@
 //! - [`Client`]: one connection over [`stdio`](Client::connect_stdio) (spawns a command) or
 //!   [Streamable HTTP](Client::connect_http), in either protocol era ([`era`]): by default
 //!   `server/discover` (2026-07-28, stateless) first and `initialize` (2025) when the server
-//!   does not speak 2026; [`EraChoice`] forces one. It routes responses
+//!   does not speak 2026; [`era::EraChoice`] forces one. It routes responses
 //!   to their requests, progress to its request's callback, answers the server's `ping`, and
 //!   records late responses (answers to requests it had already given up on) as evidence
 //!   ([`Client::late_responses`]) instead of delivering them.
@@ -26,11 +26,11 @@
 //!   with `GET` + `Last-Event-ID` after the server's `retry` delay. [`HttpEndpoint`] is the raw
 //!   layer underneath, public for black-box probes.
 //! - [`sse`]: an incremental Server-Sent Events parser (ids, `retry`, CR/LF/CRLF).
-//! - [`tasks`]: 2025-11-25 tasks — create with `task: {ttl}`, poll `tasks/get` at the
-//!   server's `pollInterval`, fetch `tasks/result`, cancel with `tasks/cancel`.
-//! - the 2026-07-28 tasks extension ([`Client::call_tool_task_ext`]): the server decides
-//!   whether a call becomes a task; `tasks/get` carries the outcome, `tasks/update` answers
-//!   `input_required`, `tasks/cancel` gives up.
+//! - [`tasks`]: a tool call run as a task and followed to its end ([`Client::call_tool_task`]),
+//!   in either era: 2025-11-25 tasks (create with `task: {ttl}`, poll `tasks/get` at the
+//!   server's `pollInterval`, fetch `tasks/result`) or the 2026-07-28 tasks extension (the
+//!   server decides whether a call becomes a task; `tasks/get` carries the outcome,
+//!   `tasks/update` answers `input_required`); either way `tasks/cancel` gives up.
 //! - [`jobs`]: the `start_x` / `get_x` / `cancel_x` tool face of durable jobs, with one
 //!   idempotency key per logical call, reused across this client's own retries.
 //!
@@ -53,22 +53,19 @@ pub mod jobs;
 mod options;
 pub mod result;
 mod router;
-mod server_info;
 mod server_requests;
 pub mod sse;
 mod target;
 pub mod tasks;
-mod tasks_ext;
 mod timeout;
 pub mod transport;
 
 pub use client::{Client, PendingRequest};
 pub use connect::DISCOVER;
-pub use era::{Era, EraChoice};
+pub use era::{EraChoice, ServerInfo};
 pub use error::ClientError;
 pub use options::{CallOptions, ConnectOptions};
 pub use router::{Late, LateResponse, Observed, Progress};
-pub use server_info::ServerInfo;
 pub use server_requests::{NotificationHandler, ServerRequest, ServerRequestHandler};
 pub use staunch_protocol as protocol;
 pub use target::Target;

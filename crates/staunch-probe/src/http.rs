@@ -49,7 +49,7 @@ pub(crate) async fn resume(p: &Probe) -> Check {
         return Check::new(ID, Status::Skip, "not HTTP", json!({}));
     };
     let v = &p.client.server().protocol_version;
-    if p.era() == staunch_client::Era::Stateless {
+    if p.era() == staunch_client::era::Era::Stateless {
         return Check::new(
             ID,
             Status::Skip,
@@ -259,7 +259,7 @@ pub(crate) async fn guards(p: &Probe) -> Vec<Check> {
         return Vec::new();
     };
     let v = p.client.server().protocol_version.clone();
-    if p.era() == staunch_client::Era::Stateless {
+    if p.era() == staunch_client::era::Era::Stateless {
         return stateless_guards(ep, &v).await;
     }
     let list = request_bytes(

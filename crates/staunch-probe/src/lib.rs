@@ -27,7 +27,8 @@ mod watch;
 use std::time::Duration;
 
 use serde_json::{Map, Value, json};
-use staunch_client::{Client, ClientError, Era, PendingRequest};
+use staunch_client::era::Era;
+use staunch_client::{Client, ClientError, PendingRequest};
 use tokio::time::Instant;
 
 pub use report::{Check, ProbeReport, Status};

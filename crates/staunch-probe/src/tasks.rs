@@ -27,7 +27,7 @@ fn pick_tool(p: &Probe) -> Option<String> {
 }
 
 pub(crate) async fn cancel(p: &Probe) -> Check {
-    if p.era() == staunch_client::Era::Stateless {
+    if p.era() == staunch_client::era::Era::Stateless {
         return Check::new(
             ID,
             Status::Skip,

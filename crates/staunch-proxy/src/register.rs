@@ -227,17 +227,20 @@ pub(crate) fn forward_tool(
     // also call it plainly (the proxy then follows the task itself where the upstream requires
     // one). Not under the stop policy: its calls run in processes of their own, ended with
     // the call, which a task outlives.
+    let runs_as_task = matches!(
+        tool.pointer("/execution/taskSupport")
+            .and_then(Value::as_str),
+        Some("optional" | "required")
+    );
     if pool.shared().runs_tasks()
         && pool.spec().kill_after_cancel_of(own_name).is_none()
-        && matches!(
-            tool.pointer("/execution/taskSupport")
-                .and_then(Value::as_str),
-            Some("optional" | "required")
-        )
+        && runs_as_task
     {
         spec = spec.execution(serde_json::json!({"taskSupport": "optional"}));
     }
-    let handler = ForwardTool::new(pool.clone(), own_name).as_task(task_required(tool));
+    let handler = ForwardTool::new(pool.clone(), own_name)
+        .as_task(task_required(tool))
+        .runs_as_task(runs_as_task);
     (spec, handler)
 }
 

@@ -220,8 +220,8 @@ impl Calls {
                         return Err(ErrorObject::new(
                             codes::INTERNAL_ERROR,
                             format!(
-                                "the client speaks 2026-07-28 (stateless): {} in the middle of \
-                                 this call cannot be bridged to it",
+                                "the client has no session and answers questions in rounds of \
+                                 its own: {} in the middle of this call cannot be bridged to it",
                                 req.method
                             ),
                         ));

@@ -17,17 +17,27 @@
 //! session (on HTTP, its standalone stream) with the proxy's id in place of the upstream's; a
 //! 2026-07-28 client has no session to be told on and asks with `tasks/get`.
 //!
+//! Across eras, a client of the extension calling a tool an upstream runs as a 2025-11-25 task
+//! gets that task written the extension's way ([`Kind::Bridged`]): a flat task with `ttlMs`
+//! and `pollIntervalMs`, and a `tasks/get` that carries the outcome (the upstream's
+//! `tasks/result`, fetched once the task is terminal: a result is `completed`, an error
+//! `failed`); `tasks/cancel` reaches the upstream task and answers the extension's empty ack.
+//! Such a task takes no `tasks/update`: a 2025-11-25 task asks its questions on the session
+//! that waits in `tasks/result`, which a client of the extension does not have. A 2025 session
+//! calling a tool of an upstream that offers only the extension gets a plain call (a
+//! `required` tool is followed as a task by the proxy, `forward`).
+//!
 //! The table is in memory and bounded ([`MAX_TASKS`] per upstream; the oldest entry goes
 //! first): a task outlives neither the proxy's process nor the upstream connection it was made
-//! on (a restarted upstream has lost it, and says so). Across eras nothing is bridged: such a
-//! call runs as a plain one (a `required` tool is followed as a task by the proxy, `forward`).
+//! on (a restarted upstream has lost it, and says so).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures_util::future::BoxFuture;
-use serde_json::Value;
+use serde_json::{Value, json};
+use staunch_client::ClientError;
 use staunch_protocol::{ErrorObject, codes};
 use staunch_server::{
     Context, MethodHandler, Notifier, ToolError, declares_tasks, missing_tasks_extension,
@@ -62,11 +72,30 @@ fn owner_of(ctx: &Context) -> Owner {
     }
 }
 
+/// How a held task is spoken of, by its client and by its upstream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// A 2025-11-25 task on both sides.
+    Tasks,
+    /// A task of the 2026-07-28 extension on both sides: every request about it declares the
+    /// extension.
+    Extension,
+    /// A 2025-11-25 upstream task held by a client of the extension: its requests declare the
+    /// extension, and every answer is written the extension's way.
+    Bridged,
+}
+
+impl Kind {
+    /// Whether the client speaks of it under the extension.
+    fn client_declares(self) -> bool {
+        self != Kind::Tasks
+    }
+}
+
 struct HeldTask {
     up: Arc<Upstream>,
     upstream_id: String,
-    /// A task of the 2026-07-28 extension: every request about it declares the extension.
-    extension: bool,
+    kind: Kind,
     owner: Owner,
     made: Instant,
     /// The 2025 session (or stdio connection) told of the task's status changes.
@@ -78,16 +107,16 @@ impl HeldTask {
         Found {
             up: self.up.clone(),
             upstream_id: self.upstream_id.clone(),
-            extension: self.extension,
+            kind: self.kind,
         }
     }
 }
 
-/// Where an upstream task is: its connection, its id there, whether it is the extension's.
+/// Where an upstream task is: its connection, its id there, how it is spoken of.
 struct Found {
     up: Arc<Upstream>,
     upstream_id: String,
-    extension: bool,
+    kind: Kind,
 }
 
 /// The upstream tasks the proxy's clients hold, by the proxy's id.
@@ -111,18 +140,18 @@ impl UpstreamTasks {
         self.entries.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Takes in the upstream task `upstream_id`, made on `up` for the caller of `ctx` (under
-    /// the 2026-07-28 extension when `extension`); the id the client knows it by.
+    /// Takes in the upstream task `upstream_id`, made on `up` for the caller of `ctx`, spoken
+    /// of as `kind`; the id the client knows it by.
     pub(crate) fn adopt(
         self: &Arc<Self>,
         up: Arc<Upstream>,
         upstream_id: &str,
-        extension: bool,
+        kind: Kind,
         ctx: &Context,
     ) -> String {
         let id = fresh_id();
         // 2025 tasks are a session's (stdio's too); the extension's client has no session.
-        let session = (!extension).then(|| ctx.notifier());
+        let session = (kind == Kind::Tasks).then(|| ctx.notifier());
         if session.is_some() {
             self.follow_statuses(&up);
         }
@@ -140,7 +169,7 @@ impl UpstreamTasks {
             HeldTask {
                 up,
                 upstream_id: upstream_id.to_string(),
-                extension,
+                kind,
                 owner: owner_of(ctx),
                 made: Instant::now(),
                 session,
@@ -251,6 +280,69 @@ pub(crate) fn with_id(mut v: Value, upstream_id: &str, id: &str) -> Value {
     v
 }
 
+/// A 2025-11-25 task written the extension's way: `ttl` and `pollInterval` become `ttlMs`
+/// and `pollIntervalMs`; every other field stays.
+pub(crate) fn extension_task(task: &Value) -> Value {
+    let mut out = serde_json::Map::new();
+    if let Value::Object(fields) = task {
+        for (k, v) in fields {
+            let k = match k.as_str() {
+                "ttl" => "ttlMs",
+                "pollInterval" => "pollIntervalMs",
+                other => other,
+            };
+            out.insert(k.to_string(), v.clone());
+        }
+    }
+    Value::Object(out)
+}
+
+/// A request of the extension's about a 2025-11-25 upstream task (`upstream_id` upstream, `id`
+/// to the client), answered the extension's way.
+async fn bridged(
+    method: &str,
+    client: &staunch_client::Client,
+    params: Value,
+    opts: &staunch_client::CallOptions,
+    (upstream_id, id): (&str, &str),
+) -> Result<Value, ToolError> {
+    match method {
+        "tasks/get" => {
+            let task = client
+                .request("tasks/get", Some(params.clone()), opts)
+                .await
+                .map_err(rpc)?;
+            let mut detailed = extension_task(&task);
+            if let Some("completed" | "failed") = task["status"].as_str() {
+                // Terminal: `tasks/result` answers at once, with the result or the error.
+                let (status, key, value) =
+                    match client.request("tasks/result", Some(params), opts).await {
+                        Ok(result) => ("completed", "result", with_id(result, upstream_id, id)),
+                        Err(ClientError::Rpc(e)) => ("failed", "error", json!(e)),
+                        Err(e) => return Err(rpc(e)),
+                    };
+                detailed["status"] = status.into();
+                detailed[key] = value;
+            }
+            Ok(detailed)
+        }
+        "tasks/cancel" => {
+            client
+                .request("tasks/cancel", Some(params), opts)
+                .await
+                .map_err(rpc)?;
+            Ok(json!({}))
+        }
+        _ => Err(ToolError::Rpc(ErrorObject::new(
+            codes::INVALID_PARAMS,
+            format!(
+                "task {id} takes no {method}: its upstream runs it as a 2025-11-25 task, which \
+                 asks its questions on a session"
+            ),
+        ))),
+    }
+}
+
 /// `tasks/get`, `tasks/result`, `tasks/cancel` or `tasks/update` for an upstream task, else
 /// for whatever handled the method before.
 struct TaskMethod {
@@ -286,7 +378,10 @@ impl MethodHandler for TaskMethod {
         };
         // A stateless request about an extension task declares the extension, as it must
         // for staunch's own (SEP-2663: -32021 otherwise).
-        if found.extension && !ctx.has_session() && !declares_tasks(&ctx.client_capabilities()) {
+        if found.kind.client_declares()
+            && !ctx.has_session()
+            && !declares_tasks(&ctx.client_capabilities())
+        {
             return Box::pin(async { Err(ToolError::Rpc(missing_tasks_extension())) });
         }
         let method = self.method;
@@ -294,7 +389,7 @@ impl MethodHandler for TaskMethod {
             let Found {
                 up,
                 upstream_id,
-                extension,
+                kind,
             } = found;
             let mut params = params.unwrap_or_else(|| Value::Object(Default::default()));
             params["taskId"] = Value::String(upstream_id.clone());
@@ -306,15 +401,19 @@ impl MethodHandler for TaskMethod {
                 .client()
                 .await
                 .map_err(|e| ToolError::Internal(e.to_string()))?;
-            if extension {
-                params = client.with_tasks_extension(params).map_err(rpc)?;
+            let opts = request_options(false, ctx.cancellation_token());
+            match kind {
+                Kind::Bridged => {
+                    let v = bridged(method, &client, params, &opts, (&upstream_id, &id)).await?;
+                    return Ok(with_id(v, &upstream_id, &id));
+                }
+                Kind::Extension => {
+                    params = client.with_tasks_extension(params).map_err(rpc)?;
+                }
+                Kind::Tasks => {}
             }
             let v = client
-                .request(
-                    method,
-                    Some(params),
-                    &request_options(false, ctx.cancellation_token()),
-                )
+                .request(method, Some(params), &opts)
                 .await
                 .map_err(rpc)?;
             Ok(with_id(v, &upstream_id, &id))
@@ -355,7 +454,7 @@ impl MethodHandler for ListMethod {
                 .iter()
                 .flat_map(|t| t.held_by(p, LIST_MAX))
                 // `tasks/list` is the 2025 revision's: the extension's tasks are not its.
-                .filter(|(_, found)| !found.extension)
+                .filter(|(_, found)| found.kind == Kind::Tasks)
                 .take(LIST_MAX)
                 .collect(),
             _ => Vec::new(),
@@ -398,8 +497,8 @@ fn unknown(params: &Option<Value>) -> ToolError {
 
 /// Serves the task methods for the upstream tasks in `tables` — those of the upstreams that
 /// run tasks — in front of the handlers already registered for them; declares tool tasks
-/// (when one runs 2025 tasks and nothing has yet) and the tasks extension (when one offers
-/// it).
+/// (when one runs 2025 tasks and nothing has yet) and the tasks extension (when one offers it,
+/// or runs 2025 tasks, which its clients get bridged).
 pub(crate) fn register(
     mut builder: staunch_server::ServerBuilder,
     tables: Vec<Arc<UpstreamTasks>>,
@@ -409,8 +508,9 @@ pub(crate) fn register(
     if tables.is_empty() {
         return builder;
     }
-    // `tasks/result` is the 2025 revision's, `tasks/update` the extension's: each only where
-    // an upstream runs such tasks.
+    // `tasks/result` is the 2025 revision's, only where an upstream runs such tasks;
+    // `tasks/update` the extension's, which every upstream task is offered under.
+    let extension = extension || twenty_five;
     let methods = ["tasks/get", "tasks/cancel"]
         .into_iter()
         .chain(twenty_five.then_some("tasks/result"))

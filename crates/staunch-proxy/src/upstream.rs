@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use staunch_client::{
-    CallOptions, Client, ConnectOptions, Era, NotificationHandler, PendingRequest, StderrMode,
+    CallOptions, Client, ConnectOptions, NotificationHandler, PendingRequest, StderrMode,
 };
 use staunch_protocol::mcp::methods::SUBSCRIPTIONS_LISTEN;
 use staunch_server::Metrics;
@@ -52,7 +52,7 @@ fn listen_for_tool_changes(client: &Client, name: &str) -> Option<PendingRequest
     .filter(|(kind, _)| dynamic(kind))
     .map(|(_, key)| (key.to_string(), serde_json::Value::Bool(true)))
     .collect();
-    if client.era() != Era::Stateless || wanted.is_empty() {
+    if client.has_session() || wanted.is_empty() {
         return None;
     }
     let params = serde_json::json!({"notifications": wanted});

@@ -31,8 +31,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use sha2::Sha256;
 use staunch_protocol::ErrorObject;
-use staunch_protocol::stateless::result_type;
 
+use crate::codec;
 use crate::fingerprint::Fingerprint;
 
 /// How long a `requestState` stays valid: a person answering an elicitation takes minutes, not
@@ -288,11 +288,7 @@ impl Rounds {
             a: self.answers.clone(),
             t: now_ms,
         };
-        json!({
-            "resultType": result_type::INPUT_REQUIRED,
-            "inputRequests": requests,
-            "requestState": seal(key, &st, &self.binding.aad()),
-        })
+        codec::input_required(requests, seal(key, &st, &self.binding.aad()))
     }
 }
 

@@ -4,7 +4,7 @@
 //! - [`Session`]: one client connection (stdio, or an HTTP session); parses frames and hands
 //!   each request — session-era or stateless-era, decided per request — to the request core,
 //!   which runs it in its own task, routes `notifications/cancelled` to its token and never
-//!   answers a cancelled request. [`Server::serve_stateless`] serves one stateless HTTP request.
+//!   answers a cancelled request. [`Server::serve_standalone`] serves one stateless HTTP request.
 //!   (The built-in HTTP transport lets a request whose POST only waits for its answer take its
 //!   first step on that POST's task, and spawns it when it first waits: `request/eager.rs`.)
 //! - [`supervise`]: how a handler (or a job body) ends — grace, abort, panic, deadline.
@@ -70,7 +70,7 @@ pub use outbound::{Outbound, OutboundKind, Sink};
 pub use reason::{CancelReason, SESSION_DELETED};
 pub use redact::{owner_key, session_hash};
 pub use registry::{InFlight, InFlightCancel};
-pub use server::{Server, ServerBuilder, StatelessRequest};
+pub use server::{Server, ServerBuilder, StandaloneRequest};
 pub use session::Session;
 pub use staunch_lifecycle::{Event as LifecycleEvent, UpstreamStep};
 pub use staunch_protocol as protocol;

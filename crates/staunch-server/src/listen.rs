@@ -12,11 +12,10 @@
 
 use serde_json::{Map, Value, json};
 use staunch_protocol::mcp::methods;
-use staunch_protocol::stateless::keys;
 use tokio::sync::broadcast;
 
 use crate::changes::{Change, ListenHub};
-use crate::codec::{declares_tasks, missing_tasks_extension};
+use crate::codec::{self, declares_tasks, missing_tasks_extension};
 use crate::context::Context;
 use crate::error::ToolError;
 
@@ -155,13 +154,7 @@ pub(crate) async fn listen(
         Filter::from_params(params.as_ref(), &caps, tasks_offered.then_some(declared))?;
     filter.owner = crate::owner_key(ctx.principal(), ctx.owning_session());
     let sub_id = ctx.request_id().to_value();
-    let tag = |mut p: Map<String, Value>| {
-        p.insert(
-            "_meta".into(),
-            json!({ keys::SUBSCRIPTION_ID: sub_id.clone() }),
-        );
-        Value::Object(p)
-    };
+    let tag = |p: Map<String, Value>| codec::tag_subscription(p, &sub_id);
     // Watch and subscribe first: a change between the acknowledgement and the first recv is
     // not lost.
     let _watch = hub.watch_tasks(&filter.task_ids);

@@ -9,13 +9,12 @@ use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 use staunch_protocol::mcp::{CallToolResult, Implementation};
-use staunch_protocol::stateless::RequestMeta;
 use staunch_protocol::{Request, RequestId};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use crate::changes::{Change, ListenHub};
-use crate::codec::{AnswerKeys, Peer};
+use crate::codec::{AnswerKeys, Peer, RequestMeta};
 use crate::config::Config;
 use crate::conn::Conn;
 use crate::context::Context;
@@ -217,42 +216,43 @@ impl Server {
         &self.inner.listen
     }
 
-    /// Serves one stateless-era request (its `_meta` already read by the transport) whose
-    /// messages go to `sink` — one HTTP response stream. The returned handle cancels it when
-    /// the stream closes before the response.
-    pub fn serve_stateless(
+    /// Serves one request that stands alone — no session; what the client says about itself
+    /// is in the request's own `_meta`, already read by the transport — whose messages go to
+    /// `sink`, one HTTP response stream. The returned handle cancels it when the stream closes
+    /// before the response.
+    pub fn serve_standalone(
         &self,
         req: Request,
         meta: RequestMeta,
         sink: Arc<dyn Sink>,
-    ) -> StatelessRequest {
-        self.serve_stateless_for(req, meta, sink, None)
+    ) -> StandaloneRequest {
+        self.serve_standalone_for(req, meta, sink, None)
     }
 
-    /// [`Server::serve_stateless`] for a request the transport authenticated as `principal`
+    /// [`Server::serve_standalone`] for a request the transport authenticated as `principal`
     /// (seen by its handler in [`Context::principal`]).
-    pub fn serve_stateless_for(
+    pub fn serve_standalone_for(
         &self,
         req: Request,
         meta: RequestMeta,
         sink: Arc<dyn Sink>,
         principal: Option<String>,
-    ) -> StatelessRequest {
-        self.serve_stateless_with(req, meta, sink, principal, false)
+    ) -> StandaloneRequest {
+        self.serve_standalone_with(req, meta, sink, principal, false)
     }
 
-    /// [`Server::serve_stateless_for`]; with `eager`, for a transport whose caller does
+    /// [`Server::serve_standalone_for`]; with `eager`, for a transport whose caller does
     /// nothing but wait for the answer, the request's first step runs on the caller
     /// ([`Origin::eager`]).
-    pub(crate) fn serve_stateless_with(
+    pub(crate) fn serve_standalone_with(
         &self,
         req: Request,
         meta: RequestMeta,
         sink: Arc<dyn Sink>,
         principal: Option<String>,
         eager: bool,
-    ) -> StatelessRequest {
-        let n = NEXT_STATELESS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    ) -> StandaloneRequest {
+        let n = NEXT_STANDALONE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let label = format!("req-{}-{n}", self.inner.instance_tag);
         let conn = Conn::with_principal(label, sink, principal.map(Arc::from));
         let origin = Origin {
@@ -262,7 +262,7 @@ impl Server {
         };
         let id = req.id.clone();
         crate::dispatch::dispatch(&self.inner, &origin, req);
-        StatelessRequest {
+        StandaloneRequest {
             server: self.inner.clone(),
             conn,
             id,
@@ -275,31 +275,31 @@ impl Server {
     }
 }
 
-static NEXT_STATELESS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+static NEXT_STANDALONE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
-/// A stateless request being served (see [`Server::serve_stateless`]).
-pub struct StatelessRequest {
+/// A request that stands alone, being served (see [`Server::serve_standalone`]).
+pub struct StandaloneRequest {
     server: Arc<ServerInner>,
     conn: Arc<Conn>,
     id: RequestId,
 }
 
-impl std::fmt::Debug for StatelessRequest {
+impl std::fmt::Debug for StandaloneRequest {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StatelessRequest")
+        f.debug_struct("StandaloneRequest")
             .field("key", &self.conn.label)
             .finish()
     }
 }
 
-impl StatelessRequest {
+impl StandaloneRequest {
     /// The key the lifecycle log uses for the request's connection.
     pub fn log_key(&self) -> &str {
         &self.conn.label
     }
 
-    /// The client closed the response stream before the response: in the stateless era that
-    /// is the request's cancellation. A request that already ended is left alone.
+    /// The client closed the response stream before the response: for a request that stands
+    /// alone, that is its cancellation. A request that already ended is left alone.
     pub fn stream_closed(&self) {
         request::cancel_quietly(
             &self.server,

@@ -10,7 +10,7 @@ use staunch_client::input::{InputRequests, InputResponses};
 use staunch_client::jobs::{JobEvent, JobOptions, job_tool_names};
 use staunch_client::result::{is_tool_error, text_of};
 use staunch_client::tasks::{TaskEvent, TaskOptions, TaskOutcome};
-use staunch_client::{CallOptions, Client, ClientError, Era, Target};
+use staunch_client::{CallOptions, Client, ClientError, Target};
 use tokio_util::sync::CancellationToken;
 
 use staunch_client::cli::view::View;
@@ -36,7 +36,7 @@ Examples:
   staunch call --input user_name='{\"action\":\"accept\",\"content\":{\"name\":\"Ada\"}}' \\
       http://127.0.0.1:8080/mcp test_input_required_result_elicitation
 
-Protocol: by default `server/discover` (2026-07-28, stateless) is tried first and
+Protocol: by default `server/discover` (2026-07-28) is tried first and
 `initialize` (2025) is used when the server does not speak 2026; --protocol forces one. In
 2026 a timeout or Ctrl-C closes the request's HTTP stream (the 2026 cancel); over stdio and in
 2025 it sends notifications/cancelled.
@@ -364,13 +364,10 @@ async fn run_task(
     args: &CallArgs,
     view: &View,
 ) -> i32 {
-    let extension = client.era() == Era::Stateless;
-    if extension && !client.offers_tasks_extension() {
+    if !client.runs_tool_tasks() {
         view.note(
-            "the server does not offer the tasks extension; it will answer the call directly",
+            "the server does not offer tasks for tools/call; it will answer the call directly",
         );
-    } else if !extension && !client.server().supports_tool_tasks() {
-        view.note("the server does not advertise tasks for tools/call; calling it directly");
     }
     let topts = TaskOptions {
         ttl: Some(args.task_ttl),
@@ -396,22 +393,10 @@ async fn run_task(
             v["status"].as_str().unwrap_or("sent")
         )),
     };
-    let r = if extension {
-        client
-            .call_tool_task_ext(
-                tool,
-                arguments,
-                opts,
-                &topts,
-                |reqs| answer_from(&args.inputs, reqs, view),
-                on_event,
-            )
-            .await
-    } else {
-        client
-            .call_tool_task(tool, arguments, opts, &topts, on_event)
-            .await
-    };
+    let answer = |reqs| answer_from(&args.inputs, reqs, view);
+    let r = client
+        .call_tool_task(tool, arguments, opts, &topts, answer, on_event)
+        .await;
     view.finish();
     match r {
         Ok(TaskOutcome::Immediate(result)) => finish_call(Ok(result), args.json),

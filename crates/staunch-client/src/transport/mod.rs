@@ -44,12 +44,12 @@ impl Transport {
         }
     }
 
-    /// The negotiated version, sent as `MCP-Protocol-Version` on HTTP, and whether the
-    /// connection speaks the stateless era (per-request headers, no session, a closed stream
-    /// is the cancel).
-    pub(crate) fn set_protocol_version(&self, v: Option<&str>, stateless: bool) {
+    /// The negotiated version, sent as `MCP-Protocol-Version` on HTTP, and whether requests
+    /// stand alone (the stateless era: per-request headers, no session, a closed stream is the
+    /// cancel).
+    pub(crate) fn set_protocol_version(&self, v: Option<&str>, stand_alone: bool) {
         if let Self::Http(t) = self {
-            t.set_protocol_version(v, stateless);
+            t.set_protocol_version(v, stand_alone);
         }
     }
 
@@ -58,7 +58,7 @@ impl Transport {
     pub(crate) fn cancels_by_notification(&self) -> bool {
         match self {
             Self::Stdio(_) => true,
-            Self::Http(t) => !t.is_stateless(),
+            Self::Http(t) => !t.requests_stand_alone(),
         }
     }
 

@@ -142,6 +142,7 @@ async fn typescript_peer_task_over_http() {
             json!({"steps": 5, "delay_ms": 20}),
             &call_opts(),
             &TaskOptions::default(),
+            staunch_client::input::no_answers,
             |e| {
                 if let staunch_client::tasks::TaskEvent::Status(_) = e {
                     polls += 1;

@@ -164,6 +164,7 @@ async fn a_task_is_polled_at_its_interval_then_its_result_fetched() {
                 json!({"n":1}),
                 &call_opts(),
                 &TaskOptions::default(),
+                staunch_client::input::no_answers,
                 |e| {
                     if let staunch_client::tasks::TaskEvent::Progress(p) = e {
                         progress.push(p.progress);
@@ -215,8 +216,16 @@ async fn cancelling_a_task_uses_tasks_cancel_not_a_notification() {
     let c = client.clone();
     let o = call_opts().cancel_on(stop.clone());
     let run = tokio::spawn(async move {
-        c.call_tool_task("slow", json!({}), &o, &TaskOptions::default(), |_| {})
-            .await
+        let answer = staunch_client::input::no_answers;
+        c.call_tool_task(
+            "slow",
+            json!({}),
+            &o,
+            &TaskOptions::default(),
+            answer,
+            |_| {},
+        )
+        .await
     });
     let create = server.recv().await;
     server

@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use fake::{Fake, text};
 use serde_json::{Value, json};
-use staunch_client::{CallOptions, Client, ClientError, ConnectOptions, Era, EraChoice};
+use staunch_client::era::Era;
+use staunch_client::{CallOptions, Client, ClientError, ConnectOptions, EraChoice};
 
 const PV: &str = "io.modelcontextprotocol/protocolVersion";
 const CAPS: &str = "io.modelcontextprotocol/clientCapabilities";

@@ -17,7 +17,6 @@ use std::sync::Arc;
 
 use futures_util::future::BoxFuture;
 use serde_json::{Map, Value, json};
-use staunch_client::era::Era;
 use staunch_client::tasks::TaskOutcome;
 use staunch_client::{CallOptions, ClientError, Progress};
 use staunch_protocol::RequestId;
@@ -28,6 +27,7 @@ use tokio_util::sync::CancellationToken;
 use crate::park::{self, AskingCall, Lot};
 use crate::pool::Pool;
 use crate::stop::{Stopper, end_own_process};
+use crate::tasks::Kind;
 use crate::tool_result::{error_value, forwarded_result, unreadable};
 use crate::upstream::{Upstream, request_options};
 
@@ -161,7 +161,7 @@ async fn forward_on(
         Ok(c) => c,
         Err(e) => return Outcome::Failed(e.to_string()),
     };
-    if call.as_task && (client.era() == Era::Session || client.offers_tasks_extension()) {
+    if call.as_task && (client.has_session() || client.offers_tasks_extension()) {
         return forward_as_task(up, &client, call, on_progress).await;
     }
     let Call {
@@ -176,7 +176,7 @@ async fn forward_on(
     // A 2026 client answers a session-era upstream's questions in rounds of its own: the call
     // is tracked with a channel for them and parked while the client answers.
     if let Some(ctx) = ctx.filter(|c| c.asks_in_rounds())
-        && client.era() == Era::Session
+        && client.has_session()
     {
         let params = call_params(tool, args.clone(), meta);
         let pending = match client.start_request(methods::TOOLS_CALL, Some(params), progress) {
@@ -194,7 +194,7 @@ async fn forward_on(
     let mut params = call_params(tool, args, meta);
     // Only a 2026-07-28 upstream answers "input required", and only then is the call sent
     // again: keep a copy of its params for that case alone.
-    let base = (client.era() == Era::Stateless).then(|| params.clone());
+    let base = (!client.has_session()).then(|| params.clone());
     let mut on_progress = on_progress;
     // A 2026 upstream may answer "input required": the questions go to the downstream client
     // (a server->client request on a 2025 session, an input-required round of its own for a
@@ -265,32 +265,24 @@ async fn forward_as_task(
             on_progress(p);
         }
     };
-    let ended = match client.era() {
-        Era::Session => {
-            client
-                .call_tool_task(call.tool, call.args, &opts, &topts, on_event)
-                .await
-        }
-        Era::Stateless => {
-            let ctx = call.ctx;
-            let answer = move |requests: staunch_client::input::InputRequests| async move {
-                let Some(ctx) = ctx else {
-                    return staunch_client::input::no_answers(requests).await;
-                };
-                ask_downstream(ctx, &json!({"inputRequests": requests}))
-                    .await
-                    .map(|v| v.as_object().cloned().unwrap_or_default())
-                    .map_err(|e| {
-                        ClientError::Protocol(format!(
-                            "the client could not answer the upstream task's questions: {e}"
-                        ))
-                    })
-            };
-            client
-                .call_tool_task_ext(call.tool, call.args, &opts, &topts, answer, on_event)
-                .await
-        }
+    // Only a task without a session asks in rounds (a session's asks on the connection).
+    let ctx = call.ctx;
+    let answer = move |requests: staunch_client::input::InputRequests| async move {
+        let Some(ctx) = ctx else {
+            return staunch_client::input::no_answers(requests).await;
+        };
+        ask_downstream(ctx, &json!({"inputRequests": requests}))
+            .await
+            .map(|v| v.as_object().cloned().unwrap_or_default())
+            .map_err(|e| {
+                ClientError::Protocol(format!(
+                    "the client could not answer the upstream task's questions: {e}"
+                ))
+            })
     };
+    let ended = client
+        .call_tool_task(call.tool, call.args, &opts, &topts, answer, on_event)
+        .await;
     match ended {
         Ok(TaskOutcome::Immediate(v)) => Outcome::Answered(v),
         Ok(TaskOutcome::Finished { result: Ok(v), .. }) => Outcome::Answered(v),
@@ -420,6 +412,9 @@ pub struct ForwardTool {
     tool: Arc<str>,
     /// Called as an upstream task (its `taskSupport` is `"required"`).
     as_task: bool,
+    /// The upstream runs it as a task when asked (its `taskSupport` is `"optional"` or
+    /// `"required"`).
+    runs_as_task: bool,
 }
 
 impl ForwardTool {
@@ -429,7 +424,16 @@ impl ForwardTool {
             pool,
             tool: tool.into(),
             as_task: false,
+            runs_as_task: false,
         }
+    }
+
+    /// Whether the upstream runs it as a task when asked (`taskSupport` `"optional"` or
+    /// `"required"`): a client of the tasks extension may then get the upstream's 2025-11-25
+    /// task, bridged (`crate::tasks::Kind::Bridged`).
+    pub fn runs_as_task(mut self, yes: bool) -> Self {
+        self.runs_as_task = yes;
+        self
     }
 
     /// Calls it as an upstream task, followed to its end (for a tool whose `taskSupport` is
@@ -445,7 +449,7 @@ impl ForwardTool {
         &self,
         up: Arc<Upstream>,
         upstream_id: Option<String>,
-        extension: bool,
+        kind: Kind,
         ctx: &Context,
         answer: Value,
     ) -> Result<Value, ToolError> {
@@ -455,7 +459,7 @@ impl ForwardTool {
                 up.name()
             )));
         };
-        let id = self.pool.tasks().adopt(up, &upstream_id, extension, ctx);
+        let id = self.pool.tasks().adopt(up, &upstream_id, kind, ctx);
         Ok(crate::tasks::with_id(answer, &upstream_id, &id))
     }
 }
@@ -505,26 +509,45 @@ impl ToolHandler for ForwardTool {
             params["task"] = task;
             let created = create_task(&up, &client, &ctx, &this.tool, params).await?;
             let upstream_id = created["task"]["taskId"].as_str().map(str::to_string);
-            this.adopt(up, upstream_id, false, &ctx, created)
+            this.adopt(up, upstream_id, Kind::Tasks, &ctx, created)
         }))
     }
 
-    /// A 2026-07-28 call under the tasks extension, to an upstream that offers it: the
+    /// A 2026-07-28 call under the tasks extension. To an upstream that offers it, the
     /// upstream decides; a task it makes is the client's under an id of the proxy's
-    /// (`crate::tasks`), an answer at once is passed on as any result is. An upstream that does
-    /// not offer the extension is called as usual.
+    /// (`crate::tasks`), an answer at once is passed on as any result is. A tool the upstream
+    /// runs as a 2025-11-25 task is called as one, and its task is the client's, bridged. Any
+    /// other call is made as usual.
     fn call_with_tasks(
         &self,
         ctx: Context,
         args: Value,
     ) -> Option<BoxFuture<'static, Result<Value, ToolError>>> {
+        let shared = self.pool.shared();
+        let extension = shared.offers_tasks_extension();
+        let bridged = !extension && self.runs_as_task && shared.runs_tool_tasks();
         // Under the stop policy a call's process ends with the call, which a task outlives.
-        if !self.pool.shared().offers_tasks_extension()
-            || self.pool.spec().kill_after_cancel_of(&self.tool).is_some()
-        {
+        if !(extension || bridged) || self.pool.spec().kill_after_cancel_of(&self.tool).is_some() {
             return None;
         }
         let this = self.clone();
+        if bridged {
+            return Some(Box::pin(async move {
+                let (up, client) = this.pool.connection(&ctx).await?;
+                let mut params = call_params(&this.tool, args, ctx.meta());
+                // The extension's client names no ttl: the upstream's own default holds.
+                params["task"] = json!({});
+                let created = create_task(&up, &client, &ctx, &this.tool, params).await?;
+                let Some(task) = created.get("task") else {
+                    // The upstream answered the call itself.
+                    return forwarded_result(created);
+                };
+                let upstream_id = task["taskId"].as_str().map(str::to_string);
+                let mut answer = crate::tasks::extension_task(task);
+                answer["resultType"] = "task".into();
+                this.adopt(up, upstream_id, Kind::Bridged, &ctx, answer)
+            }));
+        }
         Some(Box::pin(async move {
             let (up, client) = this.pool.connection(&ctx).await?;
             let base = client
@@ -547,7 +570,7 @@ impl ToolHandler for ForwardTool {
                 }
             };
             let upstream_id = answer["taskId"].as_str().map(str::to_string);
-            this.adopt(up, upstream_id, true, &ctx, answer)
+            this.adopt(up, upstream_id, Kind::Extension, &ctx, answer)
         }))
     }
 

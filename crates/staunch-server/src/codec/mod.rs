@@ -30,14 +30,23 @@ use std::sync::Arc;
 
 use serde_json::Value;
 use staunch_protocol::mcp::{CallToolResult, LoggingLevel};
-use staunch_protocol::stateless::RequestMeta;
+pub(crate) use staunch_protocol::stateless::RequestMeta;
 use staunch_protocol::{ErrorObject, Request, RequestId, version};
 
 pub(crate) use session::SessionFacts;
-pub(crate) use stateless::discover;
 pub use stateless::{TASKS_EXTENSION, declares_tasks, missing_tasks_extension};
+pub(crate) use stateless::{discover, input_required, tag_subscription};
 
 use crate::error::ToolError;
+
+/// The protocol versions served, each era's named, for an error that lists them.
+pub(crate) fn versions_served() -> String {
+    format!(
+        "{} with a session, {} stateless",
+        version::SUPPORTED.join(", "),
+        version::STATELESS_SUPPORTED.join(", ")
+    )
+}
 
 /// What the server writes into the answers of an era that asks for it: its identity (as a
 /// value and serialised once) and the default caching hint of its lists. Made once, when the
@@ -104,7 +113,7 @@ impl Peer {
     /// Refuses a method the request's era does not have (the JSON-RPC error to answer with).
     pub(crate) fn admits(&self, method: &str) -> Result<(), ErrorObject> {
         match self {
-            Peer::Session(_) => session::admits(method),
+            Peer::Session(_) => stateless::admits_in_a_session(method),
             Peer::Stateless(_) => stateless::admits(method),
         }
     }

@@ -1,12 +1,11 @@
-//! The session era (2025-03-26 … 2025-11-25): what a session negotiated, the methods that
-//! exist only in the other era, and the error a handler's unaskable question gets.
+//! The session era (2025-03-26 … 2025-11-25): what a session negotiated, and the error a
+//! handler's unaskable question gets.
 
 use std::sync::{Mutex, MutexGuard};
 
 use serde_json::Value;
-use staunch_protocol::mcp::{LoggingLevel, methods};
-use staunch_protocol::stateless::keys;
-use staunch_protocol::{ErrorObject, RequestId, version};
+use staunch_protocol::RequestId;
+use staunch_protocol::mcp::LoggingLevel;
 
 use crate::error::ToolError;
 
@@ -43,21 +42,6 @@ impl SessionFacts {
 
     pub(crate) fn lock(&self) -> MutexGuard<'_, SessionState> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
-}
-
-/// The stateless era's own methods, refused in a session.
-pub(super) fn admits(method: &str) -> Result<(), ErrorObject> {
-    match method {
-        methods::SERVER_DISCOVER => Err(ErrorObject::invalid_params(format!(
-            "server/discover is a {} request: send it with _meta[\"{}\"] and _meta[\"{}\"] (or \
-             send initialize for a session)",
-            version::STATELESS,
-            keys::PROTOCOL_VERSION,
-            keys::CLIENT_CAPABILITIES
-        ))),
-        methods::SUBSCRIPTIONS_LISTEN => Err(ErrorObject::method_not_found(method)),
-        _ => Ok(()),
     }
 }
 

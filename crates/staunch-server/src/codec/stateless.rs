@@ -77,6 +77,22 @@ pub(super) fn admits(method: &str) -> Result<(), ErrorObject> {
     Ok(())
 }
 
+/// This era's own methods, refused in a session: `server/discover` with a hint at what a
+/// stateless request sends, `subscriptions/listen` as unknown.
+pub(super) fn admits_in_a_session(method: &str) -> Result<(), ErrorObject> {
+    match method {
+        methods::SERVER_DISCOVER => Err(ErrorObject::invalid_params(format!(
+            "server/discover is a {} request: send it with _meta[\"{}\"] and _meta[\"{}\"] (or \
+             send initialize for a session)",
+            version::STATELESS,
+            keys::PROTOCOL_VERSION,
+            keys::CLIENT_CAPABILITIES
+        ))),
+        methods::SUBSCRIPTIONS_LISTEN => Err(ErrorObject::method_not_found(method)),
+        _ => Ok(()),
+    }
+}
+
 /// The `server/discover` result: versions, capabilities (with `extensions`, the extensions
 /// this era's requests can declare), instructions.
 pub(crate) fn discover(
@@ -188,4 +204,24 @@ pub(super) fn missing_capability(cap: &str, method: &str) -> ToolError {
         cap,
         &format!("this request needs to send {method}"),
     ))
+}
+
+/// The `InputRequiredResult` of a round: the open questions (key → `{method, params}`) and
+/// the sealed state the client echoes with its answers.
+pub(crate) fn input_required(requests: Map<String, Value>, state: String) -> Value {
+    json!({
+        "resultType": result_type::INPUT_REQUIRED,
+        "inputRequests": requests,
+        "requestState": state,
+    })
+}
+
+/// A `subscriptions/listen` notification's params, tagged with the subscription (the listen
+/// request's id) in `_meta`.
+pub(crate) fn tag_subscription(mut params: Map<String, Value>, subscription: &Value) -> Value {
+    params.insert(
+        "_meta".into(),
+        json!({ keys::SUBSCRIPTION_ID: subscription.clone() }),
+    );
+    Value::Object(params)
 }

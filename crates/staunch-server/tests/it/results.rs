@@ -179,7 +179,7 @@ async fn a_stateless_result_adds_the_result_type_and_the_server_beside_the_tools
         let meta =
             staunch_server::protocol::stateless::RequestMeta::from_params(req.params.as_ref())
                 .expect("valid _meta");
-        let _request = server.serve_stateless(req, meta, wire.clone());
+        let _request = server.serve_standalone(req, meta, wire.clone());
         let r = one_response(&wire, id).await;
         assert_eq!(r["result"], want, "{tool}");
         assert_eq!(r["id"], id);

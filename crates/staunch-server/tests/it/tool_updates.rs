@@ -180,7 +180,7 @@ async fn a_listen_stream_hears_that_the_tools_changed() {
     let req = request_of(&json!({"jsonrpc": "2.0", "id": 9,
         "method": "subscriptions/listen", "params": params}));
     let meta = RequestMeta::from_params(req.params.as_ref()).unwrap();
-    let listen = server.serve_stateless(req, meta, wire.clone());
+    let listen = server.serve_standalone(req, meta, wire.clone());
     until("the acknowledgement", || {
         !wire
             .with_method("notifications/subscriptions/acknowledged")

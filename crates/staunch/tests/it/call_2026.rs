@@ -12,7 +12,8 @@ use std::time::Duration;
 
 use client_support::{BIN, Peers, Server};
 use serde_json::{Value, json};
-use staunch_client::{CallOptions, Client, ClientError, ConnectOptions, Era, EraChoice};
+use staunch_client::era::Era;
+use staunch_client::{CallOptions, Client, ClientError, ConnectOptions, EraChoice};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 

@@ -505,6 +505,68 @@ async fn a_2026_client_holds_the_upstreams_extension_task_under_the_proxys_id() 
     assert_eq!(ended["status"], "cancelled", "{ended}");
 }
 
+/// Across eras: a client of the 2026-07-28 tasks extension calling a tool the TypeScript SDK
+/// upstream runs as a 2025-11-25 task gets that task the extension's way — a flat task under
+/// the proxy's id with the upstream's poll interval as `pollIntervalMs`, a `tasks/get` that
+/// carries the upstream's result once it ends — and its `tasks/cancel` stops the upstream's
+/// work. `tasks/update` is refused: such a task asks its questions on a session.
+#[tokio::test]
+async fn a_2026_client_holds_a_2025_upstreams_task_the_extensions_way() {
+    use staunch_testkit::tasks::{create, get_until, send, terminal, with_ext};
+    let Some(peers) = Peers::find("a_2026_client_holds_a_2025_upstreams_task") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = ts_tasks_proxy(&peers, dir.path()).await;
+    let args = |steps: u64, tag: &str| json!({"steps": steps, "delay_ms": 30, "tag": tag});
+    let id = create(&proxy, "slow_count_task", args(3, "short")).await;
+    assert!(id.starts_with("up-"), "{id}");
+    let done = get_until(&proxy, &id, terminal).await;
+    assert_eq!(done["taskId"], id.as_str(), "{done}");
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(
+        done["pollIntervalMs"], 100,
+        "the upstream's own interval: {done}"
+    );
+    assert!(done.get("pollInterval").is_none(), "{done}");
+    assert_eq!(done["result"]["content"][0]["text"], "counted 3", "{done}");
+    assert_eq!(
+        done["result"]["_meta"]["io.modelcontextprotocol/related-task"]["taskId"],
+        id.as_str(),
+        "the inlined result names the proxy's id: {done}"
+    );
+    let update = json!({"taskId": id, "inputResponses": {}});
+    let refused = send(&proxy, "tasks/update", update, with_ext(), None).await;
+    assert_eq!(refused.code(), -32602, "{}", refused.msg);
+
+    let long = create(&proxy, "slow_count_task", args(1000, "long")).await;
+    let started = tokio::time::Instant::now();
+    while steps(dir.path(), "long").is_none() {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the task never started"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let ack = send(
+        &proxy,
+        "tasks/cancel",
+        json!({"taskId": long}),
+        with_ext(),
+        None,
+    )
+    .await;
+    assert!(ack.msg.get("error").is_none(), "{}", ack.msg);
+    let ended = get_until(&proxy, &long, terminal).await;
+    assert_eq!(ended["status"], "cancelled", "{ended}");
+    let (a, b) = steps_after(dir.path(), "long", Duration::from_millis(500)).await;
+    assert_eq!(
+        a, b,
+        "the upstream task went on after the cancel: {a} then {b}"
+    );
+    assert!(b < 1000);
+}
+
 /// A 2026 upstream that asks before it makes its task: the question reaches the client as an
 /// input-required round of its own, the answer goes back to the upstream, and the task it
 /// then makes is the client's under an id of the proxy's.

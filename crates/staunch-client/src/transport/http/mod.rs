@@ -224,7 +224,7 @@ impl HttpTransport {
         self.shared.stateless.store(stateless, Ordering::Relaxed);
     }
 
-    pub(crate) fn is_stateless(&self) -> bool {
+    pub(crate) fn requests_stand_alone(&self) -> bool {
         self.shared.stateless.load(Ordering::Relaxed)
     }
 
@@ -252,7 +252,7 @@ impl HttpTransport {
     }
 
     pub(crate) fn abandoned(&self, id: &RequestId) {
-        if self.is_stateless() {
+        if self.requests_stand_alone() {
             // Closing the stream is the cancel: no linger, the server must see it now.
             if let Some(stop) = lock(&self.shared.inflight).remove(id) {
                 stop.cancel();
@@ -274,7 +274,7 @@ impl HttpTransport {
     /// Opens the session's standalone stream when [`HttpOptions::listen`] asks for it (see
     /// there); its reader runs until the client closes.
     pub(crate) fn listen(&self) {
-        if !self.shared.opts.listen || self.is_stateless() {
+        if !self.shared.opts.listen || self.requests_stand_alone() {
             return;
         }
         let shared = self.shared.clone();
@@ -296,7 +296,7 @@ impl HttpTransport {
         for s in stops {
             s.cancel();
         }
-        if self.is_stateless() {
+        if self.requests_stand_alone() {
             return; // no session to end; DELETE is 405 in this era
         }
         let headers = self.shared.session_headers(true);

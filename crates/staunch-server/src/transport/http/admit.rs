@@ -33,6 +33,7 @@ use super::auth::Identity;
 use super::head::Head;
 use super::session::HttpSession;
 use super::sse::{self, error};
+use crate::codec;
 
 /// A refusal: the whole answer to the request (boxed: it is the rare path, and a bare
 /// `Response` would make every check's result 128 bytes).
@@ -204,10 +205,8 @@ pub(super) fn protocol_version(head: &Head) -> Result<(), Refusal> {
             StatusCode::BAD_REQUEST,
             codes::INVALID_REQUEST,
             &format!(
-                "unsupported MCP-Protocol-Version {v:?}; supported: {} with a session, {} \
-                 stateless",
-                version::SUPPORTED.join(", "),
-                version::STATELESS_SUPPORTED.join(", ")
+                "unsupported MCP-Protocol-Version {v:?}; supported: {}",
+                codec::versions_served()
             ),
         ))),
         _ => Ok(()),

@@ -90,7 +90,7 @@ where
                     Err(refusal) => *refusal,
                 }
             }
-            Method::GET | Method::DELETE if head.stateless_client() => {
+            Method::GET | Method::DELETE if stateless::is_client(&head) => {
                 stateless::method_not_allowed()
             }
             Method::GET => get(state, head, principal_of(identity.as_ref())).await,
@@ -171,8 +171,10 @@ fn post(
         // The era, per request: the stateless era's `_meta` (whatever else the request
         // carries), or a stateless client's headers; everything else is session traffic.
         let stateless = match &msg {
-            Message::Request(r) => has_stateless_meta(r.params.as_ref()) || head.stateless_client(),
-            _ => head.stateless_client(),
+            Message::Request(r) => {
+                has_stateless_meta(r.params.as_ref()) || stateless::is_client(&head)
+            }
+            _ => stateless::is_client(&head),
         };
         if stateless {
             let Message::Request(req) = msg else {

@@ -7,7 +7,6 @@
 //! keeps the answers; the values are cheap clones of the bytes hyper already holds.
 
 use axum::http::{HeaderMap, HeaderValue};
-use staunch_protocol::version;
 
 /// The address a request's connection came from (set by the acceptor on every request, for
 /// the per-peer limits).
@@ -102,15 +101,6 @@ impl Head {
     pub(crate) fn last_event_id(&self) -> Option<&str> {
         text(self.last_event_id.as_ref())
     }
-
-    /// A client of the stateless era: no session, and a protocol version header that names no
-    /// session-era revision.
-    pub(crate) fn stateless_client(&self) -> bool {
-        !self.has_session_id()
-            && self
-                .protocol_version()
-                .is_some_and(|v| !version::is_session_era(v.trim()))
-    }
 }
 
 fn text(v: Option<&HeaderValue>) -> Option<&str> {
@@ -171,7 +161,7 @@ mod tests {
         assert_eq!(h.session_id(), Some("abc"));
         assert_eq!(h.protocol_version(), Some("2025-11-25"));
         assert_eq!(h.last_event_id(), Some("s:3"));
-        assert!(!h.stateless_client());
+        assert!(!super::super::stateless::is_client(&h));
     }
 
     #[test]
@@ -188,11 +178,11 @@ mod tests {
         assert_eq!(h.origin.as_ref().unwrap(), "http://x");
         assert!(h.accept.absent && !h.accept.json && !h.accept.sse);
         assert!(!h.json_body);
-        assert!(h.stateless_client());
+        assert!(super::super::stateless::is_client(&h));
         let any = Head::read(&headers(&[("accept", "*/*")]));
         assert!(any.accept.json && any.accept.sse);
         assert!(
-            !any.stateless_client(),
+            !super::super::stateless::is_client(&any),
             "no version header: session traffic"
         );
     }

@@ -40,7 +40,7 @@ pub(crate) fn admit(
     ) {
         Ok(slot) => Ok(Some(slot)),
         Err(e) => {
-            tracing::warn!(counted_by, "stateless request refused: {}", e.message);
+            tracing::warn!(counted_by, "standalone request refused: {}", e.message);
             let mut r = super::sse::error_answer(StatusCode::TOO_MANY_REQUESTS, Some(id), &e);
             r.headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));

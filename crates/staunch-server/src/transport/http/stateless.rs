@@ -41,16 +41,17 @@ use serde_json::json;
 use staunch_protocol::stateless::{
     RequestMeta, decode_header_value, expected_name, header_mismatch,
 };
-use staunch_protocol::{ErrorObject, Request, codes};
+use staunch_protocol::{ErrorObject, Request, codes, version};
 
 use super::HttpState;
 use super::answer_queue::{self, NotQueued};
 use super::batch::Batcher;
+use super::head::Head;
 use super::peer_share::HeldSink;
 use super::sse;
 use crate::fair::PeerSlot;
 use crate::outbound::{Outbound, OutboundKind, Sink};
-use crate::server::StatelessRequest;
+use crate::server::StandaloneRequest;
 
 pub(crate) use super::head::VERSION_HEADER;
 const METHOD_HEADER: &str = "mcp-method";
@@ -64,7 +65,7 @@ struct StreamSink {
     tx: Mutex<Option<answer_queue::Sender<Outbound>>>,
     /// The request, to cancel when its client falls behind. Weak: the request's connection
     /// holds this sink, and the response stream owns the request.
-    request: OnceLock<Weak<StatelessRequest>>,
+    request: OnceLock<Weak<StandaloneRequest>>,
     batcher: Batcher,
 }
 
@@ -86,7 +87,7 @@ impl StreamSink {
 
     /// The request's client stopped reading: cancel it the way a closed stream does. From a
     /// task of its own, because `send` may be called while the core holds its own locks.
-    fn cancel(request: Arc<StatelessRequest>) {
+    fn cancel(request: Arc<StandaloneRequest>) {
         match tokio::runtime::Handle::try_current() {
             Ok(rt) => {
                 rt.spawn(async move { request.stream_closed() });
@@ -129,7 +130,7 @@ impl Sink for StreamSink {
 
 /// Cancels the request when dropped before its response went out: the stream closed.
 struct CancelOnDrop {
-    request: Arc<StatelessRequest>,
+    request: Arc<StandaloneRequest>,
     answered: bool,
 }
 
@@ -311,7 +312,7 @@ pub(crate) async fn post(
     let (sink, mut rx) = StreamSink::new(state.cfg.connection_backlog, state.batcher.clone());
     let sink = Arc::new(sink);
     // Eager: this task only waits for the request's messages, so its first step may run here.
-    let request = Arc::new(state.server.serve_stateless_with(
+    let request = Arc::new(state.server.serve_standalone_with(
         req,
         meta,
         HeldSink::wrap(sink.clone(), slot),
@@ -425,6 +426,15 @@ fn sse_body(
         Some((Ok(sse::event("", &msg.bytes)), st))
     });
     sse::stream_response(Body::from_stream(frames))
+}
+
+/// A client of this era: no session, and a protocol version header that names no session-era
+/// revision.
+pub(crate) fn is_client(head: &Head) -> bool {
+    !head.has_session_id()
+        && head
+            .protocol_version()
+            .is_some_and(|v| !version::is_session_era(v.trim()))
 }
 
 /// Whether `method`'s answer can only be an SSE stream (it never ends with a lone response while

@@ -13,7 +13,7 @@ use staunch_server::protocol::stateless::{RequestMeta, keys};
 use staunch_server::protocol::{Message, Request, parse_message};
 use staunch_server::{
     CallToolResult, CancelReason, Config, Context, Outbound, OutboundKind, Server, Session, Sink,
-    StatelessRequest, ToolError, ToolSpec,
+    StandaloneRequest, ToolError, ToolSpec,
 };
 pub use staunch_testkit::CapturedLog;
 
@@ -207,13 +207,13 @@ impl Harness {
         id: i64,
         tool: &str,
         args: Value,
-    ) -> StatelessRequest {
+    ) -> StandaloneRequest {
         let frame = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
             "name": tool, "arguments": args,
             "_meta": stateless_meta(Some(format!("p{id}")))}});
         let req = request_of(&frame);
         let meta = RequestMeta::from_params(req.params.as_ref()).expect("valid _meta");
-        self.server.serve_stateless(req, meta, wire.clone())
+        self.server.serve_standalone(req, meta, wire.clone())
     }
 
     /// Waits (on the test's clock) until nothing is in flight; fails after `limit`.
