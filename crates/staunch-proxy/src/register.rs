@@ -139,9 +139,7 @@ pub async fn register(
         .filter(|p| p.shared().runs_tasks())
         .map(|p| p.tasks().clone())
         .collect();
-    let twenty_five = pools.iter().any(|p| p.shared().runs_tool_tasks());
-    let extension = pools.iter().any(|p| p.shared().offers_tasks_extension());
-    builder = crate::tasks::register(builder, tables, twenty_five, extension);
+    builder = crate::tasks::register(builder, tables);
     // An upstream that may change its tools (it says so) makes the proxy's tool set dynamic:
     // downstream sessions are told when `crate::follow` applies a change.
     if pools.iter().any(|p| {

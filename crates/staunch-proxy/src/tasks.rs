@@ -1,4 +1,4 @@
-//! Upstream tasks offered to the proxy's clients, in the era both sides speak. A 2025 session's
+//! Upstream tasks offered to the proxy's clients, of either era. A 2025 session's
 //! task-augmented `tools/call` of a tool whose upstream runs 2025-11-25 tasks becomes the
 //! upstream's own task; so does a 2026-07-28 client's call under the tasks extension when
 //! the upstream offers the extension and makes a task of it. The client gets the upstream's
@@ -18,14 +18,18 @@
 //! 2026-07-28 client has no session to be told on and asks with `tasks/get`.
 //!
 //! Across eras, a client of the extension calling a tool an upstream runs as a 2025-11-25 task
-//! gets that task written the extension's way ([`Kind::Bridged`]): a flat task with `ttlMs`
+//! gets that task written the extension's way ([`Kind::TasksToExtension`]): a flat task with `ttlMs`
 //! and `pollIntervalMs`, and a `tasks/get` that carries the outcome (the upstream's
 //! `tasks/result`, fetched once the task is terminal: a result is `completed`, an error
 //! `failed`); `tasks/cancel` reaches the upstream task and answers the extension's empty ack.
 //! Such a task takes no `tasks/update`: a 2025-11-25 task asks its questions on the session
-//! that waits in `tasks/result`, which a client of the extension does not have. A 2025 session
-//! calling a tool of an upstream that offers only the extension gets a plain call (a
-//! `required` tool is followed as a task by the proxy, `forward`).
+//! that waits in `tasks/result`, which a client of the extension does not have. The other way
+//! ([`Kind::ExtensionToTasks`]), a 2025 session's task-augmented call of a tool an upstream
+//! runs under the extension only becomes that upstream's task written the 2025-11-25 way
+//! (`ttl`, `pollInterval`, no inlined outcome); its `tasks/result` follows the upstream task to
+//! its end, putting the questions it asks while `input_required` to the session and sending
+//! the answers with `tasks/update`; its `tasks/cancel` answers the task as it stands after the
+//! cancel.
 //!
 //! The table is in memory and bounded ([`MAX_TASKS`] per upstream; the oldest entry goes
 //! first): a task outlives neither the proxy's process nor the upstream connection it was made
@@ -82,13 +86,17 @@ pub(crate) enum Kind {
     Extension,
     /// A 2025-11-25 upstream task held by a client of the extension: its requests declare the
     /// extension, and every answer is written the extension's way.
-    Bridged,
+    TasksToExtension,
+    /// An upstream task of the extension held by a 2025 session: every answer is written the
+    /// 2025-11-25 way, and `tasks/result` waits for the end, putting the task's questions to
+    /// the session.
+    ExtensionToTasks,
 }
 
 impl Kind {
     /// Whether the client speaks of it under the extension.
     fn client_declares(self) -> bool {
-        self != Kind::Tasks
+        matches!(self, Kind::Extension | Kind::TasksToExtension)
     }
 }
 
@@ -343,6 +351,116 @@ async fn bridged(
     }
 }
 
+/// A task of the extension written the 2025-11-25 way: `ttlMs` and `pollIntervalMs` become
+/// `ttl` and `pollInterval`; the outcome, the open questions and the result type go (they are
+/// `tasks/result`'s and the session's there); every other field stays.
+pub(crate) fn tasks_task(task: &Value) -> Value {
+    let mut out = serde_json::Map::new();
+    if let Value::Object(fields) = task {
+        for (k, v) in fields {
+            let k = match k.as_str() {
+                "ttlMs" => "ttl",
+                "pollIntervalMs" => "pollInterval",
+                "result" | "error" | "inputRequests" | "resultType" => continue,
+                other => other,
+            };
+            out.insert(k.to_string(), v.clone());
+        }
+    }
+    Value::Object(out)
+}
+
+/// The shortest and longest wait between two looks at an upstream task whose end a
+/// `tasks/result` waits for (the upstream's `pollIntervalMs`, clamped).
+const POLL_BOUNDS: (Duration, Duration) = (Duration::from_millis(20), Duration::from_secs(5));
+
+/// A 2025-11-25 request about an upstream task of the extension (`params` declare it),
+/// answered the 2025-11-25 way.
+async fn as_tasks(
+    method: &str,
+    client: &staunch_client::Client,
+    params: Value,
+    opts: &staunch_client::CallOptions,
+    ctx: &Context,
+    upstream_id: &str,
+) -> Result<Value, ToolError> {
+    let get = || client.request("tasks/get", Some(params.clone()), opts);
+    match method {
+        "tasks/get" => Ok(tasks_task(&get().await.map_err(rpc)?)),
+        "tasks/cancel" => {
+            client
+                .request("tasks/cancel", Some(params.clone()), opts)
+                .await
+                .map_err(rpc)?;
+            Ok(tasks_task(&get().await.map_err(rpc)?))
+        }
+        "tasks/result" => {
+            // Keys of `inputRequests` are unique for the life of a task: one answered (an
+            // update the upstream has not applied yet) is not asked again.
+            let mut answered = std::collections::HashSet::new();
+            loop {
+                let task = get().await.map_err(rpc)?;
+                match task["status"].as_str() {
+                    Some("completed") => {
+                        let mut result = task.get("result").cloned().unwrap_or(Value::Null);
+                        if let Value::Object(r) = &mut result {
+                            let meta = r.entry("_meta").or_insert_with(|| json!({}));
+                            meta[RELATED_TASK] = json!({"taskId": upstream_id});
+                        }
+                        return Ok(result);
+                    }
+                    Some("failed") => {
+                        let e = serde_json::from_value::<ErrorObject>(task["error"].clone())
+                            .unwrap_or_else(|_| {
+                                let said = task["statusMessage"].as_str().unwrap_or("it failed");
+                                ErrorObject::new(codes::INTERNAL_ERROR, said)
+                            });
+                        return Err(ToolError::Rpc(e));
+                    }
+                    Some("cancelled") => {
+                        return Err(ToolError::Rpc(ErrorObject::new(
+                            codes::INVALID_PARAMS,
+                            "the task was cancelled: it has no result",
+                        )));
+                    }
+                    Some("input_required") => {
+                        let open: serde_json::Map<String, Value> = task["inputRequests"]
+                            .as_object()
+                            .into_iter()
+                            .flatten()
+                            .filter(|(k, _)| !answered.contains(k.as_str()))
+                            .map(|(k, v)| (k.clone(), v.clone()))
+                            .collect();
+                        if !open.is_empty() {
+                            let keys: Vec<String> = open.keys().cloned().collect();
+                            let asked = json!({"inputRequests": open});
+                            let answers = crate::forward::ask_downstream(ctx, &asked).await?;
+                            let mut update = params.clone();
+                            update["inputResponses"] = answers;
+                            client
+                                .request("tasks/update", Some(update), opts)
+                                .await
+                                .map_err(rpc)?;
+                            answered.extend(keys);
+                            continue;
+                        }
+                    }
+                    _ => {}
+                }
+                let wait = task["pollIntervalMs"]
+                    .as_u64()
+                    .map_or(POLL_BOUNDS.0, Duration::from_millis)
+                    .clamp(POLL_BOUNDS.0, POLL_BOUNDS.1);
+                tokio::select! {
+                    _ = ctx.cancelled() => return Err(ToolError::Cancelled),
+                    _ = tokio::time::sleep(wait) => {}
+                }
+            }
+        }
+        _ => Err(ToolError::Rpc(ErrorObject::method_not_found(method))),
+    }
+}
+
 /// `tasks/get`, `tasks/result`, `tasks/cancel` or `tasks/update` for an upstream task, else
 /// for whatever handled the method before.
 struct TaskMethod {
@@ -403,8 +521,13 @@ impl MethodHandler for TaskMethod {
                 .map_err(|e| ToolError::Internal(e.to_string()))?;
             let opts = request_options(false, ctx.cancellation_token());
             match kind {
-                Kind::Bridged => {
+                Kind::TasksToExtension => {
                     let v = bridged(method, &client, params, &opts, (&upstream_id, &id)).await?;
+                    return Ok(with_id(v, &upstream_id, &id));
+                }
+                Kind::ExtensionToTasks => {
+                    let params = client.with_tasks_extension(params).map_err(rpc)?;
+                    let v = as_tasks(method, &client, params, &opts, &ctx, &upstream_id).await?;
                     return Ok(with_id(v, &upstream_id, &id));
                 }
                 Kind::Extension => {
@@ -496,26 +619,18 @@ fn unknown(params: &Option<Value>) -> ToolError {
 }
 
 /// Serves the task methods for the upstream tasks in `tables` — those of the upstreams that
-/// run tasks — in front of the handlers already registered for them; declares tool tasks
-/// (when one runs 2025 tasks and nothing has yet) and the tasks extension (when one offers it,
-/// or runs 2025 tasks, which its clients get bridged).
+/// run tasks, in either era's way — in front of the handlers already registered for them, and
+/// declares both faces: tool tasks (when nothing has yet) and the tasks extension. Each
+/// upstream task is offered to clients of either era, bridged where the eras differ.
 pub(crate) fn register(
     mut builder: staunch_server::ServerBuilder,
     tables: Vec<Arc<UpstreamTasks>>,
-    twenty_five: bool,
-    extension: bool,
 ) -> staunch_server::ServerBuilder {
     if tables.is_empty() {
         return builder;
     }
-    // `tasks/result` is the 2025 revision's, only where an upstream runs such tasks;
-    // `tasks/update` the extension's, which every upstream task is offered under.
-    let extension = extension || twenty_five;
-    let methods = ["tasks/get", "tasks/cancel"]
-        .into_iter()
-        .chain(twenty_five.then_some("tasks/result"))
-        .chain(extension.then_some("tasks/update"));
-    for method in methods {
+    // `tasks/result` is the 2025 revision's, `tasks/update` the extension's.
+    for method in ["tasks/get", "tasks/cancel", "tasks/result", "tasks/update"] {
         let before = builder.method_handler(method);
         builder = builder.method(
             method,
@@ -528,7 +643,7 @@ pub(crate) fn register(
     }
     // Listing is the job runtime's (with a principal on every request); it lists the
     // upstream's 2025 tasks of that principal too.
-    if twenty_five && let Some(before) = builder.method_handler("tasks/list") {
+    if let Some(before) = builder.method_handler("tasks/list") {
         builder = builder.method(
             "tasks/list",
             ListMethod {
@@ -537,16 +652,13 @@ pub(crate) fn register(
             },
         );
     }
-    if twenty_five && builder.declared_capability("tasks").is_none() {
+    if builder.declared_capability("tasks").is_none() {
         builder = builder.capability(
             "tasks",
             serde_json::json!({"cancel": {}, "requests": {"tools": {"call": {}}}}),
         );
     }
-    if extension {
-        builder = builder.extension(staunch_server::TASKS_EXTENSION, serde_json::json!({}));
-    }
-    builder
+    builder.extension(staunch_server::TASKS_EXTENSION, serde_json::json!({}))
 }
 
 #[cfg(test)]

@@ -302,7 +302,10 @@ async fn forward_as_task(
 const MAX_INPUT_ROUNDS: usize = staunch_client::input::MAX_ROUNDS;
 
 /// Puts an upstream's `inputRequests` to the downstream client; the answers by the same keys.
-async fn ask_downstream(ctx: &Context, input_required: &Value) -> Result<Value, ToolError> {
+pub(crate) async fn ask_downstream(
+    ctx: &Context,
+    input_required: &Value,
+) -> Result<Value, ToolError> {
     let Some(requests) = input_required["inputRequests"].as_object() else {
         return Err(ToolError::Internal(
             "the upstream asked for input without inputRequests".into(),
@@ -430,7 +433,7 @@ impl ForwardTool {
 
     /// Whether the upstream runs it as a task when asked (`taskSupport` `"optional"` or
     /// `"required"`): a client of the tasks extension may then get the upstream's 2025-11-25
-    /// task, bridged (`crate::tasks::Kind::Bridged`).
+    /// task, bridged (`crate::tasks::Kind::TasksToExtension`).
     pub fn runs_as_task(mut self, yes: bool) -> Self {
         self.runs_as_task = yes;
         self
@@ -462,6 +465,43 @@ impl ForwardTool {
         let id = self.pool.tasks().adopt(up, &upstream_id, kind, ctx);
         Ok(crate::tasks::with_id(answer, &upstream_id, &id))
     }
+
+    /// Calls the tool under the tasks extension. The upstream may ask before it decides: its
+    /// questions go to the client (a round of the client's own, or requests on its session),
+    /// and the call is sent again with the answers.
+    async fn create_under_extension(
+        &self,
+        up: &Arc<Upstream>,
+        client: &staunch_client::Client,
+        ctx: &Context,
+        args: Value,
+    ) -> Result<Created, ToolError> {
+        let base = client
+            .with_tasks_extension(call_params(&self.tool, args, ctx.meta()))
+            .map_err(crate::error::rpc)?;
+        let mut params = base.clone();
+        let mut rounds = 0;
+        loop {
+            let answer = create_task(up, client, ctx, &self.tool, params).await?;
+            match answer["resultType"].as_str() {
+                Some("task") => return Ok(Created::Task(answer)),
+                Some("input_required") if rounds < MAX_INPUT_ROUNDS => {
+                    rounds += 1;
+                    let answers = ask_downstream(ctx, &answer).await?;
+                    params = again_with(&base, answers, &answer);
+                }
+                _ => return Ok(Created::Answer(answer)),
+            }
+        }
+    }
+}
+
+/// What an upstream made of a call under the tasks extension.
+enum Created {
+    /// A task (`resultType: "task"`).
+    Task(Value),
+    /// Its answer, at once.
+    Answer(Value),
 }
 
 impl ToolHandler for ForwardTool {
@@ -483,8 +523,9 @@ impl ToolHandler for ForwardTool {
     }
 
     /// A 2025 session's task-augmented call: made the upstream's own task (`crate::tasks`)
-    /// when the upstream runs tasks, refused otherwise (the tool is declared with
-    /// `taskSupport` only where it does).
+    /// when the upstream runs 2025-11-25 tasks, or its task of the extension, bridged, when it
+    /// runs only those; refused otherwise (the tool is declared with `taskSupport` only where
+    /// it runs tasks).
     fn call_as_task(
         &self,
         ctx: Context,
@@ -494,8 +535,28 @@ impl ToolHandler for ForwardTool {
         let this = self.clone();
         Some(Box::pin(async move {
             let (up, client) = this.pool.connection(&ctx).await?;
-            if !up.runs_tool_tasks() || this.pool.spec().kill_after_cancel_of(&this.tool).is_some()
+            let stops_with_its_call = this.pool.spec().kill_after_cancel_of(&this.tool).is_some();
+            // An upstream that runs the extension's tasks only: its task, written the
+            // 2025-11-25 way.
+            if !up.runs_tool_tasks()
+                && up.offers_tasks_extension()
+                && this.runs_as_task
+                && !stops_with_its_call
             {
+                return match this
+                    .create_under_extension(&up, &client, &ctx, args)
+                    .await?
+                {
+                    Created::Task(task) => {
+                        let upstream_id = task["taskId"].as_str().map(str::to_string);
+                        let answer = json!({"task": crate::tasks::tasks_task(&task)});
+                        this.adopt(up, upstream_id, Kind::ExtensionToTasks, &ctx, answer)
+                    }
+                    // A client that asked for a task takes an answer at once too.
+                    Created::Answer(v) => forwarded_result(v),
+                };
+            }
+            if !up.runs_tool_tasks() || stops_with_its_call {
                 return Err(ToolError::Rpc(staunch_protocol::ErrorObject::new(
                     staunch_protocol::codes::METHOD_NOT_FOUND,
                     format!(
@@ -545,32 +606,21 @@ impl ToolHandler for ForwardTool {
                 let upstream_id = task["taskId"].as_str().map(str::to_string);
                 let mut answer = crate::tasks::extension_task(task);
                 answer["resultType"] = "task".into();
-                this.adopt(up, upstream_id, Kind::Bridged, &ctx, answer)
+                this.adopt(up, upstream_id, Kind::TasksToExtension, &ctx, answer)
             }));
         }
         Some(Box::pin(async move {
             let (up, client) = this.pool.connection(&ctx).await?;
-            let base = client
-                .with_tasks_extension(call_params(&this.tool, args, ctx.meta()))
-                .map_err(crate::error::rpc)?;
-            let mut params = base.clone();
-            // The upstream may ask before it makes a task: its questions go to the client (a
-            // round of the client's own), and the call is sent again with the answers.
-            let mut rounds = 0;
-            let answer = loop {
-                let answer = create_task(&up, &client, &ctx, &this.tool, params).await?;
-                match answer["resultType"].as_str() {
-                    Some("task") => break answer,
-                    Some("input_required") if rounds < MAX_INPUT_ROUNDS => {
-                        rounds += 1;
-                        let answers = ask_downstream(&ctx, &answer).await?;
-                        params = again_with(&base, answers, &answer);
-                    }
-                    _ => return forwarded_result(answer),
+            match this
+                .create_under_extension(&up, &client, &ctx, args)
+                .await?
+            {
+                Created::Task(task) => {
+                    let upstream_id = task["taskId"].as_str().map(str::to_string);
+                    this.adopt(up, upstream_id, Kind::Extension, &ctx, task)
                 }
-            };
-            let upstream_id = answer["taskId"].as_str().map(str::to_string);
-            this.adopt(up, upstream_id, Kind::Extension, &ctx, answer)
+                Created::Answer(v) => forwarded_result(v),
+            }
         }))
     }
 

@@ -567,6 +567,183 @@ async fn a_2026_client_holds_a_2025_upstreams_task_the_extensions_way() {
     assert!(b < 1000);
 }
 
+/// Across eras, the other way: a 2025 session's task-augmented call of a tool an upstream runs
+/// under the tasks extension only (`staunch serve`, spoken to in 2026-07-28) gets that task
+/// written the 2025-11-25 way, under the proxy's id. `tasks/get` reads it so, `tasks/result`
+/// waits for its end and answers the upstream's result related to the proxy's id, and
+/// `tasks/cancel` stops it.
+#[tokio::test]
+async fn a_2025_session_holds_a_2026_upstreams_task_the_2025_way() {
+    let proxy = HttpServer::launch(
+        "proxy",
+        Some(":memory:"),
+        &[
+            "--upstream-protocol",
+            "2026-07-28",
+            "--",
+            crate::common::BIN,
+            "serve",
+            "--store",
+            ":memory:",
+            "--no-log",
+        ],
+    )
+    .await;
+    let sid = proxy.initialize().await;
+    let req = |id: u64, method: &str, params: Value| json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+    let list = rpc(&proxy, &sid, req(1, "tools/list", json!({}))).await;
+    let scan = list["result"]["tools"]
+        .as_array()
+        .and_then(|tools| tools.iter().find(|t| t["name"] == "long_scan"))
+        .unwrap_or_else(|| panic!("long_scan is listed: {list}"));
+    assert_eq!(scan["execution"]["taskSupport"], "optional", "{scan}");
+    let call = |id: u64, tool: &str, args: Value| {
+        req(
+            id,
+            "tools/call",
+            json!({"name": tool, "arguments": args, "task": {"ttl": 60000}}),
+        )
+    };
+
+    let created = rpc(
+        &proxy,
+        &sid,
+        call(2, "long_scan", json!({"steps": 4, "delay_ms": 30})),
+    )
+    .await;
+    let task = &created["result"]["task"];
+    let id = task["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a task: {created}"));
+    assert!(id.starts_with("up-"), "{created}");
+    assert!(task["pollInterval"].as_u64().is_some(), "{created}");
+    assert!(task["ttl"].as_u64().is_some(), "{created}");
+    assert!(
+        task.get("pollIntervalMs").is_none() && task.get("resultType").is_none(),
+        "{created}"
+    );
+    let result = rpc(&proxy, &sid, req(3, "tasks/result", json!({"taskId": id}))).await;
+    assert_eq!(
+        result["result"]["structuredContent"]["scanned"], 4,
+        "{result}"
+    );
+    assert_eq!(
+        result["result"]["_meta"]["io.modelcontextprotocol/related-task"]["taskId"], id,
+        "{result}"
+    );
+    let got = rpc(&proxy, &sid, req(4, "tasks/get", json!({"taskId": id}))).await;
+    assert_eq!(got["result"]["taskId"], id, "{got}");
+    assert_eq!(got["result"]["status"], "completed", "{got}");
+    assert!(
+        got["result"].get("result").is_none(),
+        "the outcome is tasks/result's: {got}"
+    );
+
+    let long = rpc(
+        &proxy,
+        &sid,
+        call(5, "import_rows", json!({"rows": 1000, "delay_ms": 20})),
+    )
+    .await;
+    let long = long["result"]["task"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{long}"))
+        .to_string();
+    let cancelled = rpc(
+        &proxy,
+        &sid,
+        req(6, "tasks/cancel", json!({"taskId": long})),
+    )
+    .await;
+    assert_eq!(cancelled["result"]["taskId"], long.as_str(), "{cancelled}");
+    let started = tokio::time::Instant::now();
+    loop {
+        let got = rpc(&proxy, &sid, req(7, "tasks/get", json!({"taskId": long}))).await;
+        if got["result"]["status"] == "cancelled" {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "never cancelled: {got}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The questions of a 2026 upstream's task held by a 2025 session: while the session waits in
+/// `tasks/result`, the question the task asks (`input_required`) reaches it as an
+/// `elicitation/create` of the proxy's, and its answer goes back with `tasks/update`.
+#[tokio::test]
+async fn a_2026_upstreams_task_asks_the_2025_session_waiting_for_its_result() {
+    let proxy = HttpServer::launch(
+        "proxy",
+        Some(":memory:"),
+        &[
+            "--upstream-protocol",
+            "2026-07-28",
+            "--",
+            crate::common::BIN,
+            "serve",
+            "--profile",
+            "conformance",
+            "--store",
+            ":memory:",
+            "--no-log",
+        ],
+    )
+    .await;
+    let init = proxy
+        .post(
+            None,
+            &json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                "protocolVersion": "2025-11-25", "capabilities": {"elicitation": {}},
+                "clientInfo": {"name": "test", "version": "0"}}}),
+        )
+        .await;
+    let sid = init.header("mcp-session-id").expect("session id");
+    init.json().await;
+    let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    assert_eq!(proxy.post(Some(&sid), &note).await.status.as_u16(), 202);
+    let created = rpc(
+        &proxy,
+        &sid,
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+            "name": "confirm_delete", "arguments": {"filename": "notes.txt"}, "task": {}}}),
+    )
+    .await;
+    let id = created["result"]["task"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a task: {created}"))
+        .to_string();
+    let mut stream = proxy
+        .post(
+            Some(&sid),
+            &json!({"jsonrpc": "2.0", "id": 2, "method": "tasks/result", "params": {"taskId": id}}),
+        )
+        .await;
+    let question = loop {
+        let m = stream
+            .next_message(Duration::from_secs(20))
+            .await
+            .expect("the question");
+        if m["method"] == "elicitation/create" {
+            break m;
+        }
+    };
+    assert_eq!(
+        question["params"]["message"], "Delete notes.txt?",
+        "{question}"
+    );
+    let reply = json!({"jsonrpc": "2.0", "id": question["id"],
+                       "result": {"action": "accept", "content": {"confirm": true}}});
+    assert_eq!(proxy.post(Some(&sid), &reply).await.status.as_u16(), 202);
+    let (_, answer) = stream.answer(Duration::from_secs(20)).await;
+    assert_eq!(
+        answer["result"]["structuredContent"]["deleted"], true,
+        "{answer}"
+    );
+}
+
 /// A 2026 upstream that asks before it makes its task: the question reaches the client as an
 /// input-required round of its own, the answer goes back to the upstream, and the task it
 /// then makes is the client's under an id of the proxy's.
