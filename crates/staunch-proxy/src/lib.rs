@@ -26,13 +26,14 @@
 //!   durable jobs of staunch-jobs ([`forward::UpstreamJob`]).
 //! - [`follow`]: an upstream's `tools/list_changed` (or a restart) re-lists its tools and
 //!   updates the served set at run time.
-//! - `park`: a 2025 upstream's question in the middle of a 2026-07-28 client's call, put to
-//!   the client in a round of its own while the upstream call waits, parked.
+//! - `ask`: a 2026-07-28 upstream's questions (`inputRequests`) put to the client that caused
+//!   them. `park`: a 2025 upstream's question in the middle of a 2026-07-28 client's call, put
+//!   to the client in a round of its own while the upstream call waits, parked.
 //! - `subscriptions`: `resources/subscribe` and listen streams' `resourceSubscriptions`
 //!   made at the upstream that serves the resource, its updates passed on unchanged.
-//! - `tasks`: an upstream's own tasks offered to 2025 sessions under ids of the proxy's, each
-//!   bound to its caller; `tasks/get`, `tasks/result` and `tasks/cancel` reach exactly that
-//!   upstream task.
+//! - `tasks`: an upstream's own tasks offered to clients of either era (bridged where the eras
+//!   differ) under ids of the proxy's, each bound to its caller; `tasks/get`, `tasks/result`,
+//!   `tasks/cancel` and `tasks/update` reach exactly that upstream task.
 //! - `tool_result`: an upstream's tool result sent on as JSON, every field it carried kept
 //!   but its hop's own (`resultType`, the protocol's `_meta` keys).
 //! - [`Ledger`]: the recent calls whose upstream kept working after their cancel, for the
@@ -43,6 +44,7 @@
 #![warn(missing_docs, unreachable_pub)]
 #![forbid(unsafe_code)]
 
+mod ask;
 pub mod child;
 #[cfg(feature = "cli")]
 pub mod cli;

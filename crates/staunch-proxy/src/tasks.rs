@@ -434,7 +434,7 @@ async fn as_tasks(
                         if !open.is_empty() {
                             let keys: Vec<String> = open.keys().cloned().collect();
                             let asked = json!({"inputRequests": open});
-                            let answers = crate::forward::ask_downstream(ctx, &asked).await?;
+                            let answers = crate::ask::ask_downstream(ctx, &asked).await?;
                             let mut update = params.clone();
                             update["inputResponses"] = answers;
                             client

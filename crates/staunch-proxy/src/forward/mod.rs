@@ -24,6 +24,7 @@ use staunch_protocol::mcp::methods;
 use staunch_server::{CallToolResult, Context, ToolError, ToolHandler};
 use tokio_util::sync::CancellationToken;
 
+use crate::ask::ask_downstream;
 use crate::park::{self, AskingCall, Lot};
 use crate::pool::Pool;
 use crate::stop::{Stopper, end_own_process};
@@ -300,40 +301,6 @@ async fn forward_as_task(
 
 /// Input rounds bridged per call, as the client library allows.
 const MAX_INPUT_ROUNDS: usize = staunch_client::input::MAX_ROUNDS;
-
-/// Puts an upstream's `inputRequests` to the downstream client; the answers by the same keys.
-pub(crate) async fn ask_downstream(
-    ctx: &Context,
-    input_required: &Value,
-) -> Result<Value, ToolError> {
-    let Some(requests) = input_required["inputRequests"].as_object() else {
-        return Err(ToolError::Internal(
-            "the upstream asked for input without inputRequests".into(),
-        ));
-    };
-    let questions: Vec<(&str, &str, Value)> = requests
-        .iter()
-        .map(|(k, q)| {
-            (
-                k.as_str(),
-                q["method"].as_str().unwrap_or_default(),
-                q.get("params").cloned().unwrap_or_else(|| json!({})),
-            )
-        })
-        .collect();
-    let asked = questions
-        .iter()
-        .map(|(k, m, p)| (Some(*k), *m, p.clone()))
-        .collect();
-    let answers = ctx.ask_all(asked).await?;
-    Ok(Value::Object(
-        questions
-            .iter()
-            .zip(answers)
-            .map(|((k, _, _), a)| (k.to_string(), a))
-            .collect(),
-    ))
-}
 
 fn gone(upstream: &str, e: &ClientError) -> String {
     match e {
