@@ -54,7 +54,9 @@
 //                                  -> same work run as an experimental 2025-11-25
 //                                     task (server.experimental.tasks.registerToolTask,
 //                                     taskSupport "optional"), backed by the SDK's
-//                                     InMemoryTaskStore. Stops when the task is cancelled.
+//                                     InMemoryTaskStore. Stops when the task is cancelled;
+//                                     reports each step to the creating request's progress
+//                                     token, when it had one.
 //   slow_count_task_required {steps, delay_ms, tag?}   (only with --tasks)
 //                                  -> the same, taskSupport "required": callable only as
 //                                     a task.
@@ -347,7 +349,10 @@ function buildServer() {
     // The task's work: out of band, one step per delay_ms (recorded under `tag`), the task's
     // status its cancellation signal.
     const countTask = {
-      async createTask({ steps, delay_ms, tag }, { taskStore: store, taskRequestedTtl }) {
+      async createTask({ steps, delay_ms, tag }, extra) {
+        const { taskStore: store, taskRequestedTtl } = extra;
+        // The creating request's token stays valid until the task ends (2025-11-25).
+        const progressToken = extra._meta?.progressToken;
         const task = await store.createTask({ ttl: taskRequestedTtl ?? 60_000, pollInterval: 100 });
         (async () => {
           try {
@@ -356,6 +361,14 @@ function buildServer() {
               if (!current || current.status === 'cancelled') return;
               await sleep(delay_ms);
               recordStep(tag ?? '');
+              if (progressToken !== undefined) {
+                await extra
+                  .sendNotification({
+                    method: 'notifications/progress',
+                    params: { progressToken, progress: step + 1, total: steps },
+                  })
+                  .catch(() => {});
+              }
             }
             const current = await store.getTask(task.taskId);
             if (!current || current.status === 'cancelled') return;

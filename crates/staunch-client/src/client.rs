@@ -389,15 +389,16 @@ impl PendingRequest {
     }
 
     /// Like [`wait`](Self::wait), but keeps the request's progress subscription alive after
-    /// the answer (a task's progress outlives the `tools/call` that created it).
-    pub(crate) async fn wait_keep_progress(
+    /// the answer, when the request asked for progress: a 2025-11-25 task's progress outlives
+    /// the `tools/call` that created it (its token stays valid until the task ends).
+    pub async fn wait_keeping_progress(
         mut self,
         opts: &CallOptions,
         on_progress: &mut (dyn FnMut(&Progress) + Send),
-    ) -> (Result<Value, ClientError>, Option<ProgressSub>) {
+    ) -> (Result<Value, ClientError>, Option<ProgressStream>) {
         let r = crate::timeout::wait(&mut self, opts, on_progress).await;
         let sub = match (self.progress.take(), self.token.take()) {
-            (Some(rx), Some(token)) => Some(ProgressSub {
+            (Some(rx), Some(token)) => Some(ProgressStream {
                 inner: self.inner.clone(),
                 token,
                 rx,
@@ -434,14 +435,28 @@ impl Drop for PendingRequest {
     }
 }
 
-/// Progress of a request that outlives its answer (tasks); unsubscribes on drop.
-pub(crate) struct ProgressSub {
+/// The progress of a request that outlives its answer (a task's); unsubscribes when dropped
+/// ([`PendingRequest::wait_keeping_progress`]).
+pub struct ProgressStream {
     inner: Arc<Inner>,
     token: ProgressToken,
-    pub rx: mpsc::UnboundedReceiver<Progress>,
+    rx: mpsc::UnboundedReceiver<Progress>,
 }
 
-impl Drop for ProgressSub {
+impl std::fmt::Debug for ProgressStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProgressStream").finish_non_exhaustive()
+    }
+}
+
+impl ProgressStream {
+    /// The next progress notification; `None` once the connection is gone.
+    pub async fn next(&mut self) -> Option<Progress> {
+        self.rx.recv().await
+    }
+}
+
+impl Drop for ProgressStream {
     fn drop(&mut self) {
         self.inner.router.forget_progress(&self.token);
     }

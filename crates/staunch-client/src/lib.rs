@@ -60,7 +60,7 @@ pub mod tasks;
 mod timeout;
 pub mod transport;
 
-pub use client::{Client, PendingRequest};
+pub use client::{Client, PendingRequest, ProgressStream};
 pub use connect::DISCOVER;
 pub use era::{EraChoice, ServerInfo};
 pub use error::ClientError;

@@ -22,7 +22,7 @@ use staunch_protocol::ErrorObject;
 use staunch_protocol::mcp::methods;
 use tokio::time::{Instant, sleep_until};
 
-use crate::client::ProgressSub;
+use crate::client::ProgressStream;
 use crate::era::ResultType;
 use crate::input::{InputRequests, InputResponses, MAX_ROUNDS};
 use crate::{CallOptions, Client, ClientError, Progress};
@@ -240,7 +240,7 @@ impl Client {
                 };
                 let p = self.start_request(methods::TOOLS_CALL, Some(params), call.progress)?;
                 let mut on_progress = |pr: &Progress| on_event(TaskEvent::Progress(pr));
-                let (created, progress) = p.wait_keep_progress(call, &mut on_progress).await;
+                let (created, progress) = p.wait_keeping_progress(call, &mut on_progress).await;
                 (created?, progress)
             }
             Face::Declared => {
@@ -370,13 +370,13 @@ async fn wait_or_stop(
     until: Instant,
     hard: Option<Instant>,
     call: &CallOptions,
-    progress: &mut Option<ProgressSub>,
+    progress: &mut Option<ProgressStream>,
     on_event: &mut (impl FnMut(TaskEvent<'_>) + Send),
 ) -> Option<Stop> {
     loop {
         let next_progress = async {
             match progress.as_mut() {
-                Some(s) => s.rx.recv().await,
+                Some(s) => s.next().await,
                 None => pending().await,
             }
         };

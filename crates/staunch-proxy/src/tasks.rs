@@ -15,7 +15,9 @@
 //!
 //! The upstream's `notifications/tasks/status` about a task a 2025 session holds reaches that
 //! session (on HTTP, its standalone stream) with the proxy's id in place of the upstream's; a
-//! 2026-07-28 client has no session to be told on and asks with `tasks/get`.
+//! 2026-07-28 client has no session to be told on and asks with `tasks/get`. The progress such
+//! a task reports after the call that made it reaches the session too, under the client's own
+//! token ([`UpstreamTasks::pass_progress`]), until the task is known to have ended.
 //!
 //! Across eras, a client of the extension calling a tool an upstream runs as a 2025-11-25 task
 //! gets that task written the extension's way ([`Kind::TasksToExtension`]): a flat task with `ttlMs`
@@ -41,12 +43,14 @@ use std::time::{Duration, Instant};
 
 use futures_util::future::BoxFuture;
 use serde_json::{Value, json};
-use staunch_client::ClientError;
+use staunch_client::{ClientError, Progress, ProgressStream};
 use staunch_protocol::{ErrorObject, codes};
 use staunch_server::{
-    Context, MethodHandler, Notifier, ToolError, declares_tasks, missing_tasks_extension,
+    Context, MethodHandler, Notifier, ProgressRate, ToolError, declares_tasks,
+    missing_tasks_extension,
 };
 use tokio::sync::broadcast::error::RecvError;
+use tokio_util::sync::CancellationToken;
 
 use crate::error::rpc;
 use crate::upstream::{Followed, Upstream, request_options};
@@ -108,6 +112,8 @@ struct HeldTask {
     made: Instant,
     /// The 2025 session (or stdio connection) told of the task's status changes.
     session: Option<Notifier>,
+    /// Cancelled once the task is known to be terminal (or forgotten): its progress stops.
+    ended: CancellationToken,
 }
 
 impl HeldTask {
@@ -116,6 +122,7 @@ impl HeldTask {
             up: self.up.clone(),
             upstream_id: self.upstream_id.clone(),
             kind: self.kind,
+            ended: self.ended.clone(),
         }
     }
 }
@@ -125,6 +132,7 @@ struct Found {
     up: Arc<Upstream>,
     upstream_id: String,
     kind: Kind,
+    ended: CancellationToken,
 }
 
 /// The upstream tasks the proxy's clients hold, by the proxy's id.
@@ -169,8 +177,9 @@ impl UpstreamTasks {
                 .iter()
                 .min_by_key(|(_, e)| e.made)
                 .map(|(k, _)| k.clone())
+            && let Some(forgotten) = entries.remove(&oldest)
         {
-            entries.remove(&oldest);
+            forgotten.ended.cancel();
         }
         entries.insert(
             id.clone(),
@@ -181,6 +190,7 @@ impl UpstreamTasks {
                 owner: owner_of(ctx),
                 made: Instant::now(),
                 session,
+                ended: CancellationToken::new(),
             },
         );
         id
@@ -227,10 +237,90 @@ impl UpstreamTasks {
             .filter(|(_, e)| Arc::ptr_eq(&e.up, up) && e.upstream_id == upstream_id)
             .filter_map(|(id, e)| Some((id.clone(), e.session.clone()?)))
             .collect();
+        if is_terminal(&params) {
+            for e in self.lock().values() {
+                if Arc::ptr_eq(&e.up, up) && e.upstream_id == upstream_id {
+                    e.ended.cancel();
+                }
+            }
+        }
         for (id, session) in held {
             let params = with_id(params.clone(), upstream_id, &id);
             session.notify("notifications/tasks/status", params);
         }
+    }
+
+    /// Passes the progress of the task held as `id` after the call that made it (a 2025-11-25
+    /// task's token stays valid until it ends) on to the session holding it, under its
+    /// `token`: strictly increasing values, at most [`ProgressRate`]'s default rate (a value
+    /// that comes sooner waits, replaced by any later one), none once the task is known to be
+    /// terminal, and none after the session or the upstream connection is gone.
+    pub(crate) fn pass_progress(&self, id: &str, mut progress: ProgressStream, token: Value) {
+        let Some((ended, session, upstream_id)) = self
+            .lock()
+            .get(id)
+            .and_then(|e| Some((e.ended.clone(), e.session.clone()?, e.upstream_id.clone())))
+        else {
+            return;
+        };
+        let id = id.to_string();
+        let gap = Duration::from_secs_f64(1.0 / ProgressRate::default().per_second);
+        tokio::spawn(async move {
+            let send = |p: Progress| {
+                let mut params = serde_json::Map::new();
+                params.insert("progressToken".into(), token.clone());
+                params.insert("progress".into(), number(p.progress));
+                if let Some(t) = p.total {
+                    params.insert("total".into(), number(t));
+                }
+                if let Some(m) = p.message {
+                    params.insert("message".into(), m.into());
+                }
+                params.extend(p.extra);
+                let mut params = with_id(Value::Object(params), &upstream_id, &id);
+                params["_meta"][RELATED_TASK] = json!({"taskId": id});
+                session.notify("notifications/progress", params)
+            };
+            let mut last: Option<f64> = None;
+            let mut sent_at: Option<tokio::time::Instant> = None;
+            let mut held: Option<Progress> = None;
+            loop {
+                let due = async {
+                    match (&held, sent_at) {
+                        (Some(_), Some(at)) => tokio::time::sleep_until(at + gap).await,
+                        _ => std::future::pending().await,
+                    }
+                };
+                tokio::select! {
+                    biased;
+                    _ = ended.cancelled() => break,
+                    _ = due => {
+                        if let Some(p) = held.take() {
+                            if !send(p) {
+                                break;
+                            }
+                            sent_at = Some(tokio::time::Instant::now());
+                        }
+                    }
+                    next = progress.next() => {
+                        let Some(p) = next else { break };
+                        if last.is_some_and(|l| p.progress <= l) {
+                            continue;
+                        }
+                        last = Some(p.progress);
+                        if sent_at.is_some_and(|at| at.elapsed() < gap) {
+                            held = Some(p);
+                            continue;
+                        }
+                        held = None;
+                        if !send(p) {
+                            break;
+                        }
+                        sent_at = Some(tokio::time::Instant::now());
+                    }
+                }
+            }
+        });
     }
 
     /// The tasks a principal holds (oldest first, at most `limit`): their ids and where each
@@ -253,6 +343,24 @@ impl UpstreamTasks {
         let e = entries.get(id)?;
         (e.owner == Owner::Bearer || e.owner == owner_of(ctx)).then(|| e.found())
     }
+}
+
+/// A progress value as JSON: a whole number as an integer, as the upstream most likely wrote it
+/// and as staunch writes its own.
+fn number(v: f64) -> Value {
+    if v.fract() == 0.0 && v.abs() < 9e15 {
+        json!(v as i64)
+    } else {
+        json!(v)
+    }
+}
+
+/// Whether a task (or a status notification's params) is in a terminal status.
+fn is_terminal(task: &Value) -> bool {
+    matches!(
+        task.get("status").and_then(Value::as_str),
+        Some("completed" | "failed" | "cancelled")
+    )
 }
 
 /// `up-` and 128 random bits in hex.
@@ -508,6 +616,7 @@ impl MethodHandler for TaskMethod {
                 up,
                 upstream_id,
                 kind,
+                ended,
             } = found;
             let mut params = params.unwrap_or_else(|| Value::Object(Default::default()));
             params["taskId"] = Value::String(upstream_id.clone());
@@ -539,6 +648,10 @@ impl MethodHandler for TaskMethod {
                 .request(method, Some(params), &opts)
                 .await
                 .map_err(rpc)?;
+            // A result, or a terminal task: its progress is over.
+            if method == "tasks/result" || is_terminal(&v) {
+                ended.cancel();
+            }
             Ok(with_id(v, &upstream_id, &id))
         })
     }

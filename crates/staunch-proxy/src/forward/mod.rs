@@ -18,7 +18,7 @@ use std::sync::Arc;
 use futures_util::future::BoxFuture;
 use serde_json::{Map, Value, json};
 use staunch_client::tasks::TaskOutcome;
-use staunch_client::{CallOptions, ClientError, Progress};
+use staunch_client::{CallOptions, ClientError, Progress, ProgressStream};
 use staunch_protocol::RequestId;
 use staunch_protocol::mcp::methods;
 use staunch_server::{CallToolResult, Context, ToolError, ToolHandler};
@@ -325,20 +325,38 @@ async fn send_tracked(
     opts: &CallOptions,
     on_progress: impl FnMut(&Progress) + Send,
 ) -> Result<Value, ClientError> {
-    let progress = opts.progress;
-    let pending = client.start_request(methods::TOOLS_CALL, Some(params), progress)?;
+    send_tracked_keeping(up, client, ctx, tool, params, opts, on_progress)
+        .await
+        .0
+}
+
+/// [`send_tracked`], keeping the request's progress after its answer when it asked for
+/// progress (a 2025-11-25 task's progress goes on after the call that made it).
+async fn send_tracked_keeping(
+    up: &Arc<Upstream>,
+    client: &staunch_client::Client,
+    ctx: Option<&Context>,
+    tool: &str,
+    params: Value,
+    opts: &CallOptions,
+    mut on_progress: impl FnMut(&Progress) + Send,
+) -> (Result<Value, ClientError>, Option<ProgressStream>) {
+    let pending = match client.start_request(methods::TOOLS_CALL, Some(params), opts.progress) {
+        Ok(p) => p,
+        Err(e) => return (Err(e), None),
+    };
     let tracked = match (ctx, pending.id()) {
         (Some(ctx), RequestId::Number(n)) => Some(up.calls().track(*n, ctx, tool)),
         _ => None,
     };
-    let r = pending.wait(opts, on_progress).await;
+    let (r, progress) = pending.wait_keeping_progress(opts, &mut on_progress).await;
     // Only a cancel leaves the upstream request abandoned (its late answer is logged).
     if !matches!(r, Err(ClientError::Cancelled))
         && let Some(t) = tracked
     {
         t.answered();
     }
-    r
+    (r, progress)
 }
 
 /// The call's `base` params sent again with the client's `answers` to the questions the
@@ -360,8 +378,23 @@ async fn create_task(
     tool: &str,
     params: Value,
 ) -> Result<Value, ToolError> {
-    let opts = request_options(false, ctx.cancellation_token());
-    send_tracked(
+    create_task_following(up, client, ctx, tool, params, false)
+        .await
+        .map(|(created, _)| created)
+}
+
+/// [`create_task`]; with `progress`, the call asks for progress and the task's progress after
+/// the answer comes back with it.
+async fn create_task_following(
+    up: &Arc<Upstream>,
+    client: &staunch_client::Client,
+    ctx: &Context,
+    tool: &str,
+    params: Value,
+    progress: bool,
+) -> Result<(Value, Option<ProgressStream>), ToolError> {
+    let opts = request_options(progress, ctx.cancellation_token());
+    let (created, progress) = send_tracked_keeping(
         up,
         client,
         Some(ctx),
@@ -370,8 +403,8 @@ async fn create_task(
         &opts,
         |_: &Progress| {},
     )
-    .await
-    .map_err(crate::error::rpc)
+    .await;
+    Ok((created.map_err(crate::error::rpc)?, progress))
 }
 
 /// A request-shaped upstream tool.
@@ -535,9 +568,20 @@ impl ToolHandler for ForwardTool {
             }
             let mut params = call_params(&this.tool, args, ctx.meta());
             params["task"] = task;
-            let created = create_task(&up, &client, &ctx, &this.tool, params).await?;
+            // The request's progress token stays valid until the task ends (2025-11-25): the
+            // upstream task's progress goes on to it.
+            let token = ctx.meta().and_then(|m| m.get("progressToken")).cloned();
+            let (created, progress) =
+                create_task_following(&up, &client, &ctx, &this.tool, params, token.is_some())
+                    .await?;
             let upstream_id = created["task"]["taskId"].as_str().map(str::to_string);
-            this.adopt(up, upstream_id, Kind::Tasks, &ctx, created)
+            let answer = this.adopt(up, upstream_id, Kind::Tasks, &ctx, created)?;
+            if let (Some(token), Some(progress), Some(id)) =
+                (token, progress, answer["task"]["taskId"].as_str())
+            {
+                this.pool.tasks().pass_progress(id, progress, token);
+            }
+            Ok(answer)
         }))
     }
 

@@ -361,6 +361,70 @@ async fn a_2025_session_holds_the_upstreams_own_task_under_the_proxys_id() {
 /// With bearer tokens (and a job-shaped tool, so that the job runtime lists tasks), a
 /// principal's `tasks/list` lists the upstream tasks it holds under the proxy's ids, and
 /// another principal's does not.
+/// An upstream 2025 task's progress after the call that made it: the TypeScript SDK peer
+/// reports each step to the creating request's token; the proxy passes it on to the session
+/// holding the task (over HTTP on its standalone stream) under the client's own token and with
+/// the proxy's id as its related task, strictly increasing, and none once the task has ended.
+#[tokio::test]
+async fn an_upstream_tasks_progress_reaches_the_session_under_its_own_token() {
+    let Some(peers) = Peers::find("an_upstream_tasks_progress_reaches_the_session") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = ts_tasks_proxy(&peers, dir.path()).await;
+    let sid = proxy.initialize().await;
+    let mut standalone = proxy.get(&sid, None).await;
+    assert_eq!(standalone.status, 200);
+    let created = rpc(
+        &proxy,
+        &sid,
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+            "name": "slow_count_task",
+            "arguments": {"steps": 5, "delay_ms": 80, "tag": "progress"},
+            "task": {"ttl": 60000},
+            "_meta": {"progressToken": "tok-7"}}}),
+    )
+    .await;
+    let id = created["result"]["task"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a task: {created}"))
+        .to_string();
+    let mut reported = Vec::new();
+    let until = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let left = until.saturating_duration_since(tokio::time::Instant::now());
+        let m = standalone
+            .next_message(left)
+            .await
+            .unwrap_or_else(|| panic!("the task's end, after {reported:?}"));
+        if m["method"] == "notifications/progress" {
+            let p = &m["params"];
+            assert_eq!(p["progressToken"], "tok-7", "{m}");
+            assert_eq!(p["total"], 5, "{m}");
+            assert_eq!(
+                p["_meta"]["io.modelcontextprotocol/related-task"]["taskId"],
+                id.as_str(),
+                "{m}"
+            );
+            reported.push(p["progress"].as_u64().unwrap_or_else(|| panic!("{m}")));
+        }
+        if m["method"] == "notifications/tasks/status" && m["params"]["status"] == "completed" {
+            break;
+        }
+    }
+    assert!(!reported.is_empty(), "no progress reached the session");
+    assert!(reported.windows(2).all(|w| w[0] < w[1]), "{reported:?}");
+    assert!(reported.iter().all(|&p| p <= 5), "{reported:?}");
+    // Nothing after the end.
+    let after = standalone.next_message(Duration::from_millis(500)).await;
+    assert!(
+        after
+            .as_ref()
+            .is_none_or(|m| m["method"] != "notifications/progress"),
+        "{after:?}"
+    );
+}
+
 #[tokio::test]
 async fn a_principals_task_list_holds_its_upstream_tasks() {
     let Some(peers) = Peers::find("a_principals_task_list_holds_its_upstream_tasks") else {
