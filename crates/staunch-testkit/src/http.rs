@@ -304,11 +304,21 @@ impl Endpoint {
 
     /// [`Endpoint::initialize`], each request with `extra` headers (an `authorization`, say).
     pub async fn initialize_with(&self, extra: &[(&str, &str)]) -> String {
+        self.initialize_declaring(json!({}), extra).await
+    }
+
+    /// [`Endpoint::initialize_with`] for a client that declares `capabilities` (elicitation,
+    /// sampling, …).
+    pub async fn initialize_declaring(
+        &self,
+        capabilities: Value,
+        extra: &[(&str, &str)],
+    ) -> String {
         let r = self
             .post_with(
                 None,
                 &json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-                    "protocolVersion": "2025-11-25", "capabilities": {},
+                    "protocolVersion": "2025-11-25", "capabilities": capabilities,
                     "clientInfo": {"name": "test", "version": "0"}}}),
                 extra,
             )

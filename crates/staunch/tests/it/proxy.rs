@@ -861,18 +861,9 @@ async fn an_upstream_question_reaches_the_client_that_made_the_call() {
         &["--", BIN, "serve", "--store", ":memory:", "--no-log"],
     )
     .await;
-    let init = proxy
-        .post(
-            None,
-            &json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-                "protocolVersion": "2025-11-25", "capabilities": {"elicitation": {}},
-                "clientInfo": {"name": "test", "version": "0"}}}),
-        )
+    let sid = proxy
+        .initialize_declaring(json!({"elicitation": {}}), &[])
         .await;
-    let sid = init.header("mcp-session-id").expect("session id");
-    init.json().await;
-    let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-    assert_eq!(proxy.post(Some(&sid), &note).await.status.as_u16(), 202);
     let mut stream = proxy
         .post(Some(&sid), &call(json!(5), "greet", json!({}), None))
         .await;

@@ -154,6 +154,21 @@ async fn upstream_log_messages_reach_the_caller_unchanged_at_its_level() {
     assert!(logs(&messages).is_empty(), "{messages:#?}");
 }
 
+/// `staunch proxy` in front of `staunch serve` (with `serve_args`), spoken to in 2026-07-28:
+/// an upstream that offers the tasks extension.
+async fn proxy_to_a_2026_staunch(serve_args: &[&str]) -> HttpServer {
+    let mut args = vec![
+        "--upstream-protocol",
+        "2026-07-28",
+        "--",
+        crate::common::BIN,
+        "serve",
+    ];
+    args.extend_from_slice(serve_args);
+    args.extend(["--store", ":memory:", "--no-log"]);
+    HttpServer::launch("proxy", Some(":memory:"), &args).await
+}
+
 /// `staunch proxy` in front of the TypeScript SDK peer with its tasks, the peer recording its
 /// steps in `steps_dir`.
 async fn ts_tasks_proxy(peers: &Peers, steps_dir: &Path) -> HttpServer {
@@ -530,21 +545,7 @@ async fn a_principals_task_list_holds_its_upstream_tasks() {
 #[tokio::test]
 async fn a_2026_client_holds_the_upstreams_extension_task_under_the_proxys_id() {
     use staunch_testkit::tasks::{create, get_until, send, terminal, with_ext};
-    let proxy = HttpServer::launch(
-        "proxy",
-        Some(":memory:"),
-        &[
-            "--upstream-protocol",
-            "2026-07-28",
-            "--",
-            crate::common::BIN,
-            "serve",
-            "--store",
-            ":memory:",
-            "--no-log",
-        ],
-    )
-    .await;
+    let proxy = proxy_to_a_2026_staunch(&[]).await;
     let id = create(&proxy, "long_scan", json!({"steps": 4, "delay_ms": 30})).await;
     assert!(id.starts_with("up-"), "{id}");
     let done = get_until(&proxy, &id, terminal).await;
@@ -638,21 +639,7 @@ async fn a_2026_client_holds_a_2025_upstreams_task_the_extensions_way() {
 /// `tasks/cancel` stops it.
 #[tokio::test]
 async fn a_2025_session_holds_a_2026_upstreams_task_the_2025_way() {
-    let proxy = HttpServer::launch(
-        "proxy",
-        Some(":memory:"),
-        &[
-            "--upstream-protocol",
-            "2026-07-28",
-            "--",
-            crate::common::BIN,
-            "serve",
-            "--store",
-            ":memory:",
-            "--no-log",
-        ],
-    )
-    .await;
+    let proxy = proxy_to_a_2026_staunch(&[]).await;
     let sid = proxy.initialize().await;
     let req = |id: u64, method: &str, params: Value| json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
     let list = rpc(&proxy, &sid, req(1, "tools/list", json!({}))).await;
@@ -739,35 +726,10 @@ async fn a_2025_session_holds_a_2026_upstreams_task_the_2025_way() {
 /// `elicitation/create` of the proxy's, and its answer goes back with `tasks/update`.
 #[tokio::test]
 async fn a_2026_upstreams_task_asks_the_2025_session_waiting_for_its_result() {
-    let proxy = HttpServer::launch(
-        "proxy",
-        Some(":memory:"),
-        &[
-            "--upstream-protocol",
-            "2026-07-28",
-            "--",
-            crate::common::BIN,
-            "serve",
-            "--profile",
-            "conformance",
-            "--store",
-            ":memory:",
-            "--no-log",
-        ],
-    )
-    .await;
-    let init = proxy
-        .post(
-            None,
-            &json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-                "protocolVersion": "2025-11-25", "capabilities": {"elicitation": {}},
-                "clientInfo": {"name": "test", "version": "0"}}}),
-        )
+    let proxy = proxy_to_a_2026_staunch(&["--profile", "conformance"]).await;
+    let sid = proxy
+        .initialize_declaring(json!({"elicitation": {}}), &[])
         .await;
-    let sid = init.header("mcp-session-id").expect("session id");
-    init.json().await;
-    let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-    assert_eq!(proxy.post(Some(&sid), &note).await.status.as_u16(), 202);
     let created = rpc(
         &proxy,
         &sid,
@@ -814,23 +776,7 @@ async fn a_2026_upstreams_task_asks_the_2025_session_waiting_for_its_result() {
 #[tokio::test]
 async fn an_upstream_that_asks_before_its_task_is_answered_then_its_task_is_bridged() {
     use staunch_testkit::tasks::{get_until, send, terminal, with_ext};
-    let proxy = HttpServer::launch(
-        "proxy",
-        Some(":memory:"),
-        &[
-            "--upstream-protocol",
-            "2026-07-28",
-            "--",
-            crate::common::BIN,
-            "serve",
-            "--profile",
-            "conformance",
-            "--store",
-            ":memory:",
-            "--no-log",
-        ],
-    )
-    .await;
+    let proxy = proxy_to_a_2026_staunch(&["--profile", "conformance"]).await;
     let call = json!({"name": "test_tool_with_task", "arguments": {}});
     let asked = send(&proxy, "tools/call", call.clone(), with_ext(), None).await;
     let asked = asked.result();
@@ -970,23 +916,7 @@ async fn prompt_list_change_reaches_sessions_and_listeners(proxy_args: &[&str]) 
 /// the task's own result — here the job's tool error — instead of "runs only as a task".
 #[tokio::test]
 async fn a_2026_upstreams_task_only_tool_is_followed_through_the_tasks_extension() {
-    let proxy = HttpServer::launch(
-        "proxy",
-        Some(":memory:"),
-        &[
-            "--upstream-protocol",
-            "2026-07-28",
-            "--",
-            crate::common::BIN,
-            "serve",
-            "--profile",
-            "conformance",
-            "--store",
-            ":memory:",
-            "--no-log",
-        ],
-    )
-    .await;
+    let proxy = proxy_to_a_2026_staunch(&["--profile", "conformance"]).await;
     let sid = proxy.initialize().await;
     let (_, answer) = proxy
         .post(Some(&sid), &call(json!(1), "failing_job", json!({}), None))
