@@ -37,6 +37,18 @@ fn steps(dir: &Path, tag: &str) -> Option<u64> {
     text.split_whitespace().next()?.parse().ok()
 }
 
+/// Waits until the peer has recorded a step under `tag` (its work has started).
+async fn started(dir: &Path, tag: &str) {
+    let since = tokio::time::Instant::now();
+    while steps(dir, tag).is_none() {
+        assert!(
+            since.elapsed() < Duration::from_secs(20),
+            "the peer's work under {tag:?} never started"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// The steps the peer recorded under `tag` once `settle` has passed from now, and a second
 /// later: equal when its work stopped.
 async fn steps_after(dir: &Path, tag: &str, settle: Duration) -> (u64, u64) {
@@ -241,14 +253,7 @@ async fn a_tool_the_upstream_runs_only_as_a_task_is_called_and_cancelled_through
             ),
         )
         .await;
-    let started = tokio::time::Instant::now();
-    while steps(dir.path(), "task").is_none() {
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "the task never started"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    started(dir.path(), "task").await;
     let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
                         "params": {"requestId": 2, "reason": "the test gives up"}});
     assert_eq!(proxy.post(Some(&sid), &cancel).await.status.as_u16(), 202);
@@ -349,14 +354,7 @@ async fn a_2025_session_holds_the_upstreams_own_task_under_the_proxys_id() {
         .as_str()
         .unwrap()
         .to_string();
-    let started = tokio::time::Instant::now();
-    while steps(dir.path(), "bridged").is_none() {
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "the task never started"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    started(dir.path(), "bridged").await;
     let cancelled = rpc(
         &proxy,
         &sid,
@@ -605,14 +603,7 @@ async fn a_2026_client_holds_a_2025_upstreams_task_the_extensions_way() {
     assert_eq!(refused.code(), -32602, "{}", refused.msg);
 
     let long = create(&proxy, "slow_count_task", args(1000, "long")).await;
-    let started = tokio::time::Instant::now();
-    while steps(dir.path(), "long").is_none() {
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "the task never started"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    started(dir.path(), "long").await;
     let ack = send(
         &proxy,
         "tasks/cancel",
@@ -747,15 +738,9 @@ async fn a_2026_upstreams_task_asks_the_2025_session_waiting_for_its_result() {
             &json!({"jsonrpc": "2.0", "id": 2, "method": "tasks/result", "params": {"taskId": id}}),
         )
         .await;
-    let question = loop {
-        let m = stream
-            .next_message(Duration::from_secs(20))
-            .await
-            .expect("the question");
-        if m["method"] == "elicitation/create" {
-            break m;
-        }
-    };
+    let question = wait_for_method(&mut stream, "elicitation/create", Duration::from_secs(20))
+        .await
+        .expect("the question");
     assert_eq!(
         question["params"]["message"], "Delete notes.txt?",
         "{question}"
