@@ -12,13 +12,13 @@
 
 mod client;
 mod http;
-mod modern;
 mod procfs;
 mod report;
 mod rpc;
 mod scenarios;
 mod servers;
 mod sse;
+mod stateless;
 mod stats;
 mod stdio;
 mod targets;
@@ -47,14 +47,15 @@ struct Args {
         default_value = "staunch,staunch-mem,rmcp,ts,python,bare"
     )]
     servers: Vec<String>,
-    /// Servers of the 2026-07-28 scenarios (`--only modern`): staunch, staunch-mem, ts2,
+    /// Servers of the 2026-07-28 scenarios (`--only stateless`): staunch, staunch-mem, ts2,
     /// python2, rmcp-stateless, and bare (echo throughput only: the ceiling).
     #[arg(
         long,
+        alias = "modern-servers",
         value_delimiter = ',',
         default_value = "staunch,staunch-mem,ts2,python2,rmcp-stateless,bare"
     )]
-    modern_servers: Vec<String>,
+    stateless_servers: Vec<String>,
     /// Close → stop runs per server in the 2026 scenarios (each ~0.4 s).
     #[arg(long, default_value_t = 20)]
     close_runs: usize,
@@ -62,13 +63,13 @@ struct Args {
     #[arg(long, default_value_t = 3)]
     silent_runs: usize,
     /// In-flight streams of the 2026 memory scenario (each on its own connection).
-    #[arg(long, default_value_t = 1000)]
-    mem_modern: usize,
+    #[arg(long, alias = "mem-modern", default_value_t = 1000)]
+    mem_stateless: usize,
     /// Transports (stdio, http), comma-separated. HTTP is skipped for staunch when its
     /// binary has no `--http` yet.
     #[arg(long, value_delimiter = ',', default_value = "stdio,http")]
     transports: Vec<String>,
-    /// Only these scenarios (cancel, ping, flood, memory, throughput, resume; modern = every
+    /// Only these scenarios (cancel, ping, flood, memory, throughput, resume; stateless = every
     /// 2026-07-28 scenario).
     #[arg(long, value_delimiter = ',')]
     only: Option<Vec<String>>,
@@ -219,28 +220,39 @@ async fn run(args: Args) -> anyhow::Result<()> {
         mem_stdio: args.mem_stdio.clone(),
         mem_http: args.mem_http.clone(),
         mem_cycles: args.mem_cycles.max(2),
-        only: args.only.clone(),
+        // `modern`: the name these scenarios had before, in commands recorded with results.
+        only: args.only.clone().map(|only| {
+            only.into_iter()
+                .map(|s| {
+                    if s == "modern" {
+                        "stateless".to_string()
+                    } else {
+                        s
+                    }
+                })
+                .collect()
+        }),
         rounds: args.rounds.max(1),
         stdio_rounds: args.stdio_rounds.max(1),
         close_runs: args.close_runs,
         silent_runs: args.silent_runs,
-        mem_modern: args.mem_modern,
+        mem_stateless: args.mem_stateless,
     };
-    let modern_kinds: Vec<Kind> = args
-        .modern_servers
+    let stateless_kinds: Vec<Kind> = args
+        .stateless_servers
         .iter()
         .map(|s| Kind::parse(s).with_context(|| format!("unknown server {s:?}")))
         .collect::<anyhow::Result<_>>()?;
     let staunch_http = staunch_has_http(&args.staunch);
 
     // Columns: the 2025 servers, then the 2026 peers (only those whose scenarios run).
-    let mut columns = if opts.wants_legacy() {
+    let mut columns = if opts.wants_session_era() {
         kinds.clone()
     } else {
         Vec::new()
     };
-    if opts.wants("modern") {
-        for k in &modern_kinds {
+    if opts.wants("stateless") {
+        for k in &stateless_kinds {
             if !columns.contains(k) {
                 columns.push(*k);
             }
@@ -260,7 +272,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
     let started = std::time::Instant::now();
     for &t in &transports {
         for &k in &kinds {
-            if !opts.wants_legacy() {
+            if !opts.wants_session_era() {
                 break;
             }
             if matches!(k, Kind::Staunch | Kind::StaunchMem | Kind::StaunchB)
@@ -282,18 +294,18 @@ async fn run(args: Args) -> anyhow::Result<()> {
             scenarios::bench(k, t, &programs, &opts, &mut report).await;
         }
     }
-    if opts.wants("modern") {
-        for &k in &modern_kinds {
+    if opts.wants("stateless") {
+        for &k in &stateless_kinds {
             eprintln!(
                 "[{:>5.0}s] {} in the 2026-07-28 era",
                 started.elapsed().as_secs_f64(),
                 k.title()
             );
-            scenarios::modern_bench(k, &programs, &opts, &mut report).await;
+            scenarios::stateless_bench(k, &programs, &opts, &mut report).await;
         }
         let runs: Vec<(Kind, Transport)> = transports
             .iter()
-            .flat_map(|&t| modern_kinds.iter().map(move |&k| (k, t)))
+            .flat_map(|&t| stateless_kinds.iter().map(move |&k| (k, t)))
             .collect();
         eprintln!(
             "[{:>5.0}s] 2026-07-28 throughput, {} rounds over stdio, {} over HTTP",

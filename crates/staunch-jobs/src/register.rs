@@ -1,6 +1,6 @@
 //! Putting a job tool on a server: one call adds its four tools and (once) the tasks methods,
 //! the 2025-11-25 `tasks` capability and the 2026-07-28 tasks extension (advertised only in
-//! `server/discover`, never next to the legacy capability).
+//! `server/discover`, never next to the session era's tasks capability).
 //!
 //! What the model sees for a tool `x`:
 //!

@@ -6,9 +6,9 @@ pub mod cancel;
 pub mod flood;
 pub mod latency;
 pub mod memory;
-pub mod modern;
 pub mod ping;
 pub mod resume;
+pub mod stateless;
 pub mod throughput;
 
 use std::time::Duration;
@@ -37,7 +37,7 @@ pub struct Opts {
     pub stdio_rounds: usize,
     pub close_runs: usize,
     pub silent_runs: usize,
-    pub mem_modern: usize,
+    pub mem_stateless: usize,
 }
 
 impl Opts {
@@ -48,7 +48,7 @@ impl Opts {
     }
 
     /// Whether any 2025-era scenario runs.
-    pub fn wants_legacy(&self) -> bool {
+    pub fn wants_session_era(&self) -> bool {
         [
             "cancel",
             "ping",
@@ -493,7 +493,7 @@ pub async fn throughput_phase(
     programs: &Programs,
     opts: &Opts,
     report: &mut Report,
-    modern: bool,
+    stateless: bool,
 ) {
     use std::collections::BTreeMap;
     let mut samples: BTreeMap<(String, Kind), Vec<anyhow::Result<throughput::Rate>>> =
@@ -509,7 +509,7 @@ pub async fn throughput_phase(
             if round >= rounds {
                 continue;
             }
-            for (key, label, r) in tput_once(kind, t, programs, opts, modern).await {
+            for (key, label, r) in tput_once(kind, t, programs, opts, stateless).await {
                 labels.insert(key.clone(), label);
                 samples.entry((key, kind)).or_default().push(r);
             }
@@ -554,10 +554,10 @@ async fn tput_once(
     t: Transport,
     programs: &Programs,
     opts: &Opts,
-    modern: bool,
+    stateless: bool,
 ) -> Vec<(String, String, anyhow::Result<throughput::Rate>)> {
     // The 2026 rows: the same measurements with the era's requests, keys under `m26.`.
-    let (kp, lp) = if modern {
+    let (kp, lp) = if stateless {
         ("m26.", "[2026] ")
     } else {
         ("", "")
@@ -566,7 +566,7 @@ async fn tput_once(
         Transport::Stdio => {
             let r = async {
                 let mut srv = servers::spawn(programs, kind, t).await?;
-                throughput::stdio(&mut srv, 16, opts.warmup, opts.measure, modern).await
+                throughput::stdio(&mut srv, 16, opts.warmup, opts.measure, stateless).await
             }
             .await;
             vec![(
@@ -583,7 +583,7 @@ async fn tput_once(
                 let label = format!("{lp}echo throughput, HTTP, concurrency {c}");
                 let r = match &srv {
                     Ok(srv) => {
-                        throughput::http(srv.port, c, opts.warmup, opts.measure, modern).await
+                        throughput::http(srv.port, c, opts.warmup, opts.measure, stateless).await
                     }
                     Err(e) => Err(anyhow::anyhow!("{e:#}")),
                 };
@@ -646,20 +646,20 @@ async fn resume_rows(kind: Kind, programs: &Programs, report: &mut Report) {
 
 /// The 2026-07-28 scenarios over HTTP for one server (the throughput is measured with the
 /// others, interleaved): close → stop, the silent handler, memory.
-pub async fn modern_bench(kind: Kind, programs: &Programs, opts: &Opts, report: &mut Report) {
+pub async fn stateless_bench(kind: Kind, programs: &Programs, opts: &Opts, report: &mut Report) {
     if !kind.has_slow_tools() {
         return;
     }
     let t = Transport::Http;
     let r = async {
         let srv = servers::spawn(programs, kind, t).await?;
-        let close = modern::close_runs(srv.port, opts.close_runs, kind.key()).await;
-        let silent = modern::silent_runs(srv.port, opts.silent_runs, kind.key()).await;
+        let close = stateless::close_runs(srv.port, opts.close_runs, kind.key()).await;
+        let silent = stateless::silent_runs(srv.port, opts.silent_runs, kind.key()).await;
         anyhow::Ok((close, silent))
     }
     .await;
     match r {
-        Ok((close, silent)) => modern_close_rows(report, kind, &close, silent),
+        Ok((close, silent)) => stateless_close_rows(report, kind, &close, silent),
         Err(e) => fail(
             report,
             "m26.close.stop_p50.http",
@@ -668,13 +668,13 @@ pub async fn modern_bench(kind: Kind, programs: &Programs, opts: &Opts, report: 
             &e,
         ),
     }
-    let mut m = modern::Mem::default();
+    let mut m = stateless::Mem::default();
     let r = async {
         let srv = servers::spawn(programs, kind, t).await?;
-        modern::memory(srv.port, srv.pid, opts.mem_modern, &mut m).await
+        stateless::memory(srv.port, srv.pid, opts.mem_stateless, &mut m).await
     }
     .await;
-    modern_mem_rows(report, kind, opts.mem_modern, &m);
+    stateless_mem_rows(report, kind, opts.mem_stateless, &m);
     if let Err(e) = r {
         fail(
             report,
@@ -686,10 +686,10 @@ pub async fn modern_bench(kind: Kind, programs: &Programs, opts: &Opts, report: 
     }
 }
 
-fn modern_close_rows(
+fn stateless_close_rows(
     report: &mut Report,
     kind: Kind,
-    r: &modern::CloseRuns,
+    r: &stateless::CloseRuns,
     silent: (usize, usize, Option<String>),
 ) {
     let ok = r.runs - r.failed;
@@ -756,7 +756,7 @@ fn modern_close_rows(
     );
 }
 
-fn modern_mem_rows(report: &mut Report, kind: Kind, n: usize, m: &modern::Mem) {
+fn stateless_mem_rows(report: &mut Report, kind: Kind, n: usize, m: &stateless::Mem) {
     let b = |v: u64| stats::bytes(v as f64);
     if let Some(idle) = m.idle {
         report.set(

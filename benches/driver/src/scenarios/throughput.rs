@@ -12,7 +12,7 @@ use tokio::time::Instant;
 
 use crate::http::{Conn, Session};
 use crate::servers::Running;
-use crate::{modern, rpc};
+use crate::{rpc, stateless};
 
 /// Hard cap on calls per measurement, besides the time bound.
 const MAX_CALLS: u64 = 5_000_000;
@@ -22,17 +22,17 @@ pub struct Rate {
     pub errors: u64,
 }
 
-/// Pipelined echo calls over the server's stdin/stdout. `modern`: the 2026-07-28 era
+/// Pipelined echo calls over the server's stdin/stdout. `stateless`: the 2026-07-28 era
 /// (`server/discover` opens, every call carries the envelope) instead of `initialize`.
 pub async fn stdio(
     server: &mut Running,
     window: usize,
     warmup: Duration,
     measure: Duration,
-    modern: bool,
+    stateless: bool,
 ) -> anyhow::Result<Rate> {
-    let echo_line = if modern {
-        modern::echo_line
+    let echo_line = if stateless {
+        stateless::echo_line
     } else {
         rpc::echo_line
     };
@@ -42,8 +42,8 @@ pub async fn stdio(
     let mut pending: Vec<u8> = Vec::new();
 
     // Handshake, raw.
-    let opening = if modern {
-        modern::discover(0)
+    let opening = if stateless {
+        stateless::discover(0)
     } else {
         rpc::initialize(0)
     };
@@ -64,7 +64,7 @@ pub async fn stdio(
         }
     }
     pending.clear();
-    if !modern {
+    if !stateless {
         let mut note = serde_json::to_vec(&rpc::initialized())?;
         note.push(b'\n');
         stdin.write_all(&note).await?;
@@ -137,15 +137,15 @@ pub async fn stdio(
 }
 
 /// `concurrency` connections, each looping POST echo → whole body: on one session, or
-/// (`modern`) as 2026-07-28 requests that need none.
+/// (`stateless`) as 2026-07-28 requests that need none.
 pub async fn http(
     port: u16,
     concurrency: usize,
     warmup: Duration,
     measure: Duration,
-    modern: bool,
+    stateless: bool,
 ) -> anyhow::Result<Rate> {
-    let session = if modern {
+    let session = if stateless {
         None
     } else {
         let mut conn = Conn::open(port).await?;
@@ -166,11 +166,11 @@ pub async fn http(
                 let id = ids.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 let req = match &session {
                     Some(s) => s.post_bytes(Bytes::from(rpc::echo_line(id))),
-                    None => modern::post_bytes(
+                    None => stateless::post_bytes(
                         port,
                         "tools/call",
                         Some("echo"),
-                        Bytes::from(modern::echo_line(id)),
+                        Bytes::from(stateless::echo_line(id)),
                     ),
                 };
                 let resp =

@@ -20,7 +20,7 @@ async fn a_task_is_durable_at_once_and_its_result_is_inlined_when_it_completes()
     assert!(caps["extensions"][EXT].is_object(), "{caps}");
     assert!(
         caps.get("tasks").is_none(),
-        "never beside the legacy capability: {caps}"
+        "never beside the session era's tasks capability: {caps}"
     );
 
     let id = create(&s, "long_scan", json!({"steps": 5, "delay_ms": 40})).await;

@@ -1,5 +1,5 @@
 //! The 2026-07-28 era over real HTTP: the HTTP transport answers stateless requests beside
-//! legacy sessions on one endpoint — the headers and `_meta` it checks, the errors and HTTP
+//! session-era sessions on one endpoint — the headers and `_meta` it checks, the errors and HTTP
 //! statuses it answers, closing the response stream as the cancel, input-required rounds and
 //! `subscriptions/listen`.
 
@@ -179,7 +179,7 @@ async fn get_and_delete_are_405_for_stateless_clients_and_sessions_still_work() 
         .answer(LIMIT)
         .await;
     assert_eq!(r["result"]["content"][0]["text"], "y", "{r}");
-    // And a legacy session on the same endpoint.
+    // And a session-era session on the same endpoint.
     let sid = s.initialize().await;
     let r = s
         .post(
@@ -260,13 +260,13 @@ async fn closing_the_stream_cancels_the_work() {
 
 /// A 2025 session's stream dropping is not a cancel: the call keeps running (resumable).
 #[tokio::test]
-async fn a_legacy_stream_that_drops_keeps_running() {
+async fn a_session_stream_that_drops_keeps_running() {
     let s = demo().await;
     let sid = s.initialize().await;
     let call = call(
         json!(8),
         "slow_count",
-        json!({"steps": 6, "delay_ms": 50, "tag": "legacy"}),
+        json!({"steps": 6, "delay_ms": 50, "tag": "session"}),
         Some(json!("t8")),
     );
     let mut r = s.post(Some(&sid), &call).await;
@@ -287,7 +287,7 @@ async fn a_legacy_stream_that_drops_keeps_running() {
         !lines.iter().any(|x| x["event"] == "request.cancel_received"
             && x["session"] == staunch_server::session_hash(&sid).as_str())
     );
-    assert_eq!(steps(&s, "legacy").await, 6);
+    assert_eq!(steps(&s, "session").await, 6);
 }
 
 /// Elicitation in the stateless era: an input-required round, then the retry with the answer.

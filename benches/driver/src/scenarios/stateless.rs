@@ -27,8 +27,8 @@ use tokio::net::TcpStream;
 use tokio::time::Instant;
 
 use crate::http::{Conn, read_messages};
-use crate::modern;
 use crate::procfs;
+use crate::stateless;
 
 /// How long after the close the side effects are read.
 const QUIET: Duration = Duration::from_millis(300);
@@ -48,9 +48,12 @@ fn next_id() -> u64 {
 /// Sends one request on a fresh connection and returns its response message.
 pub async fn call(port: u16, msg: &Value) -> anyhow::Result<Value> {
     let mut conn = Conn::open(port).await?;
-    let resp = tokio::time::timeout(Duration::from_secs(10), conn.send(modern::post(port, msg)))
-        .await
-        .context("no answer within 10 s")??;
+    let resp = tokio::time::timeout(
+        Duration::from_secs(10),
+        conn.send(stateless::post(port, msg)),
+    )
+    .await
+    .context("no answer within 10 s")??;
     let status = resp.status();
     let msgs = tokio::time::timeout(Duration::from_secs(10), read_messages(resp))
         .await
@@ -69,7 +72,7 @@ pub async fn call(port: u16, msg: &Value) -> anyhow::Result<Value> {
 pub async fn status(port: u16, tag: &str) -> anyhow::Result<(u64, u64)> {
     let resp = call(
         port,
-        &modern::tool_call(next_id(), "slow_count_status", json!({"tag": tag}), false),
+        &stateless::tool_call(next_id(), "slow_count_status", json!({"tag": tag}), false),
     )
     .await?;
     let r = &resp["result"];
@@ -91,7 +94,7 @@ pub async fn status(port: u16, tag: &str) -> anyhow::Result<(u64, u64)> {
 async fn open_call(port: u16, msg: &Value) -> anyhow::Result<TcpStream> {
     let mut tcp = TcpStream::connect(("127.0.0.1", port)).await?;
     tcp.set_nodelay(true)?;
-    tcp.write_all(&modern::raw_post(port, msg)).await?;
+    tcp.write_all(&stateless::raw_post(port, msg)).await?;
     Ok(tcp)
 }
 
@@ -123,7 +126,7 @@ pub async fn close_runs(port: u16, runs: usize, label: &str) -> CloseRuns {
 }
 
 async fn close_once(port: u16, tag: &str, out: &mut CloseRuns) -> anyhow::Result<()> {
-    let msg = modern::tool_call(
+    let msg = stateless::tool_call(
         next_id(),
         "slow_count",
         json!({"steps": 100_000, "delay_ms": 10, "tag": tag}),
@@ -174,7 +177,7 @@ pub async fn silent_runs(port: u16, runs: usize, label: &str) -> (usize, usize, 
     for i in 0..runs {
         let tag = format!("{label}-silent-{i}-{}", unix_ms());
         let r = async {
-            let msg = modern::tool_call(
+            let msg = stateless::tool_call(
                 next_id(),
                 "slow_count",
                 json!({"steps": 2, "delay_ms": 1000, "tag": tag}),
@@ -235,7 +238,7 @@ async fn load(port: u16, n: usize) -> anyhow::Result<Vec<TcpStream>> {
         let wave = left.min(64);
         let mut set = tokio::task::JoinSet::new();
         for _ in 0..wave {
-            let msg = modern::tool_call(
+            let msg = stateless::tool_call(
                 next_id(),
                 "slow_count",
                 json!({"steps": 1, "delay_ms": 600_000}),
@@ -255,7 +258,7 @@ async fn load(port: u16, n: usize) -> anyhow::Result<Vec<TcpStream>> {
 pub async fn memory(port: u16, pid: u32, n: usize, out: &mut Mem) -> anyhow::Result<()> {
     call(
         port,
-        &modern::tool_call(next_id(), "echo", json!({"text": "warm"}), false),
+        &stateless::tool_call(next_id(), "echo", json!({"text": "warm"}), false),
     )
     .await?;
     out.idle = settle_rss(pid).await;
@@ -266,7 +269,7 @@ pub async fn memory(port: u16, pid: u32, n: usize, out: &mut Mem) -> anyhow::Res
         let after = settle_rss(pid).await;
         let alive = call(
             port,
-            &modern::tool_call(next_id(), "echo", json!({"text": "after"}), false),
+            &stateless::tool_call(next_id(), "echo", json!({"text": "after"}), false),
         )
         .await
         .is_ok();
