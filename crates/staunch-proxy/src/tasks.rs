@@ -112,8 +112,8 @@ struct HeldTask {
     made: Instant,
     /// The 2025 session (or stdio connection) told of the task's status changes.
     session: Option<Notifier>,
-    /// Cancelled once the task is known to be terminal (or forgotten): its progress stops.
-    ended: CancellationToken,
+    /// Marked once the task is known to be terminal (or forgotten): its progress stops.
+    ended: Ended,
 }
 
 impl HeldTask {
@@ -132,7 +132,7 @@ struct Found {
     up: Arc<Upstream>,
     upstream_id: String,
     kind: Kind,
-    ended: CancellationToken,
+    ended: Ended,
 }
 
 /// The upstream tasks the proxy's clients hold, by the proxy's id.
@@ -179,7 +179,7 @@ impl UpstreamTasks {
                 .map(|(k, _)| k.clone())
             && let Some(forgotten) = entries.remove(&oldest)
         {
-            forgotten.ended.cancel();
+            forgotten.ended.mark();
         }
         entries.insert(
             id.clone(),
@@ -190,7 +190,7 @@ impl UpstreamTasks {
                 owner: owner_of(ctx),
                 made: Instant::now(),
                 session,
-                ended: CancellationToken::new(),
+                ended: Ended::default(),
             },
         );
         id
@@ -231,22 +231,26 @@ impl UpstreamTasks {
         let Some(upstream_id) = params.get("taskId").and_then(Value::as_str) else {
             return;
         };
-        let held: Vec<(String, Notifier)> = self
+        let held: Vec<(String, Option<Notifier>, Ended)> = self
             .lock()
             .iter()
             .filter(|(_, e)| Arc::ptr_eq(&e.up, up) && e.upstream_id == upstream_id)
-            .filter_map(|(id, e)| Some((id.clone(), e.session.clone()?)))
+            .map(|(id, e)| (id.clone(), e.session.clone(), e.ended.clone()))
             .collect();
-        if is_terminal(&params) {
-            for e in self.lock().values() {
-                if Arc::ptr_eq(&e.up, up) && e.upstream_id == upstream_id {
-                    e.ended.cancel();
+        let terminal = is_terminal(&params);
+        for (id, session, ended) in held {
+            let tell = || {
+                if let Some(session) = &session {
+                    let params = with_id(params.clone(), upstream_id, &id);
+                    session.notify("notifications/tasks/status", params);
                 }
+            };
+            if terminal {
+                // No progress report of the task after its terminal status.
+                ended.mark_then(tell);
+            } else {
+                tell();
             }
-        }
-        for (id, session) in held {
-            let params = with_id(params.clone(), upstream_id, &id);
-            session.notify("notifications/tasks/status", params);
         }
     }
 
@@ -281,43 +285,28 @@ impl UpstreamTasks {
                 params["_meta"][RELATED_TASK] = json!({"taskId": id});
                 session.notify("notifications/progress", params)
             };
-            let mut last: Option<f64> = None;
-            let mut sent_at: Option<tokio::time::Instant> = None;
-            let mut held: Option<Progress> = None;
+            let mut pacer = Pacer::new(gap);
             loop {
                 let due = async {
-                    match (&held, sent_at) {
-                        (Some(_), Some(at)) => tokio::time::sleep_until(at + gap).await,
-                        _ => std::future::pending().await,
+                    match pacer.due() {
+                        Some(at) => tokio::time::sleep_until(at).await,
+                        None => std::future::pending().await,
                     }
                 };
-                tokio::select! {
+                let now = tokio::time::Instant::now;
+                let send_now = tokio::select! {
                     biased;
-                    _ = ended.cancelled() => break,
-                    _ = due => {
-                        if let Some(p) = held.take() {
-                            if !send(p) {
-                                break;
-                            }
-                            sent_at = Some(tokio::time::Instant::now());
-                        }
-                    }
-                    next = progress.next() => {
-                        let Some(p) = next else { break };
-                        if last.is_some_and(|l| p.progress <= l) {
-                            continue;
-                        }
-                        last = Some(p.progress);
-                        if sent_at.is_some_and(|at| at.elapsed() < gap) {
-                            held = Some(p);
-                            continue;
-                        }
-                        held = None;
-                        if !send(p) {
-                            break;
-                        }
-                        sent_at = Some(tokio::time::Instant::now());
-                    }
+                    _ = ended.wait() => break,
+                    _ = due => pacer.take_due(now()),
+                    next = progress.next() => match next {
+                        Some(p) => pacer.offer(p, now()),
+                        None => break,
+                    },
+                };
+                if let Some(p) = send_now
+                    && !ended.unless_ended(|| send(p))
+                {
+                    break;
                 }
             }
         });
@@ -342,6 +331,89 @@ impl UpstreamTasks {
         let entries = self.lock();
         let e = entries.get(id)?;
         (e.owner == Owner::Bearer || e.owner == owner_of(ctx)).then(|| e.found())
+    }
+}
+
+/// Whether a held task is known to have ended, when its progress stops. Its lock orders a
+/// progress report against the end: a report is sent, and the end marked and told, each under
+/// it, so no report follows the terminal status on the session.
+#[derive(Clone, Default)]
+struct Ended {
+    token: CancellationToken,
+    order: Arc<Mutex<()>>,
+}
+
+impl Ended {
+    fn mark(&self) {
+        self.mark_then(|| {});
+    }
+
+    /// Marks the end and, before any report can be sent, `tell`s it.
+    fn mark_then(&self, tell: impl FnOnce()) {
+        let _order = self.order.lock().unwrap_or_else(|p| p.into_inner());
+        self.token.cancel();
+        tell();
+    }
+
+    /// `send`s a report unless the task has ended: whether it was sent (`send` says whether the
+    /// session is still there).
+    fn unless_ended(&self, send: impl FnOnce() -> bool) -> bool {
+        let _order = self.order.lock().unwrap_or_else(|p| p.into_inner());
+        !self.token.is_cancelled() && send()
+    }
+
+    /// Until the end is marked.
+    async fn wait(&self) {
+        self.token.cancelled().await;
+    }
+}
+
+/// Paces a task's progress reports: strictly increasing values only, at most one per `gap`; a
+/// report that comes sooner is held until the gap has passed, replaced by any later one.
+struct Pacer {
+    gap: Duration,
+    /// The last value let through (sent or held).
+    last: Option<f64>,
+    sent_at: Option<tokio::time::Instant>,
+    held: Option<Progress>,
+}
+
+impl Pacer {
+    fn new(gap: Duration) -> Self {
+        Self {
+            gap,
+            last: None,
+            sent_at: None,
+            held: None,
+        }
+    }
+
+    /// A report arrived at `now`: the one to send now, if any.
+    fn offer(&mut self, p: Progress, now: tokio::time::Instant) -> Option<Progress> {
+        if self.last.is_some_and(|l| p.progress <= l) {
+            return None;
+        }
+        self.last = Some(p.progress);
+        if self.sent_at.is_some_and(|at| now < at + self.gap) {
+            self.held = Some(p);
+            return None;
+        }
+        self.held = None;
+        self.sent_at = Some(now);
+        Some(p)
+    }
+
+    /// When the held report may go.
+    fn due(&self) -> Option<tokio::time::Instant> {
+        let at = self.sent_at?;
+        self.held.as_ref().map(|_| at + self.gap)
+    }
+
+    /// The held report, to send at `now` (its time has come).
+    fn take_due(&mut self, now: tokio::time::Instant) -> Option<Progress> {
+        let p = self.held.take()?;
+        self.sent_at = Some(now);
+        Some(p)
     }
 }
 
@@ -650,7 +722,7 @@ impl MethodHandler for TaskMethod {
                 .map_err(rpc)?;
             // A result, or a terminal task: its progress is over.
             if method == "tasks/result" || is_terminal(&v) {
-                ended.cancel();
+                ended.mark();
             }
             Ok(with_id(v, &upstream_id, &id))
         })
@@ -814,5 +886,97 @@ mod tests {
         let (a, b) = (fresh_id(), fresh_id());
         assert!(a.starts_with("up-") && a.len() == 35, "{a}");
         assert_ne!(a, b);
+    }
+    #[test]
+    fn a_task_is_written_in_the_other_eras_words_with_every_other_field_kept() {
+        let task = json!({"taskId": "t1", "status": "working", "ttl": 60000, "pollInterval": 100,
+                          "createdAt": "2026-12-06T00:00:00Z", "x.example": 1});
+        let ext = extension_task(&task);
+        assert_eq!(
+            ext,
+            json!({"taskId": "t1", "status": "working", "ttlMs": 60000, "pollIntervalMs": 100,
+                   "createdAt": "2026-12-06T00:00:00Z", "x.example": 1})
+        );
+        // And back, the outcome, the open questions and the result type left to `tasks/result`
+        // and the session.
+        let mut detailed = ext.clone();
+        detailed["resultType"] = json!("task");
+        detailed["result"] = json!({"content": []});
+        detailed["inputRequests"] = json!({"q": {}});
+        assert_eq!(tasks_task(&detailed), task);
+        assert_eq!(
+            tasks_task(&json!({"taskId": "t2", "error": {"code": 1}}))["error"],
+            Value::Null
+        );
+    }
+
+    #[test]
+    fn progress_is_paced_increasing_and_the_latest_held_value_goes_out() {
+        let report = |v: f64| Progress {
+            progress: v,
+            total: None,
+            message: None,
+            extra: Default::default(),
+            at: tokio::time::Instant::now(),
+        };
+        let gap = Duration::from_millis(50);
+        let t0 = tokio::time::Instant::now();
+        let ms = |n: u64| t0 + Duration::from_millis(n);
+        let mut pacer = Pacer::new(gap);
+        let sent = |p: Option<Progress>| p.map(|p| p.progress);
+        assert_eq!(
+            sent(pacer.offer(report(1.0), ms(0))),
+            Some(1.0),
+            "the first goes at once"
+        );
+        assert_eq!(pacer.due(), None);
+        assert_eq!(
+            sent(pacer.offer(report(2.0), ms(10))),
+            None,
+            "too soon: held"
+        );
+        assert_eq!(
+            sent(pacer.offer(report(3.0), ms(20))),
+            None,
+            "replaces the held one"
+        );
+        assert_eq!(
+            sent(pacer.offer(report(2.5), ms(30))),
+            None,
+            "not increasing: dropped"
+        );
+        assert_eq!(pacer.due(), Some(ms(50)));
+        assert_eq!(sent(pacer.take_due(ms(50))), Some(3.0));
+        assert_eq!(pacer.due(), None, "nothing held");
+        assert_eq!(
+            sent(pacer.offer(report(4.0), ms(120))),
+            Some(4.0),
+            "past the gap: at once"
+        );
+        assert_eq!(
+            sent(pacer.offer(report(4.0), ms(200))),
+            None,
+            "a repeat is not progress"
+        );
+    }
+
+    #[test]
+    fn terminal_statuses_and_whole_numbers() {
+        for (status, terminal) in [
+            ("working", false),
+            ("input_required", false),
+            ("completed", true),
+            ("failed", true),
+            ("cancelled", true),
+        ] {
+            assert_eq!(
+                is_terminal(&json!({"status": status})),
+                terminal,
+                "{status}"
+            );
+        }
+        assert!(!is_terminal(&json!({})));
+        assert_eq!(number(3.0), json!(3));
+        assert_eq!(number(2.5), json!(2.5));
     }
 }
