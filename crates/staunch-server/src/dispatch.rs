@@ -1,4 +1,7 @@
-//! Routing one request to what serves it.
+//! Routing one request to what serves it: the request is decoded once into a `Route` (the
+//! methods the server answers itself, a tool call with its params typed, a registered method,
+//! or an unknown one), in the spirit of mini-redis's `Command`, and each route becomes an
+//! answer now or work for the request core.
 //!
 //! The session handles `initialize` and `logging/setLevel` (they change the session) before it
 //! gets here. The request's era was decided where it came in, and its peer
@@ -22,7 +25,39 @@ use crate::input::{Binding, Rounds};
 use crate::listen;
 use crate::request::{self, Make, Origin, Work};
 use crate::shared::ServerInner;
+use crate::tool::MethodHandler;
 use crate::tool::Shape;
+
+/// What a request asks for, decoded once from its method (and, for a tool call, its params):
+/// a method the server answers itself, one registered on it (`ServerBuilder::method`: the
+/// resources, prompts and task methods of the libraries on top), or one nobody serves.
+enum Route {
+    Ping,
+    ListTools,
+    Discover,
+    Listen,
+    CallTool(CallToolParams),
+    Registered(Arc<dyn MethodHandler>),
+    Unknown,
+}
+
+impl Route {
+    /// The route of `req`; a tool call's params are taken out of it (its arguments moved, not
+    /// copied), and params that are not a tool call's are the error to answer.
+    fn of(server: &ServerInner, req: &mut Request) -> Result<Route, ErrorObject> {
+        Ok(match req.method.as_str() {
+            methods::PING => Route::Ping,
+            methods::TOOLS_LIST => Route::ListTools,
+            methods::SERVER_DISCOVER => Route::Discover,
+            methods::SUBSCRIPTIONS_LISTEN => Route::Listen,
+            methods::TOOLS_CALL => Route::CallTool(take_call_params(req)?),
+            other => match server.methods.get(other) {
+                Some(entry) => Route::Registered(entry.handler.clone()),
+                None => Route::Unknown,
+            },
+        })
+    }
+}
 
 /// Routes `req`; answers it inline or starts it in its own task. Never blocks.
 pub(crate) fn dispatch(server: &Arc<ServerInner>, origin: &Origin, mut req: Request) {
@@ -30,14 +65,17 @@ pub(crate) fn dispatch(server: &Arc<ServerInner>, origin: &Origin, mut req: Requ
         request::answer_now(server, origin, &req, Err(e));
         return;
     }
-    let method = req.method.as_str();
-    match method {
-        methods::PING => request::answer_now(server, origin, &req, Ok(json!({}))),
-        methods::TOOLS_LIST => {
+    let route = match Route::of(server, &mut req) {
+        Ok(route) => route,
+        Err(e) => return request::answer_now(server, origin, &req, Err(e)),
+    };
+    match route {
+        Route::Ping => request::answer_now(server, origin, &req, Ok(json!({}))),
+        Route::ListTools => {
             let list = server.tool_table().tool_list.clone();
             request::answer_now(server, origin, &req, Ok(list));
         }
-        methods::SERVER_DISCOVER => {
+        Route::Discover => {
             let found = discover(
                 &server.capabilities,
                 &server.extensions,
@@ -45,7 +83,7 @@ pub(crate) fn dispatch(server: &Arc<ServerInner>, origin: &Origin, mut req: Requ
             );
             request::answer_now(server, origin, &req, Ok(found));
         }
-        methods::SUBSCRIPTIONS_LISTEN => {
+        Route::Listen => {
             let hub = server.listen.clone();
             let caps = server.capabilities.clone();
             let tasks_offered = server.extensions.contains_key(TASKS_EXTENSION);
@@ -64,40 +102,37 @@ pub(crate) fn dispatch(server: &Arc<ServerInner>, origin: &Origin, mut req: Requ
             };
             request::start(server, origin, req, work);
         }
-        methods::TOOLS_CALL => match tool_call_work(server, origin, &mut req) {
+        Route::CallTool(params) => match tool_call_work(server, origin, &req, params) {
             Ok(work) => request::start(server, origin, req, work),
             Err(e) => request::answer_now(server, origin, &req, Err(e)),
         },
-        other => match server.methods.get(other) {
-            Some(entry) => {
-                let handler = entry.handler.clone();
-                let rounds = match input_rounds(server, origin, &req, other, || name_of(&req), None)
-                {
-                    Ok(r) => r,
-                    Err(e) => return request::answer_now(server, origin, &req, Err(e)),
-                };
-                let work = Work {
-                    tool: None,
-                    shape: None,
-                    deadline: handler.deadline(server.config.quick_deadline),
-                    fingerprint: None,
-                    is_tool_call: false,
-                    rounds,
-                    answers_at_shutdown: false,
-                    // The params as sent, moved rather than copied (the request core reads
-                    // what it needs first).
-                    make: Make::Value(Box::new(move |ctx, params| handler.call(ctx, params))),
-                };
-                request::start(server, origin, req, work);
-            }
-            None => {
-                let e = ErrorObject::method_not_found(other);
-                // A name the server does not know is the client's choice, of any length: the
-                // log, metrics and traces see it as a bounded label, never as sent.
-                req.method = staunch_protocol::method_label(&req.method).to_owned();
-                request::answer_now(server, origin, &req, Err(e));
-            }
-        },
+        Route::Registered(handler) => {
+            let method = req.method.as_str();
+            let rounds = match input_rounds(server, origin, &req, method, || name_of(&req), None) {
+                Ok(r) => r,
+                Err(e) => return request::answer_now(server, origin, &req, Err(e)),
+            };
+            let work = Work {
+                tool: None,
+                shape: None,
+                deadline: handler.deadline(server.config.quick_deadline),
+                fingerprint: None,
+                is_tool_call: false,
+                rounds,
+                answers_at_shutdown: false,
+                // The params as sent, moved rather than copied (the request core reads what it
+                // needs first).
+                make: Make::Value(Box::new(move |ctx, params| handler.call(ctx, params))),
+            };
+            request::start(server, origin, req, work);
+        }
+        Route::Unknown => {
+            let e = ErrorObject::method_not_found(&req.method);
+            // A name the server does not know is the client's choice, of any length: the log,
+            // metrics and traces see it as a bounded label, never as sent.
+            req.method = staunch_protocol::method_label(&req.method).to_owned();
+            request::answer_now(server, origin, &req, Err(e));
+        }
     }
 }
 
@@ -152,9 +187,9 @@ fn input_rounds(
 fn tool_call_work(
     server: &Arc<ServerInner>,
     origin: &Origin,
-    req: &mut Request,
+    req: &Request,
+    p: CallToolParams,
 ) -> Result<Work, ErrorObject> {
-    let p = take_call_params(req)?;
     let Some(entry) = server.tool_table().by_name.get(&p.name).cloned() else {
         return Err(ErrorObject::invalid_params(format!(
             "unknown tool: {}",
