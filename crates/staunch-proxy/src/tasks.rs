@@ -25,7 +25,9 @@
 //! `tasks/result`, fetched once the task is terminal: a result is `completed`, an error
 //! `failed`); `tasks/cancel` reaches the upstream task and answers the extension's empty ack.
 //! Such a task takes no `tasks/update`: a 2025-11-25 task asks its questions on the session
-//! that waits in `tasks/result`, which a client of the extension does not have. The other way
+//! that waits in `tasks/result`, which a client of the extension does not have. Its
+//! upstream's status notifications reach the listen streams that watch it, as
+//! `notifications/tasks` written the extension's way. The other way
 //! ([`Kind::ExtensionToTasks`]), a 2025 session's task-augmented call of a tool an upstream
 //! runs under the extension only becomes that upstream's task written the 2025-11-25 way
 //! (`ttl`, `pollInterval`, no inlined outcome); its `tasks/result` follows the upstream task to
@@ -46,7 +48,7 @@ use serde_json::{Value, json};
 use staunch_client::{ClientError, Progress, ProgressStream};
 use staunch_protocol::{ErrorObject, codes};
 use staunch_server::{
-    Context, MethodHandler, Notifier, ProgressRate, ToolError, declares_tasks,
+    Change, Context, ListenHub, MethodHandler, Notifier, ProgressRate, ToolError, declares_tasks,
     missing_tasks_extension,
 };
 use tokio::sync::broadcast::error::RecvError;
@@ -112,6 +114,8 @@ struct HeldTask {
     made: Instant,
     /// The 2025 session (or stdio connection) told of the task's status changes.
     session: Option<Notifier>,
+    /// Who may hear of it on a listen stream ([`staunch_server::owner_key`]).
+    listener: String,
     /// Marked once the task is known to be terminal (or forgotten): its progress stops.
     ended: Ended,
 }
@@ -141,6 +145,9 @@ pub(crate) struct UpstreamTasks {
     entries: Mutex<HashMap<String, HeldTask>>,
     /// The connections (by [`Upstream::id`]) whose status notifications are followed.
     followed: Followed,
+    /// Where the proxy's `subscriptions/listen` streams hear task changes (set when the task
+    /// methods are registered).
+    hub: std::sync::OnceLock<ListenHub>,
 }
 
 impl std::fmt::Debug for UpstreamTasks {
@@ -166,9 +173,10 @@ impl UpstreamTasks {
         ctx: &Context,
     ) -> String {
         let id = fresh_id();
-        // 2025 tasks are a session's (stdio's too); the extension's client has no session.
+        // 2025 tasks are a session's (stdio's too); the extension's client has no session, and
+        // hears of a 2025 upstream task's changes on its listen streams.
         let session = (kind == Kind::Tasks).then(|| ctx.notifier());
-        if session.is_some() {
+        if matches!(kind, Kind::Tasks | Kind::TasksToExtension) {
             self.follow_statuses(&up);
         }
         let mut entries = self.lock();
@@ -190,6 +198,7 @@ impl UpstreamTasks {
                 owner: owner_of(ctx),
                 made: Instant::now(),
                 session,
+                listener: staunch_server::owner_key(ctx.principal(), ctx.owning_session()),
                 ended: Ended::default(),
             },
         );
@@ -238,6 +247,7 @@ impl UpstreamTasks {
             .map(|(id, e)| (id.clone(), e.session.clone(), e.ended.clone()))
             .collect();
         let terminal = is_terminal(&params);
+        self.tell_listeners(up, upstream_id, &params, terminal);
         for (id, session, ended) in held {
             let tell = || {
                 if let Some(session) = &session {
@@ -251,6 +261,60 @@ impl UpstreamTasks {
             } else {
                 tell();
             }
+        }
+    }
+
+    /// Tells the listen streams that watch a task held across eras ([`Kind::TasksToExtension`])
+    /// of its upstream's status change, written the extension's way: at once while it runs,
+    /// and, once it has ended, with its outcome inlined (read from the upstream first).
+    fn tell_listeners(
+        &self,
+        up: &Arc<Upstream>,
+        upstream_id: &str,
+        params: &Value,
+        terminal: bool,
+    ) {
+        let Some(hub) = self.hub.get() else {
+            return;
+        };
+        let watched: Vec<(String, String)> = self
+            .lock()
+            .iter()
+            .filter(|(id, e)| {
+                e.kind == Kind::TasksToExtension
+                    && Arc::ptr_eq(&e.up, up)
+                    && e.upstream_id == upstream_id
+                    && hub.watches_task(id)
+            })
+            .map(|(id, e)| (id.clone(), e.listener.clone()))
+            .collect();
+        for (id, owner) in watched {
+            let announce = {
+                let hub = hub.clone();
+                let id = id.clone();
+                move |detail: Value| hub.announce(Change::Task { id, owner, detail })
+            };
+            if !terminal {
+                announce(with_id(extension_task(params), upstream_id, &id));
+                continue;
+            }
+            let (up, upstream_id) = (up.clone(), upstream_id.to_string());
+            tokio::spawn(async move {
+                let Ok(client) = up.client().await else {
+                    return;
+                };
+                // Bounded: nobody waits on this read but the listeners.
+                let opts = staunch_client::CallOptions {
+                    timeout: Some(LISTENER_READ),
+                    max_total: Some(LISTENER_READ),
+                    ..request_options(false, CancellationToken::new())
+                };
+                let get = json!({"taskId": upstream_id});
+                let ids = (upstream_id.as_str(), id.as_str());
+                if let Ok(detail) = bridged("tasks/get", &client, get, &opts, ids).await {
+                    announce(with_id(detail, &upstream_id, &id));
+                }
+            });
         }
     }
 
@@ -735,6 +799,9 @@ impl MethodHandler for TaskMethod {
     }
 }
 
+/// The longest read of an ended upstream task's outcome for its listeners.
+const LISTENER_READ: Duration = Duration::from_secs(30);
+
 /// Upstream tasks one `tasks/list` lists at most, after the job runtime's own page.
 const LIST_MAX: usize = 100;
 
@@ -813,6 +880,10 @@ pub(crate) fn register(
 ) -> staunch_server::ServerBuilder {
     if tables.is_empty() {
         return builder;
+    }
+    let hub = builder.listen_hub();
+    for table in &tables {
+        let _ = table.hub.set(hub.clone());
     }
     // `tasks/result` is the 2025 revision's, `tasks/update` the extension's.
     for method in ["tasks/get", "tasks/cancel", "tasks/result", "tasks/update"] {

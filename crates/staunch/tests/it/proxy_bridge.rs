@@ -623,6 +623,35 @@ async fn a_2026_client_holds_a_2025_upstreams_task_the_extensions_way() {
     assert!(b < 1000);
 }
 
+/// A 2026-07-28 client listening for a 2025 upstream task it holds across eras
+/// (`subscriptions/listen` with its `taskIds`) hears the upstream's status changes written the
+/// extension's way, under the proxy's id, the last with the outcome inlined.
+#[tokio::test]
+async fn a_2026_listener_hears_a_2025_upstream_tasks_changes() {
+    use staunch_testkit::tasks::{create, listen_tasks, task_notes_until_terminal};
+    let Some(peers) = Peers::find("a_2026_listener_hears_a_2025_upstream_tasks_changes") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = ts_tasks_proxy(&peers, dir.path()).await;
+    let args = json!({"steps": 8, "delay_ms": 100, "tag": "heard"});
+    let id = create(&proxy, "slow_count_task", args).await;
+    let mut stream = listen_tasks(&proxy, &[&id]).await;
+    let notes = task_notes_until_terminal(&mut stream).await;
+    let last = notes.last().expect("a terminal note");
+    assert_eq!(last["taskId"], id.as_str(), "{notes:?}");
+    assert_eq!(last["status"], "completed", "{notes:?}");
+    assert_eq!(
+        last["result"]["content"][0]["text"], "counted 8",
+        "{notes:?}"
+    );
+    assert_eq!(
+        last["pollIntervalMs"], 100,
+        "written the extension's way: {notes:?}"
+    );
+    assert!(last.get("pollInterval").is_none(), "{notes:?}");
+}
+
 /// Across eras, the other way: a 2025 session's task-augmented call of a tool an upstream runs
 /// under the tasks extension only (`staunch serve`, spoken to in 2026-07-28) gets that task
 /// written the 2025-11-25 way, under the proxy's id. `tasks/get` reads it so, `tasks/result`
