@@ -37,6 +37,17 @@ fn steps(dir: &Path, tag: &str) -> Option<u64> {
     text.split_whitespace().next()?.parse().ok()
 }
 
+/// The steps the peer recorded under `tag`, once its work has stopped: the count is the same
+/// `settle` from now and a second later (asserted).
+async fn stopped(dir: &Path, tag: &str, settle: Duration) -> u64 {
+    let (a, b) = steps_after(dir, tag, settle).await;
+    assert_eq!(
+        a, b,
+        "the upstream's work under {tag:?} went on after the cancel: {a} then {b}"
+    );
+    b
+}
+
 /// Waits until the peer has recorded a step under `tag` (its work has started).
 async fn started(dir: &Path, tag: &str) {
     let since = tokio::time::Instant::now();
@@ -257,11 +268,7 @@ async fn a_tool_the_upstream_runs_only_as_a_task_is_called_and_cancelled_through
     let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
                         "params": {"requestId": 2, "reason": "the test gives up"}});
     assert_eq!(proxy.post(Some(&sid), &cancel).await.status.as_u16(), 202);
-    let (a, b) = steps_after(dir.path(), "task", Duration::from_millis(1500)).await;
-    assert_eq!(
-        a, b,
-        "the upstream task went on after the cancel: {a} then {b}"
-    );
+    let b = stopped(dir.path(), "task", Duration::from_millis(1500)).await;
     assert!(b < 400);
 }
 
@@ -363,11 +370,7 @@ async fn a_2025_session_holds_the_upstreams_own_task_under_the_proxys_id() {
     .await;
     assert_eq!(cancelled["result"]["taskId"], long.as_str(), "{cancelled}");
     assert_eq!(cancelled["result"]["status"], "cancelled", "{cancelled}");
-    let (a, b) = steps_after(dir.path(), "bridged", Duration::from_millis(500)).await;
-    assert_eq!(
-        a, b,
-        "the upstream task went on after tasks/cancel: {a} then {b}"
-    );
+    let b = stopped(dir.path(), "bridged", Duration::from_millis(500)).await;
     assert!(b < 400);
 }
 
@@ -615,11 +618,7 @@ async fn a_2026_client_holds_a_2025_upstreams_task_the_extensions_way() {
     assert!(ack.msg.get("error").is_none(), "{}", ack.msg);
     let ended = get_until(&proxy, &long, terminal).await;
     assert_eq!(ended["status"], "cancelled", "{ended}");
-    let (a, b) = steps_after(dir.path(), "long", Duration::from_millis(500)).await;
-    assert_eq!(
-        a, b,
-        "the upstream task went on after the cancel: {a} then {b}"
-    );
+    let b = stopped(dir.path(), "long", Duration::from_millis(500)).await;
     assert!(b < 1000);
 }
 
