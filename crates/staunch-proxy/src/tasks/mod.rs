@@ -69,23 +69,11 @@ pub(crate) const MAX_TASKS: usize = 10_000;
 /// The `_meta` key that ties a message to its task.
 const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
 
-/// Whom a task answers to.
-#[derive(Clone, Debug, PartialEq, Eq)]
-enum Owner {
-    Principal(String),
-    Session(String),
-    /// No principal and no session (stdio): whoever holds the id.
-    Bearer,
-}
-
-fn owner_of(ctx: &Context) -> Owner {
-    if let Some(p) = ctx.principal() {
-        return Owner::Principal(p.to_string());
-    }
-    match ctx.owning_session() {
-        Some(s) => Owner::Session(s.to_string()),
-        None => Owner::Bearer,
-    }
+/// Whom the caller of `ctx` is, as tasks are bound ([`staunch_server::owner_key`]): its
+/// principal, else the 2025 session it speaks in, else `""` — whoever holds a task's id
+/// (stdio, a request without a session).
+fn owner_of(ctx: &Context) -> String {
+    staunch_server::owner_key(ctx.principal(), ctx.owning_session())
 }
 
 /// How a held task is spoken of, by its client and by its upstream.
@@ -116,12 +104,11 @@ struct HeldTask {
     up: Arc<Upstream>,
     upstream_id: String,
     kind: Kind,
-    owner: Owner,
+    /// Whom it answers to ([`owner_of`]), on a listen stream too.
+    owner: String,
     made: Instant,
     /// The 2025 session (or stdio connection) told of the task's status changes.
     session: Option<Notifier>,
-    /// Who may hear of it on a listen stream ([`staunch_server::owner_key`]).
-    listener: String,
     /// Marked once the task is known to be terminal (or forgotten): its progress stops.
     ended: Ended,
 }
@@ -204,7 +191,6 @@ impl UpstreamTasks {
                 owner: owner_of(ctx),
                 made: Instant::now(),
                 session,
-                listener: staunch_server::owner_key(ctx.principal(), ctx.owning_session()),
                 ended: Ended::default(),
             },
         );
@@ -246,15 +232,27 @@ impl UpstreamTasks {
         let Some(upstream_id) = params.get("taskId").and_then(Value::as_str) else {
             return;
         };
-        let held: Vec<(String, Option<Notifier>, Ended)> = self
+        type Holder = (String, Kind, String, Option<Notifier>, Ended);
+        let held: Vec<Holder> = self
             .lock()
             .iter()
             .filter(|(_, e)| Arc::ptr_eq(&e.up, up) && e.upstream_id == upstream_id)
-            .map(|(id, e)| (id.clone(), e.session.clone(), e.ended.clone()))
+            .map(|(id, e)| {
+                let session = e.session.clone();
+                (
+                    id.clone(),
+                    e.kind,
+                    e.owner.clone(),
+                    session,
+                    e.ended.clone(),
+                )
+            })
             .collect();
         let terminal = is_terminal(&params);
-        self.tell_listeners(up, upstream_id, &params, terminal);
-        for (id, session, ended) in held {
+        for (id, kind, owner, session, ended) in held {
+            if kind == Kind::TasksToExtension {
+                self.tell_listeners(up, (upstream_id, &id), owner, &params, terminal);
+            }
             let tell = || {
                 if let Some(session) = &session {
                     let params = with_id(params.clone(), upstream_id, &id);
@@ -270,58 +268,46 @@ impl UpstreamTasks {
         }
     }
 
-    /// Tells the listen streams that watch a task held across eras ([`Kind::TasksToExtension`])
-    /// of its upstream's status change, written the extension's way: at once while it runs,
-    /// and, once it has ended, with its outcome inlined (read from the upstream first).
+    /// Tells the listen streams that watch a task held across eras ([`Kind::TasksToExtension`];
+    /// `upstream_id` upstream, `id` to its client, who is `owner`) of its upstream's status
+    /// change, written the extension's way: at once while it runs, and, once it has ended,
+    /// with its outcome inlined (read from the upstream first).
     fn tell_listeners(
         &self,
         up: &Arc<Upstream>,
-        upstream_id: &str,
+        (upstream_id, id): (&str, &str),
+        owner: String,
         params: &Value,
         terminal: bool,
     ) {
-        let Some(hub) = self.hub.get() else {
+        let Some(hub) = self.hub.get().filter(|hub| hub.watches_task(id)) else {
             return;
         };
-        let watched: Vec<(String, String)> = self
-            .lock()
-            .iter()
-            .filter(|(id, e)| {
-                e.kind == Kind::TasksToExtension
-                    && Arc::ptr_eq(&e.up, up)
-                    && e.upstream_id == upstream_id
-                    && hub.watches_task(id)
-            })
-            .map(|(id, e)| (id.clone(), e.listener.clone()))
-            .collect();
-        for (id, owner) in watched {
-            let announce = {
-                let hub = hub.clone();
-                let id = id.clone();
-                move |detail: Value| hub.announce(Change::Task { id, owner, detail })
-            };
-            if !terminal {
-                announce(with_id(extension_task(params), upstream_id, &id));
-                continue;
-            }
-            let (up, upstream_id) = (up.clone(), upstream_id.to_string());
-            tokio::spawn(async move {
-                let Ok(client) = up.client().await else {
-                    return;
-                };
-                // Bounded: nobody waits on this read but the listeners.
-                let opts = staunch_client::CallOptions {
-                    timeout: Some(LISTENER_READ),
-                    max_total: Some(LISTENER_READ),
-                    ..request_options(false, CancellationToken::new())
-                };
-                let get = json!({"taskId": upstream_id});
-                let ids = (upstream_id.as_str(), id.as_str());
-                if let Ok(detail) = bridged("tasks/get", &client, get, &opts, ids).await {
-                    announce(with_id(detail, &upstream_id, &id));
-                }
-            });
+        let announce = {
+            let (hub, id) = (hub.clone(), id.to_string());
+            move |detail: Value| hub.announce(Change::Task { id, owner, detail })
+        };
+        if !terminal {
+            announce(with_id(extension_task(params), upstream_id, id));
+            return;
         }
+        let (up, upstream_id, id) = (up.clone(), upstream_id.to_string(), id.to_string());
+        tokio::spawn(async move {
+            let Ok(client) = up.client().await else {
+                return;
+            };
+            // Bounded: nobody waits on this read but the listeners.
+            let opts = staunch_client::CallOptions {
+                timeout: Some(LISTENER_READ),
+                max_total: Some(LISTENER_READ),
+                ..request_options(false, CancellationToken::new())
+            };
+            let get = json!({"taskId": upstream_id});
+            let ids = (upstream_id.as_str(), id.as_str());
+            if let Ok(detail) = bridged("tasks/get", &client, get, &opts, ids).await {
+                announce(with_id(detail, &upstream_id, &id));
+            }
+        });
     }
 
     /// Passes the progress of the task held as `id` after the call that made it (a 2025-11-25
@@ -349,10 +335,11 @@ impl UpstreamTasks {
     /// The tasks a principal holds (oldest first, at most `limit`): their ids and where each
     /// is.
     fn held_by(&self, principal: &str, limit: usize) -> Vec<(String, Found)> {
-        let owner = Owner::Principal(principal.to_string());
         let entries = self.lock();
-        let mut held: Vec<(&String, &HeldTask)> =
-            entries.iter().filter(|(_, e)| e.owner == owner).collect();
+        let mut held: Vec<(&String, &HeldTask)> = entries
+            .iter()
+            .filter(|(_, e)| e.owner == principal)
+            .collect();
         held.sort_by_key(|(_, e)| e.made);
         held.into_iter()
             .take(limit)
@@ -364,7 +351,7 @@ impl UpstreamTasks {
     fn find(&self, id: &str, ctx: &Context) -> Option<Found> {
         let entries = self.lock();
         let e = entries.get(id)?;
-        (e.owner == Owner::Bearer || e.owner == owner_of(ctx)).then(|| e.found())
+        (e.owner.is_empty() || e.owner == owner_of(ctx)).then(|| e.found())
     }
 }
 
