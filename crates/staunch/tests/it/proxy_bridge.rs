@@ -193,29 +193,31 @@ async fn proxy_to_a_2026_staunch(serve_args: &[&str]) -> HttpServer {
 }
 
 /// `staunch proxy` in front of the TypeScript SDK peer with its tasks, the peer recording its
-/// steps in `steps_dir`.
-async fn ts_tasks_proxy(peers: &Peers, steps_dir: &Path) -> HttpServer {
-    let steps_dir = steps_dir.display().to_string();
+/// steps in the returned directory; `None` (the test skipped, saying so) when the peer is not
+/// installed.
+async fn ts_tasks_proxy(test: &str) -> Option<(HttpServer, tempfile::TempDir)> {
+    let peers = Peers::find(test)?;
+    let dir = tempfile::tempdir().unwrap();
+    let steps_dir = dir.path().display().to_string();
     let mut args = vec!["--".to_string()];
     args.extend(peers.ts_stdio());
     args.push("--tasks".into());
     let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-    HttpServer::launch_with_env(
+    let proxy = HttpServer::launch_with_env(
         "proxy",
         Some(":memory:"),
         &refs,
         &[("PEER_STEPS_DIR", &steps_dir)],
     )
-    .await
+    .await;
+    Some((proxy, dir))
 }
 
 #[tokio::test]
 async fn a_tool_the_upstream_runs_only_as_a_task_is_called_and_cancelled_through_its_task() {
-    let Some(peers) = Peers::find("a_tool_the_upstream_runs_only_as_a_task") else {
+    let Some((proxy, dir)) = ts_tasks_proxy("a_tool_the_upstream_runs_only_as_a_task").await else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let proxy = ts_tasks_proxy(&peers, dir.path()).await;
     let sid = proxy.initialize().await;
 
     // Called as an ordinary tool; the proxy makes the upstream task and waits for its result.
@@ -280,11 +282,10 @@ async fn a_tool_the_upstream_runs_only_as_a_task_is_called_and_cancelled_through
 /// stream with every field the upstream sent, under the proxy's id.
 #[tokio::test]
 async fn a_2025_session_holds_the_upstreams_own_task_under_the_proxys_id() {
-    let Some(peers) = Peers::find("a_2025_session_holds_the_upstreams_own_task") else {
+    let Some((proxy, dir)) = ts_tasks_proxy("a_2025_session_holds_the_upstreams_own_task").await
+    else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let proxy = ts_tasks_proxy(&peers, dir.path()).await;
     let sid = proxy.initialize().await;
     let req = |id: u64, method: &str, params: Value| json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
     let list = rpc(&proxy, &sid, req(1, "tools/list", json!({}))).await;
@@ -383,11 +384,11 @@ async fn a_2025_session_holds_the_upstreams_own_task_under_the_proxys_id() {
 /// the proxy's id as its related task, strictly increasing, and none once the task has ended.
 #[tokio::test]
 async fn an_upstream_tasks_progress_reaches_the_session_under_its_own_token() {
-    let Some(peers) = Peers::find("an_upstream_tasks_progress_reaches_the_session") else {
+    let Some((proxy, _steps)) =
+        ts_tasks_proxy("an_upstream_tasks_progress_reaches_the_session").await
+    else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let proxy = ts_tasks_proxy(&peers, dir.path()).await;
     let sid = proxy.initialize().await;
     let mut standalone = proxy.get(&sid, None).await;
     assert_eq!(standalone.status, 200);
@@ -579,11 +580,10 @@ async fn a_2026_client_holds_the_upstreams_extension_task_under_the_proxys_id() 
 #[tokio::test]
 async fn a_2026_client_holds_a_2025_upstreams_task_the_extensions_way() {
     use staunch_testkit::tasks::{create, get_until, send, terminal, with_ext};
-    let Some(peers) = Peers::find("a_2026_client_holds_a_2025_upstreams_task") else {
+    let Some((proxy, dir)) = ts_tasks_proxy("a_2026_client_holds_a_2025_upstreams_task").await
+    else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let proxy = ts_tasks_proxy(&peers, dir.path()).await;
     let args = |steps: u64, tag: &str| json!({"steps": steps, "delay_ms": 30, "tag": tag});
     let id = create(&proxy, "slow_count_task", args(3, "short")).await;
     assert!(id.starts_with("up-"), "{id}");
@@ -628,11 +628,11 @@ async fn a_2026_client_holds_a_2025_upstreams_task_the_extensions_way() {
 #[tokio::test]
 async fn a_2026_listener_hears_a_2025_upstream_tasks_changes() {
     use staunch_testkit::tasks::{create, listen_tasks, task_notes_until_terminal};
-    let Some(peers) = Peers::find("a_2026_listener_hears_a_2025_upstream_tasks_changes") else {
+    let Some((proxy, _steps)) =
+        ts_tasks_proxy("a_2026_listener_hears_a_2025_upstream_tasks_changes").await
+    else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let proxy = ts_tasks_proxy(&peers, dir.path()).await;
     let args = json!({"steps": 8, "delay_ms": 100, "tag": "heard"});
     let id = create(&proxy, "slow_count_task", args).await;
     let mut stream = listen_tasks(&proxy, &[&id]).await;
