@@ -8,7 +8,7 @@
 //! to reach the server at all ends the attempt, since `initialize` would meet the same fate.
 //!
 //! After the handshake, what differs between the eras is a question asked of the client here
-//! ([`Client::has_session`], [`Client::runs_tool_tasks`], [`Client::with_tasks_extension`]):
+//! ([`Client::has_session`], [`Client::runs_tasks`], [`Client::with_tasks_extension`]):
 //! the task follower, the proxy and the commands ask them and name no era.
 
 use serde_json::{Value, json};
@@ -234,7 +234,7 @@ impl Client {
 
     /// Whether the server runs `tools/call` as a task in the era spoken: 2025-11-25
     /// `capabilities.tasks` in a session, the tasks extension without one.
-    pub fn runs_tool_tasks(&self) -> bool {
+    pub fn runs_tasks(&self) -> bool {
         self.server().supports_tool_tasks() || self.offers_tasks_extension()
     }
 

@@ -289,7 +289,7 @@ impl Upstream {
 
     /// Whether it runs tasks in either era's way.
     pub fn runs_tasks(&self) -> bool {
-        self.runs_tool_tasks() || self.offers_tasks_extension()
+        self.current().is_some_and(|c| c.runs_tasks())
     }
 
     fn current(&self) -> Option<Client> {

@@ -364,7 +364,7 @@ async fn run_task(
     args: &CallArgs,
     view: &View,
 ) -> i32 {
-    if !client.runs_tool_tasks() {
+    if !client.runs_tasks() {
         view.note(
             "the server does not offer tasks for tools/call; it will answer the call directly",
         );
