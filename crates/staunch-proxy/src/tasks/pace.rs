@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use staunch_client::{Progress, ProgressStream};
+use staunch_protocol::mcp::{ProgressParams, ProgressToken};
 use staunch_server::{Notifier, ProgressRate};
 
 use super::{Ended, RELATED_TASK, with_id};
@@ -20,18 +21,19 @@ pub(super) async fn pass_on(
     (upstream_id, id): (String, String),
 ) {
     let gap = Duration::from_secs_f64(1.0 / ProgressRate::default().per_second);
+    let Ok(token) = serde_json::from_value::<ProgressToken>(token) else {
+        return;
+    };
     let send = |p: Progress| {
-        let mut params = serde_json::Map::new();
-        params.insert("progressToken".into(), token.clone());
-        params.insert("progress".into(), number(p.progress));
-        if let Some(t) = p.total {
-            params.insert("total".into(), number(t));
-        }
-        if let Some(m) = p.message {
-            params.insert("message".into(), m.into());
-        }
-        params.extend(p.extra);
-        let mut params = with_id(Value::Object(params), &upstream_id, &id);
+        let params = ProgressParams {
+            progress_token: token.clone(),
+            progress: p.progress,
+            total: p.total,
+            message: p.message,
+            extra: p.extra,
+        };
+        let params = serde_json::to_value(params).unwrap_or_default();
+        let mut params = with_id(params, &upstream_id, &id);
         params["_meta"][RELATED_TASK] = json!({"taskId": id});
         session.notify("notifications/progress", params)
     };
@@ -110,20 +112,8 @@ impl Pacer {
     }
 }
 
-/// A progress value as JSON: a whole number as an integer, as the upstream most likely wrote it
-/// and as staunch writes its own.
-fn number(v: f64) -> Value {
-    if v.fract() == 0.0 && v.abs() < 9e15 {
-        json!(v as i64)
-    } else {
-        json!(v)
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
-
     use super::*;
 
     #[test]
@@ -174,11 +164,5 @@ mod tests {
             None,
             "a repeat is not progress"
         );
-    }
-
-    #[test]
-    fn whole_numbers_are_written_as_integers() {
-        assert_eq!(number(3.0), json!(3));
-        assert_eq!(number(2.5), json!(2.5));
     }
 }
