@@ -1,12 +1,14 @@
 //! The binary's stdio wiring: the end of stdin ends the session's work and the process (the
-//! session's lifecycle itself is tested in staunch-server, in-process).
+//! session's lifecycle itself is tested in staunch-server, in-process); pipes and files alike
+//! are served, and pipes are left as they were found.
 
 use crate::common;
 
+use std::os::fd::AsFd as _;
 use std::time::Duration;
 
 use common::{Proc, events_of, has_event};
-use serde_json::json;
+use serde_json::{Value, json};
 
 #[tokio::test]
 async fn eof_cancels_in_flight_work_and_the_process_exits() {
@@ -34,4 +36,88 @@ async fn eof_cancels_in_flight_work_and_the_process_exits() {
         .expect("cancel logged");
     assert_eq!(cancel["reason"], "transport closed");
     assert_eq!(ev.last().unwrap()["outcome"], "cancelled");
+}
+
+/// Three requests for a server whose stdin and stdout are not pipes: `initialize`, the
+/// notification that follows it, and `ping`.
+fn initialize_then_ping() -> String {
+    [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "stdio-wiring", "version": "0"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "ping"}),
+    ]
+    .iter()
+    .map(|m| format!("{m}\n"))
+    .collect()
+}
+
+/// The ids of the responses in newline-delimited `out`.
+fn answered_ids(out: &str) -> Vec<Value> {
+    out.lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|m| m.get("result").is_some())
+        .map(|m| m["id"].clone())
+        .collect()
+}
+
+/// stdin and stdout that are files (not pipes) are read and written by threads of their own.
+#[test]
+fn files_for_stdin_and_stdout_are_served() {
+    let dir = tempfile::tempdir().unwrap();
+    let (input, output) = (dir.path().join("in.jsonl"), dir.path().join("out.jsonl"));
+    std::fs::write(&input, initialize_then_ping()).unwrap();
+    let status = std::process::Command::new(common::BIN)
+        .args(["serve", "--no-log", "--store", ":memory:"])
+        .stdin(std::fs::File::open(&input).unwrap())
+        .stdout(std::fs::File::create(&output).unwrap())
+        .status()
+        .unwrap();
+    assert!(status.success(), "{status}");
+    let out = std::fs::read_to_string(&output).unwrap();
+    assert_eq!(answered_ids(&out), [json!(1), json!(2)], "{out}");
+}
+
+/// Pipes are read and written by the runtime in non-blocking mode; the mode belongs to the
+/// pipe end, which its giver may share, so the server leaves both ends blocking as it found
+/// them.
+#[test]
+fn pipes_for_stdin_and_stdout_are_blocking_again_after_the_server_exits() {
+    use rustix::fs::{OFlags, fcntl_getfl};
+    use std::io::{Read as _, Write as _};
+    let (stdin_read, mut stdin_write) = std::io::pipe().unwrap();
+    let (mut stdout_read, stdout_write) = std::io::pipe().unwrap();
+    // The test keeps a handle on each end the server gets: the same open pipe end, whose flags
+    // it reads after the server has gone.
+    let (stdin_kept, stdout_kept) = (
+        stdin_read.try_clone().unwrap(),
+        stdout_write.try_clone().unwrap(),
+    );
+    let mut child = std::process::Command::new(common::BIN)
+        .args(["serve", "--no-log", "--store", ":memory:"])
+        .stdin(stdin_read)
+        .stdout(stdout_write)
+        .spawn()
+        .unwrap();
+    stdin_write
+        .write_all(initialize_then_ping().as_bytes())
+        .unwrap();
+    drop(stdin_write);
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status}");
+    for (end, fd) in [
+        ("stdin", stdin_kept.as_fd()),
+        ("stdout", stdout_kept.as_fd()),
+    ] {
+        let flags = fcntl_getfl(fd).unwrap();
+        assert!(
+            !flags.contains(OFlags::NONBLOCK),
+            "{end} left non-blocking: {flags:?}"
+        );
+    }
+    drop(stdout_kept);
+    let mut out = String::new();
+    stdout_read.read_to_string(&mut out).unwrap();
+    assert_eq!(answered_ids(&out), [json!(1), json!(2)], "{out}");
 }
