@@ -80,7 +80,7 @@ impl SseParser {
                 rest = &rest[1..];
             }
         }
-        while let Some(pos) = rest.iter().position(|&b| b == b'\n' || b == b'\r') {
+        while let Some(pos) = memchr::memchr2(b'\n', b'\r', rest) {
             let (head, tail) = rest.split_at(pos);
             let was_cr = tail[0] == b'\r';
             rest = &tail[1..];

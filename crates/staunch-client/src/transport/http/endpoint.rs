@@ -8,7 +8,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
-use hyper::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use hyper::header::{CONTENT_TYPE, HOST, HeaderMap, HeaderName, HeaderValue};
 use hyper::{Method, Request, Uri};
 use staunch_net::{HttpClient, NetError, error_chain};
 
@@ -20,6 +20,9 @@ use crate::sse::{SseEvent, SseParser};
 #[derive(Clone, Debug)]
 pub struct HttpEndpoint {
     uri: Uri,
+    /// The `Host` header of every request, made once (the HTTP client would write it anew for
+    /// each request, with `format!`).
+    host: HeaderValue,
     client: HttpClient,
     extra: Arc<Vec<(HeaderName, HeaderValue)>>,
 }
@@ -49,9 +52,11 @@ impl HttpEndpoint {
                 Ok((name, value))
             })
             .collect::<Result<Vec<_>, ClientError>>()?;
+        let host = host_header(&uri).map_err(|e| bad(&e.to_string()))?;
         let client = staunch_net::client_for(&uri);
         Ok(Self {
             uri,
+            host,
             client,
             extra: Arc::new(extra),
         })
@@ -108,6 +113,7 @@ impl HttpEndpoint {
             .body(Full::new(body))
             .map_err(|e| ClientError::Connect(e.to_string()))?;
         let h = req.headers_mut();
+        h.insert(HOST, self.host.clone());
         for (k, v) in self.extra.iter() {
             h.insert(k.clone(), v.clone());
         }
@@ -133,6 +139,20 @@ impl HttpEndpoint {
             headers: parts.headers,
             body,
         })
+    }
+}
+
+/// `Host` for `uri` as HTTP clients write it: the host, and the port unless it is the scheme's
+/// own.
+fn host_header(uri: &Uri) -> Result<HeaderValue, hyper::header::InvalidHeaderValue> {
+    let host = uri.host().unwrap_or_default();
+    let default_port = match uri.scheme_str() {
+        Some("https") => 443,
+        _ => 80,
+    };
+    match uri.port_u16().filter(|p| *p != default_port) {
+        Some(port) => HeaderValue::try_from(format!("{host}:{port}")),
+        None => HeaderValue::try_from(host),
     }
 }
 
@@ -259,5 +279,20 @@ impl SseStream {
         self.body = Some(next.body);
         self.queue.clear();
         self.parser = std::mem::take(&mut self.parser).continue_after();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_host_header_names_a_port_only_when_it_is_not_the_schemes_own() {
+        let host = |url: &str| host_header(&url.parse().unwrap()).unwrap();
+        assert_eq!(host("http://127.0.0.1:8080/mcp"), "127.0.0.1:8080");
+        assert_eq!(host("http://example.com:80/mcp"), "example.com");
+        assert_eq!(host("https://example.com/mcp"), "example.com");
+        assert_eq!(host("https://example.com:80/mcp"), "example.com:80");
+        assert_eq!(host("https://[::1]:8443/mcp"), "[::1]:8443");
     }
 }
