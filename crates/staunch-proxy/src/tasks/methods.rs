@@ -10,7 +10,7 @@ use serde_json::Value;
 use staunch_protocol::{ErrorObject, codes};
 use staunch_server::{Context, MethodHandler, ToolError, declares_tasks, missing_tasks_extension};
 
-use super::shapes::{as_tasks, bridged};
+use super::shapes::{as_tasks, bridged, tasks_task};
 use super::{Found, Kind, UpstreamTasks, is_terminal, with_id};
 use crate::error::rpc;
 use crate::upstream::request_options;
@@ -113,8 +113,9 @@ impl MethodHandler for TaskMethod {
 const LIST_MAX: usize = 100;
 
 /// `tasks/list` (registered by the job runtime where requests carry a principal): its first
-/// page also lists the upstream tasks the caller's principal holds, each as its upstream reads
-/// it now (one that no longer answers is left out).
+/// page also lists the upstream tasks the caller's principal holds in a session — an upstream's
+/// 2025 task, or its extension task held the 2025 way — each as its upstream reads it now (one
+/// that no longer answers is left out).
 pub(super) struct ListMethod {
     pub(super) tables: Vec<Arc<UpstreamTasks>>,
     pub(super) before: Arc<dyn MethodHandler>,
@@ -135,8 +136,9 @@ impl MethodHandler for ListMethod {
                 .tables
                 .iter()
                 .flat_map(|t| t.held_by(p, LIST_MAX))
-                // `tasks/list` is the 2025 revision's: the extension's tasks are not its.
-                .filter(|(_, found)| found.kind == Kind::Tasks)
+                // `tasks/list` is the 2025 revision's: the tasks its clients hold are listed,
+                // an extension client's are not.
+                .filter(|(_, found)| matches!(found.kind, Kind::Tasks | Kind::ExtensionToTasks))
                 .take(LIST_MAX)
                 .collect(),
             _ => Vec::new(),
@@ -149,14 +151,21 @@ impl MethodHandler for ListMethod {
                 let Ok(client) = found.up.client().await else {
                     continue;
                 };
-                let get = client
-                    .request(
-                        "tasks/get",
-                        Some(serde_json::json!({"taskId": found.upstream_id})),
-                        &request_options(false, ctx.cancellation_token()),
-                    )
-                    .await;
-                if let Ok(task) = get {
+                let opts = request_options(false, ctx.cancellation_token());
+                let params = serde_json::json!({"taskId": found.upstream_id});
+                let get = match found.kind {
+                    // An extension task held the 2025 way is read as `tasks/get` reads it.
+                    Kind::ExtensionToTasks => match client.with_tasks_extension(params) {
+                        Ok(params) => client
+                            .request("tasks/get", Some(params), &opts)
+                            .await
+                            .ok()
+                            .map(|task| tasks_task(&task)),
+                        Err(_) => None,
+                    },
+                    _ => client.request("tasks/get", Some(params), &opts).await.ok(),
+                };
+                if let Some(task) = get {
                     upstream.push(with_id(task, &found.upstream_id, &id));
                 }
             }

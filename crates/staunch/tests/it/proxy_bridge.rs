@@ -192,6 +192,55 @@ async fn proxy_to_a_2026_staunch(serve_args: &[&str]) -> HttpServer {
     HttpServer::launch("proxy", Some(":memory:"), &args).await
 }
 
+/// The tokens file of two principals, alice and bob, in `dir`.
+fn two_principals(dir: &Path) -> String {
+    let tokens = dir.join("tokens");
+    std::fs::write(
+        &tokens,
+        "alice-token-0123456789 alice\nbob-token-0123456789ab bob\n",
+    )
+    .unwrap();
+    tokens.display().to_string()
+}
+
+/// A POST of `msg` with a bearer `token`, in session `sid` when given.
+async fn bearer_post(
+    proxy: &HttpServer,
+    token: &str,
+    sid: Option<String>,
+    msg: Value,
+) -> staunch_testkit::Resp {
+    let auth = format!("Bearer {token}");
+    let mut h = vec![
+        ("content-type", "application/json"),
+        ("accept", "application/json, text/event-stream"),
+        ("authorization", auth.as_str()),
+    ];
+    if let Some(sid) = &sid {
+        h.push(("mcp-session-id", sid.as_str()));
+        h.push(("mcp-protocol-version", "2025-11-25"));
+    }
+    proxy.send("POST", &h, &msg.to_string()).await
+}
+
+/// A 2025-11-25 session of the principal with `token`, initialized.
+async fn bearer_session(proxy: &HttpServer, token: &str) -> String {
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "test", "version": "0"}}});
+    let r = bearer_post(proxy, token, None, init).await;
+    assert_eq!(r.status, 200);
+    let sid = r.header("mcp-session-id").expect("a session");
+    let done = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    assert_eq!(
+        bearer_post(proxy, token, Some(sid.clone()), done)
+            .await
+            .status,
+        202
+    );
+    sid
+}
+
 /// `staunch proxy` in front of the TypeScript SDK peer with its tasks, the peer recording its
 /// steps in the returned directory; `None` (the test skipped, saying so) when the peer is not
 /// installed.
@@ -375,9 +424,6 @@ async fn a_2025_session_holds_the_upstreams_own_task_under_the_proxys_id() {
     assert!(b < 400);
 }
 
-/// With bearer tokens (and a job-shaped tool, so that the job runtime lists tasks), a
-/// principal's `tasks/list` lists the upstream tasks it holds under the proxy's ids, and
-/// another principal's does not.
 /// An upstream 2025 task's progress after the call that made it: the TypeScript SDK peer
 /// reports each step to the creating request's token; the proxy passes it on to the session
 /// holding the task (over HTTP on its standalone stream) under the client's own token and with
@@ -442,19 +488,16 @@ async fn an_upstream_tasks_progress_reaches_the_session_under_its_own_token() {
     );
 }
 
+/// With bearer tokens (and a job-shaped tool, so that the job runtime lists tasks), a
+/// principal's `tasks/list` lists the upstream tasks it holds under the proxy's ids, and
+/// another principal's does not.
 #[tokio::test]
 async fn a_principals_task_list_holds_its_upstream_tasks() {
     let Some(peers) = Peers::find("a_principals_task_list_holds_its_upstream_tasks") else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let tokens = dir.path().join("tokens");
-    std::fs::write(
-        &tokens,
-        "alice-token-0123456789 alice\nbob-token-0123456789ab bob\n",
-    )
-    .unwrap();
-    let tokens = tokens.display().to_string();
+    let tokens = two_principals(dir.path());
     let steps_dir = dir.path().display().to_string();
     let mut args: Vec<String> = [
         "--auth",
@@ -477,33 +520,8 @@ async fn a_principals_task_list_holds_its_upstream_tasks() {
         &[("PEER_STEPS_DIR", &steps_dir)],
     )
     .await;
-    let post = |token: &'static str, sid: Option<String>, msg: Value| {
-        let proxy = &proxy;
-        async move {
-            let auth = format!("Bearer {token}");
-            let mut h = vec![
-                ("content-type", "application/json"),
-                ("accept", "application/json, text/event-stream"),
-                ("authorization", auth.as_str()),
-            ];
-            if let Some(sid) = &sid {
-                h.push(("mcp-session-id", sid.as_str()));
-                h.push(("mcp-protocol-version", "2025-11-25"));
-            }
-            proxy.send("POST", &h, &msg.to_string()).await
-        }
-    };
-    let open = |token: &'static str| async move {
-        let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": {},
-            "clientInfo": {"name": "test", "version": "0"}}});
-        let r = post(token, None, init).await;
-        assert_eq!(r.status, 200);
-        let sid = r.header("mcp-session-id").expect("a session");
-        let done = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-        assert_eq!(post(token, Some(sid.clone()), done).await.status, 202);
-        sid
-    };
+    let post = |token, sid, msg| bearer_post(&proxy, token, sid, msg);
+    let open = |token| bearer_session(&proxy, token);
     let alice = open("alice-token-0123456789").await;
     let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
         "name": "slow_count_task", "arguments": {"steps": 2, "delay_ms": 20},
@@ -531,6 +549,74 @@ async fn a_principals_task_list_holds_its_upstream_tasks() {
     assert!(ids.contains(&id.as_str()), "{listed}");
     let bob = open("bob-token-0123456789ab").await;
     let (_, theirs) = post("bob-token-0123456789ab", Some(bob), list)
+        .await
+        .answer(Duration::from_secs(20))
+        .await;
+    assert!(
+        !theirs.to_string().contains(&id),
+        "another principal lists it: {theirs}"
+    );
+}
+
+/// A 2026 upstream's extension task held by a 2025 session is listed by its principal's
+/// `tasks/list`, under the proxy's id and written the 2025 way, and by no other principal's.
+#[tokio::test]
+async fn a_principals_task_list_holds_a_2026_upstreams_task_the_2025_way() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = two_principals(dir.path());
+    let proxy = HttpServer::launch(
+        "proxy",
+        Some(":memory:"),
+        &[
+            "--auth",
+            "bearer",
+            "--auth-tokens",
+            &tokens,
+            // A job-shaped tool: the job runtime, which answers `tasks/list`.
+            "--tool",
+            "slow_count=job",
+            "--upstream-protocol",
+            "2026-07-28",
+            "--",
+            crate::common::BIN,
+            "serve",
+            "--store",
+            ":memory:",
+            "--no-log",
+        ],
+    )
+    .await;
+    let alice = bearer_session(&proxy, "alice-token-0123456789").await;
+    let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "import_rows", "arguments": {"rows": 1000, "delay_ms": 20},
+        "task": {"ttl": 60000}}});
+    let (_, created) = bearer_post(&proxy, "alice-token-0123456789", Some(alice.clone()), call)
+        .await
+        .answer(Duration::from_secs(20))
+        .await;
+    let id = created["result"]["task"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a task: {created}"))
+        .to_string();
+    let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tasks/list", "params": {}});
+    let (_, listed) = bearer_post(&proxy, "alice-token-0123456789", Some(alice), list.clone())
+        .await
+        .answer(Duration::from_secs(20))
+        .await;
+    let held = listed["result"]["tasks"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{listed}"))
+        .iter()
+        .find(|t| t["taskId"] == id.as_str())
+        .unwrap_or_else(|| panic!("{id} is not listed: {listed}"));
+    assert_eq!(held["status"], "working", "{held}");
+    assert!(held["ttl"].as_u64().is_some(), "{held}");
+    assert!(
+        held.get("ttlMs").is_none() && held.get("resultType").is_none(),
+        "written the extension's way: {held}"
+    );
+    let bob = bearer_session(&proxy, "bob-token-0123456789ab").await;
+    let (_, theirs) = bearer_post(&proxy, "bob-token-0123456789ab", Some(bob), list)
         .await
         .answer(Duration::from_secs(20))
         .await;
