@@ -241,6 +241,19 @@ async fn bearer_session(proxy: &HttpServer, token: &str) -> String {
     sid
 }
 
+/// bob's `tasks/list` (the request `list`) does not name task `id`.
+async fn bob_does_not_list(proxy: &HttpServer, list: Value, id: &str) {
+    let bob = bearer_session(proxy, "bob-token-0123456789ab").await;
+    let (_, theirs) = bearer_post(proxy, "bob-token-0123456789ab", Some(bob), list)
+        .await
+        .answer(Duration::from_secs(20))
+        .await;
+    assert!(
+        !theirs.to_string().contains(id),
+        "another principal lists it: {theirs}"
+    );
+}
+
 /// `staunch proxy` in front of the TypeScript SDK peer with its tasks, the peer recording its
 /// steps in the returned directory; `None` (the test skipped, saying so) when the peer is not
 /// installed.
@@ -547,15 +560,7 @@ async fn a_principals_task_list_holds_its_upstream_tasks() {
         .filter_map(|t| t["taskId"].as_str())
         .collect();
     assert!(ids.contains(&id.as_str()), "{listed}");
-    let bob = open("bob-token-0123456789ab").await;
-    let (_, theirs) = post("bob-token-0123456789ab", Some(bob), list)
-        .await
-        .answer(Duration::from_secs(20))
-        .await;
-    assert!(
-        !theirs.to_string().contains(&id),
-        "another principal lists it: {theirs}"
-    );
+    bob_does_not_list(&proxy, list, &id).await;
 }
 
 /// A 2026 upstream's extension task held by a 2025 session is listed by its principal's
@@ -615,15 +620,7 @@ async fn a_principals_task_list_holds_a_2026_upstreams_task_the_2025_way() {
         held.get("ttlMs").is_none() && held.get("resultType").is_none(),
         "written the extension's way: {held}"
     );
-    let bob = bearer_session(&proxy, "bob-token-0123456789ab").await;
-    let (_, theirs) = bearer_post(&proxy, "bob-token-0123456789ab", Some(bob), list)
-        .await
-        .answer(Duration::from_secs(20))
-        .await;
-    assert!(
-        !theirs.to_string().contains(&id),
-        "another principal lists it: {theirs}"
-    );
+    bob_does_not_list(&proxy, list, &id).await;
 }
 
 /// The tasks extension bridged: a 2026-07-28 client's call under the extension, to a 2026
