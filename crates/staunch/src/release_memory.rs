@@ -74,13 +74,14 @@ impl Peaks {
     }
 }
 
-/// Returns free memory to the system: whether either allocator did.
+/// Returns free memory to the system: whether jemalloc's purge ran or glibc returned memory.
 fn trim() -> bool {
     // Both are asked: `|`, not `||`.
     purge_jemalloc() | trim_glibc()
 }
 
-/// Purges the dirty pages of every jemalloc arena (`arena.<MALLCTL_ARENAS_ALL>.purge`).
+/// Purges the dirty pages of every jemalloc arena (`arena.<MALLCTL_ARENAS_ALL>.purge`):
+/// whether jemalloc accepted the request.
 #[allow(unsafe_code)]
 fn purge_jemalloc() -> bool {
     /// jemalloc's `MALLCTL_ARENAS_ALL`: the pseudo-arena that names them all.
