@@ -2,3 +2,4 @@
 
 pub mod http;
 pub mod stdio;
+mod stdio_fds;

@@ -13,7 +13,6 @@
 //! dropped, so the queue can pass the cap by what the requests in flight still send (bounded
 //! by `max_in_flight` and the progress rate limit).
 
-use std::os::fd::{AsFd as _, OwnedFd};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
@@ -21,10 +20,10 @@ use staunch_protocol::ErrorObject;
 use staunch_protocol::codes;
 use staunch_protocol::error_response_bytes;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
-use tokio::net::unix::pipe;
 use tokio::sync::{Notify, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
+use super::stdio_fds::{blocking_again, runtime_stdio};
 use crate::outbound::{Outbound, Sink};
 use crate::registry::CancelReason;
 use crate::server::Server;
@@ -149,8 +148,8 @@ pub struct StdioExit {
 
 /// Serves one session on the process's stdin and stdout until EOF or shutdown.
 ///
-/// When both are pipes — as an MCP client that spawns its server makes them — they are read
-/// and written on the runtime itself, as non-blocking pipes (put back in blocking mode at the
+/// When both are pipes or sockets — as an MCP client that spawns its server makes them — they
+/// are read and written on the runtime itself, non-blocking (put back in blocking mode at the
 /// end): a message crosses no thread on its way in or out. Over the proxy's two stdio hops
 /// that took its added p50 from about 130 to 70 µs (benches/README.md, "The proxy's overhead").
 /// Otherwise (a terminal, a file) each has a thread of its own rather than going through
@@ -170,7 +169,7 @@ pub async fn serve_stdio(server: &Server) -> std::io::Result<StdioExit> {
 }
 
 async fn serve_stdio_here(server: &Server) -> std::io::Result<StdioExit> {
-    if let Some((stdin, stdout)) = runtime_pipes() {
+    if let Some((stdin, stdout)) = runtime_stdio() {
         let exit = serve(server, stdin, stdout, "stdio").await;
         blocking_again();
         return exit;
@@ -366,45 +365,6 @@ async fn write_loop<W: AsyncWrite + Unpin>(
         }
     }
     let _ = out.flush().await;
-}
-
-/// stdin and stdout as non-blocking pipes on the runtime, when both are pipes (checked before
-/// either is changed: a terminal or a file is left as it is).
-fn runtime_pipes() -> Option<(pipe::Receiver, pipe::Sender)> {
-    let stdin = std::io::stdin().as_fd().try_clone_to_owned().ok()?;
-    let stdout = std::io::stdout().as_fd().try_clone_to_owned().ok()?;
-    if !is_pipe(&stdin) || !is_pipe(&stdout) {
-        return None;
-    }
-    let rx = pipe::Receiver::from_owned_fd(stdin).ok()?;
-    let Ok(tx) = pipe::Sender::from_owned_fd(stdout) else {
-        blocking_again();
-        return None;
-    };
-    Some((rx, tx))
-}
-
-fn is_pipe(fd: &OwnedFd) -> bool {
-    use std::os::unix::fs::FileTypeExt as _;
-    fd.try_clone()
-        .map(std::fs::File::from)
-        .and_then(|f| f.metadata())
-        .is_ok_and(|m| m.file_type().is_fifo())
-}
-
-/// Puts stdin and stdout back in blocking mode: the flag belongs to the pipe end, which
-/// whoever gave it to us may go on using after we exit.
-fn blocking_again() {
-    if let Ok(fd) = std::io::stdin().as_fd().try_clone_to_owned()
-        && let Ok(rx) = pipe::Receiver::from_owned_fd_unchecked(fd)
-    {
-        let _ = rx.into_blocking_fd();
-    }
-    if let Ok(fd) = std::io::stdout().as_fd().try_clone_to_owned()
-        && let Ok(tx) = pipe::Sender::from_owned_fd_unchecked(fd)
-    {
-        let _ = tx.into_blocking_fd();
-    }
 }
 
 /// stdin read by a thread of its own, handed over in chunks (a bounded queue: the thread

@@ -4,7 +4,7 @@
 
 use crate::common;
 
-use std::os::fd::AsFd as _;
+use std::os::fd::{AsFd as _, OwnedFd};
 use std::time::Duration;
 
 use common::{Proc, events_of, has_event};
@@ -79,45 +79,62 @@ fn files_for_stdin_and_stdout_are_served() {
     assert_eq!(answered_ids(&out), [json!(1), json!(2)], "{out}");
 }
 
-/// Pipes are read and written by the runtime in non-blocking mode; the mode belongs to the
-/// pipe end, which its giver may share, so the server leaves both ends blocking as it found
+/// Pipes (as Python's and Rust's subprocesses make them) and socket pairs (as Node's does) are
+/// read and written by the runtime in non-blocking mode; the mode belongs to the pipe or
+/// socket end, which its giver may share, so the server leaves both ends blocking as it found
 /// them.
 #[test]
 fn pipes_for_stdin_and_stdout_are_blocking_again_after_the_server_exits() {
+    let (stdin_read, stdin_write) = std::io::pipe().unwrap();
+    let (stdout_read, stdout_write) = std::io::pipe().unwrap();
+    served_and_left_blocking(
+        (stdin_read.into(), stdin_write.into()),
+        (stdout_read.into(), stdout_write.into()),
+    );
+}
+
+#[test]
+fn sockets_for_stdin_and_stdout_are_blocking_again_after_the_server_exits() {
+    let (ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
+    let stdin = (theirs.into(), ours.into());
+    let (ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
+    served_and_left_blocking(stdin, (ours.into(), theirs.into()));
+}
+
+/// Serves two requests on `stdin` (the server's end, the test's end) and `stdout` (the test's
+/// end, the server's end), then checks that the server's ends are blocking again.
+fn served_and_left_blocking(stdin: (OwnedFd, OwnedFd), stdout: (OwnedFd, OwnedFd)) {
     use rustix::fs::{OFlags, fcntl_getfl};
     use std::io::{Read as _, Write as _};
-    let (stdin_read, mut stdin_write) = std::io::pipe().unwrap();
-    let (mut stdout_read, stdout_write) = std::io::pipe().unwrap();
-    // The test keeps a handle on each end the server gets: the same open pipe end, whose flags
-    // it reads after the server has gone.
-    let (stdin_kept, stdout_kept) = (
-        stdin_read.try_clone().unwrap(),
-        stdout_write.try_clone().unwrap(),
-    );
+    let ((server_in, test_in), (test_out, server_out)) = (stdin, stdout);
+    // The test keeps a handle on each end the server gets: the same open end, whose flags it
+    // reads after the server has gone.
+    let kept = [
+        server_in.try_clone().unwrap(),
+        server_out.try_clone().unwrap(),
+    ];
     let mut child = std::process::Command::new(common::BIN)
         .args(["serve", "--no-log", "--store", ":memory:"])
-        .stdin(stdin_read)
-        .stdout(stdout_write)
+        .stdin(server_in)
+        .stdout(server_out)
         .spawn()
         .unwrap();
-    stdin_write
-        .write_all(initialize_then_ping().as_bytes())
-        .unwrap();
-    drop(stdin_write);
+    let mut input = std::fs::File::from(test_in);
+    input.write_all(initialize_then_ping().as_bytes()).unwrap();
+    drop(input); // EOF: the server answers what it read, and exits.
     let status = child.wait().unwrap();
     assert!(status.success(), "{status}");
-    for (end, fd) in [
-        ("stdin", stdin_kept.as_fd()),
-        ("stdout", stdout_kept.as_fd()),
-    ] {
-        let flags = fcntl_getfl(fd).unwrap();
+    for (end, fd) in ["stdin", "stdout"].into_iter().zip(&kept) {
+        let flags = fcntl_getfl(fd.as_fd()).unwrap();
         assert!(
             !flags.contains(OFlags::NONBLOCK),
             "{end} left non-blocking: {flags:?}"
         );
     }
-    drop(stdout_kept);
+    drop(kept);
     let mut out = String::new();
-    stdout_read.read_to_string(&mut out).unwrap();
+    std::fs::File::from(test_out)
+        .read_to_string(&mut out)
+        .unwrap();
     assert_eq!(answered_ids(&out), [json!(1), json!(2)], "{out}");
 }
