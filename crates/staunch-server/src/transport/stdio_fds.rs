@@ -22,12 +22,12 @@ pub(super) type Output = Box<dyn AsyncWrite + Unpin + Send>;
 
 /// What a standard stream is, as far as the runtime can take it.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Kind {
+enum FdKind {
     Pipe,
     Socket,
 }
 
-impl Kind {
+impl FdKind {
     fn of(fd: BorrowedFd<'_>) -> Option<Self> {
         use std::os::unix::fs::FileTypeExt as _;
         let kind = std::fs::File::from(fd.try_clone_to_owned().ok()?)
@@ -48,15 +48,15 @@ impl Kind {
 /// changed).
 pub(super) fn runtime_stdio() -> Option<(Input, Output)> {
     let (stdin, stdout) = (std::io::stdin(), std::io::stdout());
-    let kinds = (Kind::of(stdin.as_fd())?, Kind::of(stdout.as_fd())?);
+    let kinds = (FdKind::of(stdin.as_fd())?, FdKind::of(stdout.as_fd())?);
     let taken = (|| {
         let input: Input = match kinds.0 {
-            Kind::Pipe => Box::new(pipe::Receiver::from_owned_fd(dup(&stdin)?)?),
-            Kind::Socket => Box::new(socket(dup(&stdin)?)?),
+            FdKind::Pipe => Box::new(pipe::Receiver::from_owned_fd(dup(&stdin)?)?),
+            FdKind::Socket => Box::new(socket(dup(&stdin)?)?),
         };
         let output: Output = match kinds.1 {
-            Kind::Pipe => Box::new(pipe::Sender::from_owned_fd(dup(&stdout)?)?),
-            Kind::Socket => Box::new(socket(dup(&stdout)?)?),
+            FdKind::Pipe => Box::new(pipe::Sender::from_owned_fd(dup(&stdout)?)?),
+            FdKind::Socket => Box::new(socket(dup(&stdout)?)?),
         };
         std::io::Result::Ok((input, output))
     })();
@@ -77,13 +77,13 @@ pub(super) fn blocking_again() {
         let Ok(owned) = fd.try_clone_to_owned() else {
             continue;
         };
-        let _ = match Kind::of(fd) {
-            Some(Kind::Socket) => {
+        let _ = match FdKind::of(fd) {
+            Some(FdKind::Socket) => {
                 std::os::unix::net::UnixStream::from(owned).set_nonblocking(false)
             }
-            Some(Kind::Pipe) if reads => pipe::Receiver::from_owned_fd_unchecked(owned)
+            Some(FdKind::Pipe) if reads => pipe::Receiver::from_owned_fd_unchecked(owned)
                 .and_then(|p| p.into_blocking_fd().map(drop)),
-            Some(Kind::Pipe) => pipe::Sender::from_owned_fd_unchecked(owned)
+            Some(FdKind::Pipe) => pipe::Sender::from_owned_fd_unchecked(owned)
                 .and_then(|p| p.into_blocking_fd().map(drop)),
             None => Ok(()),
         };
