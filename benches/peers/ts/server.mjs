@@ -126,6 +126,18 @@ const countArgs = {
   tag: z.string().optional().describe('Records each step under this tag (slow_count_status)'),
 };
 
+// Step `step` (from 0) of `steps` done, told to `progressToken` when the request carried one;
+// a failed send (the client gone) does not stop the work.
+async function reportStep(extra, progressToken, step, steps) {
+  if (progressToken === undefined) return;
+  await extra
+    .sendNotification({
+      method: 'notifications/progress',
+      params: { progressToken, progress: step + 1, total: steps },
+    })
+    .catch(() => {});
+}
+
 // Side effects of slow_count, per tag (shared by every session's McpServer).
 const stepsByTag = new Map(); // tag -> { steps, last }
 function recordStep(tag) {
@@ -272,15 +284,8 @@ function buildServer() {
       for (let step = 0; step < steps; step++) {
         await sleep(delay_ms);
         recordStep(tag ?? '');
-        if (progressToken !== undefined) {
-          // A closed connection does not stop it either.
-          await extra
-            .sendNotification({
-              method: 'notifications/progress',
-              params: { progressToken, progress: step + 1, total: steps },
-            })
-            .catch(() => {});
-        }
+        // A closed connection does not stop it either.
+        await reportStep(extra, progressToken, step, steps);
       }
       return { content: [{ type: 'text', text: `counted ${steps}` }] };
     },
@@ -361,14 +366,7 @@ function buildServer() {
               if (!current || current.status === 'cancelled') return;
               await sleep(delay_ms);
               recordStep(tag ?? '');
-              if (progressToken !== undefined) {
-                await extra
-                  .sendNotification({
-                    method: 'notifications/progress',
-                    params: { progressToken, progress: step + 1, total: steps },
-                  })
-                  .catch(() => {});
-              }
+              await reportStep(extra, progressToken, step, steps);
             }
             const current = await store.getTask(task.taskId);
             if (!current || current.status === 'cancelled') return;

@@ -43,8 +43,6 @@ async fn main() -> std::io::Result<()> {
     }
 }
 
-/// One task reads lines and writes answers; it flushes only when no more input is buffered,
-/// so a pipelined burst costs one write.
 /// stdin and stdout as the runtime's own non-blocking pipes when both are pipes (the fastest
 /// way tokio has, and the one `staunch serve` takes), else tokio's blocking-pool stdio.
 async fn stdio() -> std::io::Result<()> {
@@ -69,6 +67,8 @@ async fn stdio() -> std::io::Result<()> {
     serve_lines(tokio::io::stdin(), tokio::io::stdout()).await
 }
 
+/// One task reads lines and writes answers; it flushes only when no more input is buffered,
+/// so a pipelined burst costs one write.
 async fn serve_lines(
     input: impl tokio::io::AsyncRead + Unpin,
     out: impl tokio::io::AsyncWrite + Unpin,

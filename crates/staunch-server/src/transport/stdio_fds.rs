@@ -77,7 +77,7 @@ pub(super) fn blocking_again() {
         let Ok(owned) = fd.try_clone_to_owned() else {
             continue;
         };
-        let _ = match FdKind::of(fd) {
+        let _ = match FdKind::of(owned.as_fd()) {
             Some(FdKind::Socket) => {
                 std::os::unix::net::UnixStream::from(owned).set_nonblocking(false)
             }

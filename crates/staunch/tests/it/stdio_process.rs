@@ -1,6 +1,6 @@
 //! The binary's stdio wiring: the end of stdin ends the session's work and the process (the
-//! session's lifecycle itself is tested in staunch-server, in-process); pipes and files alike
-//! are served, and pipes are left as they were found.
+//! session's lifecycle itself is tested in staunch-server, in-process); files, pipes and
+//! sockets alike are served, and pipes and sockets are left blocking as they were found.
 
 use crate::common;
 
@@ -38,8 +38,8 @@ async fn eof_cancels_in_flight_work_and_the_process_exits() {
     assert_eq!(ev.last().unwrap()["outcome"], "cancelled");
 }
 
-/// Three requests for a server whose stdin and stdout are not pipes: `initialize`, the
-/// notification that follows it, and `ping`.
+/// Three messages written to a server's stdin at once: `initialize`, the notification that
+/// follows it, and `ping`.
 fn initialize_then_ping() -> String {
     [
         json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
