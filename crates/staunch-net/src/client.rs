@@ -15,9 +15,9 @@ use crate::NetError;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 #[cfg(feature = "tls")]
-type Connector = hyper_rustls::HttpsConnector<HttpConnector>;
+pub(crate) type Connector = hyper_rustls::HttpsConnector<HttpConnector>;
 #[cfg(not(feature = "tls"))]
-type Connector = HttpConnector;
+pub(crate) type Connector = HttpConnector;
 
 /// A pooled HTTP/1.1 client for `http://` and (with TLS built in) `https://` URLs.
 pub type HttpClient = Client<Connector, Full<Bytes>>;
@@ -40,8 +40,14 @@ pub fn client_for(uri: &Uri) -> HttpClient {
     build(uri.scheme_str() == Some("https"))
 }
 
-#[cfg_attr(not(feature = "tls"), allow(unused_variables))]
 fn build(https: bool) -> HttpClient {
+    Client::builder(TokioExecutor::new()).build(connector(https))
+}
+
+/// How connections are made: TCP with `TCP_NODELAY` and a bounded connect, under TLS for
+/// `https://` (with the system's roots only when `https` says they are needed).
+#[cfg_attr(not(feature = "tls"), allow(unused_variables))]
+pub(crate) fn connector(https: bool) -> Connector {
     let mut http = HttpConnector::new();
     // Without TCP_NODELAY small SSE writes and JSON-RPC bodies stall ~40 ms behind Nagle and
     // delayed ACKs.
@@ -64,7 +70,7 @@ fn build(https: bool) -> HttpClient {
     };
     #[cfg(not(feature = "tls"))]
     let connector = http;
-    Client::builder(TokioExecutor::new()).build(connector)
+    connector
 }
 
 /// Parses `url` and says now whether [`client`] can dial it: `http://` always, `https://` when

@@ -7,7 +7,8 @@
 //! system's root certificates or the ones `SSL_CERT_FILE` / `SSL_CERT_DIR` name. Callers check
 //! a URL once with [`check_url`] when they are configured, so that "https needs TLS" or "no
 //! trusted roots" is said at start-up, not on the first request. A client for one URL
-//! ([`client_for`]) loads the roots only when that URL is `https://`.
+//! ([`client_for`]) loads the roots only when that URL is `https://`. An MCP endpoint, which
+//! sends every request to one URL, keeps its connections in an [`Origin`] of its own.
 
 // Public items are documented, and `pub` means public: what no other crate can reach is
 // `pub(crate)`.
@@ -15,9 +16,11 @@
 mod client;
 mod error;
 mod fetch;
+mod origin;
 #[cfg(feature = "tls")]
 mod tls;
 
 pub use client::{HttpClient, check_url, client, client_for, tls_built};
 pub use error::{NetError, error_chain};
 pub use fetch::{get, send};
+pub use origin::{IDLE_TIMEOUT, MAX_IDLE, Origin, OriginError, PooledBody};

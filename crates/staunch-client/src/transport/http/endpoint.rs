@@ -7,10 +7,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
-use hyper::body::Incoming;
 use hyper::header::{CONTENT_TYPE, HOST, HeaderMap, HeaderName, HeaderValue};
 use hyper::{Method, Request, Uri};
-use staunch_net::{HttpClient, NetError, error_chain};
+use staunch_net::{NetError, Origin, PooledBody, error_chain};
 
 use super::POST_ACCEPT;
 use crate::ClientError;
@@ -20,10 +19,11 @@ use crate::sse::{SseEvent, SseParser};
 #[derive(Clone, Debug)]
 pub struct HttpEndpoint {
     uri: Uri,
-    /// The `Host` header of every request, made once (the HTTP client would write it anew for
-    /// each request, with `format!`).
+    /// The URL's path and query: what a request line names.
+    path: Uri,
+    /// The `Host` header of every request, made once.
     host: HeaderValue,
-    client: HttpClient,
+    origin: Origin,
     extra: Arc<Vec<(HeaderName, HeaderValue)>>,
 }
 
@@ -53,11 +53,17 @@ impl HttpEndpoint {
             })
             .collect::<Result<Vec<_>, ClientError>>()?;
         let host = host_header(&uri).map_err(|e| bad(&e.to_string()))?;
-        let client = staunch_net::client_for(&uri);
+        let path = uri
+            .path_and_query()
+            .map_or("/", |p| p.as_str())
+            .parse()
+            .map_err(|e: hyper::http::uri::InvalidUri| bad(&e.to_string()))?;
+        let origin = Origin::new(&uri);
         Ok(Self {
             uri,
+            path,
             host,
-            client,
+            origin,
             extra: Arc::new(extra),
         })
     }
@@ -109,7 +115,7 @@ impl HttpEndpoint {
     ) -> Result<RawResponse, ClientError> {
         let mut req = Request::builder()
             .method(method)
-            .uri(self.uri.clone())
+            .uri(self.path.clone())
             .body(Full::new(body))
             .map_err(|e| ClientError::Connect(e.to_string()))?;
         let h = req.headers_mut();
@@ -129,8 +135,8 @@ impl HttpEndpoint {
             h.insert(name, value);
         }
         let resp = self
-            .client
-            .request(req)
+            .origin
+            .send(req)
             .await
             .map_err(|e| ClientError::Connect(error_chain(&e)))?;
         let (parts, body) = resp.into_parts();
@@ -171,7 +177,7 @@ static MCP_HEADERS: [HeaderName; 5] = [
 pub struct RawResponse {
     status: u16,
     headers: HeaderMap,
-    body: Incoming,
+    body: PooledBody,
 }
 
 impl RawResponse {
@@ -221,7 +227,7 @@ impl RawResponse {
 /// An SSE body read event by event.
 #[derive(Debug)]
 pub struct SseStream {
-    body: Option<Incoming>,
+    body: Option<PooledBody>,
     parser: SseParser,
     queue: std::collections::VecDeque<SseEvent>,
 }
