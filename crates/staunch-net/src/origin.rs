@@ -108,7 +108,8 @@ impl Origin {
         loop {
             let (mut sender, reused) = match self.checkout().await {
                 Some(sender) => (sender, true),
-                None => (self.connect().await?, false),
+                // Boxed: connecting is rare, and its future would make every request's larger.
+                None => (Box::pin(self.connect()).await?, false),
             };
             match sender.try_send_request(req).await {
                 Ok(resp) => {

@@ -278,6 +278,14 @@ pub trait EventStore: Send + Sync + 'static {
     /// Returns how many streams were removed.
     async fn delete_session(&self, session_id: &str) -> Result<u64, StoreError>;
 
+    /// Whether the store lives in this process's memory, so that every method finishes
+    /// without waiting: there is no commit for a batch to share, and the HTTP transport
+    /// applies such a store's writes as they come instead of queueing them. A driver that
+    /// writes to a database keeps the default, `false`.
+    fn in_process(&self) -> bool {
+        false
+    }
+
     /// Applies many writes in order — in one transaction (one commit, one fsync) where the
     /// driver can. The HTTP transport batches what its sessions send this way, so the cost of a
     /// durable commit is shared by every event written meanwhile. A write that cannot apply

@@ -43,6 +43,10 @@ impl MemoryEventStore {
 
 #[async_trait]
 impl EventStore for MemoryEventStore {
+    fn in_process(&self) -> bool {
+        true
+    }
+
     async fn create_stream(
         &self,
         session_id: &str,

@@ -83,6 +83,9 @@ struct Call<'a> {
     as_task: bool,
 }
 
+/// Paths most calls never take (a task, a question, the stop policy's own process) are boxed
+/// here: a future is as large as its largest path, and the whole of it is copied into the
+/// request's task and out again as the task ends.
 async fn forward(
     pool: &Pool,
     call: Call<'_>,
@@ -107,7 +110,7 @@ async fn forward(
     let up = match (&resumed, own_process, ctx) {
         (Some(asking), _, _) => Ok(asking.up.clone()),
         (None, Some(_), Some(ctx)) if session.is_some() => pool.for_request(ctx).await,
-        (None, Some(_), _) => pool.for_one_call().await,
+        (None, Some(_), _) => Box::pin(pool.for_one_call()).await,
         (None, None, Some(ctx)) => pool.for_request(ctx).await,
         (None, None, None) => Ok(pool.shared().clone()),
     };
@@ -119,7 +122,7 @@ async fn forward(
     let outcome = match (resumed, ctx) {
         (Some(asking), Some(ctx)) => {
             let opts = request_options(call.progress, call.cancel);
-            go_on_asking(asking, ctx, pool.lot(), &opts, on_progress).await
+            Box::pin(go_on_asking(asking, ctx, pool.lot(), &opts, on_progress)).await
         }
         _ => forward_on(&up, pool.lot(), call, on_progress).await,
     };
@@ -166,7 +169,7 @@ async fn forward_on(
         Err(e) => return Outcome::Failed(e.to_string()),
     };
     if call.as_task && (client.has_session() || client.offers_tasks_extension()) {
-        return forward_as_task(up, &client, call, on_progress).await;
+        return Box::pin(forward_as_task(up, &client, call, on_progress)).await;
     }
     let Call {
         tool,
@@ -193,7 +196,7 @@ async fn forward_on(
         let (tracked, questions) = up.calls().track_asking(n, ctx, tool);
         let asking = AskingCall::new(up.clone(), (pending, tracked, questions), tool, args, ctx);
         let opts = request_options(progress, cancel);
-        return go_on_asking(asking, ctx, lot, &opts, on_progress).await;
+        return Box::pin(go_on_asking(asking, ctx, lot, &opts, on_progress)).await;
     }
     let mut params = call_params(tool, args, meta);
     // Only a 2026-07-28 upstream answers "input required", and only then is the call sent
@@ -218,7 +221,7 @@ async fn forward_on(
         ) else {
             return Outcome::Answered(v);
         };
-        let answers = match ask_downstream(ctx, &v).await {
+        let answers = match Box::pin(ask_downstream(ctx, &v)).await {
             Ok(a) => a,
             Err(e) => return Outcome::Asked(e),
         };

@@ -17,6 +17,9 @@
 //! capacity by what the requests in flight still send (bounded by `--max-in-flight` and the
 //! progress rate limit).
 //!
+//! **A store in the process's memory** (`--store :memory:`) has no commit to share: its writes
+//! are applied as they come, in the caller's order, with nothing queued.
+//!
 //! **The crash window.** A message reaches its live connection when it is queued, and the
 //! store a batch later (one commit; a few ms at most under normal load, longer under
 //! pressure). A crash of the process in between loses the queued events from the store only:
@@ -44,6 +47,9 @@ enum Item {
 pub(crate) struct Batcher {
     tx: mpsc::UnboundedSender<Item>,
     pressure: Arc<Pressure>,
+    /// The store, when it lives in this process and takes writes at once
+    /// ([`EventStore::in_process`]).
+    at_once: Option<Arc<dyn EventStore>>,
 }
 
 /// How far behind the store is, and what admission did about it.
@@ -115,11 +121,24 @@ impl Batcher {
             connections_cut: AtomicU64::new(0),
             streams_cut: AtomicU64::new(0),
         });
+        let at_once = events.in_process().then(|| events.clone());
         tokio::spawn(run(events, rx, pressure.clone(), metrics));
-        Self { tx, pressure }
+        Self {
+            tx,
+            pressure,
+            at_once,
+        }
     }
 
     pub(crate) fn write(&self, w: EventWrite) {
+        if let Some(events) = self.at_once.clone() {
+            let written = async move { events.write_batch(vec![w], now_ms()).await };
+            return apply_now(written, |r| {
+                if let Err(e) = r {
+                    tracing::warn!(error = %e, "event not stored");
+                }
+            });
+        }
         self.pressure.queued.fetch_add(1, Ordering::Relaxed);
         if self.tx.send(Item::Write(w)).is_err() {
             self.pressure.queued.fetch_sub(1, Ordering::Relaxed);
@@ -177,6 +196,14 @@ impl Batcher {
     }
 
     pub(crate) fn delete_session(&self, id: String) {
+        if let Some(events) = self.at_once.clone() {
+            let deleted = async move { (events.delete_session(&id).await, id) };
+            return apply_now(deleted, |(r, id)| {
+                if let Err(e) = r {
+                    tracing::warn!(session = %crate::session_hash(&id), error = %e, "could not delete session events");
+                }
+            });
+        }
         let _ = self.tx.send(Item::DeleteSession(id));
     }
 
@@ -185,6 +212,24 @@ impl Batcher {
         let (done, wait) = oneshot::channel();
         if self.tx.send(Item::Flush(done)).is_ok() {
             let _ = wait.await;
+        }
+    }
+}
+
+/// Runs a store operation of an in-process store to its end now, handing its outcome to
+/// `then`. Such a store never waits, so this finishes in the one poll; were one ever to wait,
+/// the rest would run on a task of its own rather than be lost.
+fn apply_now<F, T>(op: F, then: impl FnOnce(T) + Send + 'static)
+where
+    F: std::future::Future<Output = T> + Send + 'static,
+    T: Send + 'static,
+{
+    use futures_util::FutureExt;
+    let mut op = Box::pin(op);
+    match (&mut op).now_or_never() {
+        Some(out) => then(out),
+        None => {
+            tokio::spawn(async move { then(op.await) });
         }
     }
 }
@@ -258,5 +303,95 @@ async fn apply(events: &dyn EventStore, writes: &mut Vec<EventWrite>, pressure: 
         // Live delivery and same-instance resumption still work from memory; only replay from
         // another instance or after a restart loses these events.
         Err(e) => tracing::warn!(error = %e, writes = n, "event batch not stored"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use staunch_store::{MemoryEventStore, Replay, StoreError};
+
+    use super::*;
+
+    fn create(stream: &str) -> EventWrite {
+        EventWrite::Create {
+            session_id: "s".into(),
+            stream_id: stream.into(),
+        }
+    }
+
+    fn append(stream: &str, payload: &str) -> EventWrite {
+        EventWrite::Append {
+            session_id: "s".into(),
+            stream_id: stream.into(),
+            payload: payload.into(),
+        }
+    }
+
+    async fn replayed(events: &dyn EventStore, stream: &str) -> Vec<String> {
+        match events.replay_after("s", stream, 0, 10).await.unwrap() {
+            Replay::Events(evs) => evs.into_iter().map(|e| e.payload).collect(),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn an_in_process_store_has_each_write_before_the_call_returns() {
+        let events: Arc<dyn EventStore> = Arc::new(MemoryEventStore::new());
+        let batcher = Batcher::start(events.clone(), 1, Metrics::disabled());
+        batcher.write(create("a"));
+        batcher.write(append("a", "1"));
+        batcher.write(append("a", "2"));
+        // No flush, no yield to the writer task: nothing was queued.
+        assert_eq!(batcher.stats().queued, 0);
+        assert_eq!(replayed(&*events, "a").await, ["1", "2"]);
+        batcher.delete_session("s".into());
+        assert!(matches!(
+            events.replay_after("s", "a", 0, 10).await.unwrap(),
+            Replay::UnknownStream
+        ));
+    }
+
+    /// The same store seen as one that must be awaited (`in_process` left at its default).
+    struct Awaited(MemoryEventStore);
+
+    #[async_trait::async_trait]
+    impl EventStore for Awaited {
+        async fn create_stream(&self, s: &str, st: &str, now: i64) -> Result<(), StoreError> {
+            self.0.create_stream(s, st, now).await
+        }
+        async fn append(&self, s: &str, st: &str, p: String, n: i64) -> Result<u64, StoreError> {
+            self.0.append(s, st, p, n).await
+        }
+        async fn replay_after(
+            &self,
+            s: &str,
+            st: &str,
+            after: u64,
+            limit: usize,
+        ) -> Result<Replay, StoreError> {
+            self.0.replay_after(s, st, after, limit).await
+        }
+        async fn mark_closed(&self, s: &str, st: &str, now: i64) -> Result<bool, StoreError> {
+            self.0.mark_closed(s, st, now).await
+        }
+        async fn purge(&self, now: i64, age: i64, per: u64) -> Result<u64, StoreError> {
+            self.0.purge(now, age, per).await
+        }
+        async fn delete_session(&self, s: &str) -> Result<u64, StoreError> {
+            self.0.delete_session(s).await
+        }
+    }
+
+    #[tokio::test]
+    async fn a_store_that_is_awaited_gets_its_writes_in_order_through_the_queue() {
+        let events: Arc<dyn EventStore> = Arc::new(Awaited(MemoryEventStore::new()));
+        let batcher = Batcher::start(events.clone(), 1, Metrics::disabled());
+        batcher.write(create("a"));
+        batcher.write(append("a", "1"));
+        batcher.write(append("a", "2"));
+        assert_eq!(batcher.stats().queued, 3, "queued for the writer task");
+        batcher.flush().await;
+        assert_eq!(batcher.stats().queued, 0);
+        assert_eq!(replayed(&*events, "a").await, ["1", "2"]);
     }
 }
