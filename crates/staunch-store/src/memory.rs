@@ -9,7 +9,10 @@ use std::sync::{Mutex, MutexGuard};
 
 use async_trait::async_trait;
 
-use crate::{EventStore, Replay, SessionRecord, SessionStore, StoreError, StoredEvent};
+use crate::{
+    BatchOutcome, EventStore, EventWrite, Replay, SessionRecord, SessionStore, StoreError,
+    StoredEvent,
+};
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panic while holding the lock cannot leave these maps half-updated in a way that
@@ -31,13 +34,74 @@ pub struct MemoryEventStore {
     /// Keyed by the server's own random stream ids, so a fast hash (foldhash, seeded per
     /// process) serves: three lookups per answered request with SipHash were 1 % of a proxied
     /// call.
-    streams: Mutex<foldhash::HashMap<String, MemStream>>,
+    streams: Mutex<Streams>,
 }
 
 impl MemoryEventStore {
     /// An empty store.
     pub fn new() -> MemoryEventStore {
         MemoryEventStore::default()
+    }
+}
+
+/// The streams under their lock, where each write is applied (alone, or as part of a batch
+/// that takes the lock once).
+type Streams = foldhash::HashMap<String, MemStream>;
+
+fn create(streams: &mut Streams, session_id: &str, stream_id: &str) -> Result<(), StoreError> {
+    match streams.get(stream_id) {
+        Some(s) if s.session_id == session_id => Ok(()),
+        Some(_) => Err(StoreError::AlreadyExists {
+            what: "stream",
+            id: stream_id.to_owned(),
+        }),
+        None => {
+            streams.insert(
+                stream_id.to_owned(),
+                MemStream {
+                    session_id: session_id.to_owned(),
+                    last_seq: 0,
+                    purged_through: 0,
+                    closed_ms: None,
+                    events: VecDeque::new(),
+                },
+            );
+            Ok(())
+        }
+    }
+}
+
+fn append(
+    streams: &mut Streams,
+    session_id: &str,
+    stream_id: &str,
+    payload: String,
+    now_ms: i64,
+) -> Result<u64, StoreError> {
+    let s = match streams.get_mut(stream_id) {
+        Some(s) if s.session_id == session_id => s,
+        _ => return Err(StoreError::UnknownStream(stream_id.to_owned())),
+    };
+    if s.closed_ms.is_some() {
+        return Err(StoreError::StreamClosed(stream_id.to_owned()));
+    }
+    s.last_seq += 1;
+    s.events.push_back(StoredEvent {
+        stream_id: stream_id.to_owned(),
+        seq: s.last_seq,
+        payload,
+        created_ms: now_ms,
+    });
+    Ok(s.last_seq)
+}
+
+fn mark_closed(streams: &mut Streams, session_id: &str, stream_id: &str, now_ms: i64) -> bool {
+    match streams.get_mut(stream_id) {
+        Some(s) if s.session_id == session_id => {
+            s.closed_ms.get_or_insert(now_ms);
+            true
+        }
+        _ => false,
     }
 }
 
@@ -53,27 +117,7 @@ impl EventStore for MemoryEventStore {
         stream_id: &str,
         _now_ms: i64,
     ) -> Result<(), StoreError> {
-        let mut streams = lock(&self.streams);
-        match streams.get(stream_id) {
-            Some(s) if s.session_id == session_id => Ok(()),
-            Some(_) => Err(StoreError::AlreadyExists {
-                what: "stream",
-                id: stream_id.to_owned(),
-            }),
-            None => {
-                streams.insert(
-                    stream_id.to_owned(),
-                    MemStream {
-                        session_id: session_id.to_owned(),
-                        last_seq: 0,
-                        purged_through: 0,
-                        closed_ms: None,
-                        events: VecDeque::new(),
-                    },
-                );
-                Ok(())
-            }
-        }
+        create(&mut lock(&self.streams), session_id, stream_id)
     }
 
     async fn append(
@@ -83,22 +127,42 @@ impl EventStore for MemoryEventStore {
         payload_json: String,
         now_ms: i64,
     ) -> Result<u64, StoreError> {
+        append(
+            &mut lock(&self.streams),
+            session_id,
+            stream_id,
+            payload_json,
+            now_ms,
+        )
+    }
+
+    /// Under one lock, with no future per write (the transport calls this for every write).
+    async fn write_batch(
+        &self,
+        writes: Vec<EventWrite>,
+        now_ms: i64,
+    ) -> Result<BatchOutcome, StoreError> {
+        let mut out = BatchOutcome::default();
         let mut streams = lock(&self.streams);
-        let s = match streams.get_mut(stream_id) {
-            Some(s) if s.session_id == session_id => s,
-            _ => return Err(StoreError::UnknownStream(stream_id.to_owned())),
-        };
-        if s.closed_ms.is_some() {
-            return Err(StoreError::StreamClosed(stream_id.to_owned()));
+        for w in writes {
+            let applied = match w {
+                EventWrite::Create {
+                    session_id,
+                    stream_id,
+                } => create(&mut streams, &session_id, &stream_id).is_ok(),
+                EventWrite::Append {
+                    session_id,
+                    stream_id,
+                    payload,
+                } => append(&mut streams, &session_id, &stream_id, payload, now_ms).is_ok(),
+                EventWrite::Close {
+                    session_id,
+                    stream_id,
+                } => mark_closed(&mut streams, &session_id, &stream_id, now_ms),
+            };
+            out.count(applied, 1);
         }
-        s.last_seq += 1;
-        s.events.push_back(StoredEvent {
-            stream_id: stream_id.to_owned(),
-            seq: s.last_seq,
-            payload: payload_json,
-            created_ms: now_ms,
-        });
-        Ok(s.last_seq)
+        Ok(out)
     }
 
     async fn replay_after(
@@ -134,14 +198,12 @@ impl EventStore for MemoryEventStore {
         stream_id: &str,
         now_ms: i64,
     ) -> Result<bool, StoreError> {
-        let mut streams = lock(&self.streams);
-        match streams.get_mut(stream_id) {
-            Some(s) if s.session_id == session_id => {
-                s.closed_ms.get_or_insert(now_ms);
-                Ok(true)
-            }
-            _ => Ok(false),
-        }
+        Ok(mark_closed(
+            &mut lock(&self.streams),
+            session_id,
+            stream_id,
+            now_ms,
+        ))
     }
 
     async fn purge(
