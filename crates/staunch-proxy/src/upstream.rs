@@ -101,8 +101,8 @@ pub struct Upstream {
     /// The params of the upstream's `notifications/resources/updated`, which
     /// [`crate::subscriptions`] passes to the downstream subscribers of that resource.
     resource_updates: tokio::sync::broadcast::Sender<serde_json::Value>,
-    /// The params of the upstream's `notifications/tasks/status`, which [`crate::tasks`]
-    /// passes to the session that holds the task.
+    /// The params of the upstream's `notifications/tasks/status` (a 2026 upstream's
+    /// `notifications/tasks`), which [`crate::tasks`] passes to whoever holds the task.
     task_statuses: tokio::sync::broadcast::Sender<serde_json::Value>,
     /// The number of restarts, published after each one: what the upstream was told (its
     /// resource subscriptions) is told again to the new process or connection.
@@ -163,7 +163,8 @@ impl Upstream {
                         let _ = updates.send(p.clone());
                     }
                 }
-                "notifications/tasks/status" => {
+                // A 2025 upstream's status note, or a 2026 upstream's whole task on a listen.
+                "notifications/tasks/status" | "notifications/tasks" => {
                     if let Some(p) = params {
                         let _ = statuses.send(p.clone());
                     }

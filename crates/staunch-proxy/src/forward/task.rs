@@ -185,7 +185,12 @@ impl ForwardTool {
                     Created::Task(task) => {
                         let upstream_id = task["taskId"].as_str().map(str::to_string);
                         let answer = json!({"task": crate::tasks::tasks_task(&task)});
-                        this.adopt(up, upstream_id, Kind::ExtensionToTasks, &ctx, answer)
+                        let answer =
+                            this.adopt(up, upstream_id, Kind::ExtensionToTasks, &ctx, answer)?;
+                        if let Some(id) = answer["task"]["taskId"].as_str() {
+                            this.pool.tasks().listen_upstream(id, &client);
+                        }
+                        Ok(answer)
                     }
                     // A client that asked for a task takes an answer at once too.
                     Created::Answer(v) => forwarded_result(v),

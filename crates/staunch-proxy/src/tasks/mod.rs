@@ -15,7 +15,7 @@
 //!
 //! The upstream's `notifications/tasks/status` about a task a 2025 session holds reaches that
 //! session (on HTTP, its standalone stream) with the proxy's id in place of the upstream's; a
-//! 2026-07-28 client has no session to be told on and asks with `tasks/get`. The progress such
+//! 2026-07-28 client has no session to be told on and asks with `tasks/get`, or listens. The progress such
 //! a task reports after the call that made it reaches the session too, under the client's own
 //! token ([`UpstreamTasks::pass_progress`]), until the task is known to have ended.
 //!
@@ -33,7 +33,9 @@
 //! (`ttl`, `pollInterval`, no inlined outcome); its `tasks/result` follows the upstream task to
 //! its end, putting the questions it asks while `input_required` to the session and sending
 //! the answers with `tasks/update`; its `tasks/cancel` answers the task as it stands after the
-//! cancel.
+//! cancel. The proxy listens upstream for such a task's changes (`subscriptions/listen` with
+//! its `taskIds`, until it ends), and each `notifications/tasks` reaches the session as
+//! `notifications/tasks/status`, written the 2025-11-25 way.
 //!
 //! The table is in memory and bounded ([`MAX_TASKS`] per upstream; the oldest entry goes
 //! first): a task outlives neither the proxy's process nor the upstream connection it was made
@@ -53,6 +55,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use staunch_client::ProgressStream;
+use staunch_protocol::mcp::methods::SUBSCRIPTIONS_LISTEN;
 use staunch_server::{Change, Context, ListenHub, Notifier};
 use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
@@ -65,6 +68,11 @@ pub(crate) use shapes::{extension_task, tasks_task};
 
 /// Upstream tasks kept at most per upstream; past it the oldest is forgotten.
 pub(crate) const MAX_TASKS: usize = 10_000;
+
+/// Upstream tasks listened for at once ([`UpstreamTasks::listen_upstream`]): over HTTP each
+/// listen holds a connection to the upstream open until its task ends. Past it, the session
+/// holding a task reads its changes with `tasks/get`.
+pub(crate) const MAX_TASK_LISTENS: usize = 64;
 
 /// The `_meta` key that ties a message to its task.
 const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
@@ -111,6 +119,10 @@ struct HeldTask {
     session: Option<Notifier>,
     /// Marked once the task is known to be terminal (or forgotten): its progress stops.
     ended: Ended,
+    /// A 2026 upstream's `subscriptions/listen` for the task's changes ([`Kind::ExtensionToTasks`]:
+    /// the 2025 session holding it is told of them); dropped, which ends it, once the task has
+    /// ended or is forgotten.
+    listen: Option<staunch_client::PendingRequest>,
 }
 
 impl HeldTask {
@@ -168,10 +180,8 @@ impl UpstreamTasks {
         let id = fresh_id();
         // 2025 tasks are a session's (stdio's too); the extension's client has no session, and
         // hears of a 2025 upstream task's changes on its listen streams.
-        let session = (kind == Kind::Tasks).then(|| ctx.notifier());
-        if matches!(kind, Kind::Tasks | Kind::TasksToExtension) {
-            self.follow_statuses(&up);
-        }
+        let session = matches!(kind, Kind::Tasks | Kind::ExtensionToTasks).then(|| ctx.notifier());
+        self.follow_statuses(&up);
         let mut entries = self.lock();
         if entries.len() >= MAX_TASKS
             && let Some(oldest) = entries
@@ -192,13 +202,44 @@ impl UpstreamTasks {
                 made: Instant::now(),
                 session,
                 ended: Ended::default(),
+                listen: None,
             },
         );
         id
     }
 
-    /// Passes `up`'s `notifications/tasks/status` on to the sessions holding those tasks, from
-    /// now until the connection is gone (once per connection).
+    /// Asks the 2026 upstream `client` for the changes of the task held as `id`
+    /// ([`Kind::ExtensionToTasks`]): its `notifications/tasks` reach the 2025 session holding
+    /// the task as `notifications/tasks/status`, written the 2025-11-25 way, until it ends (at
+    /// most [`MAX_TASK_LISTENS`] tasks at once).
+    pub(crate) fn listen_upstream(&self, id: &str, client: &staunch_client::Client) {
+        let upstream_id = {
+            let entries = self.lock();
+            let Some(e) = entries.get(id) else { return };
+            if entries.values().filter(|e| e.listen.is_some()).count() >= MAX_TASK_LISTENS {
+                tracing::debug!(task = %e.upstream_id, "upstream task not listened for: {MAX_TASK_LISTENS} are");
+                return;
+            }
+            e.upstream_id.clone()
+        };
+        let params = json!({"notifications": {"taskIds": [upstream_id]}});
+        let listen = client
+            .with_tasks_extension(params)
+            .and_then(|params| client.start_request(SUBSCRIPTIONS_LISTEN, Some(params), false));
+        match listen {
+            Ok(listen) => {
+                if let Some(e) = self.lock().get_mut(id) {
+                    e.listen = Some(listen);
+                }
+            }
+            Err(e) => tracing::warn!(task = %upstream_id, error = %e,
+                "cannot listen for an upstream task's changes; its holder reads them with tasks/get"),
+        }
+    }
+
+    /// Passes `up`'s `notifications/tasks/status` (and a 2026 upstream's `notifications/tasks`)
+    /// on to the sessions and listeners holding those tasks, from now until the connection is
+    /// gone (once per connection).
     fn follow_statuses(self: &Arc<Self>, up: &Arc<Upstream>) {
         let id = up.id();
         if !self.followed.start(up) {
@@ -255,11 +296,21 @@ impl UpstreamTasks {
             }
             let tell = || {
                 if let Some(session) = &session {
-                    let params = with_id(params.clone(), upstream_id, &id);
-                    session.notify("notifications/tasks/status", params);
+                    // A 2026 upstream's note carries the whole task, the extension's way.
+                    let task = match kind {
+                        Kind::ExtensionToTasks => tasks_task(&params),
+                        _ => params.clone(),
+                    };
+                    session.notify(
+                        "notifications/tasks/status",
+                        with_id(task, upstream_id, &id),
+                    );
                 }
             };
             if terminal {
+                // Nothing more to hear of the task upstream.
+                let listen = self.lock().get_mut(&id).and_then(|e| e.listen.take());
+                drop(listen);
                 // No progress report of the task after its terminal status.
                 ended.mark_then(tell);
             } else {

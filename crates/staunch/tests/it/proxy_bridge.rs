@@ -823,6 +823,47 @@ async fn a_2025_session_holds_a_2026_upstreams_task_the_2025_way() {
     }
 }
 
+/// A 2026 upstream's task held by a 2025 session: the proxy listens upstream for its changes,
+/// and the session hears each on its standalone stream as `notifications/tasks/status`, under
+/// the proxy's id and written the 2025-11-25 way (`pollInterval`, no inlined outcome).
+#[tokio::test]
+async fn a_2025_session_hears_a_2026_upstream_tasks_changes() {
+    let proxy = proxy_to_a_2026_staunch(&[]).await;
+    let sid = proxy.initialize().await;
+    let mut standalone = proxy.get(&sid, None).await;
+    assert_eq!(standalone.status, 200);
+    let created = rpc(
+        &proxy,
+        &sid,
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+               "params": {"name": "long_scan", "arguments": {"steps": 4, "delay_ms": 100},
+                          "task": {"ttl": 60000}}}),
+    )
+    .await;
+    let id = created["result"]["task"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a task: {created}"))
+        .to_string();
+    let until = tokio::time::Instant::now() + Duration::from_secs(20);
+    let mut heard = Vec::new();
+    loop {
+        let left = until.saturating_duration_since(tokio::time::Instant::now());
+        let told = wait_for_method(&mut standalone, "notifications/tasks/status", left)
+            .await
+            .unwrap_or_else(|| panic!("no terminal status reached the session: {heard:?}"));
+        let params = told["params"].clone();
+        assert_eq!(params["taskId"], id.as_str(), "{told}");
+        for extension_only in ["pollIntervalMs", "ttlMs", "result", "resultType"] {
+            assert!(params.get(extension_only).is_none(), "{told}");
+        }
+        heard.push(params["status"].clone());
+        if params["status"] == "completed" {
+            assert!(params["pollInterval"].is_u64(), "{told}");
+            break;
+        }
+    }
+}
+
 /// The questions of a 2026 upstream's task held by a 2025 session: while the session waits in
 /// `tasks/result`, the question the task asks (`input_required`) reaches it as an
 /// `elicitation/create` of the proxy's, and its answer goes back with `tasks/update`.
