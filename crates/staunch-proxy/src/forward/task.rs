@@ -264,7 +264,11 @@ impl ForwardTool {
             {
                 Created::Task(task) => {
                     let upstream_id = task["taskId"].as_str().map(str::to_string);
-                    this.adopt(up, upstream_id, Kind::Extension, &ctx, task)
+                    let answer = this.adopt(up, upstream_id, Kind::Extension, &ctx, task)?;
+                    if let Some(id) = answer["taskId"].as_str() {
+                        this.pool.tasks().listen_upstream(id, &client);
+                    }
+                    Ok(answer)
                 }
                 Created::Answer(v) => forwarded_result(v),
             }

@@ -15,7 +15,10 @@
 //!
 //! The upstream's `notifications/tasks/status` about a task a 2025 session holds reaches that
 //! session (on HTTP, its standalone stream) with the proxy's id in place of the upstream's; a
-//! 2026-07-28 client has no session to be told on and asks with `tasks/get`, or listens. The progress such
+//! 2026-07-28 client has no session to be told on and asks with `tasks/get`, or listens: the
+//! proxy listens upstream for a 2026 upstream's task (`subscriptions/listen` with its
+//! `taskIds`), and what the upstream says of it reaches the proxy's listen streams that watch
+//! it, under the proxy's id. The progress such
 //! a task reports after the call that made it reaches the session too, under the client's own
 //! token ([`UpstreamTasks::pass_progress`]), until the task is known to have ended.
 //!
@@ -208,10 +211,11 @@ impl UpstreamTasks {
         id
     }
 
-    /// Asks the 2026 upstream `client` for the changes of the task held as `id`
-    /// ([`Kind::ExtensionToTasks`]): its `notifications/tasks` reach the 2025 session holding
-    /// the task as `notifications/tasks/status`, written the 2025-11-25 way, until it ends (at
-    /// most [`MAX_TASK_LISTENS`] tasks at once).
+    /// Asks the 2026 upstream `client` for the changes of the task held as `id`, until it ends
+    /// (at most [`MAX_TASK_LISTENS`] tasks at once): its `notifications/tasks` reach a 2025
+    /// session holding the task ([`Kind::ExtensionToTasks`]) as `notifications/tasks/status`,
+    /// written the 2025-11-25 way, and the proxy's listen streams that watch it
+    /// ([`Kind::Extension`]) as they are.
     pub(crate) fn listen_upstream(&self, id: &str, client: &staunch_client::Client) {
         let upstream_id = {
             let entries = self.lock();
@@ -291,8 +295,22 @@ impl UpstreamTasks {
             .collect();
         let terminal = is_terminal(&params);
         for (id, kind, owner, session, ended) in held {
-            if kind == Kind::TasksToExtension {
-                self.tell_listeners(up, (upstream_id, &id), owner, &params, terminal);
+            match kind {
+                Kind::TasksToExtension => {
+                    self.tell_listeners(up, (upstream_id, &id), owner, &params, terminal);
+                }
+                // The extension's own note, outcome and all: only the id changes.
+                Kind::Extension => {
+                    if let Some(hub) = self.hub.get().filter(|hub| hub.watches_task(&id)) {
+                        let detail = with_id(params.clone(), upstream_id, &id);
+                        hub.announce(Change::Task {
+                            id: id.clone(),
+                            owner,
+                            detail,
+                        });
+                    }
+                }
+                Kind::Tasks | Kind::ExtensionToTasks => {}
             }
             let tell = || {
                 if let Some(session) = &session {

@@ -655,6 +655,25 @@ async fn a_2026_client_holds_the_upstreams_extension_task_under_the_proxys_id() 
     assert_eq!(ended["status"], "cancelled", "{ended}");
 }
 
+/// A 2026-07-28 client listening through the proxy for a 2026 upstream's task it holds
+/// (`subscriptions/listen` with its `taskIds`) hears what the upstream says of it, under the
+/// proxy's id, the last note with the outcome inlined.
+#[tokio::test]
+async fn a_2026_listener_hears_a_2026_upstream_tasks_changes() {
+    use staunch_testkit::tasks::{create, listen_tasks, task_notes_until_terminal};
+    let proxy = proxy_to_a_2026_staunch(&[]).await;
+    let id = create(&proxy, "long_scan", json!({"steps": 6, "delay_ms": 100})).await;
+    let mut stream = listen_tasks(&proxy, &[&id]).await;
+    let notes = task_notes_until_terminal(&mut stream).await;
+    let last = notes.last().expect("a terminal note");
+    assert_eq!(last["taskId"], id.as_str(), "{notes:?}");
+    assert_eq!(last["status"], "completed", "{notes:?}");
+    assert_eq!(
+        last["result"]["structuredContent"]["scanned"], 6,
+        "{notes:?}"
+    );
+}
+
 /// Across eras: a client of the 2026-07-28 tasks extension calling a tool the TypeScript SDK
 /// upstream runs as a 2025-11-25 task gets that task the extension's way — a flat task under
 /// the proxy's id with the upstream's poll interval as `pollIntervalMs`, a `tasks/get` that
