@@ -448,9 +448,7 @@ async fn an_upstream_tasks_progress_reaches_the_session_under_its_own_token() {
     else {
         return;
     };
-    let sid = proxy.initialize().await;
-    let mut standalone = proxy.get(&sid, None).await;
-    assert_eq!(standalone.status, 200);
+    let (sid, mut standalone) = session_with_stream(&proxy).await;
     let created = rpc(
         &proxy,
         &sid,
@@ -660,18 +658,24 @@ async fn a_2026_client_holds_the_upstreams_extension_task_under_the_proxys_id() 
 /// proxy's id, the last note with the outcome inlined.
 #[tokio::test]
 async fn a_2026_listener_hears_a_2026_upstream_tasks_changes() {
-    use staunch_testkit::tasks::{create, listen_tasks, task_notes_until_terminal};
     let proxy = proxy_to_a_2026_staunch(&[]).await;
-    let id = create(&proxy, "long_scan", json!({"steps": 6, "delay_ms": 100})).await;
-    let mut stream = listen_tasks(&proxy, &[&id]).await;
+    let id =
+        staunch_testkit::tasks::create(&proxy, "long_scan", json!({"steps": 6, "delay_ms": 100}))
+            .await;
+    let last = heard_completed(&proxy, &id).await;
+    assert_eq!(last["result"]["structuredContent"]["scanned"], 6, "{last}");
+}
+
+/// What a listen stream of the proxy's that names task `id` hears last of it: a note under
+/// the proxy's id that says the task completed.
+async fn heard_completed(proxy: &HttpServer, id: &str) -> Value {
+    use staunch_testkit::tasks::{listen_tasks, task_notes_until_terminal};
+    let mut stream = listen_tasks(proxy, &[id]).await;
     let notes = task_notes_until_terminal(&mut stream).await;
-    let last = notes.last().expect("a terminal note");
-    assert_eq!(last["taskId"], id.as_str(), "{notes:?}");
+    let last = notes.last().expect("a terminal note").clone();
+    assert_eq!(last["taskId"], id, "{notes:?}");
     assert_eq!(last["status"], "completed", "{notes:?}");
-    assert_eq!(
-        last["result"]["structuredContent"]["scanned"], 6,
-        "{notes:?}"
-    );
+    last
 }
 
 /// Across eras: a client of the 2026-07-28 tasks extension calling a tool the TypeScript SDK
@@ -729,28 +733,20 @@ async fn a_2026_client_holds_a_2025_upstreams_task_the_extensions_way() {
 /// extension's way, under the proxy's id, the last with the outcome inlined.
 #[tokio::test]
 async fn a_2026_listener_hears_a_2025_upstream_tasks_changes() {
-    use staunch_testkit::tasks::{create, listen_tasks, task_notes_until_terminal};
     let Some((proxy, _steps)) =
         ts_tasks_proxy("a_2026_listener_hears_a_2025_upstream_tasks_changes").await
     else {
         return;
     };
     let args = json!({"steps": 8, "delay_ms": 100, "tag": "heard"});
-    let id = create(&proxy, "slow_count_task", args).await;
-    let mut stream = listen_tasks(&proxy, &[&id]).await;
-    let notes = task_notes_until_terminal(&mut stream).await;
-    let last = notes.last().expect("a terminal note");
-    assert_eq!(last["taskId"], id.as_str(), "{notes:?}");
-    assert_eq!(last["status"], "completed", "{notes:?}");
-    assert_eq!(
-        last["result"]["content"][0]["text"], "counted 8",
-        "{notes:?}"
-    );
+    let id = staunch_testkit::tasks::create(&proxy, "slow_count_task", args).await;
+    let last = heard_completed(&proxy, &id).await;
+    assert_eq!(last["result"]["content"][0]["text"], "counted 8", "{last}");
     assert_eq!(
         last["pollIntervalMs"], 100,
-        "written the extension's way: {notes:?}"
+        "written the extension's way: {last}"
     );
-    assert!(last.get("pollInterval").is_none(), "{notes:?}");
+    assert!(last.get("pollInterval").is_none(), "{last}");
 }
 
 /// Across eras, the other way: a 2025 session's task-augmented call of a tool an upstream runs
@@ -842,15 +838,22 @@ async fn a_2025_session_holds_a_2026_upstreams_task_the_2025_way() {
     }
 }
 
+/// A new session of `proxy` with its standalone stream open, where the session hears of the
+/// tasks it holds.
+async fn session_with_stream(proxy: &HttpServer) -> (String, crate::common::http::Resp) {
+    let sid = proxy.initialize().await;
+    let standalone = proxy.get(&sid, None).await;
+    assert_eq!(standalone.status, 200);
+    (sid, standalone)
+}
+
 /// A 2026 upstream's task held by a 2025 session: the proxy listens upstream for its changes,
 /// and the session hears each on its standalone stream as `notifications/tasks/status`, under
 /// the proxy's id and written the 2025-11-25 way (`pollInterval`, no inlined outcome).
 #[tokio::test]
 async fn a_2025_session_hears_a_2026_upstream_tasks_changes() {
     let proxy = proxy_to_a_2026_staunch(&[]).await;
-    let sid = proxy.initialize().await;
-    let mut standalone = proxy.get(&sid, None).await;
-    assert_eq!(standalone.status, 200);
+    let (sid, mut standalone) = session_with_stream(&proxy).await;
     let created = rpc(
         &proxy,
         &sid,
