@@ -122,9 +122,9 @@ struct HeldTask {
     session: Option<Notifier>,
     /// Marked once the task is known to be terminal (or forgotten): its progress stops.
     ended: Ended,
-    /// A 2026 upstream's `subscriptions/listen` for the task's changes ([`Kind::ExtensionToTasks`]:
-    /// the 2025 session holding it is told of them); dropped, which ends it, once the task has
-    /// ended or is forgotten.
+    /// A 2026 upstream's `subscriptions/listen` for the task's changes
+    /// ([`UpstreamTasks::listen_upstream`]); dropped, which ends it, once the task has ended or
+    /// is forgotten.
     listen: Option<staunch_client::PendingRequest>,
 }
 
@@ -181,8 +181,8 @@ impl UpstreamTasks {
         ctx: &Context,
     ) -> String {
         let id = fresh_id();
-        // 2025 tasks are a session's (stdio's too); the extension's client has no session, and
-        // hears of a 2025 upstream task's changes on its listen streams.
+        // A task held the 2025 way is a session's (stdio's too), which is told of its changes;
+        // the extension's client has no session, and hears of them on its listen streams.
         let session = matches!(kind, Kind::Tasks | Kind::ExtensionToTasks).then(|| ctx.notifier());
         self.follow_statuses(&up);
         let mut entries = self.lock();
@@ -216,29 +216,60 @@ impl UpstreamTasks {
     /// session holding the task ([`Kind::ExtensionToTasks`]) as `notifications/tasks/status`,
     /// written the 2025-11-25 way, and the proxy's listen streams that watch it
     /// ([`Kind::Extension`]) as they are.
-    pub(crate) fn listen_upstream(&self, id: &str, client: &staunch_client::Client) {
-        let upstream_id = {
+    ///
+    /// A task that ended before the listen was open is not told of on it: the task is read
+    /// once the listen is open, and an end found so is passed on as the note would have been
+    /// (and ends the listen, which would otherwise hold its place until the task is forgotten).
+    pub(crate) fn listen_upstream(self: &Arc<Self>, id: &str, client: &staunch_client::Client) {
+        let (up, upstream_id) = {
             let entries = self.lock();
             let Some(e) = entries.get(id) else { return };
             if entries.values().filter(|e| e.listen.is_some()).count() >= MAX_TASK_LISTENS {
                 tracing::debug!(task = %e.upstream_id, "upstream task not listened for: {MAX_TASK_LISTENS} are");
                 return;
             }
-            e.upstream_id.clone()
+            (e.up.clone(), e.upstream_id.clone())
         };
-        let params = json!({"notifications": {"taskIds": [upstream_id]}});
-        let listen = client
-            .with_tasks_extension(params)
-            .and_then(|params| client.start_request(SUBSCRIPTIONS_LISTEN, Some(params), false));
-        match listen {
-            Ok(listen) => {
-                if let Some(e) = self.lock().get_mut(id) {
-                    e.listen = Some(listen);
-                }
+        let listen = json!({"notifications": {"taskIds": [upstream_id]}});
+        let get = json!({"taskId": upstream_id});
+        let (listen, get) = match client
+            .with_tasks_extension(listen)
+            .and_then(|listen| Ok((listen, client.with_tasks_extension(get)?)))
+            .and_then(|(listen, get)| {
+                Ok((
+                    client.start_request(SUBSCRIPTIONS_LISTEN, Some(listen), false)?,
+                    get,
+                ))
+            }) {
+            Ok(started) => started,
+            Err(e) => {
+                return tracing::warn!(task = %upstream_id, error = %e,
+                    "cannot listen for an upstream task's changes; its holder reads them with tasks/get");
             }
-            Err(e) => tracing::warn!(task = %upstream_id, error = %e,
-                "cannot listen for an upstream task's changes; its holder reads them with tasks/get"),
+        };
+        if let Some(e) = self.lock().get_mut(id) {
+            e.listen = Some(listen);
         }
+        let (this, client, id) = (self.clone(), client.clone(), id.to_string());
+        tokio::spawn(async move {
+            // Bounded: nobody waits on this read.
+            let opts = staunch_client::CallOptions {
+                timeout: Some(LISTENER_READ),
+                max_total: Some(LISTENER_READ),
+                ..request_options(false, CancellationToken::new())
+            };
+            let still_listening = || this.lock().get(&id).is_some_and(|e| e.listen.is_some());
+            if let Ok(mut task) = client.request("tasks/get", Some(get), &opts).await
+                && is_terminal(&task)
+                && still_listening()
+            {
+                // The answer's own field, not the task's: a note carries none.
+                if let Some(fields) = task.as_object_mut() {
+                    fields.remove("resultType");
+                }
+                this.status(&up, task);
+            }
+        });
     }
 
     /// Passes `up`'s `notifications/tasks/status` (and a 2026 upstream's `notifications/tasks`)
