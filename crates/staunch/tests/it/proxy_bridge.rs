@@ -886,6 +886,69 @@ async fn a_2025_session_hears_a_2026_upstream_tasks_changes() {
     }
 }
 
+/// The proxy listens upstream for at most 64 tasks at once (each listen of an HTTP upstream
+/// holds a connection): with 64 long tasks held, a 65th is not listened for — its end is read
+/// with `tasks/get`, and no status note of it reaches the session.
+#[tokio::test]
+async fn upstream_task_listens_are_bounded() {
+    // Workers for all 65 at once: the quick one must not wait behind the others.
+    let workers = ["--job-workers", "80", "--job-max-running-per-owner", "80"];
+    let proxy = proxy_to_a_2026_staunch(&workers).await;
+    let (sid, mut standalone) = session_with_stream(&proxy).await;
+    let call = |id: u64, tool: &str, args: Value| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+               "params": {"name": tool, "arguments": args, "task": {"ttl": 60000}}})
+    };
+    let task_id = |created: &Value| {
+        created["result"]["task"]["taskId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("a task: {created}"))
+            .to_string()
+    };
+    let mut long = Vec::new();
+    for n in 0..64 {
+        let args = json!({"steps": 1000, "delay_ms": 20});
+        long.push(task_id(
+            &rpc(&proxy, &sid, call(n, "long_scan", args)).await,
+        ));
+    }
+    let args = json!({"steps": 1, "delay_ms": 0});
+    let quick = task_id(&rpc(&proxy, &sid, call(100, "long_scan", args)).await);
+    let started = tokio::time::Instant::now();
+    loop {
+        let got = rpc(
+            &proxy,
+            &sid,
+            json!({"jsonrpc": "2.0", "id": 101, "method": "tasks/get", "params": {"taskId": quick}}),
+        )
+        .await;
+        if got["result"]["status"] == "completed" {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "never completed: {got}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let quiet_until = tokio::time::Instant::now() + Duration::from_millis(1500);
+    while let Some(m) = standalone
+        .next_message(quiet_until.saturating_duration_since(tokio::time::Instant::now()))
+        .await
+    {
+        assert_ne!(
+            m["params"]["taskId"],
+            quick.as_str(),
+            "a task past the 64 listened for was told of: {m}"
+        );
+    }
+    for (n, id) in long.iter().enumerate() {
+        let cancel = json!({"jsonrpc": "2.0", "id": 200 + n, "method": "tasks/cancel",
+                            "params": {"taskId": id}});
+        rpc(&proxy, &sid, cancel).await;
+    }
+}
+
 /// The questions of a 2026 upstream's task held by a 2025 session: while the session waits in
 /// `tasks/result`, the question the task asks (`input_required`) reaches it as an
 /// `elicitation/create` of the proxy's, and its answer goes back with `tasks/update`.
