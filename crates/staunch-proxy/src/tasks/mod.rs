@@ -230,17 +230,14 @@ impl UpstreamTasks {
             }
             (e.up.clone(), e.upstream_id.clone())
         };
-        let listen = json!({"notifications": {"taskIds": [upstream_id]}});
-        let get = json!({"taskId": upstream_id});
-        let (listen, get) = match client
-            .with_tasks_extension(listen)
-            .and_then(|listen| Ok((listen, client.with_tasks_extension(get)?)))
-            .and_then(|(listen, get)| {
-                Ok((
-                    client.start_request(SUBSCRIPTIONS_LISTEN, Some(listen), false)?,
-                    get,
-                ))
-            }) {
+        let started = (|| {
+            let listen = json!({"notifications": {"taskIds": [upstream_id]}});
+            let listen = client.with_tasks_extension(listen)?;
+            let get = client.with_tasks_extension(json!({"taskId": upstream_id}))?;
+            let listen = client.start_request(SUBSCRIPTIONS_LISTEN, Some(listen), false)?;
+            Ok::<_, staunch_client::ClientError>((listen, get))
+        })();
+        let (listen, get) = match started {
             Ok(started) => started,
             Err(e) => {
                 return tracing::warn!(task = %upstream_id, error = %e,
@@ -252,14 +249,10 @@ impl UpstreamTasks {
         }
         let (this, client, id) = (self.clone(), client.clone(), id.to_string());
         tokio::spawn(async move {
-            // Bounded: nobody waits on this read.
-            let opts = staunch_client::CallOptions {
-                timeout: Some(LISTENER_READ),
-                max_total: Some(LISTENER_READ),
-                ..request_options(false, CancellationToken::new())
-            };
             let still_listening = || this.lock().get(&id).is_some_and(|e| e.listen.is_some());
-            if let Ok(mut task) = client.request("tasks/get", Some(get), &opts).await
+            if let Ok(mut task) = client
+                .request("tasks/get", Some(get), &unwaited_read())
+                .await
                 && is_terminal(&task)
                 && still_listening()
             {
@@ -357,7 +350,8 @@ impl UpstreamTasks {
                 }
             };
             if terminal {
-                // Nothing more to hear of the task upstream.
+                // Nothing more to hear of the task upstream. (Ended outside the lock: ending it
+                // sends upstream.)
                 let listen = self.lock().get_mut(&id).and_then(|e| e.listen.take());
                 drop(listen);
                 // No progress report of the task after its terminal status.
@@ -396,15 +390,9 @@ impl UpstreamTasks {
             let Ok(client) = up.client().await else {
                 return;
             };
-            // Bounded: nobody waits on this read but the listeners.
-            let opts = staunch_client::CallOptions {
-                timeout: Some(LISTENER_READ),
-                max_total: Some(LISTENER_READ),
-                ..request_options(false, CancellationToken::new())
-            };
             let get = json!({"taskId": upstream_id});
             let ids = (upstream_id.as_str(), id.as_str());
-            if let Ok(detail) = bridged("tasks/get", &client, get, &opts, ids).await {
+            if let Ok(detail) = bridged("tasks/get", &client, get, &unwaited_read(), ids).await {
                 announce(with_id(detail, &upstream_id, &id));
             }
         });
@@ -530,8 +518,18 @@ pub(crate) fn with_id(mut v: Value, upstream_id: &str, id: &str) -> Value {
     v
 }
 
-/// The longest read of an ended upstream task's outcome for its listeners.
+/// The longest read of an upstream task that no request waits on (for its listeners, or to
+/// learn whether it ended before its listen opened).
 const LISTENER_READ: Duration = Duration::from_secs(30);
+
+/// How such a read is made: bounded by [`LISTENER_READ`], with no progress and no cancel.
+fn unwaited_read() -> staunch_client::CallOptions {
+    staunch_client::CallOptions {
+        timeout: Some(LISTENER_READ),
+        max_total: Some(LISTENER_READ),
+        ..request_options(false, CancellationToken::new())
+    }
+}
 
 /// Serves the task methods for the upstream tasks in `tables` — those of the upstreams that
 /// run tasks, in either era's way — in front of the handlers already registered for them, and

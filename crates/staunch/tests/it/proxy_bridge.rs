@@ -765,18 +765,10 @@ async fn a_2025_session_holds_a_2026_upstreams_task_the_2025_way() {
         .and_then(|tools| tools.iter().find(|t| t["name"] == "long_scan"))
         .unwrap_or_else(|| panic!("long_scan is listed: {list}"));
     assert_eq!(scan["execution"]["taskSupport"], "optional", "{scan}");
-    let call = |id: u64, tool: &str, args: Value| {
-        req(
-            id,
-            "tools/call",
-            json!({"name": tool, "arguments": args, "task": {"ttl": 60000}}),
-        )
-    };
-
     let created = rpc(
         &proxy,
         &sid,
-        call(2, "long_scan", json!({"steps": 4, "delay_ms": 30})),
+        call_as_task(2, "long_scan", json!({"steps": 4, "delay_ms": 30})),
     )
     .await;
     let task = &created["result"]["task"];
@@ -810,7 +802,7 @@ async fn a_2025_session_holds_a_2026_upstreams_task_the_2025_way() {
     let long = rpc(
         &proxy,
         &sid,
-        call(5, "import_rows", json!({"rows": 1000, "delay_ms": 20})),
+        call_as_task(5, "import_rows", json!({"rows": 1000, "delay_ms": 20})),
     )
     .await;
     let long = long["result"]["task"]["taskId"]
@@ -824,15 +816,36 @@ async fn a_2025_session_holds_a_2026_upstreams_task_the_2025_way() {
     )
     .await;
     assert_eq!(cancelled["result"]["taskId"], long.as_str(), "{cancelled}");
+    reaches_status(&proxy, &sid, &long, "cancelled").await;
+}
+
+/// A 2025 `tools/call` of `tool` with `args`, asking for a task.
+fn call_as_task(id: u64, tool: &str, args: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+           "params": {"name": tool, "arguments": args, "task": {"ttl": 60000}}})
+}
+
+/// The id of the task a 2025 `tools/call` answer made.
+fn made_task(created: &Value) -> String {
+    created["result"]["task"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a task: {created}"))
+        .to_string()
+}
+
+/// Reads task `id` with the session's `tasks/get` until it is in `status` (20 s at most).
+async fn reaches_status(proxy: &HttpServer, sid: &str, id: &str, status: &str) {
     let started = tokio::time::Instant::now();
     loop {
-        let got = rpc(&proxy, &sid, req(7, "tasks/get", json!({"taskId": long}))).await;
-        if got["result"]["status"] == "cancelled" {
-            break;
+        let get =
+            json!({"jsonrpc": "2.0", "id": 900, "method": "tasks/get", "params": {"taskId": id}});
+        let got = rpc(proxy, sid, get).await;
+        if got["result"]["status"] == status {
+            return;
         }
         assert!(
             started.elapsed() < Duration::from_secs(20),
-            "never cancelled: {got}"
+            "never {status}: {got}"
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -854,18 +867,8 @@ async fn session_with_stream(proxy: &HttpServer) -> (String, crate::common::http
 async fn a_2025_session_hears_a_2026_upstream_tasks_changes() {
     let proxy = proxy_to_a_2026_staunch(&[]).await;
     let (sid, mut standalone) = session_with_stream(&proxy).await;
-    let created = rpc(
-        &proxy,
-        &sid,
-        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-               "params": {"name": "long_scan", "arguments": {"steps": 4, "delay_ms": 100},
-                          "task": {"ttl": 60000}}}),
-    )
-    .await;
-    let id = created["result"]["task"]["taskId"]
-        .as_str()
-        .unwrap_or_else(|| panic!("a task: {created}"))
-        .to_string();
+    let args = json!({"steps": 4, "delay_ms": 100});
+    let id = made_task(&rpc(&proxy, &sid, call_as_task(1, "long_scan", args)).await);
     let until = tokio::time::Instant::now() + Duration::from_secs(20);
     let mut heard = Vec::new();
     loop {
@@ -895,42 +898,15 @@ async fn upstream_task_listens_are_bounded() {
     let workers = ["--job-workers", "80", "--job-max-running-per-owner", "80"];
     let proxy = proxy_to_a_2026_staunch(&workers).await;
     let (sid, mut standalone) = session_with_stream(&proxy).await;
-    let call = |id: u64, tool: &str, args: Value| {
-        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-               "params": {"name": tool, "arguments": args, "task": {"ttl": 60000}}})
-    };
-    let task_id = |created: &Value| {
-        created["result"]["task"]["taskId"]
-            .as_str()
-            .unwrap_or_else(|| panic!("a task: {created}"))
-            .to_string()
-    };
     let mut long = Vec::new();
     for n in 0..64 {
         let args = json!({"steps": 1000, "delay_ms": 20});
-        long.push(task_id(
-            &rpc(&proxy, &sid, call(n, "long_scan", args)).await,
-        ));
+        let created = rpc(&proxy, &sid, call_as_task(n, "long_scan", args)).await;
+        long.push(made_task(&created));
     }
     let args = json!({"steps": 1, "delay_ms": 0});
-    let quick = task_id(&rpc(&proxy, &sid, call(100, "long_scan", args)).await);
-    let started = tokio::time::Instant::now();
-    loop {
-        let got = rpc(
-            &proxy,
-            &sid,
-            json!({"jsonrpc": "2.0", "id": 101, "method": "tasks/get", "params": {"taskId": quick}}),
-        )
-        .await;
-        if got["result"]["status"] == "completed" {
-            break;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "never completed: {got}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let quick = made_task(&rpc(&proxy, &sid, call_as_task(100, "long_scan", args)).await);
+    reaches_status(&proxy, &sid, &quick, "completed").await;
     let quiet_until = tokio::time::Instant::now() + Duration::from_millis(1500);
     while let Some(m) = standalone
         .next_message(quiet_until.saturating_duration_since(tokio::time::Instant::now()))

@@ -308,7 +308,7 @@ async fn apply(events: &dyn EventStore, writes: &mut Vec<EventWrite>, pressure: 
 
 #[cfg(test)]
 mod tests {
-    use staunch_store::{MemoryEventStore, Replay, StoreError};
+    use staunch_store::{MemoryEventStore, Replay};
 
     use super::*;
 
@@ -351,40 +351,15 @@ mod tests {
         ));
     }
 
-    /// The same store seen as one that must be awaited (`in_process` left at its default).
-    struct Awaited(MemoryEventStore);
-
-    #[async_trait::async_trait]
-    impl EventStore for Awaited {
-        async fn create_stream(&self, s: &str, st: &str, now: i64) -> Result<(), StoreError> {
-            self.0.create_stream(s, st, now).await
-        }
-        async fn append(&self, s: &str, st: &str, p: String, n: i64) -> Result<u64, StoreError> {
-            self.0.append(s, st, p, n).await
-        }
-        async fn replay_after(
-            &self,
-            s: &str,
-            st: &str,
-            after: u64,
-            limit: usize,
-        ) -> Result<Replay, StoreError> {
-            self.0.replay_after(s, st, after, limit).await
-        }
-        async fn mark_closed(&self, s: &str, st: &str, now: i64) -> Result<bool, StoreError> {
-            self.0.mark_closed(s, st, now).await
-        }
-        async fn purge(&self, now: i64, age: i64, per: u64) -> Result<u64, StoreError> {
-            self.0.purge(now, age, per).await
-        }
-        async fn delete_session(&self, s: &str) -> Result<u64, StoreError> {
-            self.0.delete_session(s).await
-        }
-    }
-
     #[tokio::test]
     async fn a_store_that_is_awaited_gets_its_writes_in_order_through_the_queue() {
-        let events: Arc<dyn EventStore> = Arc::new(Awaited(MemoryEventStore::new()));
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("events.db");
+        let events = staunch_store::open(path.to_str().unwrap())
+            .await
+            .unwrap()
+            .events;
+        assert!(!events.in_process());
         let batcher = Batcher::start(events.clone(), 1, Metrics::disabled());
         batcher.write(create("a"));
         batcher.write(append("a", "1"));
