@@ -6,8 +6,8 @@
 //! take the next one; for a proxy in front of one upstream that was about a twentieth of what
 //! a forwarded call cost. Here the origin is fixed, so the pool is a stack of idle
 //! connections, and a connection goes back when its response body has been read to the end
-//! (at once when it has none) or dropped; the next checkout waits until hyper's connection
-//! task says it can take a request, or finds it closed.
+//! (at once when it has none) or dropped; a checkout takes one that hyper's connection task
+//! says can take a request now, and opens a new one rather than wait.
 //!
 //! What the general pool guaranteed holds here too:
 //! - A request is sent again on another connection only when it was **not sent** at all (the
@@ -106,7 +106,7 @@ impl Origin {
     pub async fn send(&self, req: Request<ReqBody>) -> Result<Response<PooledBody>, OriginError> {
         let mut req = req;
         loop {
-            let (mut sender, reused) = match self.checkout().await {
+            let (mut sender, reused) = match self.checkout() {
                 Some(sender) => (sender, true),
                 // Boxed: connecting is rare, and its future would make every request's larger.
                 None => (Box::pin(self.connect()).await?, false),
@@ -134,19 +134,29 @@ impl Origin {
         }
     }
 
-    /// An idle connection that can take a request now, dropping the ones that cannot.
-    async fn checkout(&self) -> Option<SendRequest<ReqBody>> {
-        loop {
-            let Idle { mut sender, since } = lock(&self.shared.idle).pop_back()?;
+    /// An idle connection that can take a request now. Closed and expired ones are dropped;
+    /// one whose connection task has not yet said it is ready is kept for later but not
+    /// waited on: a body dropped mid-read leaves that task asleep on its socket until the
+    /// server sends more, which may take seconds (a cancel sent through it would wait as long).
+    fn checkout(&self) -> Option<SendRequest<ReqBody>> {
+        let mut idle = lock(&self.shared.idle);
+        let mut not_yet = Vec::new();
+        let mut found = None;
+        while let Some(Idle { sender, since }) = idle.pop_back() {
             if sender.is_closed() || since.elapsed() >= IDLE_TIMEOUT {
                 continue;
             }
-            // Given back when its last response ended: ready once its connection's task has
-            // seen that end, or closed meanwhile.
-            if sender.ready().await.is_ok() {
-                return Some(sender);
+            if sender.is_ready() {
+                found = Some(sender);
+                break;
             }
+            not_yet.push(Idle { sender, since });
         }
+        // Tried last next time, the oldest in front as before.
+        for c in not_yet {
+            idle.push_front(c);
+        }
+        found
     }
 
     async fn connect(&self) -> Result<SendRequest<ReqBody>, OriginError> {
@@ -223,7 +233,7 @@ impl PooledBody {
 /// A body dropped unread goes back too: hyper's connection task knows whether its response
 /// had ended on the wire (an SSE stream the server closed after the answer, which the reader
 /// stopped at) — then the connection takes the next request — or not, and then it closes the
-/// connection, which the next checkout sees as `ready` failing.
+/// connection, which a checkout sees as closed (and until then as not ready).
 impl Drop for PooledBody {
     fn drop(&mut self) {
         self.give_back();

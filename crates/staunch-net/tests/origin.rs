@@ -190,6 +190,28 @@ async fn a_body_dropped_before_its_end_closes_its_connection() {
     assert_eq!(seen.connections.load(Ordering::SeqCst), 2);
 }
 
+/// The same while its reader waits for the next frame (a request given up on: its task is
+/// dropped mid-read): the next request is answered at once, on another connection, however
+/// long the dropped one's connection task takes to see the drop.
+#[tokio::test]
+async fn a_request_does_not_wait_on_a_connection_whose_body_was_dropped_mid_read() {
+    let (url, _seen, _dropped) = server().await;
+    let origin = origin(&url);
+    let resp = origin.send(request(&url, "/endless")).await.unwrap();
+    let reader = tokio::spawn(async move {
+        let mut body = resp.into_body();
+        while body.frame().await.is_some() {}
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    reader.abort();
+    let _ = reader.await;
+    let next = tokio::time::timeout(Duration::from_secs(5), text(&origin, &url, "/ok")).await;
+    assert_eq!(
+        next.expect("the next request waited on the dropped body's connection"),
+        "ok"
+    );
+}
+
 #[tokio::test]
 async fn a_body_dropped_after_its_end_on_the_wire_keeps_its_connection() {
     let (url, seen, _) = server().await;
