@@ -77,6 +77,12 @@ class CountStatus(TypedDict):
     last_step_unix_ms: int
 
 
+class Exact(TypedDict):
+    zeta: int
+    alpha: int
+    big: int
+
+
 def build_server(port: int = 8000) -> FastMCP:
     mcp = FastMCP(
         "staunch-peer-python",
@@ -122,6 +128,11 @@ def build_server(port: int = 8000) -> FastMCP:
         """Steps slow_count has done for `tag` and when the last one happened (unix ms)."""
         steps, last = STEPS.get(tag or "", [0, 0])
         return CountStatus(tag=tag or "", steps=steps, last_step_unix_ms=last)
+
+    @mcp.tool()
+    def exact_numbers() -> Exact:
+        """Keys out of alphabetical order and 2**70 + 1, beyond 64 bits (a fixture for results passed on unchanged)."""
+        return Exact(zeta=1, alpha=2, big=2**70 + 1)
 
     @mcp.tool()
     async def progress_flood(reports: int, ctx: Context) -> str:

@@ -4,15 +4,17 @@
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, OnceLock};
 
+use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 use staunch_protocol::mcp::{ProgressToken, methods};
+use staunch_protocol::raw::to_value;
 use staunch_protocol::{RequestId, notification_bytes, request_bytes};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use crate::era::{Dialect, ResultType, ServerInfo, mcp_name};
 use crate::inbox::{Inbox, Route};
-use crate::router::{Answer, Inbound, Registration, Router};
+use crate::router::{Answer, Inbound, Registration, ReplyReceiver, Router};
 use crate::transport::http::HttpEndpoint;
 use crate::transport::{Outgoing, Transport};
 use crate::{CallOptions, ClientError, ConnectOptions, LateResponse, Observed, Progress};
@@ -34,7 +36,7 @@ impl crate::timeout::Waiting for PendingRequest {
     fn channels(
         &mut self,
     ) -> (
-        &mut oneshot::Receiver<Result<Value, ClientError>>,
+        &mut ReplyReceiver,
         Option<&mut mpsc::UnboundedReceiver<Progress>>,
     ) {
         (&mut self.reply, self.progress.as_mut())
@@ -335,7 +337,7 @@ pub struct PendingRequest {
     inner: Arc<Inner>,
     id: RequestId,
     token: Option<ProgressToken>,
-    reply: oneshot::Receiver<Result<Value, ClientError>>,
+    reply: ReplyReceiver,
     progress: Option<mpsc::UnboundedReceiver<Progress>>,
     sent_at: Instant,
     finished: bool,
@@ -373,7 +375,8 @@ impl PendingRequest {
         opts: &CallOptions,
         mut on_progress: impl FnMut(&Progress) + Send,
     ) -> Result<Value, ClientError> {
-        crate::timeout::wait(&mut self, opts, &mut on_progress).await
+        let r = crate::timeout::wait(&mut self, opts, &mut on_progress).await;
+        r.map(|raw| to_value(&raw))
     }
 
     /// Like [`wait`](Self::wait), but borrows the request: a wait given up before the answer
@@ -385,17 +388,39 @@ impl PendingRequest {
         opts: &CallOptions,
         mut on_progress: impl FnMut(&Progress) + Send,
     ) -> Result<Value, ClientError> {
-        crate::timeout::wait(self, opts, &mut on_progress).await
+        let r = crate::timeout::wait(self, opts, &mut on_progress).await;
+        r.map(|raw| to_value(&raw))
     }
 
     /// Like [`wait`](Self::wait), but keeps the request's progress subscription alive after
     /// the answer, when the request asked for progress: a 2025-11-25 task's progress outlives
     /// the `tools/call` that created it (its token stays valid until the task ends).
     pub async fn wait_keeping_progress(
-        mut self,
+        self,
         opts: &CallOptions,
         on_progress: &mut (dyn FnMut(&Progress) + Send),
     ) -> (Result<Value, ClientError>, Option<ProgressStream>) {
+        let (r, progress) = self.wait_raw_keeping_progress(opts, on_progress).await;
+        (r.map(|raw| to_value(&raw)), progress)
+    }
+
+    /// Like [`wait_borrowed`](Self::wait_borrowed), the answer as the text it arrived as: a
+    /// proxy passes it on unread, every key and number as the server wrote them.
+    pub async fn wait_raw_borrowed(
+        &mut self,
+        opts: &CallOptions,
+        mut on_progress: impl FnMut(&Progress) + Send,
+    ) -> Result<Box<RawValue>, ClientError> {
+        crate::timeout::wait(self, opts, &mut on_progress).await
+    }
+
+    /// Like [`wait_keeping_progress`](Self::wait_keeping_progress), the answer as the text it
+    /// arrived as.
+    pub async fn wait_raw_keeping_progress(
+        mut self,
+        opts: &CallOptions,
+        on_progress: &mut (dyn FnMut(&Progress) + Send),
+    ) -> (Result<Box<RawValue>, ClientError>, Option<ProgressStream>) {
         let r = crate::timeout::wait(&mut self, opts, on_progress).await;
         let sub = match (self.progress.take(), self.token.take()) {
             (Some(rx), Some(token)) => Some(ProgressStream {

@@ -12,8 +12,10 @@ use foldhash::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 use staunch_protocol::mcp::{ProgressParams, ProgressToken, methods};
+use staunch_protocol::raw::{Incoming, to_value};
 use staunch_protocol::{ErrorObject, Message, RequestId, codes, error_response_bytes};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
@@ -28,8 +30,9 @@ const MAX_LATE: usize = 256;
 /// What a transport hands the router.
 #[derive(Debug)]
 pub(crate) enum Inbound {
-    /// A message from the server, and the request whose response stream carried it (HTTP).
-    Message(Message, Option<RequestId>),
+    /// A message from the server (a response's result as the text it arrived as), and the
+    /// request whose response stream carried it (HTTP).
+    Message(Incoming, Option<RequestId>),
     /// The transport could not deliver an answer to this request.
     Failed { id: RequestId, error: ClientError },
     /// The connection is gone.
@@ -97,7 +100,10 @@ pub(crate) enum Answer {
     Later(futures_util::future::BoxFuture<'static, Vec<u8>>),
 }
 
-type Reply = oneshot::Sender<Result<Value, ClientError>>;
+type Reply = oneshot::Sender<Result<Box<RawValue>, ClientError>>;
+
+/// Where a request's answer arrives: its result as the text it came as, or why there is none.
+pub(crate) type ReplyReceiver = oneshot::Receiver<Result<Box<RawValue>, ClientError>>;
 
 #[derive(Default)]
 struct Routes {
@@ -121,7 +127,7 @@ pub(crate) struct Router {
 
 /// A registered request: where its answer and its progress will arrive.
 pub(crate) struct Registration {
-    pub reply: oneshot::Receiver<Result<Value, ClientError>>,
+    pub reply: ReplyReceiver,
     pub progress: Option<mpsc::UnboundedReceiver<Progress>>,
 }
 
@@ -246,18 +252,24 @@ impl Router {
         st.late_feeds.clear();
     }
 
-    fn on_message(&self, msg: Message, stream_of: Option<RequestId>) -> Option<Answer> {
+    fn on_message(&self, msg: Incoming, stream_of: Option<RequestId>) -> Option<Answer> {
         let at = Instant::now();
         let mut st = self.lock();
-        st.taps.retain(|t| {
-            t.send(Observed {
-                at,
-                msg: msg.clone(),
-            })
-            .is_ok()
-        });
-        match msg {
-            Message::Response(r) => {
+        if !st.taps.is_empty() {
+            let seen = match &msg {
+                Incoming::Response(r) => Message::Response(r.clone().into_response()),
+                Incoming::Other(m) => m.clone(),
+            };
+            st.taps.retain(|t| {
+                t.send(Observed {
+                    at,
+                    msg: seen.clone(),
+                })
+                .is_ok()
+            });
+        }
+        let msg = match msg {
+            Incoming::Response(r) => {
                 if let Some(tx) = st.pending.remove(&r.id) {
                     let _ = tx.send(r.outcome.map_err(ClientError::Rpc));
                 } else if let Some(when) = st.abandoned.remove(&r.id) {
@@ -266,7 +278,7 @@ impl Router {
                         id: r.id,
                         at,
                         since_abandoned: at.saturating_duration_since(when),
-                        outcome: r.outcome,
+                        outcome: r.outcome.map(|raw| to_value(&raw)),
                     };
                     let feed = Late::Response(late.clone());
                     st.late_feeds.retain(|f| f.send(feed.clone()).is_ok());
@@ -277,8 +289,13 @@ impl Router {
                 } else {
                     tracing::debug!(id = %r.id, "response to an unknown request id");
                 }
-                None
+                return None;
             }
+            Incoming::Other(m) => m,
+        };
+        match msg {
+            // `parse_incoming` reads every response as `Incoming::Response`.
+            Message::Response(_) => None,
             Message::Notification(n) => {
                 if n.method == methods::PROGRESS {
                     let parsed = n

@@ -73,6 +73,17 @@ impl SseParser {
     /// Feeds a chunk; returns the events it completed.
     pub fn feed(&mut self, chunk: &[u8]) -> Result<Vec<SseEvent>, SseTooLarge> {
         let mut out = Vec::new();
+        self.feed_into(chunk, &mut out)?;
+        Ok(out)
+    }
+
+    /// Feeds a chunk; the events it completed go to `out` (a reader's queue: no list is made
+    /// per chunk).
+    pub fn feed_into(
+        &mut self,
+        chunk: &[u8],
+        out: &mut impl Extend<SseEvent>,
+    ) -> Result<(), SseTooLarge> {
         let mut rest = chunk;
         if self.after_cr {
             self.after_cr = false;
@@ -104,14 +115,14 @@ impl SseParser {
                 ev
             };
             if let Some(ev) = ev {
-                out.push(ev);
+                out.extend([ev]);
             }
         }
         self.line.extend_from_slice(rest);
         if self.line.len() + self.data.len() > MAX_EVENT_BYTES {
             return Err(SseTooLarge);
         }
-        Ok(out)
+        Ok(())
     }
 
     fn on_line(&mut self, line: &[u8]) -> Option<SseEvent> {

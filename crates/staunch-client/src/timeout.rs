@@ -4,11 +4,12 @@
 
 use std::future::pending;
 
-use serde_json::Value;
+use serde_json::value::RawValue;
 use tokio::time::{Instant, sleep_until};
 
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 
+use crate::router::ReplyReceiver;
 use crate::{CallOptions, ClientError, Progress};
 
 /// A request waiting for its answer, as the wait sees it (the client's pending request
@@ -20,7 +21,7 @@ pub(crate) trait Waiting {
     fn channels(
         &mut self,
     ) -> (
-        &mut oneshot::Receiver<Result<Value, ClientError>>,
+        &mut ReplyReceiver,
         Option<&mut mpsc::UnboundedReceiver<Progress>>,
     );
     /// The answer arrived: nothing to cancel any more.
@@ -30,7 +31,7 @@ pub(crate) trait Waiting {
 }
 
 enum Event {
-    Reply(Result<Value, ClientError>),
+    Reply(Result<Box<RawValue>, ClientError>),
     Progress(Progress),
     Deadline,
     Cancel,
@@ -41,7 +42,7 @@ pub(crate) async fn wait(
     p: &mut impl Waiting,
     opts: &CallOptions,
     on_progress: &mut (dyn FnMut(&Progress) + Send),
-) -> Result<Value, ClientError> {
+) -> Result<Box<RawValue>, ClientError> {
     let sent = p.sent_at();
     let hard = opts.max_total.map(|d| sent + d);
     let mut idle = opts.timeout.map(|d| sent + d);

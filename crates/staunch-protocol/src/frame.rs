@@ -17,15 +17,19 @@
 
 use std::fmt;
 
-use serde::de::{self, Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use std::marker::PhantomData;
+
+use serde::de::{
+    self, Deserialize, DeserializeOwned, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor,
+};
 use serde_json::Value;
 
 use crate::request_id::RequestId;
 
 /// What the top level of a frame was.
-pub(crate) enum Frame {
+pub(crate) enum Frame<R> {
     /// An object: its envelope.
-    Object(Envelope),
+    Object(Envelope<R>),
     /// An array (a batch).
     Array,
     /// A string, a number, a boolean or null.
@@ -33,17 +37,29 @@ pub(crate) enum Frame {
 }
 
 /// The fields of a frame object that the classification reads; `None` where the key was
-/// absent.
-#[derive(Default)]
-pub(crate) struct Envelope {
+/// absent. A response's result is read as an `R`: a value tree, or the text it arrived as.
+pub(crate) struct Envelope<R> {
     pub(crate) id: Option<IdField>,
     /// Whether `jsonrpc` was the string `"2.0"`.
     pub(crate) version_ok: Option<bool>,
     /// The method when it was a string, `Err` when it was something else.
     pub(crate) method: Option<Result<String, ()>>,
     pub(crate) params: Option<Value>,
-    pub(crate) result: Option<Value>,
+    pub(crate) result: Option<R>,
     pub(crate) error: Option<Value>,
+}
+
+impl<R> Default for Envelope<R> {
+    fn default() -> Self {
+        Self {
+            id: None,
+            version_ok: None,
+            method: None,
+            params: None,
+            result: None,
+            error: None,
+        }
+    }
 }
 
 /// An `id` as sent.
@@ -55,7 +71,7 @@ pub(crate) enum IdField {
 }
 
 /// Reads one frame. `Err` only for text that is not JSON (or not UTF-8).
-pub(crate) fn read(frame: &[u8]) -> Result<Frame, serde_json::Error> {
+pub(crate) fn read<R: DeserializeOwned>(frame: &[u8]) -> Result<Frame<R>, serde_json::Error> {
     // The whole frame is checked for UTF-8 once (fast, and it keeps "not UTF-8 anywhere is a
     // parse error" although skipped values are not decoded), so the parser can read it as str.
     let text = std::str::from_utf8(frame).map_err(|e| {
@@ -64,22 +80,22 @@ pub(crate) fn read(frame: &[u8]) -> Result<Frame, serde_json::Error> {
     serde_json::from_str(text)
 }
 
-impl<'de> Deserialize<'de> for Frame {
+impl<'de, R: DeserializeOwned> Deserialize<'de> for Frame<R> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(FrameVisitor)
+        d.deserialize_any(FrameVisitor(PhantomData))
     }
 }
 
-struct FrameVisitor;
+struct FrameVisitor<R>(PhantomData<R>);
 
-impl<'de> Visitor<'de> for FrameVisitor {
-    type Value = Frame;
+impl<'de, R: DeserializeOwned> Visitor<'de> for FrameVisitor<R> {
+    type Value = Frame<R>;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("a JSON-RPC message")
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Frame, A::Error> {
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Frame<R>, A::Error> {
         let mut env = Envelope::default();
         while let Some(key) = map.next_key::<Key>()? {
             match key {
@@ -97,32 +113,32 @@ impl<'de> Visitor<'de> for FrameVisitor {
         Ok(Frame::Object(env))
     }
 
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Frame, A::Error> {
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Frame<R>, A::Error> {
         drain_seq(seq)?;
         Ok(Frame::Array)
     }
 
-    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Frame, E> {
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Frame<R>, E> {
         Ok(Frame::Scalar)
     }
 
-    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Frame, E> {
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Frame<R>, E> {
         Ok(Frame::Scalar)
     }
 
-    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Frame, E> {
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Frame<R>, E> {
         Ok(Frame::Scalar)
     }
 
-    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Frame, E> {
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Frame<R>, E> {
         Ok(Frame::Scalar)
     }
 
-    fn visit_str<E: de::Error>(self, _: &str) -> Result<Frame, E> {
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<Frame<R>, E> {
         Ok(Frame::Scalar)
     }
 
-    fn visit_unit<E: de::Error>(self) -> Result<Frame, E> {
+    fn visit_unit<E: de::Error>(self) -> Result<Frame<R>, E> {
         Ok(Frame::Scalar)
     }
 }

@@ -3,11 +3,14 @@
 use std::borrow::Cow;
 use std::fmt;
 
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 use crate::codes;
 use crate::frame::{Envelope, Frame, IdField};
+use crate::raw::{Incoming, RawResponse};
 pub use crate::request_id::RequestId;
 
 /// A JSON-RPC error object.
@@ -186,6 +189,28 @@ pub fn method_label(method: &str) -> &str {
 
 /// Reads one frame (one JSON value) as a JSON-RPC message; batches and scalars are refused.
 pub fn parse_message(frame: &[u8]) -> Result<Message, FrameError> {
+    Ok(match read::<Value>(frame)? {
+        Classified::Response(id, outcome) => Message::Response(Response { id, outcome }),
+        Classified::Other(m) => m,
+    })
+}
+
+/// [`parse_message`] for a reader that passes results on: a response's result is kept as the
+/// text it arrived as (see [`crate::raw`]).
+pub fn parse_incoming(frame: &[u8]) -> Result<Incoming, FrameError> {
+    Ok(match read::<Box<RawValue>>(frame)? {
+        Classified::Response(id, outcome) => Incoming::Response(RawResponse { id, outcome }),
+        Classified::Other(m) => Incoming::Other(m),
+    })
+}
+
+/// A frame read, its response's result an `R`.
+enum Classified<R> {
+    Response(RequestId, Result<R, ErrorObject>),
+    Other(Message),
+}
+
+fn read<R: DeserializeOwned>(frame: &[u8]) -> Result<Classified<R>, FrameError> {
     match crate::frame::read(frame).map_err(|e| FrameError::Parse(e.to_string()))? {
         Frame::Object(env) => classify(env),
         Frame::Array => Err(invalid(None, "JSON-RPC batches are not supported")),
@@ -193,7 +218,7 @@ pub fn parse_message(frame: &[u8]) -> Result<Message, FrameError> {
     }
 }
 
-fn classify(env: Envelope) -> Result<Message, FrameError> {
+fn classify<R>(env: Envelope<R>) -> Result<Classified<R>, FrameError> {
     // Read the id first so every later error can carry it.
     let id = match env.id {
         None => None,
@@ -212,10 +237,10 @@ fn classify(env: Envelope) -> Result<Message, FrameError> {
         Some(_) => return Err(invalid(id, "params must be an object or an array")),
     };
     match env.method {
-        Some(Ok(method)) => Ok(match id {
+        Some(Ok(method)) => Ok(Classified::Other(match id {
             Some(id) => Message::Request(Request { id, method, params }),
             None => Message::Notification(Notification { method, params }),
-        }),
+        })),
         Some(Err(())) => Err(invalid(id, "method must be a string")),
         None => {
             let Some(id) = id else {
@@ -225,15 +250,9 @@ fn classify(env: Envelope) -> Result<Message, FrameError> {
                 ));
             };
             match (env.result, env.error) {
-                (Some(result), None) => Ok(Message::Response(Response {
-                    id,
-                    outcome: Ok(result),
-                })),
+                (Some(result), None) => Ok(Classified::Response(id, Ok(result))),
                 (None, Some(error)) => match serde_json::from_value::<ErrorObject>(error) {
-                    Ok(e) => Ok(Message::Response(Response {
-                        id,
-                        outcome: Err(e),
-                    })),
+                    Ok(e) => Ok(Classified::Response(id, Err(e))),
                     Err(e) => Err(invalid(Some(id), format!("malformed error object: {e}"))),
                 },
                 _ => Err(invalid(

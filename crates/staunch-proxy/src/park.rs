@@ -102,7 +102,7 @@ impl AskingCall {
 /// How a stretch of an asking call ended.
 pub(crate) enum Step {
     /// The upstream answered (or the wait ended: cancel, a lost connection).
-    Ended(Result<Value, ClientError>),
+    Ended(Result<Box<serde_json::value::RawValue>, ClientError>),
     /// The upstream asked a question this round's client has not answered: park the call and
     /// end the round.
     Parked(Box<AskingCall>),
@@ -110,7 +110,7 @@ pub(crate) enum Step {
 
 /// What the wait for the upstream saw first.
 enum Next {
-    Ended(Result<Value, ClientError>),
+    Ended(Result<Box<serde_json::value::RawValue>, ClientError>),
     Question(Question),
 }
 
@@ -141,7 +141,7 @@ pub(crate) async fn go_on(
             continue;
         }
         let next = tokio::select! {
-            r = call.pending.wait_borrowed(opts, &mut on_progress) => Next::Ended(r),
+            r = call.pending.wait_raw_borrowed(opts, &mut on_progress) => Next::Ended(r),
             Some(q) = call.questions.recv() => Next::Question(q),
         };
         match next {

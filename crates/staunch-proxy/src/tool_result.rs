@@ -2,35 +2,63 @@
 //! the upstream wrote reaches the client — annotations, `_meta`, `structuredContent`, content
 //! types and keys staunch does not model — except what describes the upstream's own hop.
 
-use serde_json::Value;
-use staunch_server::{CallToolResult, ToolError};
+use std::borrow::Cow;
 
-/// The result the upstream sent, as the client gets it: every field it carried, except what
-/// describes the upstream's hop rather than this one (its `resultType`, which the server
-/// writes again for a 2026-07-28 client, and the protocol's keys in `_meta`).
-pub(crate) fn forwarded_result(v: Value) -> Result<Value, ToolError> {
-    let Value::Object(mut result) = v else {
+use serde_json::Value;
+use serde_json::value::RawValue;
+use staunch_protocol::raw::RawObject;
+use staunch_server::{CallToolResult, JsonToolResult, ToolError};
+
+/// The result the upstream sent, as the client gets it: its text, every field it carried in
+/// the order it wrote them, except what describes the upstream's hop rather than this one (its
+/// `resultType`, which the server writes again for a 2026-07-28 client, and the protocol's
+/// keys in `_meta`). Only the top level, and `_meta` when it is there, are read; a result
+/// that names neither (a 2025-11-25 upstream's, nearly always) is passed on as it came.
+pub(crate) fn forwarded_result(raw: Box<RawValue>) -> Result<JsonToolResult, ToolError> {
+    // Either key in a string of the result only costs the edit below, which changes nothing.
+    let text = raw.get();
+    if !text.contains("\"resultType\"") && !text.contains(PROTOCOL_META_PREFIX) {
+        return JsonToolResult::from_raw(raw)
+            .ok_or_else(|| unreadable("not an object with a content array"));
+    }
+    let Some(mut result) = RawObject::parse(&raw) else {
         return Err(unreadable("not an object"));
     };
-    match result.remove("resultType") {
-        Some(Value::String(rt)) if rt != "complete" => {
-            return Ok(error_value(format!(
-                "the upstream answered with resultType {rt:?} (it asks for input or made a \
-                 task), which staunch proxy does not bridge here"
-            )));
+    if let Some(rt) = result.get("resultType") {
+        match serde_json::from_str::<Cow<'_, str>>(rt.get()) {
+            Ok(rt) if rt != "complete" => {
+                return Ok(error_result(format!(
+                    "the upstream answered with resultType {rt:?} (it asks for input or made a \
+                     task), which staunch proxy does not bridge here"
+                )));
+            }
+            _ => {}
         }
-        _ => {}
+        result.remove("resultType");
     }
-    if !result.get("content").is_some_and(Value::is_array) {
-        return Err(unreadable("no content array"));
-    }
-    if let Some(Value::Object(meta)) = result.get_mut("_meta") {
-        meta.retain(|k, _| !k.starts_with(PROTOCOL_META_PREFIX));
-        if meta.is_empty() {
+    // `Some(None)`: `_meta` held only the protocol's keys; `Some(Some(m))`: the rest of it.
+    let meta = result
+        .get("_meta")
+        .and_then(RawObject::parse)
+        .and_then(|mut meta| {
+            let before = meta.len();
+            meta.retain(|k| !k.starts_with(PROTOCOL_META_PREFIX));
+            (meta.len() != before).then(|| (!meta.is_empty()).then(|| meta.to_raw()))
+        });
+    match meta {
+        Some(Some(rest)) => result.set("_meta", Cow::Owned(rest)),
+        Some(None) => {
             result.remove("_meta");
         }
+        None => {}
     }
-    Ok(Value::Object(result))
+    JsonToolResult::from_object(&result).ok_or_else(|| unreadable("no content array"))
+}
+
+/// [`forwarded_result`] of a result read into a value already (a task's).
+pub(crate) fn forwarded_value(v: Value) -> Result<Value, ToolError> {
+    let raw = serde_json::value::to_raw_value(&v).map_err(|e| unreadable(&e.to_string()))?;
+    forwarded_result(raw).map(|r| r.to_value())
 }
 
 /// An internal error for a result the proxy cannot pass on, saying `why`.
@@ -40,9 +68,9 @@ pub(crate) fn unreadable(why: &str) -> ToolError {
     ))
 }
 
-/// A tool execution error (`isError: true`) as JSON.
-pub(crate) fn error_value(message: String) -> Value {
-    serde_json::to_value(CallToolResult::error(message)).unwrap_or_default()
+/// A tool execution error (`isError: true`).
+pub(crate) fn error_result(message: String) -> JsonToolResult {
+    JsonToolResult::from_result(&CallToolResult::error(message))
 }
 
 /// `_meta` keys the protocol reserves for each hop (`io.modelcontextprotocol/serverInfo`, …).
@@ -68,6 +96,10 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    fn raw(v: &str) -> Box<RawValue> {
+        RawValue::from_string(v.to_string()).unwrap()
+    }
+
     #[test]
     fn a_forwarded_result_keeps_every_field_but_the_upstreams_hop() {
         let upstream = json!({
@@ -85,27 +117,40 @@ mod tests {
         let mut want = upstream.clone();
         want.as_object_mut().unwrap().remove("resultType");
         want["_meta"] = json!({"x.example/trace": "t1"});
-        assert_eq!(forwarded_result(upstream).unwrap(), want);
+        assert_eq!(forwarded_value(upstream).unwrap(), want);
 
-        let only_hop = json!({"content": [], "_meta": {"io.modelcontextprotocol/serverInfo": {}}});
-        assert_eq!(forwarded_result(only_hop).unwrap(), json!({"content": []}));
+        let only_hop =
+            raw(r#"{"content": [], "_meta": {"io.modelcontextprotocol/serverInfo": {}}}"#);
+        assert_eq!(
+            forwarded_result(only_hop).unwrap().as_raw().get(),
+            r#"{"content":[]}"#
+        );
+    }
+
+    /// The upstream's text as it wrote it: its key order, and numbers a value tree would round
+    /// or rewrite.
+    #[test]
+    fn a_forwarded_result_is_the_upstreams_text() {
+        let text = r#"{"structuredContent":{"zeta":1,"alpha":[1e+21, 12345678901234567890123]},"content":[{"type":"text","text":"x"}],"isError":false}"#;
+        let r = forwarded_result(raw(text)).unwrap();
+        assert_eq!(r.as_raw().get(), text);
+        assert!(!r.is_error());
+        let failed = forwarded_result(raw(r#"{"content":[],"isError":true}"#)).unwrap();
+        assert!(failed.is_error());
     }
 
     #[test]
     fn a_result_that_is_not_one_is_an_error_and_not_a_complete_one_is_said_so() {
-        for bad in [
-            json!([]),
-            json!({"text": "no content"}),
-            json!({"content": "x"}),
-        ] {
-            let e = forwarded_result(bad.clone()).unwrap_err();
+        for bad in [r#"[]"#, r#"{"text": "no content"}"#, r#"{"content": "x"}"#] {
+            let e = forwarded_result(raw(bad)).unwrap_err();
             assert!(
                 e.to_string().contains("unreadable tool result"),
                 "{bad}: {e}"
             );
         }
-        let task = forwarded_result(json!({"resultType": "task", "task": {}})).unwrap();
-        assert_eq!(task["isError"], true, "{task}");
+        let task = forwarded_result(raw(r#"{"resultType": "task", "task": {}}"#)).unwrap();
+        assert!(task.is_error());
+        let task = task.to_value();
         assert!(
             task["content"][0]["text"]
                 .as_str()

@@ -335,8 +335,9 @@ fn extension_task_work(
                     let fut = entry.handler.call_json(ctx, args2);
                     Box::pin(async move {
                         match fut.await {
+                            Ok(r) => Ok(r.to_value()),
                             Err(ToolError::Tool(m)) => Ok(to_value(&CallToolResult::error(m))),
-                            other => other,
+                            Err(e) => Err(e),
                         }
                     })
                 }

@@ -474,7 +474,8 @@ impl ServerBuilder {
         Server {
             inner: Arc::new(ServerInner {
                 answer_keys: AnswerKeys {
-                    server_info_json: serde_json::to_vec(&server_info_value).unwrap_or_default(),
+                    server_info_json: serde_json::value::to_raw_value(&server_info_value)
+                        .unwrap_or_default(),
                     server_info: server_info_value,
                     list_ttl_ms: self.config.list_ttl_ms,
                 },

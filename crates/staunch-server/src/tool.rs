@@ -16,6 +16,7 @@ use staunch_protocol::mcp::{CallToolResult, Tool};
 
 use crate::context::Context;
 use crate::error::ToolError;
+use crate::json_result::JsonToolResult;
 
 /// How the runtime treats a tool on cancel and timeout (DESIGN.md, "Tool shapes").
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -273,12 +274,13 @@ pub trait ToolHandler: Send + Sync + 'static {
     /// `_meta`'s `serverInfo` in 2026-07-28). A [`ToolError::Tool`] still becomes an
     /// `isError` result. Called instead of [`call`](Self::call) when
     /// [`answers_json`](Self::answers_json) says so; by default, `call`'s result serialised.
-    fn call_json(&self, ctx: Context, args: Value) -> BoxFuture<'static, Result<Value, ToolError>> {
+    fn call_json(
+        &self,
+        ctx: Context,
+        args: Value,
+    ) -> BoxFuture<'static, Result<JsonToolResult, ToolError>> {
         let call = self.call(ctx, args);
-        Box::pin(async move {
-            call.await
-                .map(|r| serde_json::to_value(r).unwrap_or_default())
-        })
+        Box::pin(async move { call.await.map(|r| JsonToolResult::from_result(&r)) })
     }
 }
 

@@ -157,6 +157,24 @@ impl Resp {
         (notes, Value::Null)
     }
 
+    /// The answer as the text the server wrote: a JSON body, or the data of the stream's
+    /// first event that is not a notification (bounded by `limit`); empty when none came.
+    pub async fn answer_text(mut self, limit: Duration) -> String {
+        let sse = self
+            .header("content-type")
+            .is_some_and(|c| c.starts_with("text/event-stream"));
+        if !sse {
+            return self.text().await;
+        }
+        for e in self.events_until_end(limit).await {
+            let v = e.json();
+            if v.is_object() && v.get("method").is_none() {
+                return e.data;
+            }
+        }
+        String::new()
+    }
+
     /// Every event until the stream ends (bounded by `limit`).
     pub async fn events_until_end(&mut self, limit: Duration) -> Vec<Event> {
         let end = Instant::now() + limit;

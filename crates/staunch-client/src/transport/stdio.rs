@@ -7,7 +7,7 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use staunch_protocol::parse_message;
+use staunch_protocol::parse_incoming;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
@@ -261,7 +261,7 @@ async fn read_loop<R: AsyncBufRead + Unpin>(mut r: R, inbound: Inbox, tail: Opti
         if frame.is_empty() {
             continue;
         }
-        match parse_message(frame) {
+        match parse_incoming(frame) {
             Ok(msg) => {
                 if !inbound.deliver(Inbound::Message(msg, None)) {
                     return;

@@ -68,14 +68,13 @@ impl JobBody for UpstreamJob {
             .await;
             match outcome {
                 Outcome::Answered(v) => {
-                    if v["isError"].as_bool() == Some(true) {
-                        return Err(JobError::Failed(content_text(&v)));
-                    }
-                    let mut result =
+                    let result =
                         forwarded_result(v).map_err(|e| JobError::Failed(e.to_string()))?;
-                    if result["isError"].as_bool() == Some(true) {
-                        return Err(JobError::Failed(content_text(&result)));
+                    let mut result_value = result.to_value();
+                    if result.is_error() {
+                        return Err(JobError::Failed(content_text(&result_value)));
                     }
+                    let result = &mut result_value;
                     Ok(match result.get_mut("structuredContent") {
                         Some(structured) => structured.take(),
                         None => json!({"content": result["content"].take()}),

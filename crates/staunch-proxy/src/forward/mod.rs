@@ -20,18 +20,20 @@ mod task;
 use std::sync::Arc;
 
 use futures_util::future::BoxFuture;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 use staunch_client::{CallOptions, ClientError, Progress, ProgressStream};
 use staunch_protocol::RequestId;
 use staunch_protocol::mcp::methods;
-use staunch_server::{CallToolResult, Context, ToolError, ToolHandler};
+use staunch_protocol::raw::{RawObject, to_value};
+use staunch_server::{CallToolResult, Context, JsonToolResult, ToolError, ToolHandler};
 use tokio_util::sync::CancellationToken;
 
 use crate::ask::ask_downstream;
 use crate::park::{self, AskingCall, Lot};
 use crate::pool::Pool;
 use crate::stop::{Stopper, end_own_process};
-use crate::tool_result::{error_value, forwarded_result, unreadable};
+use crate::tool_result::{error_result, forwarded_result, unreadable};
 use crate::upstream::{Upstream, request_options};
 
 pub use job::UpstreamJob;
@@ -56,7 +58,8 @@ fn call_params(tool: &str, args: Value, meta: Option<&Value>) -> Value {
 
 /// How a forwarded call ended, before it is shaped for a tool or a job.
 enum Outcome {
-    Answered(Value),
+    /// The upstream's result, as the text it sent.
+    Answered(Box<RawValue>),
     /// Asking the downstream client failed, or (2026 client) its answers are still to come.
     Asked(ToolError),
     Refused(staunch_protocol::ErrorObject),
@@ -215,12 +218,14 @@ async fn forward_on(
             Err(ClientError::Cancelled) => return Outcome::Cancelled,
             Err(e) => return Outcome::Failed(gone(up.name(), &e)),
         };
-        let (Some(ctx), Some(base)) = (
-            ctx.filter(|_| v["resultType"] == "input_required"),
-            base.as_ref(),
-        ) else {
+        // Only a 2026-07-28 upstream (`base`) asks for input in its result.
+        let asking = base
+            .as_ref()
+            .and_then(|base| ctx.filter(|_| asks_for_input(&v)).map(|ctx| (ctx, base)));
+        let Some((ctx, base)) = asking else {
             return Outcome::Answered(v);
         };
+        let v = to_value(&v);
         let answers = match Box::pin(ask_downstream(ctx, &v)).await {
             Ok(a) => a,
             Err(e) => return Outcome::Asked(e),
@@ -252,6 +257,16 @@ async fn go_on_asking(
     }
 }
 
+/// Whether a (2026-07-28) result asks for input: its `resultType`, read where it lies.
+fn asks_for_input(result: &RawValue) -> bool {
+    RawObject::parse(result)
+        .and_then(|r| {
+            r.get("resultType")
+                .map(|t| t.get() == r#""input_required""#)
+        })
+        .unwrap_or(false)
+}
+
 /// Input rounds bridged per call, as the client library allows.
 const MAX_INPUT_ROUNDS: usize = staunch_client::input::MAX_ROUNDS;
 
@@ -277,7 +292,7 @@ async fn send_tracked(
     params: Value,
     opts: &CallOptions,
     on_progress: impl FnMut(&Progress) + Send,
-) -> Result<Value, ClientError> {
+) -> Result<Box<RawValue>, ClientError> {
     send_tracked_keeping(up, client, ctx, tool, params, opts, on_progress)
         .await
         .0
@@ -293,7 +308,7 @@ async fn send_tracked_keeping(
     params: Value,
     opts: &CallOptions,
     mut on_progress: impl FnMut(&Progress) + Send,
-) -> (Result<Value, ClientError>, Option<ProgressStream>) {
+) -> (Result<Box<RawValue>, ClientError>, Option<ProgressStream>) {
     let pending = match client.start_request(methods::TOOLS_CALL, Some(params), opts.progress) {
         Ok(p) => p,
         Err(e) => return (Err(e), None),
@@ -302,7 +317,9 @@ async fn send_tracked_keeping(
         (Some(ctx), RequestId::Number(n)) => Some(up.calls().track(*n, ctx, tool)),
         _ => None,
     };
-    let (r, progress) = pending.wait_keeping_progress(opts, &mut on_progress).await;
+    let (r, progress) = pending
+        .wait_raw_keeping_progress(opts, &mut on_progress)
+        .await;
     // Only a cancel leaves the upstream request abandoned (its late answer is logged).
     if !matches!(r, Err(ClientError::Cancelled))
         && let Some(t) = tracked
@@ -373,7 +390,7 @@ impl ToolHandler for ForwardTool {
     ) -> BoxFuture<'static, Result<CallToolResult, ToolError>> {
         let call = self.call_json(ctx, args);
         Box::pin(async move {
-            serde_json::from_value(call.await?).map_err(|e| unreadable(&e.to_string()))
+            serde_json::from_str(call.await?.as_raw().get()).map_err(|e| unreadable(&e.to_string()))
         })
     }
 
@@ -407,7 +424,11 @@ impl ToolHandler for ForwardTool {
         self.under_extension(ctx, args)
     }
 
-    fn call_json(&self, ctx: Context, args: Value) -> BoxFuture<'static, Result<Value, ToolError>> {
+    fn call_json(
+        &self,
+        ctx: Context,
+        args: Value,
+    ) -> BoxFuture<'static, Result<JsonToolResult, ToolError>> {
         let this = self.clone();
         Box::pin(async move {
             let progress_ctx = ctx.clone();
@@ -430,7 +451,7 @@ impl ToolHandler for ForwardTool {
                 Outcome::Asked(e) => Err(e),
                 // The deadline fires the same token: say which it was.
                 Outcome::Cancelled => Err(ctx.check().err().unwrap_or(ToolError::Cancelled)),
-                Outcome::Failed(m) => Ok(error_value(m)),
+                Outcome::Failed(m) => Ok(error_result(m)),
                 // `forward` parks the call and says so; never seen here.
                 Outcome::Parked(_) => Err(ToolError::InputRequired),
             }

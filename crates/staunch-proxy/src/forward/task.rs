@@ -9,6 +9,7 @@ use futures_util::future::BoxFuture;
 use serde_json::{Value, json};
 use staunch_client::tasks::TaskOutcome;
 use staunch_client::{ClientError, Progress, ProgressStream};
+use staunch_protocol::raw::to_value;
 use staunch_server::{Context, ToolError};
 
 use super::{
@@ -17,7 +18,7 @@ use super::{
 };
 use crate::ask::ask_downstream;
 use crate::tasks::Kind;
-use crate::tool_result::forwarded_result;
+use crate::tool_result::forwarded_value;
 use crate::upstream::{Upstream, request_options};
 
 /// A tool the upstream only runs as a task (`taskSupport: "required"`): the call creates the
@@ -59,8 +60,8 @@ pub(super) async fn forward_as_task(
         .call_tool_task(call.tool, call.args, &opts, &topts, answer, on_event)
         .await;
     match ended {
-        Ok(TaskOutcome::Immediate(v)) => Outcome::Answered(v),
-        Ok(TaskOutcome::Finished { result: Ok(v), .. }) => Outcome::Answered(v),
+        Ok(TaskOutcome::Immediate(v)) => answered(&v),
+        Ok(TaskOutcome::Finished { result: Ok(v), .. }) => answered(&v),
         Ok(TaskOutcome::Finished { result: Err(e), .. }) => Outcome::Refused(e),
         Ok(TaskOutcome::Cancelled(task)) => Outcome::Failed(format!(
             "the upstream server {:?} cancelled its task {} itself",
@@ -70,6 +71,16 @@ pub(super) async fn forward_as_task(
         Err(ClientError::Cancelled) => Outcome::Cancelled,
         Err(ClientError::Rpc(e)) => Outcome::Refused(e),
         Err(e) => Outcome::Failed(gone(up.name(), &e)),
+    }
+}
+
+/// A task's result, read into a value by the task client, as the text the call's answer is.
+fn answered(v: &Value) -> Outcome {
+    match serde_json::value::to_raw_value(v) {
+        Ok(raw) => Outcome::Answered(raw),
+        Err(e) => Outcome::Failed(format!(
+            "the upstream task's result cannot be passed on: {e}"
+        )),
     }
 }
 
@@ -107,7 +118,8 @@ async fn create_task_following(
         |_: &Progress| {},
     )
     .await;
-    Ok((created.map_err(crate::error::rpc)?, progress))
+    let created = created.map_err(crate::error::rpc)?;
+    Ok((to_value(&created), progress))
 }
 
 impl ForwardTool {
@@ -193,7 +205,7 @@ impl ForwardTool {
                         Ok(answer)
                     }
                     // A client that asked for a task takes an answer at once too.
-                    Created::Answer(v) => forwarded_result(v),
+                    Created::Answer(v) => forwarded_value(v),
                 };
             }
             if !up.runs_tool_tasks() || stops_with_its_call {
@@ -248,7 +260,7 @@ impl ForwardTool {
                 let created = create_task(&up, &client, &ctx, &this.tool, params).await?;
                 let Some(task) = created.get("task") else {
                     // The upstream answered the call itself.
-                    return forwarded_result(created);
+                    return forwarded_value(created);
                 };
                 let upstream_id = task["taskId"].as_str().map(str::to_string);
                 let mut answer = crate::tasks::extension_task(task);
@@ -270,7 +282,7 @@ impl ForwardTool {
                     }
                     Ok(answer)
                 }
-                Created::Answer(v) => forwarded_result(v),
+                Created::Answer(v) => forwarded_value(v),
             }
         }))
     }

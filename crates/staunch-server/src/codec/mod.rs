@@ -29,6 +29,7 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use serde_json::Value;
+use serde_json::value::RawValue;
 use staunch_protocol::mcp::{CallToolResult, LoggingLevel};
 pub(crate) use staunch_protocol::stateless::RequestMeta;
 use staunch_protocol::{ErrorObject, Request, RequestId, version};
@@ -38,6 +39,7 @@ pub use stateless::{TASKS_EXTENSION, declares_tasks, missing_tasks_extension};
 pub(crate) use stateless::{discover, input_required, tag_subscription};
 
 use crate::error::ToolError;
+use crate::json_result::JsonToolResult;
 
 /// The protocol versions served, each era's named, for an error that lists them.
 pub(crate) fn versions_served() -> String {
@@ -56,7 +58,7 @@ pub(crate) struct AnswerKeys {
     /// `serverInfo` as JSON.
     pub(crate) server_info: Value,
     /// The same, serialised (tool results write it as it is).
-    pub(crate) server_info_json: Vec<u8>,
+    pub(crate) server_info_json: Box<RawValue>,
     /// `ttlMs` of list results.
     pub(crate) list_ttl_ms: u64,
 }
@@ -128,6 +130,23 @@ impl Peer {
         match self {
             Peer::Session(_) => staunch_protocol::result_response_bytes(id, result),
             Peer::Stateless(_) => stateless::tool_result_bytes(keys, id, result),
+        }
+    }
+
+    /// The response to request `id` with the tool result `result` held as JSON text, written
+    /// as it is (the stateless era adds the keys it needs at the top level and in `_meta`).
+    pub(crate) fn json_result_bytes(
+        &self,
+        keys: &AnswerKeys,
+        id: &RequestId,
+        result: &JsonToolResult,
+    ) -> Vec<u8> {
+        match self {
+            Peer::Session(_) => staunch_protocol::result_response_bytes(id, result.as_raw()),
+            Peer::Stateless(_) => staunch_protocol::result_response_bytes(
+                id,
+                &*result.finished_for_stateless(&keys.server_info_json),
+            ),
         }
     }
 

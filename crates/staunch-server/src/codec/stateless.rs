@@ -156,7 +156,7 @@ pub(super) fn tool_result_bytes(
             out.extend_from_slice(b",\"_meta\":{\"");
             out.extend_from_slice(keys::SERVER_INFO.as_bytes());
             out.extend_from_slice(b"\":");
-            out.extend_from_slice(&answer_keys.server_info_json);
+            out.extend_from_slice(answer_keys.server_info_json.get().as_bytes());
             out.extend_from_slice(b"},\"resultType\":\"");
             out.extend_from_slice(result_type::COMPLETE.as_bytes());
             out.push(b'"');

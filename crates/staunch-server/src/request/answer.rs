@@ -4,8 +4,9 @@
 //! a map and a string per key — only to serialise that value and drop it was a tenth of an echo
 //! call, so a tool's result stays typed ([`Answer::Tool`]) and is serialised once, straight
 //! into the response. Everything else (methods, task handles, input-required rounds) is a
-//! value ([`Answer::Value`]), and so is the result of a tool whose handler holds it as JSON
-//! already ([`crate::ToolHandler::answers_json`]: sent on unread, every field kept).
+//! value ([`Answer::Value`]). The result of a tool whose handler holds it as JSON text already
+//! ([`crate::ToolHandler::answers_json`], a proxy's) is that text ([`Answer::Json`]), sent on
+//! unread: every field kept, in its order, every number as written.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -19,6 +20,7 @@ use staunch_protocol::{ErrorObject, codes};
 
 use crate::context::Context;
 use crate::error::ToolError;
+use crate::json_result::JsonToolResult;
 use crate::toolset::ToolEntry;
 
 /// A successful answer to a request.
@@ -28,6 +30,8 @@ pub(crate) enum Answer {
     Value(Value),
     /// A tool call's result.
     Tool(CallToolResult),
+    /// A tool call's result as JSON text, sent as it is.
+    Json(JsonToolResult),
 }
 
 impl Answer {
@@ -36,6 +40,7 @@ impl Answer {
         match self {
             Answer::Value(v) => v.get("isError") == Some(&Value::Bool(true)),
             Answer::Tool(r) => r.is_error == Some(true),
+            Answer::Json(r) => r.is_error(),
         }
     }
 
@@ -44,6 +49,7 @@ impl Answer {
         match self {
             Answer::Value(v) => v,
             Answer::Tool(r) => serde_json::to_value(r).unwrap_or_default(),
+            Answer::Json(r) => r.to_value(),
         }
     }
 }
@@ -77,7 +83,7 @@ pub(crate) enum HandlerFuture {
     Value(BoxFuture<'static, Result<Value, ToolError>>),
     Tool(BoxFuture<'static, Result<CallToolResult, ToolError>>),
     /// A tool whose handler answers with JSON ([`crate::ToolHandler::call_json`]).
-    ToolJson(BoxFuture<'static, Result<Value, ToolError>>),
+    ToolJson(BoxFuture<'static, Result<JsonToolResult, ToolError>>),
 }
 
 impl Future for HandlerFuture {
@@ -94,7 +100,7 @@ impl Future for HandlerFuture {
                 Err(e) => Err(e),
             }),
             HandlerFuture::ToolJson(f) => f.as_mut().poll(cx).map(|r| match r {
-                Ok(v) => Ok(Answer::Value(v)),
+                Ok(r) => Ok(Answer::Json(r)),
                 Err(ToolError::Tool(m)) => Ok(Answer::Tool(CallToolResult::error(m))),
                 Err(e) => Err(e),
             }),

@@ -21,6 +21,7 @@ pub(crate) fn respond(
     let (bytes, error_code) = match outcome {
         // A tool's result is serialised as it is, straight into the response.
         Ok(Answer::Tool(r)) => (peer.tool_result_bytes(&server.answer_keys, id, &r), None),
+        Ok(Answer::Json(r)) => (peer.json_result_bytes(&server.answer_keys, id, &r), None),
         Ok(a) => (
             peer.result_bytes(&server.answer_keys, id, method, a.into_value()),
             None,

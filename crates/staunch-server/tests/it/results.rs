@@ -14,9 +14,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 use staunch_server::protocol::stateless::keys;
-use staunch_server::{CallToolResult, Context, Server, Session, ToolError, ToolHandler, ToolSpec};
+use staunch_server::{
+    CallToolResult, Context, JsonToolResult, Outbound, Server, Session, Sink, ToolError,
+    ToolHandler, ToolSpec,
+};
 use support::{Wire, request_of, stateless_meta};
 
 #[derive(serde::Deserialize, schemars::JsonSchema)]
@@ -32,7 +36,12 @@ fn relayed_result(text: &str) -> Value {
            "x.example/field": {"later": true}})
 }
 
-/// Answers with JSON it holds (`Err` for the text "fail": a tool error).
+/// A result whose text a value tree would change: keys out of order, an integer beyond 64
+/// bits, a number written the JavaScript way.
+const EXACT: &str = r#"{"zeta":1,"content":[{"type":"text","text":"x"}],"n":123456789012345678901234567890,"e":1e+21}"#;
+
+/// Answers with JSON it holds (`Err` for the text "fail": a tool error; [`EXACT`] for the text
+/// "exact").
 struct Relay;
 
 impl ToolHandler for Relay {
@@ -44,13 +53,21 @@ impl ToolHandler for Relay {
         true
     }
 
-    fn call_json(&self, _: Context, args: Value) -> BoxFuture<'static, Result<Value, ToolError>> {
+    fn call_json(
+        &self,
+        _: Context,
+        args: Value,
+    ) -> BoxFuture<'static, Result<JsonToolResult, ToolError>> {
         let text = args["text"].as_str().unwrap_or_default().to_string();
         Box::pin(async move {
             if text == "fail" {
                 return Err(ToolError::Tool("relayed failure".into()));
             }
-            Ok(relayed_result(&text))
+            let json = match text.as_str() {
+                "exact" => EXACT.to_string(),
+                _ => relayed_result(&text).to_string(),
+            };
+            Ok(JsonToolResult::from_raw(RawValue::from_string(json).unwrap()).unwrap())
         })
     }
 }
@@ -184,4 +201,77 @@ async fn a_stateless_result_adds_the_result_type_and_the_server_beside_the_tools
         assert_eq!(r["result"], want, "{tool}");
         assert_eq!(r["id"], id);
     }
+}
+
+/// Keeps every frame as the bytes the server wrote.
+#[derive(Default)]
+struct Bytes(std::sync::Mutex<Vec<String>>);
+
+impl Sink for Bytes {
+    fn send(&self, msg: Outbound) {
+        let text = String::from_utf8(msg.bytes.to_vec()).expect("the server sends UTF-8");
+        self.0.lock().unwrap().push(text);
+    }
+
+    fn end_stream(&self, _: &staunch_server::protocol::RequestId) {}
+}
+
+impl Bytes {
+    async fn answer(&self, id: i64) -> String {
+        let prefix = format!(r#"{{"jsonrpc":"2.0","id":{id},"result":"#);
+        for _ in 0..400 {
+            let found = self
+                .0
+                .lock()
+                .unwrap()
+                .iter()
+                .find(|f| f.starts_with(&prefix))
+                .cloned();
+            if let Some(f) = found {
+                return f;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        panic!("no response to {id}");
+    }
+}
+
+/// A result held as JSON text is written as it is: in a session the response's result is the
+/// handler's text to the byte; a stateless request's has the era's keys after it.
+#[tokio::test]
+async fn a_result_held_as_text_is_written_as_it_is_in_both_eras() {
+    let server = server();
+    let wire = Arc::new(Bytes::default());
+    let s = server.session("s", wire.clone());
+    s.handle_frame(
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "t", "version": "0"}}})
+        .to_string()
+        .as_bytes(),
+    );
+    let frame = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "relayed", "arguments": {"text": "exact"}}});
+    s.handle_frame(frame.to_string().as_bytes());
+    assert_eq!(
+        wire.answer(1).await,
+        format!(r#"{{"jsonrpc":"2.0","id":1,"result":{EXACT}}}"#)
+    );
+
+    let wire = Arc::new(Bytes::default());
+    let frame = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "relayed", "arguments": {"text": "exact"}, "_meta": stateless_meta(None)}});
+    let req = request_of(&frame);
+    let meta = staunch_server::protocol::stateless::RequestMeta::from_params(req.params.as_ref())
+        .expect("valid _meta");
+    let _request = server.serve_standalone(req, meta, wire.clone());
+    let answer = wire.answer(2).await;
+    let kept = EXACT.strip_suffix('}').unwrap();
+    assert!(
+        answer.starts_with(&format!(
+            r#"{{"jsonrpc":"2.0","id":2,"result":{kept},"resultType":"complete","_meta":{{"{}":"#,
+            keys::SERVER_INFO
+        )),
+        "{answer}"
+    );
 }

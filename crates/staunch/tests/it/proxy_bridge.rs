@@ -1477,6 +1477,41 @@ async fn an_upstream_tool_result_reaches_the_client_with_every_field() {
     );
 }
 
+/// A Python SDK upstream's result reaches the client as the upstream wrote it, in both eras:
+/// its keys in its own order and an integer beyond 64 bits (2**70 + 1) to the digit. The proxy
+/// passes the result's text on; a value tree of it would sort the keys and make the integer a
+/// float.
+#[tokio::test]
+async fn an_upstream_result_reaches_the_client_as_the_upstream_wrote_it() {
+    let Some(peers) = Peers::find("an_upstream_result_reaches_the_client_as_the_upstream_wrote_it")
+    else {
+        return;
+    };
+    let mut args = vec!["--".to_string()];
+    args.extend(peers.py_stdio());
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let proxy = HttpServer::launch("proxy", Some(":memory:"), &refs).await;
+    const WRITTEN: &str =
+        r#""structuredContent":{"zeta":1,"alpha":2,"big":1180591620717411303425}"#;
+
+    let sid = proxy.initialize().await;
+    let msg = call(json!(1), "exact_numbers", json!({}), None);
+    let text = proxy
+        .post(Some(&sid), &msg)
+        .await
+        .answer_text(Duration::from_secs(20))
+        .await;
+    assert!(text.contains(WRITTEN), "2025-11-25: {text}");
+
+    let params = json!({"name": "exact_numbers", "arguments": {}});
+    let text = proxy
+        .post_stateless(&stateless(json!(2), "tools/call", params))
+        .await
+        .answer_text(Duration::from_secs(20))
+        .await;
+    assert!(text.contains(WRITTEN), "2026-07-28: {text}");
+}
+
 /// An upstream's progress notifications reach the client with every field they carried
 /// (`_meta`, keys staunch does not know), under the client's own token, in both eras.
 #[tokio::test]

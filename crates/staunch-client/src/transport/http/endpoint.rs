@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
-use hyper::header::{CONTENT_TYPE, HOST, HeaderMap, HeaderName, HeaderValue};
+use hyper::header::{ACCEPT, CONTENT_TYPE, HOST, HeaderMap, HeaderName, HeaderValue};
 use hyper::{Method, Request, Uri};
 use staunch_net::{NetError, Origin, PooledBody, error_chain};
 
@@ -87,31 +87,58 @@ impl HttpEndpoint {
         body: Vec<u8>,
         headers: &[(&str, &str)],
     ) -> Result<RawResponse, ClientError> {
-        let mut all = vec![
-            ("content-type", "application/json"),
-            ("accept", POST_ACCEPT),
-        ];
-        all.extend_from_slice(headers);
-        self.send(Method::POST, Bytes::from(body), &all).await
+        self.post_with(body, &typed(headers)?).await
     }
 
     /// GET with `Accept: text/event-stream` plus `headers`.
     pub async fn get(&self, headers: &[(&str, &str)]) -> Result<RawResponse, ClientError> {
-        let mut all = vec![("accept", "text/event-stream")];
-        all.extend_from_slice(headers);
-        self.send(Method::GET, Bytes::new(), &all).await
+        self.get_with(&typed(headers)?).await
     }
 
     /// DELETE with `headers`.
     pub async fn delete(&self, headers: &[(&str, &str)]) -> Result<RawResponse, ClientError> {
-        self.send(Method::DELETE, Bytes::new(), headers).await
+        self.delete_with(&typed(headers)?).await
     }
 
+    /// [`post`](Self::post) with headers built already.
+    pub(super) async fn post_with(
+        &self,
+        body: Vec<u8>,
+        headers: &[(HeaderName, HeaderValue)],
+    ) -> Result<RawResponse, ClientError> {
+        let fixed = [
+            (CONTENT_TYPE, JSON.clone()),
+            (ACCEPT, POST_ACCEPT_VALUE.clone()),
+        ];
+        self.send(Method::POST, Bytes::from(body), &fixed, headers)
+            .await
+    }
+
+    /// [`get`](Self::get) with headers built already.
+    pub(super) async fn get_with(
+        &self,
+        headers: &[(HeaderName, HeaderValue)],
+    ) -> Result<RawResponse, ClientError> {
+        let fixed = [(ACCEPT, EVENT_STREAM.clone())];
+        self.send(Method::GET, Bytes::new(), &fixed, headers).await
+    }
+
+    /// [`delete`](Self::delete) with headers built already.
+    pub(super) async fn delete_with(
+        &self,
+        headers: &[(HeaderName, HeaderValue)],
+    ) -> Result<RawResponse, ClientError> {
+        self.send(Method::DELETE, Bytes::new(), &[], headers).await
+    }
+
+    /// Sends a request with the `fixed` headers of its method, then `headers` (which replace
+    /// the fixed ones they name).
     async fn send(
         &self,
         method: Method,
         body: Bytes,
-        headers: &[(&str, &str)],
+        fixed: &[(HeaderName, HeaderValue)],
+        headers: &[(HeaderName, HeaderValue)],
     ) -> Result<RawResponse, ClientError> {
         let mut req = Request::builder()
             .method(method)
@@ -119,20 +146,10 @@ impl HttpEndpoint {
             .body(Full::new(body))
             .map_err(|e| ClientError::Connect(e.to_string()))?;
         let h = req.headers_mut();
+        h.reserve(2 + fixed.len() + self.extra.len() + headers.len());
         h.insert(HOST, self.host.clone());
-        for (k, v) in self.extra.iter() {
+        for (k, v) in self.extra.iter().chain(fixed).chain(headers) {
             h.insert(k.clone(), v.clone());
-        }
-        for (k, v) in headers {
-            let name = match MCP_HEADERS.iter().find(|n| n.as_str() == *k) {
-                Some(n) => n.clone(),
-                None => {
-                    HeaderName::try_from(*k).map_err(|e| ClientError::Connect(e.to_string()))?
-                }
-            };
-            let value =
-                HeaderValue::try_from(*v).map_err(|e| ClientError::Connect(e.to_string()))?;
-            h.insert(name, value);
         }
         let resp = self
             .origin
@@ -161,6 +178,38 @@ fn host_header(uri: &Uri) -> Result<HeaderValue, hyper::header::InvalidHeaderVal
         None => HeaderValue::try_from(host),
     }
 }
+
+/// A request's own headers, built.
+pub(super) type Headers = Vec<(HeaderName, HeaderValue)>;
+
+/// Headers as strings, checked.
+fn typed(headers: &[(&str, &str)]) -> Result<Headers, ClientError> {
+    let bad = |e: &dyn std::fmt::Display| ClientError::Connect(e.to_string());
+    headers
+        .iter()
+        .map(|(k, v)| {
+            let name = match MCP_HEADERS.iter().find(|n| n.as_str() == *k) {
+                Some(n) => n.clone(),
+                None => HeaderName::try_from(*k).map_err(|e| bad(&e))?,
+            };
+            Ok((name, HeaderValue::try_from(*v).map_err(|e| bad(&e))?))
+        })
+        .collect()
+}
+
+/// One of the MCP headers by its name (`name` is one of them).
+pub(super) fn mcp_header(name: &'static str) -> HeaderName {
+    MCP_HEADERS
+        .iter()
+        .find(|n| n.as_str() == name)
+        .cloned()
+        .unwrap_or_else(|| HeaderName::from_static(name))
+}
+
+/// Header values every request of a method sends.
+static JSON: HeaderValue = HeaderValue::from_static("application/json");
+static POST_ACCEPT_VALUE: HeaderValue = HeaderValue::from_static(POST_ACCEPT);
+static EVENT_STREAM: HeaderValue = HeaderValue::from_static("text/event-stream");
 
 /// The MCP headers the transport sends on most requests, built once: parsing a name that is not
 /// one of HTTP's standard headers checks and copies it on every request.
@@ -254,11 +303,9 @@ impl SseStream {
                 }
                 Some(Ok(frame)) => {
                     if let Ok(data) = frame.into_data() {
-                        let evs = self
-                            .parser
-                            .feed(&data)
+                        self.parser
+                            .feed_into(&data, &mut self.queue)
                             .map_err(|e| ClientError::Protocol(e.to_string()))?;
-                        self.queue.extend(evs);
                     }
                 }
             }

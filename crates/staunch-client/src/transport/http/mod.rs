@@ -23,12 +23,15 @@ use std::time::Duration;
 
 use foldhash::{HashMap, HashSet};
 use staunch_protocol::mcp::methods;
-use staunch_protocol::{Message, RequestId, parse_message};
+use staunch_protocol::raw::Incoming;
+use staunch_protocol::{RequestId, parse_incoming};
 use tokio_util::sync::CancellationToken;
 
 mod endpoint;
 
+use endpoint::{Headers, mcp_header};
 pub use endpoint::{HttpEndpoint, RawResponse, SseStream};
+use hyper::header::HeaderValue;
 
 use super::Outgoing;
 use crate::ClientError;
@@ -97,8 +100,10 @@ struct Shared {
     ep: HttpEndpoint,
     opts: HttpOptions,
     inbound: Inbox,
-    session: Mutex<Option<String>>,
-    version: Mutex<Option<String>>,
+    /// The session id and the protocol version, held as the header values every request
+    /// sends (cloning one shares its bytes).
+    session: Mutex<Option<HeaderValue>>,
+    version: Mutex<Option<HeaderValue>>,
     /// The connection speaks the stateless era.
     stateless: AtomicBool,
     /// The POST/stream task of each request in flight, stopped on abandon.
@@ -115,13 +120,13 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Shared {
-    fn session_headers(&self, with_version: bool) -> Vec<(String, String)> {
-        let mut h = Vec::new();
+    fn session_headers(&self, with_version: bool) -> Headers {
+        let mut h = Headers::with_capacity(3);
         if let Some(s) = lock(&self.session).clone() {
-            h.push((SESSION_HEADER.to_string(), s));
+            h.push((mcp_header(SESSION_HEADER), s));
         }
         if with_version && let Some(v) = lock(&self.version).clone() {
-            h.push((VERSION_HEADER.to_string(), v));
+            h.push((mcp_header(VERSION_HEADER), v));
         }
         h
     }
@@ -131,13 +136,10 @@ impl Shared {
     async fn get_stream(&self, last_event_id: Option<&str>) -> Result<RawResponse, ClientError> {
         let mut headers = self.session_headers(true);
         if let Some(id) = last_event_id {
-            headers.push((LAST_EVENT_ID.to_string(), id.to_string()));
+            let id = HeaderValue::try_from(id).map_err(|e| ClientError::Connect(e.to_string()))?;
+            headers.push((mcp_header(LAST_EVENT_ID), id));
         }
-        let refs: Vec<(&str, &str)> = headers
-            .iter()
-            .map(|(k, v)| (k.as_str(), v.as_str()))
-            .collect();
-        self.ep.get(&refs).await
+        self.ep.get_with(&headers).await
     }
 
     fn fail(&self, id: Option<&RequestId>, error: ClientError) {
@@ -155,9 +157,9 @@ impl Shared {
     /// Hands a frame to the router; `stream_of` is the request whose response stream carried
     /// it (a server request on it was caused by that request).
     fn deliver(&self, frame: &[u8], stream_of: Option<&RequestId>) -> Delivered {
-        match parse_message(frame) {
+        match parse_incoming(frame) {
             Ok(m) => {
-                let answers = matches!(&m, Message::Response(r) if Some(&r.id) == stream_of);
+                let answers = matches!(&m, Incoming::Response(r) if Some(&r.id) == stream_of);
                 self.inbound
                     .deliver(Inbound::Message(m, stream_of.cloned()));
                 if answers {
@@ -212,7 +214,11 @@ impl HttpTransport {
     }
 
     pub(crate) fn session_id(&self) -> Option<String> {
-        lock(&self.shared.session).clone()
+        let session = lock(&self.shared.session);
+        session
+            .as_ref()
+            .and_then(|s| s.to_str().ok())
+            .map(str::to_string)
     }
 
     pub(crate) fn resumes(&self) -> u64 {
@@ -220,7 +226,7 @@ impl HttpTransport {
     }
 
     pub(crate) fn set_protocol_version(&self, v: Option<&str>, stateless: bool) {
-        *lock(&self.shared.version) = v.map(str::to_string);
+        *lock(&self.shared.version) = v.and_then(|v| HeaderValue::try_from(v).ok());
         self.shared.stateless.store(stateless, Ordering::Relaxed);
     }
 
@@ -301,13 +307,9 @@ impl HttpTransport {
         }
         let headers = self.shared.session_headers(true);
         if !headers.is_empty() {
-            let refs: Vec<(&str, &str)> = headers
-                .iter()
-                .map(|(k, v)| (k.as_str(), v.as_str()))
-                .collect();
             // Best effort: the spec says SHOULD, and a server may answer 405.
-            let _ =
-                tokio::time::timeout(Duration::from_secs(2), self.shared.ep.delete(&refs)).await;
+            let delete = self.shared.ep.delete_with(&headers);
+            let _ = tokio::time::timeout(Duration::from_secs(2), delete).await;
         }
     }
 }
@@ -321,16 +323,18 @@ impl Drop for HttpTransport {
 }
 
 /// The headers of a stateless request: its version, method and name (never a session).
-fn stateless_headers(shared: &Shared, out: &Outgoing) -> Vec<(String, String)> {
-    let mut h = Vec::with_capacity(3);
+fn stateless_headers(shared: &Shared, out: &Outgoing) -> Headers {
+    let mut h = Headers::with_capacity(3);
     if let Some(v) = lock(&shared.version).clone() {
-        h.push((VERSION_HEADER.to_string(), v));
+        h.push((mcp_header(VERSION_HEADER), v));
     }
-    if let Some(m) = &out.method {
-        h.push((METHOD_HEADER.to_string(), crate::era::header_value(m)));
+    // `header_value` writes only what a header value may hold.
+    let value = |s: &str| HeaderValue::try_from(crate::era::header_value(s)).ok();
+    if let Some(m) = out.method.as_deref().and_then(value) {
+        h.push((mcp_header(METHOD_HEADER), m));
     }
-    if let Some(n) = &out.name {
-        h.push((NAME_HEADER.to_string(), crate::era::header_value(n)));
+    if let Some(n) = out.name.as_deref().and_then(value) {
+        h.push((mcp_header(NAME_HEADER), n));
     }
     h
 }
@@ -345,16 +349,12 @@ async fn post_message(shared: &Shared, out: Outgoing) {
         shared.session_headers(!is_init)
     };
     let had_session = headers.iter().any(|(k, _)| k == SESSION_HEADER);
-    let refs: Vec<(&str, &str)> = headers
-        .iter()
-        .map(|(k, v)| (k.as_str(), v.as_str()))
-        .collect();
-    let resp = match shared.ep.post(out.bytes, &refs).await {
+    let resp = match shared.ep.post_with(out.bytes, &headers).await {
         Ok(r) => r,
         Err(e) => return shared.fail(id, e),
     };
     if is_init && let Some(sid) = resp.header(SESSION_HEADER) {
-        *lock(&shared.session) = Some(sid.to_string());
+        *lock(&shared.session) = HeaderValue::try_from(sid).ok();
     }
     let status = resp.status();
     if status == 404 && had_session {
@@ -363,12 +363,12 @@ async fn post_message(shared: &Shared, out: Outgoing) {
     if !(200..300).contains(&status) {
         let body = resp.text(64 * 1024).await.unwrap_or_default();
         // A 4xx may carry a JSON-RPC error for our id; prefer it to a bare status.
-        if let Ok(Message::Response(r)) = parse_message(body.as_bytes())
+        if let Ok(Incoming::Response(r)) = parse_incoming(body.as_bytes())
             && Some(&r.id) == id
         {
             shared
                 .inbound
-                .deliver(Inbound::Message(Message::Response(r), id.cloned()));
+                .deliver(Inbound::Message(Incoming::Response(r), id.cloned()));
             return;
         }
         let body: String = body.chars().take(500).collect();
