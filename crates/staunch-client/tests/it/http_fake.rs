@@ -38,6 +38,8 @@ enum Reply {
     SseCut(Vec<String>),
     /// SSE events, then the stream ends properly.
     Sse(Vec<String>),
+    /// SSE events, and the stream's end a moment later (in a packet of its own).
+    SseEndLater(Vec<String>, Duration),
     /// SSE events, then the stream is held open until the client closes the connection; the
     /// close is recorded as a request with method `CLOSED`.
     SseHold(Vec<String>),
@@ -48,6 +50,7 @@ type Script = Arc<dyn Fn(&Seen) -> Reply + Send + Sync>;
 struct Fake {
     port: u16,
     seen: Arc<Mutex<Vec<Seen>>>,
+    connections: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl Fake {
@@ -57,15 +60,26 @@ impl Fake {
         let seen = Arc::new(Mutex::new(Vec::new()));
         let script: Script = Arc::new(script);
         let s = seen.clone();
+        let connections = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let c = connections.clone();
         tokio::spawn(async move {
             for _ in 0..100 {
                 let Ok((sock, _)) = l.accept().await else {
                     return;
                 };
+                c.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 tokio::spawn(serve(sock, script.clone(), s.clone()));
             }
         });
-        Self { port, seen }
+        Self {
+            port,
+            seen,
+            connections,
+        }
+    }
+
+    fn connections(&self) -> usize {
+        self.connections.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     fn url(&self) -> String {
@@ -167,6 +181,19 @@ async fn serve(mut sock: TcpStream, script: Script, seen: Arc<Mutex<Vec<Seen>>>)
                     at: Instant::now(),
                 });
                 return;
+            }
+            Reply::SseEndLater(events, after) => {
+                let mut out = String::from(
+                    "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n",
+                );
+                for e in events {
+                    out.push_str(&format!("{:x}\r\n{e}\r\n", e.len()));
+                }
+                if sock.write_all(out.as_bytes()).await.is_err() {
+                    return;
+                }
+                tokio::time::sleep(after).await;
+                sock.write_all(b"0\r\n\r\n").await.is_ok()
             }
             Reply::Sse(events) | Reply::SseCut(events) if events.is_empty() => false,
             r @ (Reply::Sse(_) | Reply::SseCut(_)) => {
@@ -350,6 +377,40 @@ async fn headers_on_every_request() {
             .any(|r| r.rpc_method() == "notifications/initialized")
     );
     assert!(reqs.iter().any(|r| r.rpc_method() == "ping"));
+}
+
+/// A server ends a response stream just after its answer, often in a packet of its own: the
+/// client reads on to that end, so the connection serves later requests too (dropped before its
+/// end, the stream's connection would be closed and each call would connect again).
+#[tokio::test]
+async fn a_stream_read_to_its_end_after_the_answer_keeps_its_connection() {
+    let fake = Fake::start(|req| {
+        if let Some(r) = init_reply(req) {
+            return r;
+        }
+        let answer = json!({"jsonrpc":"2.0","id":req.body["id"],"result":{"n":req.body["id"]}});
+        Reply::SseEndLater(vec![event("e1", &answer)], Duration::from_millis(10))
+    })
+    .await;
+    let client = Client::connect_http(&fake.url(), &opts()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(60)).await;
+    let after_handshake = fake.connections();
+    for _ in 0..3 {
+        let r = client
+            .request("ping", None, &call_opts().progress(false))
+            .await
+            .unwrap();
+        assert!(r["n"].is_i64(), "{r}");
+        // Past the stream's end: the connection is back by the next call.
+        tokio::time::sleep(Duration::from_millis(60)).await;
+    }
+    assert_eq!(
+        fake.connections(),
+        after_handshake,
+        "the calls connected again: {:#?}",
+        fake.seen()
+    );
+    client.close().await;
 }
 
 #[tokio::test]

@@ -409,7 +409,7 @@ async fn read_stateless_stream(shared: &Shared, mut stream: SseStream, id: Optio
                     continue;
                 }
                 if shared.deliver(ev.data.as_bytes(), id) == Delivered::Answer {
-                    return;
+                    return read_to_end(shared, stream, id).await;
                 }
             }
             Ok(None) | Err(_) => {
@@ -425,6 +425,25 @@ async fn read_stateless_stream(shared: &Shared, mut stream: SseStream, id: Optio
             }
         }
     }
+}
+
+/// How long a response stream is read for its end once its answer is in.
+const END_AFTER_ANSWER: Duration = Duration::from_millis(50);
+
+/// Reads a response stream whose answer came to its end (what else it carries still goes to
+/// the router), for at most [`END_AFTER_ANSWER`]. A server ends the stream right after the
+/// answer; a stream read to its end gives its connection back for the next request, where one
+/// dropped before the end closes it, and the next request must connect again. Usually the end
+/// came with the answer and is read at once, without a timer.
+async fn read_to_end(shared: &Shared, mut stream: SseStream, id: Option<&RequestId>) {
+    let rest = async {
+        while let Ok(Some(ev)) = stream.next_event().await {
+            if !ev.data.is_empty() {
+                shared.deliver(ev.data.as_bytes(), id);
+            }
+        }
+    };
+    let _ = tokio::time::timeout(END_AFTER_ANSWER, rest).await;
 }
 
 /// Reads the session's standalone stream: every event goes to the router as a message that no
@@ -485,7 +504,7 @@ async fn read_stream(shared: &Shared, mut stream: SseStream, id: Option<&Request
                     continue; // priming event or bare retry
                 }
                 if shared.deliver(ev.data.as_bytes(), id) == Delivered::Answer {
-                    return;
+                    return read_to_end(shared, stream, id).await;
                 }
             }
             Ok(None) | Err(_) => {
