@@ -111,8 +111,18 @@ impl<'a> RawObject<'a> {
 
     /// Sets `key` to `value` (replacing the key's value when it is there, last otherwise).
     pub fn set(&mut self, key: &'a str, value: Cow<'a, RawValue>) {
-        self.remove(key);
-        self.fields.push((Cow::Borrowed(key), value));
+        match self.fields.iter().position(|(k, _)| k == key) {
+            Some(at) => {
+                self.fields[at].1 = value;
+                // A repeated key keeps only the place of its first.
+                let mut seen = 0;
+                self.fields.retain(|(k, _)| {
+                    seen += usize::from(k == key);
+                    k != key || seen == 1
+                });
+            }
+            None => self.fields.push((Cow::Borrowed(key), value)),
+        }
     }
 
     /// The object as JSON text.
@@ -208,7 +218,7 @@ mod tests {
         obj.set("zeta", Cow::Owned(raw("\"z\"")));
         assert_eq!(
             obj.to_raw().get(),
-            r#"{"big":123456789012345678901234567890,"esc\"aped":{"b":2,"a":[1, 2]},"zeta":"z"}"#
+            r#"{"zeta":"z","big":123456789012345678901234567890,"esc\"aped":{"b":2,"a":[1, 2]}}"#
         );
         assert!(!obj.is_empty());
         assert_eq!(obj.len(), 3);
@@ -222,6 +232,11 @@ mod tests {
         let r = raw(r#"{"a":1,"a":2}"#);
         assert_eq!(RawObject::parse(&r).unwrap().get("a").unwrap().get(), "2");
         assert!(RawObject::parse(&raw("{}")).unwrap().is_empty());
+
+        let r = raw(r#"{"a":1,"b":0,"a":2}"#);
+        let mut obj = RawObject::parse(&r).unwrap();
+        obj.set("a", Cow::Owned(raw("3")));
+        assert_eq!(obj.to_raw().get(), r#"{"a":3,"b":0}"#);
     }
 
     #[test]

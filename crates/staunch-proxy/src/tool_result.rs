@@ -137,6 +137,13 @@ mod tests {
         assert!(!r.is_error());
         let failed = forwarded_result(raw(r#"{"content":[],"isError":true}"#)).unwrap();
         assert!(failed.is_error());
+
+        // Only the hop's keys go; `_meta` keeps its place and the rest of its text.
+        let hop = r#"{"resultType":"complete","_meta":{"io.modelcontextprotocol/serverInfo":{},"k":[1, 2]},"content":[],"z":1}"#;
+        assert_eq!(
+            forwarded_result(raw(hop)).unwrap().as_raw().get(),
+            r#"{"_meta":{"k":[1, 2]},"content":[],"z":1}"#
+        );
     }
 
     #[test]
