@@ -5,6 +5,8 @@
 //! stream, start at 1 and are handed out under the stream row's lock in the same transaction as
 //! the insert, so they commit in order and a replay never skips an event that commits later.
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
@@ -38,31 +40,32 @@ pub enum Replay {
     UnknownStream,
 }
 
-/// One write of [`EventStore::write_batch`].
+/// One write of [`EventStore::write_batch`]. The ids are shared (`Arc<str>`): a stream's writes
+/// name the same session and stream, and a clone of an id is a count, not a copy.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum EventWrite {
     /// [`EventStore::create_stream`].
     Create {
         /// The session the stream belongs to.
-        session_id: String,
+        session_id: Arc<str>,
         /// The new stream's id.
-        stream_id: String,
+        stream_id: Arc<str>,
     },
     /// [`EventStore::append`].
     Append {
         /// The session the stream belongs to.
-        session_id: String,
+        session_id: Arc<str>,
         /// The stream appended to.
-        stream_id: String,
+        stream_id: Arc<str>,
         /// The JSON-RPC message, as JSON text.
         payload: String,
     },
     /// [`EventStore::mark_closed`].
     Close {
         /// The session the stream belongs to.
-        session_id: String,
+        session_id: Arc<str>,
         /// The stream to close.
-        stream_id: String,
+        stream_id: Arc<str>,
     },
 }
 

@@ -5,6 +5,7 @@
 //! never call out.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
 use std::sync::{Mutex, MutexGuard};
 
 use async_trait::async_trait;
@@ -21,7 +22,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 struct MemStream {
-    session_id: String,
+    session_id: Arc<str>,
     last_seq: u64,
     purged_through: u64,
     closed_ms: Option<i64>,
@@ -46,20 +47,25 @@ impl MemoryEventStore {
 
 /// The streams under their lock, where each write is applied (alone, or as part of a batch
 /// that takes the lock once).
-type Streams = foldhash::HashMap<String, MemStream>;
+type Streams = foldhash::HashMap<Arc<str>, MemStream>;
 
-fn create(streams: &mut Streams, session_id: &str, stream_id: &str) -> Result<(), StoreError> {
-    match streams.get(stream_id) {
-        Some(s) if s.session_id == session_id => Ok(()),
+/// Creates `stream_id` in `session_id`, keeping the ids as they are shared.
+fn create(
+    streams: &mut Streams,
+    session_id: &Arc<str>,
+    stream_id: &Arc<str>,
+) -> Result<(), StoreError> {
+    match streams.get(&**stream_id) {
+        Some(s) if s.session_id == *session_id => Ok(()),
         Some(_) => Err(StoreError::AlreadyExists {
             what: "stream",
-            id: stream_id.to_owned(),
+            id: stream_id.to_string(),
         }),
         None => {
             streams.insert(
-                stream_id.to_owned(),
+                stream_id.clone(),
                 MemStream {
-                    session_id: session_id.to_owned(),
+                    session_id: session_id.clone(),
                     last_seq: 0,
                     purged_through: 0,
                     closed_ms: None,
@@ -79,7 +85,7 @@ fn append(
     now_ms: i64,
 ) -> Result<u64, StoreError> {
     let s = match streams.get_mut(stream_id) {
-        Some(s) if s.session_id == session_id => s,
+        Some(s) if *s.session_id == *session_id => s,
         _ => return Err(StoreError::UnknownStream(stream_id.to_owned())),
     };
     if s.closed_ms.is_some() {
@@ -97,7 +103,7 @@ fn append(
 
 fn mark_closed(streams: &mut Streams, session_id: &str, stream_id: &str, now_ms: i64) -> bool {
     match streams.get_mut(stream_id) {
-        Some(s) if s.session_id == session_id => {
+        Some(s) if *s.session_id == *session_id => {
             s.closed_ms.get_or_insert(now_ms);
             true
         }
@@ -117,7 +123,11 @@ impl EventStore for MemoryEventStore {
         stream_id: &str,
         _now_ms: i64,
     ) -> Result<(), StoreError> {
-        create(&mut lock(&self.streams), session_id, stream_id)
+        create(
+            &mut lock(&self.streams),
+            &Arc::from(session_id),
+            &Arc::from(stream_id),
+        )
     }
 
     async fn append(
@@ -174,7 +184,7 @@ impl EventStore for MemoryEventStore {
     ) -> Result<Replay, StoreError> {
         let streams = lock(&self.streams);
         let s = match streams.get(stream_id) {
-            Some(s) if s.session_id == session_id => s,
+            Some(s) if *s.session_id == *session_id => s,
             _ => return Ok(Replay::UnknownStream),
         };
         if after_seq < s.purged_through {
@@ -242,7 +252,7 @@ impl EventStore for MemoryEventStore {
     async fn delete_session(&self, session_id: &str) -> Result<u64, StoreError> {
         let mut streams = lock(&self.streams);
         let before = streams.len();
-        streams.retain(|_, s| s.session_id != session_id);
+        streams.retain(|_, s| *s.session_id != *session_id);
         Ok((before - streams.len()) as u64)
     }
 }

@@ -193,7 +193,8 @@ pub(crate) enum Attach {
 pub(crate) struct DuplicateId;
 
 pub(crate) struct HttpSession {
-    id: String,
+    /// Shared with every write of the session's streams to the store.
+    id: Arc<str>,
     session: Session,
     batcher: Batcher,
     tail_cap: usize,
@@ -229,7 +230,7 @@ impl HttpSession {
                 principal,
                 peer,
             ),
-            id,
+            id: id.into(),
             batcher,
             tail_cap: usize::try_from(retained).unwrap_or(TAIL).clamp(1, TAIL),
             backlog: backlog.max(1),
@@ -309,10 +310,10 @@ impl HttpSession {
         ConnectionGuard(self.clone())
     }
 
-    fn create_in_store(&self, stream_id: &str) {
+    fn create_in_store(&self, stream_id: &Arc<str>) {
         self.batcher.write(EventWrite::Create {
             session_id: self.id.clone(),
-            stream_id: stream_id.to_string(),
+            stream_id: stream_id.clone(),
         });
     }
 
@@ -496,17 +497,17 @@ impl HttpSession {
         }
     }
 
-    fn close_in_store(&self, stream_id: &str) {
+    fn close_in_store(&self, stream_id: &Arc<str>) {
         self.batcher.write(EventWrite::Close {
             session_id: self.id.clone(),
-            stream_id: stream_id.to_string(),
+            stream_id: stream_id.clone(),
         });
     }
 
-    fn append_in_store(&self, stream_id: &str, data: &[u8]) {
+    fn append_in_store(&self, stream_id: &Arc<str>, data: &[u8]) {
         self.batcher.write(EventWrite::Append {
             session_id: self.id.clone(),
-            stream_id: stream_id.to_string(),
+            stream_id: stream_id.clone(),
             // The server wrote these bytes as JSON, so they are UTF-8; checking that is far
             // cheaper than the lossy decoder.
             payload: std::str::from_utf8(data)
