@@ -159,12 +159,7 @@ async fn serve(mut sock: TcpStream, script: Script, seen: Arc<Mutex<Vec<Seen>>>)
                 .await
                 .is_ok(),
             Reply::SseHold(events) => {
-                let mut out = String::from(
-                    "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n",
-                );
-                for e in events {
-                    out.push_str(&format!("{:x}\r\n{e}\r\n", e.len()));
-                }
+                let out = sse_head_and_events(events);
                 if sock.write_all(out.as_bytes()).await.is_err() {
                     return;
                 }
@@ -183,12 +178,7 @@ async fn serve(mut sock: TcpStream, script: Script, seen: Arc<Mutex<Vec<Seen>>>)
                 return;
             }
             Reply::SseEndLater(events, after) => {
-                let mut out = String::from(
-                    "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n",
-                );
-                for e in events {
-                    out.push_str(&format!("{:x}\r\n{e}\r\n", e.len()));
-                }
+                let out = sse_head_and_events(events);
                 if sock.write_all(out.as_bytes()).await.is_err() {
                     return;
                 }
@@ -202,12 +192,7 @@ async fn serve(mut sock: TcpStream, script: Script, seen: Arc<Mutex<Vec<Seen>>>)
                     Reply::SseCut(e) => (e, true),
                     _ => unreachable!(),
                 };
-                let mut out = String::from(
-                    "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n",
-                );
-                for e in events {
-                    out.push_str(&format!("{:x}\r\n{e}\r\n", e.len()));
-                }
+                let mut out = sse_head_and_events(events);
                 if cut {
                     let _ = sock.write_all(out.as_bytes()).await;
                     let _ = sock.flush().await;
@@ -222,6 +207,17 @@ async fn serve(mut sock: TcpStream, script: Script, seen: Arc<Mutex<Vec<Seen>>>)
             return;
         }
     }
+}
+
+/// An SSE response's head and `events`, each in a chunk of its own (the stream not ended).
+fn sse_head_and_events(events: Vec<String>) -> String {
+    let mut out = String::from(
+        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n",
+    );
+    for e in events {
+        out.push_str(&format!("{:x}\r\n{e}\r\n", e.len()));
+    }
+    out
 }
 
 fn init_reply(req: &Seen) -> Option<Reply> {

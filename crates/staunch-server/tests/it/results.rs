@@ -96,8 +96,8 @@ fn server() -> Server {
         .build()
 }
 
-fn session(server: &Server, wire: &Arc<Wire>) -> Session {
-    let s = server.session("s", wire.clone());
+fn session(server: &Server, wire: Arc<dyn Sink>) -> Session {
+    let s = server.session("s", wire);
     s.handle_frame(
         json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
             "protocolVersion": "2025-11-25", "capabilities": {},
@@ -126,7 +126,7 @@ fn server_info() -> Value {
 async fn a_session_result_is_the_tools_own() {
     let server = server();
     let wire = Arc::new(Wire::default());
-    let s = session(&server, &wire);
+    let s = session(&server, wire.clone());
     for (id, tool, want) in [
         (
             1,
@@ -242,14 +242,7 @@ impl Bytes {
 async fn a_result_held_as_text_is_written_as_it_is_in_both_eras() {
     let server = server();
     let wire = Arc::new(Bytes::default());
-    let s = server.session("s", wire.clone());
-    s.handle_frame(
-        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": {},
-            "clientInfo": {"name": "t", "version": "0"}}})
-        .to_string()
-        .as_bytes(),
-    );
+    let s = session(&server, wire.clone());
     let frame = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
         "params": {"name": "relayed", "arguments": {"text": "exact"}}});
     s.handle_frame(frame.to_string().as_bytes());
