@@ -22,16 +22,17 @@ pub struct JsonToolResult {
 impl JsonToolResult {
     /// The object `obj` as a tool result; `None` when it has no `content` array.
     pub fn from_object(obj: &RawObject<'_>) -> Option<Self> {
-        Self::checked(obj, || obj.to_raw())
+        let is_error = is_error_of(obj)?;
+        Some(Self {
+            text: obj.to_raw(),
+            is_error,
+        })
     }
 
     /// The JSON text `text` as a tool result, kept as it is; `None` when it is not an object
     /// with a `content` array.
     pub fn from_raw(text: Box<RawValue>) -> Option<Self> {
-        let is_error = {
-            let obj = RawObject::parse(&text)?;
-            Self::checked(&obj, Box::<RawValue>::default)?.is_error
-        };
+        let is_error = is_error_of(&RawObject::parse(&text)?)?;
         Some(Self { text, is_error })
     }
 
@@ -41,16 +42,6 @@ impl JsonToolResult {
             text: serde_json::value::to_raw_value(r).unwrap_or_default(),
             is_error: r.is_error == Some(true),
         }
-    }
-
-    fn checked(obj: &RawObject<'_>, text: impl FnOnce() -> Box<RawValue>) -> Option<Self> {
-        if !obj.get("content")?.get().starts_with('[') {
-            return None;
-        }
-        Some(Self {
-            is_error: obj.get("isError").is_some_and(|v| v.get() == "true"),
-            text: text(),
-        })
     }
 
     /// Whether it reports a tool execution error (`isError: true`).
@@ -95,6 +86,16 @@ impl JsonToolResult {
         }
         obj.to_raw()
     }
+}
+
+/// `None` when `obj` is no tool result (it has no `content` array); else whether it reports a
+/// tool execution error.
+fn is_error_of(obj: &RawObject<'_>) -> Option<bool> {
+    let content = obj.get("content")?;
+    content
+        .get()
+        .starts_with('[')
+        .then(|| obj.get("isError").is_some_and(|v| v.get() == "true"))
 }
 
 const RESULT_TYPE: &str = "resultType";
