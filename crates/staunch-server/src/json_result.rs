@@ -5,8 +5,6 @@
 //! key, in the order the upstream wrote them, and every number as written (an integer beyond
 //! 64 bits stays exact); it is neither read into a value tree nor written out of one.
 
-use std::borrow::Cow;
-
 use serde_json::Value;
 use serde_json::value::RawValue;
 use staunch_protocol::mcp::CallToolResult;
@@ -58,34 +56,6 @@ impl JsonToolResult {
     pub fn to_value(&self) -> Value {
         to_value(&self.text)
     }
-
-    /// The result with what the stateless era adds to every result it did not set itself:
-    /// `resultType` and `_meta`'s `serverInfo` (`server_info`). Only the top level, and
-    /// `_meta` when it is there, are read.
-    pub(crate) fn finished_for_stateless(&self, server_info: &RawValue) -> Box<RawValue> {
-        let Some(mut obj) = RawObject::parse(&self.text) else {
-            return self.text.clone();
-        };
-        if obj.get(RESULT_TYPE).is_none() {
-            obj.set(RESULT_TYPE, Cow::Borrowed(&**COMPLETE));
-        }
-        let meta = match obj.get(META).and_then(RawObject::parse) {
-            Some(meta) if meta.get(SERVER_INFO).is_some() => None,
-            Some(mut meta) => {
-                meta.set(SERVER_INFO, Cow::Borrowed(server_info));
-                Some(meta.to_raw())
-            }
-            None => {
-                let mut meta = RawObject::default();
-                meta.set(SERVER_INFO, Cow::Borrowed(server_info));
-                Some(meta.to_raw())
-            }
-        };
-        if let Some(meta) = meta {
-            obj.set(META, Cow::Owned(meta));
-        }
-        obj.to_raw()
-    }
 }
 
 /// `None` when `obj` is no tool result (it has no `content` array); else whether it reports a
@@ -98,19 +68,9 @@ fn is_error_of(obj: &RawObject<'_>) -> Option<bool> {
         .then(|| obj.get("isError").is_some_and(|v| v.get() == "true"))
 }
 
-const RESULT_TYPE: &str = "resultType";
-const META: &str = "_meta";
-const SERVER_INFO: &str = staunch_protocol::stateless::keys::SERVER_INFO;
-/// `"complete"`, as JSON.
-static COMPLETE: std::sync::LazyLock<Box<RawValue>> = std::sync::LazyLock::new(|| {
-    serde_json::value::to_raw_value(staunch_protocol::stateless::result_type::COMPLETE)
-        .unwrap_or_default()
-});
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
     fn raw(s: &str) -> Box<RawValue> {
         RawValue::from_string(s.to_string()).unwrap()
@@ -130,28 +90,5 @@ mod tests {
         let typed = JsonToolResult::from_result(&CallToolResult::error("no"));
         assert!(typed.is_error());
         assert_eq!(typed.to_value()["content"][0]["text"], "no");
-    }
-
-    #[test]
-    fn the_stateless_era_adds_its_keys_and_keeps_the_handlers() {
-        let info = raw(r#"{"name":"s","version":"1"}"#);
-        let plain = JsonToolResult::from_raw(raw(r#"{"content":[],"b":1}"#)).unwrap();
-        assert_eq!(
-            plain.finished_for_stateless(&info).get(),
-            r#"{"content":[],"b":1,"resultType":"complete","_meta":{"io.modelcontextprotocol/serverInfo":{"name":"s","version":"1"}}}"#
-        );
-        let own_meta =
-            JsonToolResult::from_raw(raw(r#"{"content":[],"_meta":{"x.example/t":"t1"}}"#))
-                .unwrap();
-        let finished = to_value(&own_meta.finished_for_stateless(&info));
-        assert_eq!(
-            finished,
-            json!({"content": [], "resultType": "complete", "_meta": {
-                "x.example/t": "t1",
-                "io.modelcontextprotocol/serverInfo": {"name": "s", "version": "1"}}})
-        );
-        let all_set = r#"{"content":[],"resultType":"complete","_meta":{"io.modelcontextprotocol/serverInfo":{"name":"up"}}}"#;
-        let r = JsonToolResult::from_raw(raw(all_set)).unwrap();
-        assert_eq!(r.finished_for_stateless(&info).get(), all_set);
     }
 }

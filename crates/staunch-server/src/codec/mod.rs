@@ -145,7 +145,7 @@ impl Peer {
             Peer::Session(_) => staunch_protocol::result_response_bytes(id, result.as_raw()),
             Peer::Stateless(_) => staunch_protocol::result_response_bytes(
                 id,
-                &*result.finished_for_stateless(&keys.server_info_json),
+                &*stateless::finish_json_result(&keys.server_info_json, result),
             ),
         }
     }

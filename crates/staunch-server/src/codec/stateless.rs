@@ -6,6 +6,10 @@
 //! `ttlMs`/`cacheScope` (SEP-2549) unless the handler set them; "resource not found" is -32602
 //! (SEP-2164) where it was -32002 before.
 
+use std::borrow::Cow;
+use std::sync::LazyLock;
+
+use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 use staunch_protocol::mcp::{CallToolResult, methods};
 pub use staunch_protocol::stateless::TASKS_EXTENSION;
@@ -16,6 +20,8 @@ use staunch_protocol::{ErrorObject, Request, RequestId, codes, result_response_b
 
 use super::AnswerKeys;
 use crate::error::ToolError;
+use crate::json_result::JsonToolResult;
+use staunch_protocol::raw::RawObject;
 
 /// Whether `client_capabilities` (a request's, or a session's) declare the tasks extension.
 pub fn declares_tasks(client_capabilities: &Value) -> bool {
@@ -170,6 +176,40 @@ pub(super) fn tool_result_bytes(
     result_response_bytes(id, &v)
 }
 
+/// A tool result held as JSON text, with what this era adds to every result the handler did
+/// not set itself: `resultType`, and `_meta`'s `serverInfo` (`server_info`). Only the top
+/// level, and `_meta` when it is there, are read; the rest is written as it came.
+pub(super) fn finish_json_result(server_info: &RawValue, result: &JsonToolResult) -> Box<RawValue> {
+    let Some(mut obj) = RawObject::parse(result.as_raw()) else {
+        return result.as_raw().to_owned();
+    };
+    if obj.get(RESULT_TYPE).is_none() {
+        obj.set(RESULT_TYPE, Cow::Borrowed(&**COMPLETE));
+    }
+    let meta = match obj.get(META).and_then(RawObject::parse) {
+        Some(meta) if meta.get(keys::SERVER_INFO).is_some() => None,
+        Some(mut meta) => {
+            meta.set(keys::SERVER_INFO, Cow::Borrowed(server_info));
+            Some(meta.to_raw())
+        }
+        None => {
+            let mut meta = RawObject::default();
+            meta.set(keys::SERVER_INFO, Cow::Borrowed(server_info));
+            Some(meta.to_raw())
+        }
+    };
+    if let Some(meta) = meta {
+        obj.set(META, Cow::Owned(meta));
+    }
+    obj.to_raw()
+}
+
+const RESULT_TYPE: &str = "resultType";
+const META: &str = "_meta";
+/// `"complete"`, as JSON.
+static COMPLETE: LazyLock<Box<RawValue>> =
+    LazyLock::new(|| serde_json::value::to_raw_value(result_type::COMPLETE).unwrap_or_default());
+
 /// Adds what this era's results carry and the handler did not set.
 pub(super) fn finish_result(answer_keys: &AnswerKeys, method: &str, v: &mut Value) {
     let Value::Object(obj) = v else { return };
@@ -224,4 +264,37 @@ pub(crate) fn tag_subscription(mut params: Map<String, Value>, subscription: &Va
         json!({ keys::SUBSCRIPTION_ID: subscription.clone() }),
     );
     Value::Object(params)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use staunch_protocol::raw::to_value;
+
+    fn raw(s: &str) -> Box<RawValue> {
+        RawValue::from_string(s.to_string()).unwrap()
+    }
+
+    #[test]
+    fn the_stateless_era_adds_its_keys_and_keeps_the_handlers() {
+        let info = raw(r#"{"name":"s","version":"1"}"#);
+        let plain = JsonToolResult::from_raw(raw(r#"{"content":[],"b":1}"#)).unwrap();
+        assert_eq!(
+            finish_json_result(&info, &plain).get(),
+            r#"{"content":[],"b":1,"resultType":"complete","_meta":{"io.modelcontextprotocol/serverInfo":{"name":"s","version":"1"}}}"#
+        );
+        let own_meta =
+            JsonToolResult::from_raw(raw(r#"{"content":[],"_meta":{"x.example/t":"t1"}}"#))
+                .unwrap();
+        let finished = to_value(&finish_json_result(&info, &own_meta));
+        assert_eq!(
+            finished,
+            json!({"content": [], "resultType": "complete", "_meta": {
+                "x.example/t": "t1",
+                "io.modelcontextprotocol/serverInfo": {"name": "s", "version": "1"}}})
+        );
+        let all_set = r#"{"content":[],"resultType":"complete","_meta":{"io.modelcontextprotocol/serverInfo":{"name":"up"}}}"#;
+        let r = JsonToolResult::from_raw(raw(all_set)).unwrap();
+        assert_eq!(finish_json_result(&info, &r).get(), all_set);
+    }
 }
