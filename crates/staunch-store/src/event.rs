@@ -289,6 +289,20 @@ pub trait EventStore: Send + Sync + 'static {
         false
     }
 
+    /// [`write_batch`](Self::write_batch) done now, without a future, by a store that can
+    /// (one [`in_process`](Self::in_process), with nothing to wait for): it takes the writes
+    /// out of `writes`. `None`, the default, leaves them there, for a store that must be
+    /// awaited. The HTTP transport writes every event of every stream through this, and a
+    /// future per write was a measurable part of a call.
+    fn write_batch_now(
+        &self,
+        writes: &mut Vec<EventWrite>,
+        now_ms: i64,
+    ) -> Option<Result<BatchOutcome, StoreError>> {
+        let _ = (writes, now_ms);
+        None
+    }
+
     /// Applies many writes in order — in one transaction (one commit, one fsync) where the
     /// driver can. The HTTP transport batches what its sessions send this way, so the cost of a
     /// durable commit is shared by every event written meanwhile. A write that cannot apply

@@ -43,6 +43,32 @@ impl MemoryEventStore {
     pub fn new() -> MemoryEventStore {
         MemoryEventStore::default()
     }
+
+    /// A batch's writes under one lock, with no future (the transport writes every event of
+    /// every stream so).
+    fn apply(&self, writes: impl IntoIterator<Item = EventWrite>, now_ms: i64) -> BatchOutcome {
+        let mut out = BatchOutcome::default();
+        let mut streams = lock(&self.streams);
+        for w in writes {
+            let applied = match w {
+                EventWrite::Create {
+                    session_id,
+                    stream_id,
+                } => create(&mut streams, &session_id, &stream_id).is_ok(),
+                EventWrite::Append {
+                    session_id,
+                    stream_id,
+                    payload,
+                } => append(&mut streams, &session_id, &stream_id, payload, now_ms).is_ok(),
+                EventWrite::Close {
+                    session_id,
+                    stream_id,
+                } => mark_closed(&mut streams, &session_id, &stream_id, now_ms),
+            };
+            out.count(applied, 1);
+        }
+        out
+    }
 }
 
 /// The streams under their lock, where each write is applied (alone, or as part of a batch
@@ -146,33 +172,20 @@ impl EventStore for MemoryEventStore {
         )
     }
 
-    /// Under one lock, with no future per write (the transport calls this for every write).
     async fn write_batch(
         &self,
         writes: Vec<EventWrite>,
         now_ms: i64,
     ) -> Result<BatchOutcome, StoreError> {
-        let mut out = BatchOutcome::default();
-        let mut streams = lock(&self.streams);
-        for w in writes {
-            let applied = match w {
-                EventWrite::Create {
-                    session_id,
-                    stream_id,
-                } => create(&mut streams, &session_id, &stream_id).is_ok(),
-                EventWrite::Append {
-                    session_id,
-                    stream_id,
-                    payload,
-                } => append(&mut streams, &session_id, &stream_id, payload, now_ms).is_ok(),
-                EventWrite::Close {
-                    session_id,
-                    stream_id,
-                } => mark_closed(&mut streams, &session_id, &stream_id, now_ms),
-            };
-            out.count(applied, 1);
-        }
-        Ok(out)
+        Ok(self.apply(writes, now_ms))
+    }
+
+    fn write_batch_now(
+        &self,
+        writes: &mut Vec<EventWrite>,
+        now_ms: i64,
+    ) -> Option<Result<BatchOutcome, StoreError>> {
+        Some(Ok(self.apply(writes.drain(..), now_ms)))
     }
 
     async fn replay_after(

@@ -31,7 +31,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use staunch_store::{EventStore, EventWrite, now_ms};
+use staunch_store::{BatchOutcome, EventStore, EventWrite, StoreError, now_ms};
 
 use crate::metrics::Metrics;
 use tokio::sync::{Notify, mpsc, oneshot};
@@ -131,17 +131,32 @@ impl Batcher {
     }
 
     pub(crate) fn write(&self, w: EventWrite) {
-        if let Some(events) = self.at_once.clone() {
-            let written = async move { events.write_batch(vec![w], now_ms()).await };
-            return apply_now(written, |r| {
+        self.write_all(vec![w]);
+    }
+
+    /// [`write`](Self::write) for several writes in order (a stream's last event and its
+    /// close): an in-process store takes them in one batch.
+    pub(crate) fn write_all(&self, mut writes: Vec<EventWrite>) {
+        if let Some(events) = &self.at_once {
+            let stored = |r: Result<BatchOutcome, StoreError>| {
                 if let Err(e) = r {
                     tracing::warn!(error = %e, "event not stored");
                 }
-            });
+            };
+            return match events.write_batch_now(&mut writes, now_ms()) {
+                Some(r) => stored(r),
+                None => {
+                    let events = events.clone();
+                    let written = async move { events.write_batch(writes, now_ms()).await };
+                    apply_now(written, stored)
+                }
+            };
         }
-        self.pressure.queued.fetch_add(1, Ordering::Relaxed);
-        if self.tx.send(Item::Write(w)).is_err() {
-            self.pressure.queued.fetch_sub(1, Ordering::Relaxed);
+        for w in writes {
+            self.pressure.queued.fetch_add(1, Ordering::Relaxed);
+            if self.tx.send(Item::Write(w)).is_err() {
+                self.pressure.queued.fetch_sub(1, Ordering::Relaxed);
+            }
         }
     }
 

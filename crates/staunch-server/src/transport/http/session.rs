@@ -482,15 +482,19 @@ impl HttpSession {
             st.live = None;
         }
         if stored {
-            self.append_in_store(stream_id, &data);
+            let append = self.append_write(stream_id, &data);
+            if ends_stream {
+                // The last event and the close, in one batch.
+                self.batcher
+                    .write_all(vec![append, self.close_write(stream_id)]);
+            } else {
+                self.batcher.write(append);
+            }
         }
         if ends_stream {
             let stream_id = stream_id.clone();
             // Dropping the stream's sender ends the connection after this event.
             routes.end(&stream_id);
-            if stored {
-                self.close_in_store(&stream_id);
-            }
             if let Some(r) = &msg.related {
                 routes.by_request.remove(r);
             }
@@ -498,14 +502,18 @@ impl HttpSession {
     }
 
     fn close_in_store(&self, stream_id: &Arc<str>) {
-        self.batcher.write(EventWrite::Close {
-            session_id: self.id.clone(),
-            stream_id: stream_id.clone(),
-        });
+        self.batcher.write(self.close_write(stream_id));
     }
 
-    fn append_in_store(&self, stream_id: &Arc<str>, data: &[u8]) {
-        self.batcher.write(EventWrite::Append {
+    fn close_write(&self, stream_id: &Arc<str>) -> EventWrite {
+        EventWrite::Close {
+            session_id: self.id.clone(),
+            stream_id: stream_id.clone(),
+        }
+    }
+
+    fn append_write(&self, stream_id: &Arc<str>, data: &[u8]) -> EventWrite {
+        EventWrite::Append {
             session_id: self.id.clone(),
             stream_id: stream_id.clone(),
             // The server wrote these bytes as JSON, so they are UTF-8; checking that is far
@@ -513,7 +521,7 @@ impl HttpSession {
             payload: std::str::from_utf8(data)
                 .map(str::to_owned)
                 .unwrap_or_else(|_| String::from_utf8_lossy(data).into_owned()),
-        });
+        }
     }
 
     fn close_connection(&self, req: &RequestId) {
