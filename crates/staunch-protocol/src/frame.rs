@@ -16,7 +16,6 @@
 //! with a `Value` (the last one counts).
 
 use std::fmt;
-
 use std::marker::PhantomData;
 
 use serde::de::{

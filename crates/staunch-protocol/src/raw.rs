@@ -28,16 +28,6 @@ pub enum Incoming {
     Other(Message),
 }
 
-impl Incoming {
-    /// As a [`Message`] (a response's result read into a value).
-    pub fn into_message(self) -> Message {
-        match self {
-            Incoming::Response(r) => Message::Response(r.into_response()),
-            Incoming::Other(m) => m,
-        }
-    }
-}
-
 /// A response whose result is the text it arrived as.
 #[derive(Debug, Clone)]
 pub struct RawResponse {

@@ -292,8 +292,9 @@ pub trait EventStore: Send + Sync + 'static {
     /// [`write_batch`](Self::write_batch) done now, without a future, by a store that can
     /// (one [`in_process`](Self::in_process), with nothing to wait for): it takes the writes
     /// out of `writes`. `None`, the default, leaves them there, for a store that must be
-    /// awaited. The HTTP transport writes every event of every stream through this, and a
-    /// future per write was a measurable part of a call.
+    /// awaited (the HTTP transport then queues them for [`write_batch`](Self::write_batch)).
+    /// The transport writes every event of every stream through this, and a future per write
+    /// was a measurable part of a call.
     fn write_batch_now(
         &self,
         writes: &mut Vec<EventWrite>,

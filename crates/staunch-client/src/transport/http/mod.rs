@@ -121,7 +121,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 impl Shared {
     fn session_headers(&self, with_version: bool) -> Headers {
-        let mut h = Headers::with_capacity(3);
+        let mut h = Headers::with_capacity(2);
         if let Some(s) = lock(&self.session).clone() {
             h.push((mcp_header(SESSION_HEADER), s));
         }
@@ -430,11 +430,11 @@ async fn read_stateless_stream(shared: &Shared, mut stream: SseStream, id: Optio
 /// How long a response stream is read for its end once its answer is in.
 const END_AFTER_ANSWER: Duration = Duration::from_millis(50);
 
-/// Reads a response stream whose answer came to its end (what else it carries still goes to
-/// the router), for at most [`END_AFTER_ANSWER`]. A server ends the stream right after the
-/// answer; a stream read to its end gives its connection back for the next request, where one
-/// dropped before the end closes it, and the next request must connect again. Usually the end
-/// came with the answer and is read at once, without a timer.
+/// Reads on to its end, for at most [`END_AFTER_ANSWER`], a response stream whose answer is
+/// in (what else it carries still goes to the router). A server ends the stream right after
+/// the answer; a stream read to its end gives its connection back for the next request, where
+/// one dropped before the end closes it, and the next request must connect again. Usually the
+/// end came with the answer and is read at once, without a timer.
 async fn read_to_end(shared: &Shared, mut stream: SseStream, id: Option<&RequestId>) {
     let rest = async {
         while let Ok(Some(ev)) = stream.next_event().await {

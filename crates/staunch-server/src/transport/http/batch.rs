@@ -31,7 +31,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use staunch_store::{BatchOutcome, EventStore, EventWrite, StoreError, now_ms};
+use staunch_store::{EventStore, EventWrite, now_ms};
 
 use crate::metrics::Metrics;
 use tokio::sync::{Notify, mpsc, oneshot};
@@ -135,22 +135,16 @@ impl Batcher {
     }
 
     /// [`write`](Self::write) for several writes in order (a stream's last event and its
-    /// close): an in-process store takes them in one batch.
+    /// close): an in-process store takes them in one batch, at once; what a store leaves
+    /// (one that must be awaited) goes through the queue.
     pub(crate) fn write_all(&self, mut writes: Vec<EventWrite>) {
-        if let Some(events) = &self.at_once {
-            let stored = |r: Result<BatchOutcome, StoreError>| {
-                if let Err(e) = r {
-                    tracing::warn!(error = %e, "event not stored");
-                }
-            };
-            return match events.write_batch_now(&mut writes, now_ms()) {
-                Some(r) => stored(r),
-                None => {
-                    let events = events.clone();
-                    let written = async move { events.write_batch(writes, now_ms()).await };
-                    apply_now(written, stored)
-                }
-            };
+        if let Some(events) = &self.at_once
+            && let Some(stored) = events.write_batch_now(&mut writes, now_ms())
+        {
+            if let Err(e) = stored {
+                tracing::warn!(error = %e, "event not stored");
+            }
+            return;
         }
         for w in writes {
             self.pressure.queued.fetch_add(1, Ordering::Relaxed);
@@ -231,9 +225,9 @@ impl Batcher {
     }
 }
 
-/// Runs a store operation of an in-process store to its end now, handing its outcome to
-/// `then`. Such a store never waits, so this finishes in the one poll; were one ever to wait,
-/// the rest would run on a task of its own rather than be lost.
+/// Runs an operation of an in-process store (a session's delete) to its end now, handing its
+/// outcome to `then`. Such a store never waits, so this finishes in the one poll; were one
+/// ever to wait, the rest would run on a task of its own rather than be lost.
 fn apply_now<F, T>(op: F, then: impl FnOnce(T) + Send + 'static)
 where
     F: std::future::Future<Output = T> + Send + 'static,
