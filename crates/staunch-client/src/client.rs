@@ -8,13 +8,14 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 use staunch_protocol::mcp::{ProgressToken, methods};
 use staunch_protocol::raw::to_value;
-use staunch_protocol::{RequestId, notification_bytes, request_bytes};
+use staunch_protocol::{RequestId, notification_bytes, request_bytes, request_bytes_with};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use crate::era::{Dialect, ResultType, ServerInfo, mcp_name};
 use crate::inbox::{Inbox, Route};
 use crate::router::{Answer, Inbound, Registration, ReplyReceiver, Router};
+use crate::tool_call::{ToolCall, Wire};
 use crate::transport::http::HttpEndpoint;
 use crate::transport::{Outgoing, Transport};
 use crate::{CallOptions, ClientError, ConnectOptions, LateResponse, Observed, Progress};
@@ -75,15 +76,6 @@ impl Inner {
                 });
             }
         }
-    }
-
-    fn send_request(&self, id: &RequestId, method: &str, params: Option<&Value>) {
-        self.transport.send(Outgoing {
-            bytes: request_bytes(id, method, params),
-            request: Some(id.clone()),
-            method: Some(method.to_string()),
-            name: mcp_name(method, params),
-        });
     }
 
     fn notify(&self, method: &str, params: Option<&Value>) {
@@ -210,12 +202,55 @@ impl Client {
             }
         }
         self.inner.dialect.decorate(&mut params)?;
-        // Register before sending: the answer or a first progress may come back at once.
+        let out = Outgoing {
+            bytes: request_bytes(&id, method, params.as_ref()),
+            request: Some(id.clone()),
+            method: Some(method.to_string()),
+            name: mcp_name(method, params.as_ref()),
+        };
+        self.send_registered(id, token, out)
+    }
+
+    /// Sends a `tools/call` with params written as they are sent (see [`ToolCall`]); as
+    /// [`start_request`](Self::start_request) otherwise.
+    pub fn start_tool_call(
+        &self,
+        call: &ToolCall<'_>,
+        progress: bool,
+    ) -> Result<PendingRequest, ClientError> {
+        let n = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
+        let id = RequestId::Number(n);
+        let token = progress.then_some(ProgressToken::Number(n));
+        let bytes = self.inner.dialect.with_meta(|era| {
+            let params = Wire {
+                call,
+                progress: token.as_ref(),
+                era,
+            };
+            request_bytes_with(&id, methods::TOOLS_CALL, &params)
+        });
+        let out = Outgoing {
+            bytes,
+            request: Some(id.clone()),
+            method: Some(methods::TOOLS_CALL.to_string()),
+            name: Some(call.name().to_string()),
+        };
+        self.send_registered(id, token, out)
+    }
+
+    /// Registers request `id` (and its progress `token`), then sends it: the answer or a
+    /// first progress may come back at once.
+    fn send_registered(
+        &self,
+        id: RequestId,
+        token: Option<ProgressToken>,
+        out: Outgoing,
+    ) -> Result<PendingRequest, ClientError> {
         let Registration {
             reply,
             progress: progress_rx,
         } = self.inner.router.register(&id, token.as_ref())?;
-        self.inner.send_request(&id, method, params.as_ref());
+        self.inner.transport.send(out);
         Ok(PendingRequest {
             inner: self.inner.clone(),
             id,

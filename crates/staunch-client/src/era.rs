@@ -61,6 +61,12 @@ impl Dialect {
         }
     }
 
+    /// Runs `f` with the `_meta` every request carries (`None` in a session).
+    pub(crate) fn with_meta<R>(&self, f: impl FnOnce(Option<&Map<String, Value>>) -> R) -> R {
+        let meta = self.meta.read().unwrap_or_else(|p| p.into_inner());
+        f(meta.as_ref().and_then(Value::as_object))
+    }
+
     /// The client capabilities every request carries (`None` in a session, where they were
     /// declared once, at `initialize`).
     pub(crate) fn capabilities(&self) -> Option<Value> {

@@ -58,6 +58,7 @@ pub mod sse;
 mod target;
 pub mod tasks;
 mod timeout;
+mod tool_call;
 pub mod transport;
 
 pub use client::{Client, PendingRequest, ProgressStream};
@@ -69,5 +70,6 @@ pub use router::{Late, LateResponse, Observed, Progress};
 pub use server_requests::{NotificationHandler, ServerRequest, ServerRequestHandler};
 pub use staunch_protocol as protocol;
 pub use target::Target;
+pub use tool_call::ToolCall;
 pub use transport::http::{HttpEndpoint, HttpOptions, RawResponse, parse_header};
 pub use transport::stdio::{StderrMode, StdioCommand};

@@ -132,38 +132,36 @@ impl SseParser {
         if line[0] == b':' {
             return None; // a comment (keep-alive)
         }
-        // `str::from_utf8` checks a valid line far faster than the lossy decoder walks it.
-        let line = match std::str::from_utf8(line) {
-            Ok(s) => std::borrow::Cow::Borrowed(s),
-            Err(_) => String::from_utf8_lossy(line),
-        };
-        let (field, value) = match line.find(':') {
+        // The field name is compared as bytes; only a value that is kept is read as text.
+        let (field, value) = match memchr::memchr(b':', line) {
             Some(i) => {
                 let v = &line[i + 1..];
-                (&line[..i], v.strip_prefix(' ').unwrap_or(v))
+                (&line[..i], v.strip_prefix(b" ").unwrap_or(v))
             }
-            None => (line.as_ref(), ""),
+            None => (line, &b""[..]),
         };
         match field {
-            "data" => {
+            b"data" => {
                 if self.has_data {
                     self.data.push('\n');
                 }
-                self.data.push_str(value);
+                self.data.push_str(&text(value));
                 self.has_data = true;
                 self.seen_field = true;
             }
-            "event" => {
-                self.event = Some(value.to_string());
+            b"event" => {
+                self.event = Some(text(value).into_owned());
                 self.seen_field = true;
             }
-            "id" if !value.contains('\0') => {
-                self.id = Some(value.to_string());
-                self.last_event_id = Some(value.to_string());
+            b"id" if !value.contains(&0) => {
+                let id = text(value).into_owned();
+                self.last_event_id = Some(id.clone());
+                self.id = Some(id);
                 self.seen_field = true;
             }
-            "retry" if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) => {
-                let ms = value.parse().ok();
+            b"retry" if !value.is_empty() && value.iter().all(u8::is_ascii_digit) => {
+                // Digits only: valid text, and a number unless it overflows.
+                let ms = std::str::from_utf8(value).ok().and_then(|v| v.parse().ok());
                 self.retry = ms;
                 self.last_retry = ms.or(self.last_retry);
                 self.seen_field = true;
@@ -187,6 +185,15 @@ impl SseParser {
             data: std::mem::take(&mut self.data),
             retry: self.retry.take(),
         })
+    }
+}
+
+/// A value as text: as it is when it is UTF-8 (`str::from_utf8` checks a valid value far faster
+/// than the lossy decoder walks it), else with each bad sequence replaced.
+fn text(value: &[u8]) -> std::borrow::Cow<'_, str> {
+    match std::str::from_utf8(value) {
+        Ok(s) => std::borrow::Cow::Borrowed(s),
+        Err(_) => String::from_utf8_lossy(value),
     }
 }
 
@@ -255,6 +262,23 @@ mod tests {
         let mut p = SseParser::new();
         assert!(all(&mut p, &[": ping\n\n", "retry: soon\n\n"]).is_empty());
         assert_eq!(p.retry(), None);
+    }
+
+    #[test]
+    fn a_field_without_a_colon_or_with_bad_bytes_is_read_as_the_format_says() {
+        let mut p = SseParser::new();
+        // `data` alone is a data line with an empty value; invalid UTF-8 in a value is
+        // replaced, not an error; an unknown field is ignored; an id with NUL is ignored.
+        let evs = p
+            .feed(b"data\ndata: a\xffb\nfoo: bar\nid: x\0y\nevent:tick\n\n")
+            .unwrap();
+        assert_eq!(evs.len(), 1);
+        assert_eq!(evs[0].data, "\na\u{fffd}b");
+        assert_eq!(evs[0].event.as_deref(), Some("tick"));
+        assert_eq!(evs[0].id, None);
+        assert_eq!(p.last_event_id(), None);
+        // A field name with bad bytes is no known field.
+        assert!(p.feed(b"d\xffta: x\n\n").unwrap().is_empty());
     }
 
     #[test]

@@ -275,13 +275,13 @@ struct OutResponse<'a, R: ?Sized> {
 }
 
 #[derive(Serialize)]
-struct OutRequest<'a> {
+struct OutRequest<'a, P: ?Sized = Value> {
     jsonrpc: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     id: Option<&'a RequestId>,
     method: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
-    params: Option<&'a Value>,
+    params: Option<&'a P>,
 }
 
 /// Serialises a success response; `result` is any serialisable result (a `Value`, or a typed
@@ -322,6 +322,21 @@ pub fn request_bytes(id: &RequestId, method: &str, params: Option<&Value>) -> Ve
         id: Some(id),
         method,
         params,
+    })
+}
+
+/// Serialises a request whose params are any serialisable value (typed params are written
+/// without building a value first).
+pub fn request_bytes_with<P: Serialize + ?Sized>(
+    id: &RequestId,
+    method: &str,
+    params: &P,
+) -> Vec<u8> {
+    to_bytes(&OutRequest {
+        jsonrpc: "2.0",
+        id: Some(id),
+        method,
+        params: Some(params),
     })
 }
 
@@ -382,6 +397,22 @@ mod tests {
         ));
         let m = parse(r#"{"jsonrpc":"2.0","id":1,"error":{"code":-1,"message":"x"}}"#).unwrap();
         assert!(matches!(m, Message::Response(Response { outcome: Err(e), .. }) if e.code == -1));
+    }
+
+    #[test]
+    fn a_request_with_typed_params_is_the_request_with_their_value() {
+        #[derive(Serialize)]
+        struct Params<'a> {
+            name: &'a str,
+        }
+        let id = RequestId::Number(3);
+        let typed = request_bytes_with(&id, "tools/call", &Params { name: "echo" });
+        let valued = request_bytes(&id, "tools/call", Some(&json!({"name": "echo"})));
+        assert_eq!(typed, valued);
+        assert_eq!(
+            String::from_utf8(typed).unwrap(),
+            r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo"}}"#
+        );
     }
 
     #[test]

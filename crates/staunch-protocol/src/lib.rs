@@ -30,5 +30,5 @@ pub mod version;
 pub use jsonrpc::{
     ErrorObject, FrameError, Message, Notification, Request, RequestId, Response, echo_name,
     error_response_bytes, method_label, notification_bytes, parse_incoming, parse_message,
-    request_bytes, result_response_bytes,
+    request_bytes, request_bytes_with, result_response_bytes,
 };

@@ -20,9 +20,11 @@ mod task;
 use std::sync::Arc;
 
 use futures_util::future::BoxFuture;
+use serde_json::Value;
 use serde_json::value::RawValue;
-use serde_json::{Map, Value, json};
-use staunch_client::{CallOptions, ClientError, Progress, ProgressStream};
+use staunch_client::{
+    CallOptions, ClientError, PendingRequest, Progress, ProgressStream, ToolCall,
+};
 use staunch_protocol::RequestId;
 use staunch_protocol::mcp::methods;
 use staunch_protocol::raw::{RawObject, to_value};
@@ -39,21 +41,36 @@ use crate::upstream::{Upstream, request_options};
 pub use job::UpstreamJob;
 use task::forward_as_task;
 
-/// `tools/call` params for the upstream: its own tool name, the arguments, and the downstream
-/// `_meta` (trace context and the like) without the downstream progress token.
+/// `tools/call` params for the upstream, as a value (for a request that adds fields of its
+/// own): its own tool name, the arguments, and the downstream `_meta` (trace context and the
+/// like) without the downstream progress token.
 fn call_params(tool: &str, args: Value, meta: Option<&Value>) -> Value {
-    let mut params = json!({"name": tool, "arguments": args});
-    if let Some(Value::Object(meta)) = meta {
-        let kept: Map<String, Value> = meta
-            .iter()
-            .filter(|(k, _)| k.as_str() != "progressToken")
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        if !kept.is_empty() {
-            params["_meta"] = Value::Object(kept);
+    ToolCall::new(tool, &args)
+        .meta(meta.and_then(Value::as_object))
+        .to_params()
+}
+
+/// What a forwarded `tools/call` sends upstream.
+enum UpstreamParams<'a> {
+    /// The call's own params, written as they are sent (no value tree built).
+    Call(ToolCall<'a>),
+    /// Params with fields of their own (a task request).
+    Value(Value),
+}
+
+impl UpstreamParams<'_> {
+    fn start(
+        self,
+        client: &staunch_client::Client,
+        progress: bool,
+    ) -> Result<PendingRequest, ClientError> {
+        match self {
+            UpstreamParams::Call(call) => client.start_tool_call(&call, progress),
+            UpstreamParams::Value(v) => {
+                client.start_request(methods::TOOLS_CALL, Some(v), progress)
+            }
         }
     }
-    params
 }
 
 /// How a forwarded call ended, before it is shaped for a tool or a job.
@@ -185,11 +202,12 @@ async fn forward_on(
     } = call;
     // A 2026 client answers a session-era upstream's questions in rounds of its own: the call
     // is tracked with a channel for them and parked while the client answers.
+    let meta = meta.and_then(Value::as_object);
     if let Some(ctx) = ctx.filter(|c| c.asks_in_rounds())
         && client.has_session()
     {
-        let params = call_params(tool, args.clone(), meta);
-        let pending = match client.start_request(methods::TOOLS_CALL, Some(params), progress) {
+        let params = ToolCall::new(tool, &args).meta(meta);
+        let pending = match client.start_tool_call(&params, progress) {
             Ok(p) => p,
             Err(e) => return Outcome::Failed(gone(up.name(), &e)),
         };
@@ -201,16 +219,21 @@ async fn forward_on(
         let opts = request_options(progress, cancel);
         return Box::pin(go_on_asking(asking, ctx, lot, &opts, on_progress)).await;
     }
-    let mut params = call_params(tool, args, meta);
-    // Only a 2026-07-28 upstream answers "input required", and only then is the call sent
-    // again: keep a copy of its params for that case alone.
-    let base = (!client.has_session()).then(|| params.clone());
+    // Only a 2026-07-28 upstream answers "input required"; the call is then sent again with
+    // the client's answers and the state the upstream asked to get back.
+    let stateless = !client.has_session();
+    let mut answered: Option<(Value, Option<Value>)> = None;
     let mut on_progress = on_progress;
     // A 2026 upstream may answer "input required": the questions go to the downstream client
     // (a server->client request on a 2025 session, an input-required round of its own for a
     // 2026 client, which calls again with the answers), and the call is sent again with them.
     for _ in 0..MAX_INPUT_ROUNDS {
         let opts = request_options(progress, cancel.clone());
+        let mut params = ToolCall::new(tool, &args).meta(meta);
+        if let Some((answers, state)) = &answered {
+            params = params.answers(answers, state.as_ref());
+        }
+        let params = UpstreamParams::Call(params);
         let r = send_tracked(up, &client, ctx, tool, params, &opts, &mut on_progress).await;
         let v = match r {
             Ok(v) => v,
@@ -218,11 +241,7 @@ async fn forward_on(
             Err(ClientError::Cancelled) => return Outcome::Cancelled,
             Err(e) => return Outcome::Failed(gone(up.name(), &e)),
         };
-        // Only a 2026-07-28 upstream (`base`) asks for input in its result.
-        let asking = base
-            .as_ref()
-            .and_then(|base| ctx.filter(|_| asks_for_input(&v)).map(|ctx| (ctx, base)));
-        let Some((ctx, base)) = asking else {
+        let Some(ctx) = ctx.filter(|_| stateless && asks_for_input(&v)) else {
             return Outcome::Answered(v);
         };
         let v = to_value(&v);
@@ -230,7 +249,7 @@ async fn forward_on(
             Ok(a) => a,
             Err(e) => return Outcome::Asked(e),
         };
-        params = again_with(base, answers, &v);
+        answered = Some((answers, v.get("requestState").cloned()));
     }
     Outcome::Failed(format!(
         "the upstream server {:?} still asked for input after {MAX_INPUT_ROUNDS} rounds",
@@ -289,7 +308,7 @@ async fn send_tracked(
     client: &staunch_client::Client,
     ctx: Option<&Context>,
     tool: &str,
-    params: Value,
+    params: UpstreamParams<'_>,
     opts: &CallOptions,
     on_progress: impl FnMut(&Progress) + Send,
 ) -> Result<Box<RawValue>, ClientError> {
@@ -305,11 +324,11 @@ async fn send_tracked_keeping(
     client: &staunch_client::Client,
     ctx: Option<&Context>,
     tool: &str,
-    params: Value,
+    params: UpstreamParams<'_>,
     opts: &CallOptions,
     mut on_progress: impl FnMut(&Progress) + Send,
 ) -> (Result<Box<RawValue>, ClientError>, Option<ProgressStream>) {
-    let pending = match client.start_request(methods::TOOLS_CALL, Some(params), opts.progress) {
+    let pending = match params.start(client, opts.progress) {
         Ok(p) => p,
         Err(e) => return (Err(e), None),
     };

@@ -13,7 +13,7 @@ use staunch_protocol::raw::to_value;
 use staunch_server::{Context, ToolError};
 
 use super::{
-    Call, ForwardTool, MAX_INPUT_ROUNDS, Outcome, again_with, call_params, gone,
+    Call, ForwardTool, MAX_INPUT_ROUNDS, Outcome, UpstreamParams, again_with, call_params, gone,
     send_tracked_keeping,
 };
 use crate::ask::ask_downstream;
@@ -113,7 +113,7 @@ async fn create_task_following(
         client,
         Some(ctx),
         tool,
-        params,
+        UpstreamParams::Value(params),
         &opts,
         |_: &Progress| {},
     )

@@ -230,7 +230,9 @@ pub(crate) fn start(server: &Arc<ServerInner>, origin: &Origin, mut req: Request
     if origin.eager {
         eager::start(task);
     } else {
-        tokio::spawn(task);
+        // Boxed first: the task's cell then holds a pointer, not the whole future, which
+        // tokio would otherwise copy as it spawns it and twice more as it stores its output.
+        tokio::spawn(Box::pin(task));
     }
 }
 

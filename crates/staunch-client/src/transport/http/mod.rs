@@ -25,6 +25,7 @@ use foldhash::{HashMap, HashSet};
 use staunch_protocol::mcp::methods;
 use staunch_protocol::raw::Incoming;
 use staunch_protocol::{RequestId, parse_incoming};
+use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 mod endpoint;
@@ -106,8 +107,10 @@ struct Shared {
     version: Mutex<Option<HeaderValue>>,
     /// The connection speaks the stateless era.
     stateless: AtomicBool,
-    /// The POST/stream task of each request in flight, stopped on abandon.
-    inflight: Mutex<HashMap<RequestId, CancellationToken>>,
+    /// The POST/stream task of each request in flight, stopped on abandon: a send, or the
+    /// sender dropped, ends it (a one-shot costs its task less to wait on than a cancellation
+    /// token, which it polls every time the POST wakes).
+    inflight: Mutex<HashMap<RequestId, oneshot::Sender<()>>>,
     abandoned: Mutex<HashSet<RequestId>>,
     resumes: AtomicU64,
     /// Stops the standalone stream's reader ([`HttpTransport::listen`]) when the client closes.
@@ -235,33 +238,40 @@ impl HttpTransport {
     }
 
     pub(crate) fn send(&self, out: Outgoing) {
-        let stop = CancellationToken::new();
-        if let Some(id) = &out.request {
-            lock(&self.shared.inflight).insert(id.clone(), stop.clone());
-        }
+        // Only a request can be abandoned: a notification's or a reply's POST runs to its end.
+        let stop = out.request.as_ref().map(|id| {
+            let (stop, stopped) = oneshot::channel();
+            lock(&self.shared.inflight).insert(id.clone(), stop);
+            stopped
+        });
         let shared = self.shared.clone();
         // On the runtime of the caller when there is one (a server serving connections on
         // threads of their own calls from its request's thread: the POST and its answer stay
         // there), else on the one the client was made on (a send from a `Drop`, say).
         let rt =
             tokio::runtime::Handle::try_current().unwrap_or_else(|_| self.shared.handle.clone());
-        rt.spawn(async move {
+        // Boxed first, so the task's cell holds a pointer rather than the POST's whole future
+        // (tokio copies what the cell holds as it spawns the task and as it ends).
+        rt.spawn(Box::pin(async move {
             let id = out.request.clone();
-            tokio::select! {
-                _ = post_message(&shared, out) => {}
-                _ = stop.cancelled() => {}
+            match stop {
+                Some(stopped) => tokio::select! {
+                    _ = post_message(&shared, out) => {}
+                    _ = stopped => {}
+                },
+                None => post_message(&shared, out).await,
             }
             if let Some(id) = id {
                 lock(&shared.inflight).remove(&id);
             }
-        });
+        }));
     }
 
     pub(crate) fn abandoned(&self, id: &RequestId) {
         if self.requests_stand_alone() {
             // Closing the stream is the cancel: no linger, the server must see it now.
             if let Some(stop) = lock(&self.shared.inflight).remove(id) {
-                stop.cancel();
+                let _ = stop.send(());
             }
             return;
         }
@@ -271,7 +281,7 @@ impl HttpTransport {
         self.shared.handle.spawn(async move {
             tokio::time::sleep(shared.opts.linger_after_cancel).await;
             if let Some(stop) = lock(&shared.inflight).remove(&id) {
-                stop.cancel();
+                let _ = stop.send(());
             }
             lock(&shared.abandoned).remove(&id);
         });
@@ -300,7 +310,7 @@ impl HttpTransport {
             .map(|(_, s)| s)
             .collect();
         for s in stops {
-            s.cancel();
+            let _ = s.send(());
         }
         if self.requests_stand_alone() {
             return; // no session to end; DELETE is 405 in this era

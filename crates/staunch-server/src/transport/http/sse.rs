@@ -4,14 +4,15 @@
 //! `data:` line (SEP-1699), which axum's encoder omits.
 
 use std::convert::Infallible;
-use std::sync::Arc;
+use std::pin::Pin;
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures_util::stream;
-use tokio::time::Instant;
+use tokio::time::{Instant, Sleep};
 
 use super::HttpState;
 use super::session::{ConnectionGuard, LiveRx, SseItem};
@@ -24,9 +25,53 @@ struct SseState {
     live: Option<LiveRx>,
     close_at: Option<Instant>,
     keep_alive: Duration,
+    /// One timer for the stream's life, moved on only when it fires: arming a timer for
+    /// every frame cost more than the frame. Registered on the first wait that finds
+    /// nothing queued.
+    timer: Pin<Box<Sleep>>,
+    /// When the last frame went out: silence is measured from here.
+    last_frame: Instant,
     _guard: ConnectionGuard,
     /// Counts the stream in `staunch_sse_streams_open` while it lives.
     _open: crate::metrics::StreamGuard,
+}
+
+impl SseState {
+    /// The next frame from the live connection: an event, a keep-alive comment after
+    /// `keep_alive` of silence, or `None` when it ends, asks to close, or `close_at` passes.
+    async fn next_live(&mut self) -> Option<Bytes> {
+        let rx = self.live.as_mut()?;
+        loop {
+            tokio::select! {
+                biased;
+                item = rx.recv() => {
+                    return match item {
+                        Some(SseItem::Event { seq, data, .. }) => {
+                            self.last_frame = Instant::now();
+                            Some(event_at(&self.stream_id, seq, &data))
+                        }
+                        Some(SseItem::Close) | None => None,
+                    };
+                }
+                () = self.timer.as_mut() => {
+                    let now = Instant::now();
+                    if self.close_at.is_some_and(|at| now >= at) {
+                        return None;
+                    }
+                    let quiet_until = self.last_frame + self.keep_alive;
+                    let beat = now >= quiet_until;
+                    if beat {
+                        self.last_frame = now;
+                    }
+                    let next = self.last_frame + self.keep_alive;
+                    self.timer.as_mut().reset(self.close_at.map_or(next, |at| at.min(next)));
+                    if beat {
+                        return Some(Bytes::from_static(b": keep-alive\n\n"));
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// An SSE response: `first` events, then whatever `live` delivers until it ends, asks to close,
@@ -41,52 +86,51 @@ pub(crate) fn body(
     guard: ConnectionGuard,
     open: crate::metrics::StreamGuard,
 ) -> Response {
+    let now = Instant::now();
+    let close_at = close_after.map(|d| now + d);
+    let first_wake = close_at.map_or(now + keep_alive, |at| at.min(now + keep_alive));
     let state = SseState {
         stream_id,
         first: first.into_iter(),
         live,
-        close_at: close_after.map(|d| Instant::now() + d),
+        close_at,
         keep_alive,
+        timer: Box::pin(tokio::time::sleep_until(first_wake)),
+        last_frame: now,
         _guard: guard,
         _open: open,
     };
-    let frames = stream::unfold(state, |mut st| async move {
-        if let Some(e) = st.first.next() {
-            return Some((Ok::<_, Infallible>(e), st));
-        }
-        let rx = st.live.as_mut()?;
-        let wait_until = match st.close_at {
-            Some(at) => at.min(Instant::now() + st.keep_alive),
-            None => Instant::now() + st.keep_alive,
+    // Boxed: the state moves into each step's future and back out of it.
+    let frames = stream::unfold(Box::new(state), |mut st| async move {
+        let frame = match st.first.next() {
+            Some(e) => e,
+            None => st.next_live().await?,
         };
-        match tokio::time::timeout_at(wait_until, rx.recv()).await {
-            Ok(Some(SseItem::Event { seq, data, .. })) => {
-                let frame = event_at(&st.stream_id, seq, &data);
-                Some((Ok(frame), st))
-            }
-            Ok(Some(SseItem::Close) | None) => None,
-            Err(_) if st.close_at.is_some_and(|at| Instant::now() >= at) => None,
-            Err(_) => Some((Ok(Bytes::from_static(b": keep-alive\n\n")), st)),
-        }
+        Some((Ok::<_, Infallible>(frame), st))
     });
     stream_response(Body::from_stream(frames))
 }
 
-/// An SSE response around `body`. Its three headers go into a map made for three: a map grown
-/// from empty makes room for six, and an in-flight stream holds its response head.
+/// An SSE response around `body`. Its three headers are a map made once and cloned: inserting
+/// them one by one (hashing each name) cost more than copying the map.
 pub(crate) fn stream_response(body: Body) -> Response {
+    static HEADERS: LazyLock<HeaderMap> = LazyLock::new(|| {
+        // A map made for three: one grown from empty makes room for six, and an in-flight
+        // stream holds its response head.
+        let mut h = HeaderMap::with_capacity(3);
+        h.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/event-stream"),
+        );
+        h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+        h.insert(
+            header::HeaderName::from_static("x-accel-buffering"),
+            HeaderValue::from_static("no"),
+        );
+        h
+    });
     let mut r = Response::new(body);
-    let mut h = HeaderMap::with_capacity(3);
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/event-stream"),
-    );
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    h.insert(
-        header::HeaderName::from_static("x-accel-buffering"),
-        HeaderValue::from_static("no"),
-    );
-    *r.headers_mut() = h;
+    *r.headers_mut() = HEADERS.clone();
     r
 }
 
@@ -198,7 +242,14 @@ pub(crate) fn event(id: &str, data: &[u8]) -> Bytes {
 
 /// The `data:` lines of an event and the blank line that ends it.
 fn data_lines(out: &mut Vec<u8>, data: &[u8]) {
-    // Serialised JSON has no raw newlines, but a stored payload is data: split defensively.
+    // Serialised JSON has no raw newlines: one line, found with a fast search. A stored
+    // payload is data, though: split defensively.
+    if !data.contains(&b'\n') {
+        out.extend_from_slice(b"data: ");
+        out.extend_from_slice(data.strip_suffix(b"\r").unwrap_or(data));
+        out.extend_from_slice(b"\n\n");
+        return;
+    }
     for line in data.split(|b| *b == b'\n') {
         out.extend_from_slice(b"data: ");
         out.extend_from_slice(line.strip_suffix(b"\r").unwrap_or(line));
