@@ -21,6 +21,8 @@
 //!   reset on progress, and a hard ceiling ([`CallOptions::max_total`]) that always wins; an
 //!   optional [`CancellationToken`](tokio_util::sync::CancellationToken) for Ctrl-C.
 //! - [`PendingRequest`]: a request in flight. Dropping it unanswered cancels it on the wire.
+//!   [`Client::start_tool_call`] starts a `tools/call` from a [`ToolCall`], its params written
+//!   straight into the request (a forwarding server's arguments are not wrapped in a new value).
 //! - [`transport::http`]: POST with `Accept: application/json, text/event-stream`, JSON or SSE
 //!   answers, `Mcp-Session-Id` and `MCP-Protocol-Version` kept; a dropped SSE stream is resumed
 //!   with `GET` + `Last-Event-ID` after the server's `retry` delay. [`HttpEndpoint`] is the raw

@@ -5,6 +5,7 @@
 //! key, in the order the upstream wrote them, and every number as written (an integer beyond
 //! 64 bits stays exact); it is neither read into a value tree nor written out of one.
 
+use serde::Deserialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
 use staunch_protocol::mcp::CallToolResult;
@@ -30,7 +31,12 @@ impl JsonToolResult {
     /// The JSON text `text` as a tool result, kept as it is; `None` when it is not an object
     /// with a `content` array.
     pub fn from_raw(text: Box<RawValue>) -> Option<Self> {
-        let is_error = is_error_of(&RawObject::parse(&text)?)?;
+        let is_error = match serde_json::from_str::<Peek<'_>>(text.get()) {
+            Ok(peek) => peek.is_error()?,
+            // Not an object, or a key written twice (the last one counts, as `RawObject`
+            // reads it).
+            Err(_) => is_error_of(&RawObject::parse(&text)?)?,
+        };
         Some(Self { text, is_error })
     }
 
@@ -55,6 +61,26 @@ impl JsonToolResult {
     /// The result as a value.
     pub fn to_value(&self) -> Value {
         to_value(&self.text)
+    }
+}
+
+/// The two keys a tool result is read for, found in one pass that keeps nothing else.
+#[derive(Deserialize)]
+struct Peek<'a> {
+    #[serde(borrow, default)]
+    content: Option<&'a RawValue>,
+    #[serde(rename = "isError", borrow, default)]
+    is_error: Option<&'a RawValue>,
+}
+
+impl Peek<'_> {
+    /// As [`is_error_of`].
+    fn is_error(&self) -> Option<bool> {
+        let content = self.content?;
+        content
+            .get()
+            .starts_with('[')
+            .then(|| self.is_error.is_some_and(|v| v.get() == "true"))
     }
 }
 
@@ -84,7 +110,19 @@ mod tests {
         assert!(r.is_error());
         let ok = JsonToolResult::from_raw(raw(r#"{"content":[],"isError":false}"#)).unwrap();
         assert!(!ok.is_error());
-        for bad in [r#"{"content":"x"}"#, r#"{"text":"y"}"#, "[]", "1"] {
+        // A key written twice: the last one counts.
+        let twice =
+            JsonToolResult::from_raw(raw(r#"{"content":[],"isError":true,"isError":false}"#));
+        assert!(!twice.unwrap().is_error());
+        let twice = JsonToolResult::from_raw(raw(r#"{"content":[],"content":null}"#));
+        assert!(twice.is_none());
+        for bad in [
+            r#"{"content":"x"}"#,
+            r#"{"content":null}"#,
+            r#"{"text":"y"}"#,
+            "[]",
+            "1",
+        ] {
             assert!(JsonToolResult::from_raw(raw(bad)).is_none(), "{bad}");
         }
         let typed = JsonToolResult::from_result(&CallToolResult::error("no"));
