@@ -1,12 +1,14 @@
 //! Long-lived streams over loopback HTTP: a `subscriptions/listen` whose `Accept` cannot carry a
-//! stream is refused at once, and a listener that vanished is noticed by the stream's
-//! keep-alives, so its in-flight slot comes back.
+//! stream is refused at once, a listener that vanished is noticed by the stream's
+//! keep-alives, so its in-flight slot comes back, and a long call's stream beats while it waits
+//! and closes when polling says so.
 
 use std::time::Duration;
 
-use serde_json::json;
+use serde_json::{Value, json};
+use staunch_server::{CallToolResult, Context, ToolError, ToolSpec};
 use staunch_testkit::TestServer;
-use staunch_testkit::http::stateless;
+use staunch_testkit::http::{call, stateless};
 use tokio::time::{Instant, timeout};
 
 fn listen(id: i64) -> serde_json::Value {
@@ -135,4 +137,71 @@ async fn a_vanished_get_stream_is_noticed_by_its_keep_alives() {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// A 2025 call's stream with SEP-1699 polling (`poll_after`) and a short keep-alive: while the
+/// call runs, a comment goes out every `keep_alive` of silence; at `poll_after` the connection
+/// closes without the answer; the client that resumes with `Last-Event-ID` gets the answer.
+#[tokio::test]
+async fn a_long_calls_stream_beats_closes_at_poll_after_and_resumes_to_its_answer() {
+    let poll_after = Duration::from_millis(600);
+    let s = TestServer::setup()
+        .http(move |h| {
+            h.poll_after = Some(poll_after);
+            h.keep_alive = Duration::from_millis(100);
+        })
+        .tools(|b| {
+            b.tool(
+                ToolSpec::streaming("wait_a_while", "Answers after 1.5 s."),
+                |_ctx: Context, _args: Value| async {
+                    tokio::time::sleep(Duration::from_millis(1500)).await;
+                    Ok::<_, ToolError>(CallToolResult::text("done"))
+                },
+            )
+        })
+        .start()
+        .await;
+    let sid = s.initialize().await;
+    let started = Instant::now();
+    let r = s
+        .post(Some(&sid), &call(json!(1), "wait_a_while", json!({}), None))
+        .await;
+    assert_eq!(r.status, 200);
+    let body = timeout(Duration::from_secs(10), r.text())
+        .await
+        .expect("the stream closes at poll_after");
+    let held = started.elapsed();
+    assert!(held >= poll_after, "closed after {held:?}: {body:?}");
+    assert!(
+        !body.contains("\"result\""),
+        "no answer before the close: {body:?}"
+    );
+    let beats = body.matches(": keep-alive").count();
+    assert!(beats >= 2, "{beats} keep-alives in {held:?}: {body:?}");
+    // The resumed stream is polled too: resume again from the last id until the answer.
+    let mut last_id = last_event_id(&body).unwrap_or_else(|| panic!("an id: {body:?}"));
+    let mut answer = None;
+    for _ in 0..10 {
+        let resumed = s.get(&sid, Some(&last_id)).await;
+        assert_eq!(resumed.status, 200);
+        let text = timeout(Duration::from_secs(10), resumed.text())
+            .await
+            .expect("the resumed stream closes");
+        if let Some(data) = text.lines().find_map(|l| l.strip_prefix("data: {")) {
+            answer = Some(serde_json::from_str::<Value>(&format!("{{{data}")).unwrap());
+            break;
+        }
+        last_id = last_event_id(&text).unwrap_or(last_id);
+    }
+    let answer = answer.expect("the answer on a resumed stream");
+    assert_eq!(answer["id"], 1, "{answer}");
+    assert_eq!(answer["result"]["content"][0]["text"], "done", "{answer}");
+}
+
+/// The last `id:` of an SSE text.
+fn last_event_id(text: &str) -> Option<String> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix("id: "))
+        .next_back()
+        .map(str::to_string)
 }
