@@ -10,7 +10,9 @@
 //!   and followed to its end, a cancel becoming `tasks/cancel`;
 //! - the upstream's own tasks, held by a client of the same era under the proxy's ids: a 2025
 //!   session's 2025 tasks (created, read, waited for and cancelled at the upstream, bound to
-//!   the session that made them) and a 2026-07-28 client's tasks of the extension;
+//!   the session that made them) and a 2026-07-28 client's tasks of the extension; a 2026
+//!   upstream's task changes, heard on a listen upstream, and its end read when the task was
+//!   over before that listen opened (a stdlib fixture that never tells of it);
 //! - prompt list changes, announced to 2025 sessions and 2026-07-28 listen streams;
 //! - resource subscriptions: a 2025 session's `resources/subscribe` and a 2026-07-28 listen
 //!   stream's `resourceSubscriptions` subscribe at the upstream, its
@@ -887,6 +889,55 @@ async fn a_2025_session_hears_a_2026_upstream_tasks_changes() {
             break;
         }
     }
+}
+
+/// A 2026 upstream's task that is over before the proxy's listen for it opens: the upstream
+/// never tells that listen of it (the fixture acknowledges and then says nothing), so the proxy
+/// reads the task once the listen is open, and the 2025 session holding it hears it completed.
+#[tokio::test]
+async fn a_task_over_before_its_upstream_listen_opens_still_reaches_its_session() {
+    let Some(python) = staunch_testkit::peers::python() else {
+        if std::env::var("STAUNCH_REQUIRE_EXTERNAL").as_deref() == Ok("1") {
+            panic!("python3 is required");
+        }
+        eprintln!(
+            "SKIPPED: a_task_over_before_its_upstream_listen_opens_still_reaches_its_session: no python3"
+        );
+        return;
+    };
+    let port = staunch_testkit::peers::free_port().await;
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/task_ended_before_listen.py"
+    );
+    let _upstream = tokio::process::Command::new(python)
+        .arg(script)
+        .arg(port.to_string())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn the fixture");
+    staunch_testkit::peers::wait_listening(port).await;
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let args = [
+        "--upstream-protocol",
+        "2026-07-28",
+        "--upstream",
+        url.as_str(),
+    ];
+    let proxy = HttpServer::launch("proxy", Some(":memory:"), &args).await;
+    let (sid, mut standalone) = session_with_stream(&proxy).await;
+    let id = made_task(&rpc(&proxy, &sid, call_as_task(1, "instant", json!({}))).await);
+    let told = wait_for_method(
+        &mut standalone,
+        "notifications/tasks/status",
+        Duration::from_secs(10),
+    )
+    .await
+    .expect("the task's end reached the session");
+    assert_eq!(told["params"]["taskId"], id.as_str(), "{told}");
+    assert_eq!(told["params"]["status"], "completed", "{told}");
 }
 
 /// The proxy listens upstream for at most 64 tasks at once (each listen of an HTTP upstream
