@@ -219,14 +219,13 @@ async fn forward_on(
         let opts = request_options(progress, cancel);
         return Box::pin(go_on_asking(asking, ctx, lot, &opts, on_progress)).await;
     }
-    // Only a 2026-07-28 upstream answers "input required"; the call is then sent again with
-    // the client's answers and the state the upstream asked to get back.
+    // Only a 2026-07-28 upstream answers "input required": the questions go to the downstream
+    // client (a server->client request on a 2025 session, an input-required round of its own
+    // for a 2026 client, which calls again with the answers), and the call is sent again with
+    // the answers and the state the upstream asked to get back.
     let stateless = !client.has_session();
     let mut answered: Option<(Value, Option<Value>)> = None;
     let mut on_progress = on_progress;
-    // A 2026 upstream may answer "input required": the questions go to the downstream client
-    // (a server->client request on a 2025 session, an input-required round of its own for a
-    // 2026 client, which calls again with the answers), and the call is sent again with them.
     for _ in 0..MAX_INPUT_ROUNDS {
         let opts = request_options(progress, cancel.clone());
         let mut params = ToolCall::new(tool, &args).meta(meta);
