@@ -186,17 +186,13 @@ pub(super) fn finish_json_result(server_info: &RawValue, result: &JsonToolResult
     if obj.get(RESULT_TYPE).is_none() {
         obj.set(RESULT_TYPE, Cow::Borrowed(&**COMPLETE));
     }
-    let meta = match obj.get(META).and_then(RawObject::parse) {
-        Some(meta) if meta.get(keys::SERVER_INFO).is_some() => None,
-        Some(mut meta) => {
+    // A `_meta` that is no object is replaced, as one that is absent is made.
+    let meta = {
+        let mut meta = obj.get(META).and_then(RawObject::parse).unwrap_or_default();
+        meta.get(keys::SERVER_INFO).is_none().then(|| {
             meta.set(keys::SERVER_INFO, Cow::Borrowed(server_info));
-            Some(meta.to_raw())
-        }
-        None => {
-            let mut meta = RawObject::default();
-            meta.set(keys::SERVER_INFO, Cow::Borrowed(server_info));
-            Some(meta.to_raw())
-        }
+            meta.to_raw()
+        })
     };
     if let Some(meta) = meta {
         obj.set(META, Cow::Owned(meta));
